@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""What users run today: one onnxruntime InferenceSession per device from Python.
+
+`ortfleet bench` runs this script in a fresh process per measurement, next to its own strategies.
+Modes: sequential (a loop), threads (a thread per device), spawn (a multiprocessing pool with the
+"spawn" start method, one process per device). The CUDA EP is attached the way ortfleet attaches it:
+register_execution_provider_library + get_ep_devices + SessionOptions.add_provider_for_devices.
+
+Prints one JSON line in the shape of `ortfleet start --ready-line` when every device is ready
+(session created and one inference run on generated inputs).
+"""
+import argparse
+import json
+import multiprocessing
+import os
+import threading
+import time
+
+MAIN_NS = time.monotonic_ns()  # CLOCK_MONOTONIC, the clock ortfleet uses
+_REGISTER_LOCK = threading.Lock()
+_REGISTERED = []
+
+
+def make_inputs(session, seed):
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    meta = session.get_modelmeta().custom_metadata_map
+    dtypes = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64,
+              "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(bool)": np.bool_, "tensor(uint8)": np.uint8}
+    feeds = {}
+    for i in session.get_inputs():
+        shape = [d if isinstance(d, int) and d > 0 else 1 for d in i.shape]
+        dtype = dtypes[i.type]
+        if np.issubdtype(dtype, np.floating):
+            feeds[i.name] = rng.uniform(-1, 1, shape).astype(dtype)
+        else:
+            lo, hi = 0, 1
+            if "ortfleet.input_range." + i.name in meta:
+                lo, hi = (int(v) for v in meta["ortfleet.input_range." + i.name].split(","))
+            feeds[i.name] = rng.integers(lo, hi + 1, shape).astype(dtype)
+    return feeds
+
+
+def start_one(model, device, cuda_ep, conv_algo):
+    """Create one session on `device` ("cpu", "cpu:1" or "cuda:N") and run one inference."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    if device.startswith("cuda:"):
+        ordinal = device.split(":")[1]
+        with _REGISTER_LOCK:  # once per process; threads race here otherwise
+            if not _REGISTERED:
+                ort.register_execution_provider_library("ortfleet.cuda", cuda_ep)
+                _REGISTERED.append(cuda_ep)
+        eps = [d for d in ort.get_ep_devices()
+               if d.ep_name == "CUDAExecutionProvider" and d.ep_options.get("device_id", "0") == ordinal]
+        if not eps:
+            raise RuntimeError(f"the CUDA EP offers no device {device}")
+        so.add_provider_for_devices(eps, {"cudnn_conv_algo_search": conv_algo})
+        session = ort.InferenceSession(model, sess_options=so)
+    else:
+        session = ort.InferenceSession(model, sess_options=so, providers=["CPUExecutionProvider"])
+    session.run(None, make_inputs(session, 1))
+    return session, time.monotonic_ns()
+
+
+def spawn_worker(args):
+    model, device, cuda_ep, conv_algo = args
+    try:
+        _, ready = start_one(model, device, cuda_ep, conv_algo)
+        return device, ready, os.getpid(), ""
+    except Exception as e:  # reported per device, as ortfleet does
+        return device, time.monotonic_ns(), os.getpid(), str(e)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("model")
+    p.add_argument("--devices", required=True, help="comma-separated: cuda:0,cuda:1 or cpu,cpu:1")
+    p.add_argument("--mode", choices=["sequential", "threads", "spawn"], required=True)
+    p.add_argument("--cuda-ep", default="", help="path of libonnxruntime_providers_cuda.so")
+    p.add_argument("--conv-algo", default="EXHAUSTIVE")
+    a = p.parse_args()
+    devices = a.devices.split(",")
+    results = {}  # device -> (ready_ns, pid, error)
+    sessions = []
+
+    def one(device):
+        try:
+            s, ready = start_one(a.model, device, a.cuda_ep, a.conv_algo)
+            sessions.append(s)
+            results[device] = (ready, os.getpid(), "")
+        except Exception as e:
+            results[device] = (time.monotonic_ns(), os.getpid(), str(e))
+
+    if a.mode == "sequential":
+        for d in devices:
+            one(d)
+    elif a.mode == "threads":
+        threads = [threading.Thread(target=one, args=(d,)) for d in devices]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    else:
+        ctx = multiprocessing.get_context("spawn")
+        with ctx.Pool(len(devices)) as pool:
+            for device, ready, pid, error in pool.map(spawn_worker, [(a.model, d, a.cuda_ep, a.conv_algo) for d in devices]):
+                results[device] = (ready, pid, error)
+
+    spawn_ns = int(os.environ.get("ORTFLEET_SPAWN_NS", MAIN_NS))
+    ready_ns = max(r[0] for r in results.values())
+    events = [{"name": "process.start", "lane": "process", "start_ns": spawn_ns, "end_ns": MAIN_NS, "pid": os.getpid(), "args": {}}]
+    events += [{"name": "ready", "lane": d, "start_ns": r[0], "end_ns": r[0], "pid": r[1], "args": {}} for d, r in results.items()]
+    print(json.dumps({
+        "ortfleet_start": 1, "model": a.model, "strategy": "python-" + a.mode,
+        "devices": [{"device": d, "state": "failed" if r[2] else "ready", "error": r[2], "provider": "onnxruntime-python",
+                     "ready_ms": (r[0] - MAIN_NS) / 1e6, "ready_ns": r[0], "pid": r[1]} for d, r in results.items()],
+        "spawn_ns": spawn_ns, "main_ns": MAIN_NS, "ready_ns": ready_ns, "wall_ms": (ready_ns - spawn_ns) / 1e6,
+        "all_ready": all(not r[2] for r in results.values()),
+        "timeline": {"origin_ns": spawn_ns, "events": events},
+    }), flush=True)
+    os._exit(0 if all(not r[2] for r in results.values()) else 3)  # skip slow session teardown
+
+
+if __name__ == "__main__":
+    main()

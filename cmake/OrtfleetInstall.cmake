@@ -1,0 +1,15 @@
+# An install tree (bin/, lib/libortfleet.a, include/ortfleet, lib/cmake/ortfleet) lets the Python
+# extension be built on another machine against a prebuilt library (python/CMakeLists.txt).
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+install(TARGETS ortfleet EXPORT ortfleetTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(DIRECTORY include/ortfleet DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(EXPORT ortfleetTargets NAMESPACE ortfleet:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ortfleet)
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/ortfleetConfig.cmake
+     "include(CMakeFindDependencyMacro)\nfind_dependency(Threads)\n"
+     "include(\${CMAKE_CURRENT_LIST_DIR}/ortfleetTargets.cmake)\n")
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/ortfleetConfigVersion.cmake
+                                 COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/ortfleetConfig.cmake
+              ${CMAKE_CURRENT_BINARY_DIR}/ortfleetConfigVersion.cmake
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ortfleet)

@@ -1,0 +1,64 @@
+#pragma once
+// Devices: what a session runs on ("cpu", "cuda:0"), device lists as users write them, and the GPUs
+// the NVIDIA driver reports.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ortfleet {
+
+struct Device {
+  enum class Kind { cpu, cuda };
+  Kind kind = Kind::cpu;
+  int index = 0;  ///< CUDA ordinal, or the instance number of a CPU session
+
+  /// One device as written by to_string() ("cpu", "cpu:2", "cuda:1"); not checked against the machine.
+  static Device parse(std::string_view text);
+  static Device cpu(int instance = 0) { return {Kind::cpu, instance}; }
+  static Device cuda(int ordinal) { return {Kind::cuda, ordinal}; }
+  bool is_gpu() const { return kind == Kind::cuda; }
+  std::string to_string() const;  ///< "cuda:1", "cpu" (instance 0) or "cpu:2"
+  bool operator==(const Device&) const = default;
+  auto operator<=>(const Device&) const = default;
+};
+
+/// Parses a device list: "all" (every GPU, else one CPU session), "0,1,3", "cuda:0,cuda:2",
+/// "0-3", "cpu", "cpu*4" (four CPU sessions). Throws ortfleet::Error for unknown or missing devices,
+/// naming the GPUs that exist.
+std::vector<Device> parse_devices(std::string_view spec, int gpu_count);
+
+struct GpuInfo {
+  int ordinal = 0;
+  std::string name;
+  std::string uuid;
+  std::string pci_bus_id;          ///< "0000:18:00.0"
+  uint64_t total_memory = 0;       ///< bytes
+  int compute_major = 0;
+  int compute_minor = 0;
+  int multiprocessors = 0;
+  std::optional<bool> mig_enabled; ///< from NVML when available
+  std::string architecture() const { return "sm_" + std::to_string(compute_major * 10 + compute_minor); }
+};
+
+struct CudaDriverInfo {
+  bool loaded = false;          ///< libcuda.so.1 found and cuInit succeeded
+  std::string library_path;
+  std::string error;            ///< why not, when !loaded
+  int driver_api_version = 0;   ///< cuDriverGetVersion, e.g. 13000
+  std::string driver_version;   ///< NVML's "580.159.04", when NVML is present
+  double init_ms = 0;           ///< how long cuInit took in this process
+  std::vector<GpuInfo> gpus;
+};
+
+/// Loads the NVIDIA driver library, initialises it (cuInit) and lists the GPUs. Never throws: on a
+/// machine without a GPU it returns loaded=false and the reason.
+const CudaDriverInfo& probe_cuda_driver();
+
+/// The number of GPUs this process may use, found without initialising CUDA (cuInit costs 0.1-0.5 s
+/// and a fleet's parent process never needs it): the /dev/nvidiaN device nodes, limited by
+/// CUDA_VISIBLE_DEVICES. probe_cuda_driver() gives the exact list.
+int gpu_count();
+
+}  // namespace ortfleet

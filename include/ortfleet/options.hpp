@@ -1,0 +1,72 @@
+#pragma once
+// Options that shape a session's start-up and speed: ONNX Runtime session options and CUDA
+// execution provider options as typed fields, mapped to ONNX Runtime's keys in one place
+// (src/options.cpp), and saved/loaded as the config file `tune` writes and `bench`, `Fleet` and
+// the Python API read.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ortfleet {
+
+enum class ConvAlgoSearch { exhaustive, heuristic, default_algo };
+enum class ArenaExtendStrategy { next_power_of_two, same_as_requested };
+enum class GraphOptimization { disabled, basic, extended, layout, all };
+
+struct CudaOptions {
+  ConvAlgoSearch conv_algo_search = ConvAlgoSearch::exhaustive;  ///< ONNX Runtime's default
+  bool conv_use_max_workspace = true;
+  std::optional<uint64_t> gpu_mem_limit;        ///< bytes; none = no limit
+  ArenaExtendStrategy arena_extend = ArenaExtendStrategy::next_power_of_two;
+  bool cuda_graph = false;                      ///< capture the graph at the first run, replay after
+  bool tf32 = true;
+  bool copy_in_default_stream = true;
+  bool prefer_nhwc = false;
+  uintptr_t user_compute_stream = 0;            ///< a cudaStream_t to run on, 0 = the EP's own
+  std::map<std::string, std::string> extra;     ///< further provider keys, passed through verbatim
+
+  /// The provider options as ONNX Runtime's string keys ("cudnn_conv_algo_search", ...).
+  std::vector<std::pair<std::string, std::string>> provider_options() const;
+  bool operator==(const CudaOptions&) const = default;
+};
+
+struct SessionOptions {
+  GraphOptimization graph_optimization = GraphOptimization::all;
+  bool memory_pattern = true;
+  bool cpu_arena = true;
+  int intra_op_threads = 0;       ///< 0 = ONNX Runtime's choice (one per physical core)
+  int inter_op_threads = 0;
+  bool thread_spinning = true;    ///< idle worker threads spin (fast for CPU inference, wasteful on GPU)
+  bool optimized_model_cache = false;  ///< reuse a pre-optimised copy of the model (ortfleet/cache.hpp)
+  std::string cuda_module_loading;     ///< "" (leave as is), "LAZY" or "EAGER": CUDA_MODULE_LOADING for the process
+  std::map<std::string, std::string> config_entries;  ///< AddConfigEntry pass-through
+  bool operator==(const SessionOptions&) const = default;
+};
+
+/// Everything that configures one session; what the config file holds.
+struct RunConfig {
+  std::string name;  ///< a label, e.g. "start-fast"
+  SessionOptions session;
+  CudaOptions cuda;
+  bool operator==(const RunConfig&) const = default;
+
+  std::string to_json() const;
+  /// Parses a config file's text; `source` names it in errors. Unknown keys, wrong types and bad
+  /// values are errors that say which key and what is allowed.
+  static RunConfig from_json(const std::string& text, const std::string& source);
+  static RunConfig load(const std::string& path);
+  void save(const std::string& path) const;
+  /// One line for tables: "conv=HEURISTIC opt=all threads=1 ...", only the fields that differ from default.
+  std::string summary() const;
+};
+
+std::string to_string(ConvAlgoSearch v);
+std::string to_string(GraphOptimization v);
+std::string to_string(ArenaExtendStrategy v);
+ConvAlgoSearch parse_conv_algo_search(const std::string& s);
+GraphOptimization parse_graph_optimization(const std::string& s);
+
+}  // namespace ortfleet

@@ -1,0 +1,77 @@
+#pragma once
+// `ortfleet synth`: valid ONNX models written without Python, deterministic from a seed, for tests,
+// benchmarks and reproducing slow start-ups.
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace ortfleet::synth {
+
+/// A ResNet (torchvision v1.5 layout: Conv+BatchNorm+Relu, bottlenecks from depth 50).
+struct ResNetSpec {
+  int depth = 50;          ///< 18, 34, 50, 101 or 152
+  double width = 1.0;      ///< channel multiplier (the "size knob")
+  int image_size = 224;
+  int batch = 1;
+  bool dynamic_batch = false;
+};
+
+/// Hundreds of convolutions of distinct shapes side by side: every one is a separate cuDNN
+/// algorithm search under cudnn_conv_algo_search=EXHAUSTIVE.
+struct ConvZooSpec {
+  int convs = 200;
+  int batch = 1;
+  int max_channels = 64;
+  int max_spatial = 56;
+};
+
+/// A BERT-style encoder (embeddings, then layers of attention + GELU feed-forward, LayerNorm).
+/// 24 layers x 1024 wide with the default vocabulary weighs about 1.27 GB.
+struct TransformerSpec {
+  int layers = 24;
+  int hidden = 1024;
+  int heads = 16;
+  int ffn_multiplier = 4;
+  int sequence = 128;
+  int batch = 1;
+  int vocabulary = 16000;
+  bool dynamic_batch = false;
+};
+
+/// A small multilayer perceptron: the quickest model that exercises every code path in tests.
+struct MlpSpec {
+  int layers = 3;
+  int width = 64;
+  int batch = 1;
+};
+
+enum class ExternalData { automatic, always, never };  ///< automatic: external when over 2 GB
+
+struct WriteOptions {
+  uint64_t seed = 1;
+  ExternalData external_data = ExternalData::automatic;
+  /// Called as weights are written: bytes done, bytes in all.
+  std::function<void(uint64_t done, uint64_t total)> progress;
+};
+
+struct ModelSummary {
+  std::string path;
+  std::string external_data_path;  ///< empty when every weight is inside the .onnx file
+  std::string kind;                ///< "resnet50", "convzoo", "transformer", "mlp"
+  uint64_t parameters = 0;
+  uint64_t weight_bytes = 0;
+  uint64_t file_bytes = 0;         ///< .onnx plus external data
+  int nodes = 0;
+  int conv_nodes = 0;
+  int distinct_convs = 0;          ///< distinct convolution problems (conv zoo only; 0 = not counted)
+};
+
+ModelSummary write_resnet(const std::string& path, const ResNetSpec& spec, const WriteOptions& options = {});
+ModelSummary write_conv_zoo(const std::string& path, const ConvZooSpec& spec, const WriteOptions& options = {});
+ModelSummary write_transformer(const std::string& path, const TransformerSpec& spec, const WriteOptions& options = {});
+ModelSummary write_mlp(const std::string& path, const MlpSpec& spec, const WriteOptions& options = {});
+
+/// The built-in default model (ResNet-50, seed 1), written once into `cache_dir` and reused.
+std::string default_model(const std::string& cache_dir);
+
+}  // namespace ortfleet::synth

@@ -1,0 +1,31 @@
+#pragma once
+// Running a program as a fresh process and reading its report: how bench, profile and tune time
+// cold starts (a second start inside one process reuses loaded libraries and CUDA contexts and
+// looks several times faster than it is).
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ortfleet::detail {
+
+struct ChildResult {
+  int exit_code = -1;          ///< -1 when killed by a signal or the timeout
+  std::string report_line;     ///< the first stdout line that starts with `report_prefix`
+  std::string stdout_text;     ///< everything else on stdout
+  std::string stderr_tail;     ///< the last lines of stderr
+  int64_t spawn_ns = 0;        ///< monotonic clock, just before the spawn
+  bool timed_out = false;
+  std::string describe() const;  ///< "exited with code 1: <stderr tail>"
+};
+
+/// Runs `argv` with `extra_env` added to this process's environment (and ORTFLEET_SPAWN_NS set to the
+/// spawn time), waits for it to exit or for `timeout_s`. Throws ortfleet::Error if it cannot start.
+ChildResult run_child(const std::vector<std::string>& argv, const std::map<std::string, std::string>& extra_env,
+                      const std::string& report_prefix, double timeout_s);
+
+/// Finds an executable next to this binary (or in its bin/, ../bin/), else on $PATH.
+std::optional<std::string> find_sibling_executable(const std::string& name);
+
+}  // namespace ortfleet::detail

@@ -1,0 +1,83 @@
+#pragma once
+// The NVIDIA driver API, loaded with dlopen (libcuda.so.1) so that ortfleet builds and runs where no
+// CUDA is installed. Only the handful of entry points ortfleet needs are declared; their C ABI has
+// been stable since CUDA 4.
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace ortfleet::detail {
+
+class CudaDriver {
+ public:
+  using CUresult = int;
+  using CUdevice = int;
+  using CUcontext = struct CUctx_st*;
+
+  /// The process-wide driver; check ok() before use.
+  static CudaDriver& instance();
+
+  bool ok() const { return ok_; }
+  const std::string& error() const { return error_; }
+  const std::string& library_path() const { return path_; }
+  double init_ms() const { return init_ms_; }
+
+  int device_count() const;
+  int driver_version() const;
+  std::string device_name(int ordinal) const;
+  std::string device_uuid(int ordinal) const;
+  std::string pci_bus_id(int ordinal) const;
+  uint64_t total_memory(int ordinal) const;
+  int attribute(int ordinal, int attribute) const;
+
+  /// Retains the device's primary context (the one the CUDA runtime, and so ONNX Runtime, uses) and
+  /// makes it current on the calling thread. Creating it is the expensive part of a GPU's start-up.
+  CUcontext retain_primary_context(int ordinal) const;
+  void release_primary_context(int ordinal) const;
+  /// Whether this process already holds the primary context of `ordinal` through this class.
+  bool holds_context(int ordinal) const;
+  /// Copies device memory to the host, in the primary context of `ordinal`.
+  void copy_to_host(int ordinal, void* dst, const void* src, size_t bytes) const;
+  /// Free and total device memory, from the primary context of `ordinal`.
+  std::pair<uint64_t, uint64_t> memory_info(int ordinal) const;
+
+  std::string describe(CUresult r) const;
+
+  // Attribute numbers of CUdevice_attribute.
+  static constexpr int kMultiprocessorCount = 16;
+  static constexpr int kPciBusId = 33;
+  static constexpr int kPciDeviceId = 34;
+  static constexpr int kPciDomainId = 50;
+  static constexpr int kComputeCapabilityMajor = 75;
+  static constexpr int kComputeCapabilityMinor = 76;
+
+ private:
+  CudaDriver();
+  void check(CUresult r, const char* call, int ordinal) const;
+
+  bool ok_ = false;
+  std::string error_;
+  std::string path_;
+  double init_ms_ = 0;
+
+  CUresult (*cuInit_)(unsigned) = nullptr;
+  CUresult (*cuDriverGetVersion_)(int*) = nullptr;
+  CUresult (*cuDeviceGetCount_)(int*) = nullptr;
+  CUresult (*cuDeviceGet_)(CUdevice*, int) = nullptr;
+  CUresult (*cuDeviceGetName_)(char*, int, CUdevice) = nullptr;
+  CUresult (*cuDeviceGetUuid_)(unsigned char*, CUdevice) = nullptr;
+  CUresult (*cuDeviceTotalMem_)(size_t*, CUdevice) = nullptr;
+  CUresult (*cuDeviceGetAttribute_)(int*, int, CUdevice) = nullptr;
+  CUresult (*cuDevicePrimaryCtxRetain_)(CUcontext*, CUdevice) = nullptr;
+  CUresult (*cuDevicePrimaryCtxRelease_)(CUdevice) = nullptr;
+  CUresult (*cuCtxSetCurrent_)(CUcontext) = nullptr;
+  CUresult (*cuMemGetInfo_)(size_t*, size_t*) = nullptr;
+  CUresult (*cuGetErrorString_)(CUresult, const char**) = nullptr;
+  CUresult (*cuMemcpyDtoH_)(void*, uintptr_t, size_t) = nullptr;
+  mutable std::mutex mutex_;
+  mutable std::map<int, int> retained_;  // ordinal -> retain count
+};
+
+}  // namespace ortfleet::detail

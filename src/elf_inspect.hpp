@@ -1,0 +1,30 @@
+#pragma once
+// Reading what a shared library needs and what GPU code it carries, without loading it: the
+// dynamic section (DT_NEEDED) and the CUDA fat binary (.nv_fatbin) of an ELF64 file.
+#include <cstddef>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace ortfleet::detail {
+
+/// The DT_NEEDED entries of an ELF64 shared object. Throws ortfleet::Error if it is not one.
+std::vector<std::string> elf_needed_libraries(const std::string& path);
+
+struct FatbinArchitectures {
+  std::set<int> cubin;  ///< machine code, by SM number (90 = sm_90)
+  std::set<int> ptx;    ///< PTX the driver can JIT-compile
+  int containers = 0;
+};
+
+/// Parses a .nv_fatbin section's bytes (a sequence of fat binary containers).
+FatbinArchitectures parse_fatbin(const std::byte* data, size_t size);
+/// The architectures in an ELF file's .nv_fatbin section (empty when it has none).
+FatbinArchitectures fatbin_architectures(const std::string& path);
+
+enum class ArchSupport { native, ptx_jit, none };
+/// Whether code for GPU architecture `sm` (e.g. 90) is present: machine code for it (or for an
+/// older minor of the same major, which the driver runs as is), else PTX it can JIT, else none.
+ArchSupport arch_support(const FatbinArchitectures& fatbin, int sm);
+
+}  // namespace ortfleet::detail

@@ -1,0 +1,305 @@
+#include "ortfleet/fleet.hpp"
+
+#include <algorithm>
+#include <condition_variable>
+#include <thread>
+
+#include "local_start.hpp"
+#include "ortfleet/error.hpp"
+#include "ortfleet/runtime.hpp"
+#include "worker.hpp"
+
+namespace ortfleet {
+using nlohmann::json;
+
+std::string to_string(Strategy s) {
+  switch (s) {
+    case Strategy::sequential: return "sequential";
+    case Strategy::threads: return "threads";
+    case Strategy::processes: return "processes";
+    case Strategy::fleet: return "fleet";
+    case Strategy::automatic: return "auto";
+  }
+  return "?";
+}
+
+Strategy parse_strategy(const std::string& s) {
+  for (Strategy v : {Strategy::sequential, Strategy::threads, Strategy::processes, Strategy::fleet, Strategy::automatic}) {
+    if (s == to_string(v)) return v;
+  }
+  throw Error("unknown strategy '" + s + "'", "Use sequential, threads, processes, fleet or auto");
+}
+
+const std::vector<Strategy>& all_strategies() {
+  static const std::vector<Strategy> all = {Strategy::sequential, Strategy::threads, Strategy::processes, Strategy::fleet};
+  return all;
+}
+
+std::string to_string(DeviceState s) {
+  switch (s) {
+    case DeviceState::pending: return "pending";
+    case DeviceState::starting: return "starting";
+    case DeviceState::ready: return "ready";
+    case DeviceState::failed: return "failed";
+    case DeviceState::stopped: return "stopped";
+  }
+  return "?";
+}
+
+struct Fleet::Impl {
+  std::string model;
+  FleetOptions options;
+  Strategy strategy = Strategy::fleet;
+  bool use_workers = false;
+
+  mutable std::mutex mutex;
+  std::condition_variable changed;
+  Timeline timeline;
+  int64_t start_ns = 0;
+  std::vector<DeviceStatus> status;
+  std::vector<detail::LocalDeviceResult> local;               // in-process sessions
+  std::vector<std::unique_ptr<detail::WorkerProcess>> workers;  // or one worker per device
+  std::vector<TensorSpec> inputs;
+  std::vector<TensorSpec> outputs;
+  std::thread coordinator;
+  bool started = false;
+  bool shut_down = false;
+
+  size_t index_of(const Device& d) const {
+    for (size_t i = 0; i < options.devices.size(); ++i) {
+      if (options.devices[i] == d) return i;
+    }
+    throw Error("device " + d.to_string() + " is not part of this fleet", "Use one of the devices the fleet was started on");
+  }
+
+  void mark(size_t i, DeviceState state, const std::string& error = {}) {
+    std::lock_guard lock(mutex);
+    status[i].state = state;
+    status[i].error = error;
+    if (state == DeviceState::ready) {
+      status[i].ready_ns = monotonic_ns();
+      status[i].ready_ms = static_cast<double>(status[i].ready_ns - start_ns) / 1e6;
+    }
+    changed.notify_all();
+  }
+
+  detail::LocalStartPlan plan_for(std::vector<Device> devices, detail::LocalMode mode) const {
+    detail::LocalStartPlan plan;
+    plan.model_path = model;
+    plan.devices = std::move(devices);
+    plan.config = options.config;
+    plan.mode = mode;
+    plan.warmup_runs = options.warmup_runs;
+    plan.dynamic_dim = options.dynamic_dim;
+    plan.fleet_size = static_cast<int>(options.devices.size());
+    plan.ort_library = options.ort_library;
+    plan.cache_dir = options.cache_dir;
+    plan.profile_dir = options.profile_dir;
+    return plan;
+  }
+
+  void run_local(detail::LocalMode mode) {
+    std::vector<detail::LocalDeviceResult> results;
+    for (size_t i = 0; i < status.size(); ++i) mark(i, DeviceState::starting);
+    detail::start_locally(plan_for(options.devices, mode), timeline, results, [&](size_t i) {
+      std::lock_guard lock(mutex);
+      auto& r = results[i];
+      if (r.session) {
+        status[i].state = DeviceState::ready;
+        status[i].ready_ns = r.ready_ns;
+        status[i].ready_ms = static_cast<double>(r.ready_ns - start_ns) / 1e6;
+        status[i].provider = r.session->provider().path;
+        status[i].provider_note = r.session->provider().note;
+        status[i].profile_path = r.profile_path;
+        status[i].memory_bytes = r.memory_bytes;
+        status[i].pid = static_cast<int>(::getpid());
+        if (inputs.empty()) {
+          inputs = r.session->inputs();
+          outputs = r.session->outputs();
+        }
+      } else {
+        status[i].state = DeviceState::failed;
+        status[i].error = r.error;
+      }
+      changed.notify_all();
+    });
+    std::lock_guard lock(mutex);
+    local = std::move(results);
+  }
+
+  void run_workers(detail::LocalMode mode) {
+    std::string executable;
+    try {
+      executable = detail::find_worker_executable(options.worker_executable);
+    } catch (const Error& e) {
+      for (size_t i = 0; i < status.size(); ++i) mark(i, DeviceState::failed, e.what());
+      return;
+    }
+    // The workers must load the ONNX Runtime this process would: resolve it once, here.
+    std::string ort_library = options.ort_library;
+    if (ort_library.empty()) {
+      for (const auto& c : runtime_candidates()) {
+        if (c.exists) {
+          ort_library = c.path;
+          break;
+        }
+      }
+    }
+    workers.resize(options.devices.size());
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < options.devices.size(); ++i) {
+      mark(i, DeviceState::starting);
+      threads.emplace_back([&, i, ort_library] {
+        const Device device = options.devices[i];
+        try {
+          auto worker = std::make_unique<detail::WorkerProcess>(executable, device);
+          {
+            std::lock_guard lock(mutex);
+            status[i].pid = worker->pid();
+          }
+          auto plan = plan_for({device}, mode);
+          plan.ort_library = ort_library;
+          const json ready = worker->start(plan);
+          std::vector<TimelineEvent> events;
+          for (const auto& e : ready.at("timeline")) {
+            events.push_back({e.at("name"), e.at("lane"), e.at("start_ns"), e.at("end_ns"), e.at("pid"),
+                              e.at("args").get<std::map<std::string, std::string>>()});
+          }
+          timeline.add_all(events);
+          std::lock_guard lock(mutex);
+          workers[i] = std::move(worker);
+          status[i].state = DeviceState::ready;
+          status[i].ready_ns = ready.at("ready_ns").get<int64_t>();
+          status[i].ready_ms = static_cast<double>(status[i].ready_ns - start_ns) / 1e6;
+          status[i].provider = ready.value("provider", "");
+          status[i].provider_note = ready.value("provider_note", "");
+          status[i].profile_path = ready.value("profile_path", "");
+          status[i].memory_bytes = ready.value("memory_bytes", uint64_t{0});
+          if (inputs.empty()) {
+            inputs = detail::specs_from_json(ready.at("inputs"));
+            outputs = detail::specs_from_json(ready.at("outputs"));
+          }
+          changed.notify_all();
+        } catch (const std::exception& e) {
+          mark(i, DeviceState::failed, e.what());
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+  }
+};
+
+Fleet::Fleet(std::string model_path, FleetOptions options) : impl_(std::make_unique<Impl>()) {
+  auto& s = *impl_;
+  s.model = std::move(model_path);
+  validate_model_file(s.model);
+  if (options.devices.empty()) options.devices = parse_devices("all", gpu_count());
+  if (options.warmup_runs < 0) throw Error("warm-up runs must not be negative", "Use 0 or more");
+  s.options = std::move(options);
+  s.strategy = s.options.strategy == Strategy::automatic ? Strategy::fleet : s.options.strategy;
+  const auto gpus = std::count_if(s.options.devices.begin(), s.options.devices.end(), [](const Device& d) { return d.is_gpu(); });
+  // Several GPUs in one process contend inside the CUDA driver and ONNX Runtime (module loading,
+  // cuDNN/cuBLAS handle creation, allocation): the fleet gives each GPU its own process.
+  s.use_workers = s.strategy == Strategy::processes || (s.strategy == Strategy::fleet && gpus > 1);
+  for (const auto& d : s.options.devices) {
+    DeviceStatus st;
+    st.device = d;
+    s.status.push_back(st);
+  }
+}
+
+Fleet::~Fleet() { shutdown(); }
+
+void Fleet::start() {
+  auto& s = *impl_;
+  {
+    std::lock_guard lock(s.mutex);
+    if (s.started) throw Error("this fleet was already started", "Make a new Fleet to start again");
+    s.started = true;
+    s.start_ns = monotonic_ns();
+    s.timeline.set_origin_ns(s.start_ns);
+  }
+  s.coordinator = std::thread([&s] {
+    switch (s.strategy) {
+      case Strategy::sequential: s.run_local(detail::LocalMode::sequential); break;
+      case Strategy::threads: s.run_local(detail::LocalMode::threads); break;
+      case Strategy::processes: s.run_workers(detail::LocalMode::threads); break;
+      case Strategy::fleet:
+      case Strategy::automatic:
+        if (s.use_workers) s.run_workers(detail::LocalMode::overlapped);
+        else s.run_local(detail::LocalMode::overlapped);
+        break;
+    }
+  });
+}
+
+bool Fleet::wait() {
+  auto& s = *impl_;
+  if (!s.started) throw Error("wait() before start()", "Call start() first");
+  std::unique_lock lock(s.mutex);
+  s.changed.wait(lock, [&] {
+    return std::all_of(s.status.begin(), s.status.end(),
+                       [](const DeviceStatus& d) { return d.state == DeviceState::ready || d.state == DeviceState::failed; });
+  });
+  return std::all_of(s.status.begin(), s.status.end(), [](const DeviceStatus& d) { return d.state == DeviceState::ready; });
+}
+
+bool Fleet::ready(const Device& device) const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->status[impl_->index_of(device)].state == DeviceState::ready;
+}
+
+std::vector<DeviceStatus> Fleet::status() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->status;
+}
+
+const std::vector<Device>& Fleet::devices() const { return impl_->options.devices; }
+Strategy Fleet::strategy() const { return impl_->strategy; }
+
+const std::vector<TensorSpec>& Fleet::inputs() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->inputs;
+}
+const std::vector<TensorSpec>& Fleet::outputs() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->outputs;
+}
+
+std::vector<Tensor> Fleet::run(const Device& device, const std::vector<Tensor>& inputs) {
+  auto& s = *impl_;
+  Session* session = nullptr;
+  detail::WorkerProcess* worker = nullptr;
+  {
+    std::unique_lock lock(s.mutex);
+    const size_t i = s.index_of(device);
+    // A device still starting is waited for; one that failed says why.
+    s.changed.wait(lock, [&] { return s.status[i].state != DeviceState::pending && s.status[i].state != DeviceState::starting; });
+    if (s.status[i].state == DeviceState::failed) {
+      throw Error(device.to_string() + " failed to start: " + s.status[i].error, {}, device.to_string());
+    }
+    if (s.status[i].state != DeviceState::ready) throw Error("the fleet is shut down", {}, device.to_string());
+    if (s.use_workers) worker = s.workers[i].get();
+    else session = s.local[i].session.get();
+  }
+  if (worker != nullptr) return worker->run(inputs);
+  return session->run(inputs);
+}
+
+Timeline Fleet::timeline() const { return impl_->timeline; }
+
+void Fleet::shutdown() {
+  auto& s = *impl_;
+  if (s.coordinator.joinable()) s.coordinator.join();
+  std::lock_guard lock(s.mutex);
+  if (s.shut_down) return;
+  s.shut_down = true;
+  s.local.clear();
+  s.workers.clear();
+  for (auto& st : s.status) {
+    if (st.state == DeviceState::ready) st.state = DeviceState::stopped;
+  }
+  s.changed.notify_all();
+}
+
+}  // namespace ortfleet

@@ -1,0 +1,194 @@
+#include "ipc.hpp"
+
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "ortfleet/error.hpp"
+
+namespace ortfleet::detail {
+using nlohmann::json;
+
+namespace {
+constexpr size_t kMaxMessage = 4u << 20;  // socket buffer asked for; messages are a few KiB
+constexpr size_t kMaxFds = 8;
+constexpr size_t kAlignment = 64;
+}  // namespace
+
+UniqueFd::~UniqueFd() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+UniqueFd& UniqueFd::operator=(UniqueFd&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = other.release();
+  }
+  return *this;
+}
+
+std::pair<UniqueFd, UniqueFd> MessageChannel::socket_pair() {
+  int fds[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) != 0) {
+    throw Error(std::string("socketpair failed: ") + std::strerror(errno), "Check the process's file-descriptor limit (ulimit -n)");
+  }
+  // Messages may be large (timelines); let the kernel buffer a whole one.
+  int size = static_cast<int>(kMaxMessage);
+  ::setsockopt(fds[0], SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
+  ::setsockopt(fds[1], SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
+  return {UniqueFd(fds[0]), UniqueFd(fds[1])};
+}
+
+void MessageChannel::send(const json& body, const std::vector<int>& fds) {
+  const std::string text = body.dump();
+  iovec iov{const_cast<char*>(text.data()), text.size()};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)] = {};
+  if (!fds.empty()) {
+    if (fds.size() > kMaxFds) throw Error("too many descriptors in one message");
+    msg.msg_control = control;
+    msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+  }
+  ssize_t sent;
+  do {
+    sent = ::sendmsg(socket_.get(), &msg, MSG_NOSIGNAL);
+  } while (sent < 0 && errno == EINTR);
+  if (sent < 0) throw Error(std::string("sending to the worker process failed: ") + std::strerror(errno));
+}
+
+std::optional<Message> MessageChannel::receive() {
+  // Peek at the length first, so each message costs a buffer of its own size.
+  ssize_t length;
+  do {
+    length = ::recv(socket_.get(), nullptr, 0, MSG_PEEK | MSG_TRUNC);
+  } while (length < 0 && errno == EINTR);
+  if (length == 0) return std::nullopt;
+  if (length < 0) {
+    if (errno == ECONNRESET) return std::nullopt;
+    throw Error(std::string("receiving from the worker process failed: ") + std::strerror(errno));
+  }
+  std::string buffer(static_cast<size_t>(length), '\0');
+  iovec iov{buffer.data(), buffer.size()};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)] = {};
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  ssize_t got;
+  do {
+    got = ::recvmsg(socket_.get(), &msg, MSG_CMSG_CLOEXEC);
+  } while (got < 0 && errno == EINTR);
+  if (got == 0) return std::nullopt;
+  if (got < 0) {
+    if (errno == ECONNRESET) return std::nullopt;
+    throw Error(std::string("receiving from the worker process failed: ") + std::strerror(errno));
+  }
+  Message m;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    const size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < n; ++i) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+      m.fds.emplace_back(fd);
+    }
+  }
+  if ((msg.msg_flags & MSG_TRUNC) != 0) throw Error("a worker message was truncated");
+  try {
+    m.body = json::parse(buffer.begin(), buffer.begin() + got);
+  } catch (const json::parse_error& e) {
+    throw Error(std::string("malformed message from the worker process: ") + e.what());
+  }
+  return m;
+}
+
+std::shared_ptr<SharedBuffer> SharedBuffer::create(size_t bytes) {
+  UniqueFd fd(::memfd_create("ortfleet-tensors", MFD_CLOEXEC));
+  if (!fd) throw Error(std::string("memfd_create failed: ") + std::strerror(errno));
+  const size_t size = std::max<size_t>(bytes, 1);
+  if (::ftruncate(fd.get(), static_cast<off_t>(size)) != 0) {
+    throw Error(std::string("cannot size shared memory: ") + std::strerror(errno), "Check free memory (/dev/shm, RAM)");
+  }
+  void* data = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  if (data == MAP_FAILED) throw Error(std::string("cannot map shared memory: ") + std::strerror(errno));
+  return std::shared_ptr<SharedBuffer>(new SharedBuffer(std::move(fd), data, size));
+}
+
+std::shared_ptr<SharedBuffer> SharedBuffer::attach(UniqueFd fd) {
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) throw Error(std::string("cannot stat shared memory: ") + std::strerror(errno));
+  const auto size = static_cast<size_t>(st.st_size);
+  void* data = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  if (data == MAP_FAILED) throw Error(std::string("cannot map shared memory: ") + std::strerror(errno));
+  return std::shared_ptr<SharedBuffer>(new SharedBuffer(std::move(fd), data, size));
+}
+
+SharedBuffer::~SharedBuffer() {
+  if (data_ != nullptr) ::munmap(data_, size_);
+}
+
+json pack_tensors(const std::vector<Tensor>& tensors, std::shared_ptr<SharedBuffer>& buffer) {
+  size_t total = 0;
+  for (const auto& t : tensors) total += (t.bytes + kAlignment - 1) / kAlignment * kAlignment;
+  if (!buffer || buffer->size() < total) buffer = SharedBuffer::create(total);
+  json out = json::array();
+  size_t offset = 0;
+  for (const auto& t : tensors) {
+    if (t.on_gpu()) throw Error("pack_tensors takes host tensors; '" + t.name + "' is on " + t.device.to_string());
+    if (t.bytes > 0) std::memcpy(buffer->data() + offset, t.data, t.bytes);
+    out.push_back({{"name", t.name}, {"type", static_cast<int>(t.type)}, {"shape", t.shape}, {"offset", offset}, {"bytes", t.bytes}});
+    offset += (t.bytes + kAlignment - 1) / kAlignment * kAlignment;
+  }
+  return out;
+}
+
+std::vector<Tensor> unpack_tensors(const json& descriptions, const std::shared_ptr<SharedBuffer>& buffer) {
+  std::vector<Tensor> out;
+  for (const auto& d : descriptions) {
+    Tensor t;
+    t.name = d.at("name").get<std::string>();
+    t.type = static_cast<ElementType>(d.at("type").get<int>());
+    t.shape = d.at("shape").get<std::vector<int64_t>>();
+    const auto offset = d.at("offset").get<size_t>();
+    t.bytes = d.at("bytes").get<size_t>();
+    if (!buffer || offset + t.bytes > buffer->size()) throw Error("tensor '" + t.name + "' lies outside its shared buffer");
+    if (t.bytes != static_cast<size_t>(t.element_count()) * element_size(t.type)) {
+      throw Error("tensor '" + t.name + "' has " + std::to_string(t.bytes) + " bytes, which does not match its shape");
+    }
+    t.data = buffer->data() + offset;
+    t.owner = buffer;
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+json specs_to_json(const std::vector<TensorSpec>& specs) {
+  json out = json::array();
+  for (const auto& s : specs) {
+    out.push_back({{"name", s.name}, {"type", static_cast<int>(s.type)}, {"shape", s.shape}, {"dim_names", s.dim_names}});
+  }
+  return out;
+}
+
+std::vector<TensorSpec> specs_from_json(const json& j) {
+  std::vector<TensorSpec> out;
+  for (const auto& s : j) {
+    out.push_back({s.at("name").get<std::string>(), static_cast<ElementType>(s.at("type").get<int>()),
+                   s.at("shape").get<std::vector<int64_t>>(), s.value("dim_names", std::vector<std::string>{})});
+  }
+  return out;
+}
+
+}  // namespace ortfleet::detail

@@ -1,0 +1,85 @@
+#pragma once
+// What crosses between a fleet and its worker processes: JSON messages over a SOCK_SEQPACKET socket
+// (message boundaries kept, file descriptors passed along), and tensors in shared memory (memfd):
+// the receiver maps the sender's pages instead of copying bytes through the socket.
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ortfleet/tensor.hpp"
+
+namespace ortfleet::detail {
+
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  ~UniqueFd();
+  UniqueFd(UniqueFd&& other) noexcept : fd_(other.release()) {}
+  UniqueFd& operator=(UniqueFd&& other) noexcept;
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  int get() const { return fd_; }
+  int release() {
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+  explicit operator bool() const { return fd_ >= 0; }
+
+ private:
+  int fd_ = -1;
+};
+
+struct Message {
+  nlohmann::json body;
+  std::vector<UniqueFd> fds;
+};
+
+class MessageChannel {
+ public:
+  explicit MessageChannel(UniqueFd socket) : socket_(std::move(socket)) {}
+  /// A connected pair: [0] for this process, [1] for the child.
+  static std::pair<UniqueFd, UniqueFd> socket_pair();
+
+  void send(const nlohmann::json& body, const std::vector<int>& fds = {});
+  /// Blocks for the next message; nullopt when the peer has closed its end (exited).
+  std::optional<Message> receive();
+  int fd() const { return socket_.get(); }
+
+ private:
+  UniqueFd socket_;
+};
+
+/// Anonymous shared memory (memfd) mapped read-write into this process.
+class SharedBuffer {
+ public:
+  static std::shared_ptr<SharedBuffer> create(size_t bytes);
+  /// Maps a buffer received from another process (takes the descriptor).
+  static std::shared_ptr<SharedBuffer> attach(UniqueFd fd);
+  ~SharedBuffer();
+  SharedBuffer(const SharedBuffer&) = delete;
+  SharedBuffer& operator=(const SharedBuffer&) = delete;
+
+  std::byte* data() const { return static_cast<std::byte*>(data_); }
+  size_t size() const { return size_; }
+  int fd() const { return fd_.get(); }
+
+ private:
+  SharedBuffer(UniqueFd fd, void* data, size_t size) : fd_(std::move(fd)), data_(data), size_(size) {}
+  UniqueFd fd_;
+  void* data_;
+  size_t size_;
+};
+
+/// Copies host tensors into one shared buffer; returns their descriptions (name, type, shape, offset).
+nlohmann::json pack_tensors(const std::vector<Tensor>& tensors, std::shared_ptr<SharedBuffer>& buffer);
+/// Tensors that view a shared buffer in place; each keeps the mapping alive.
+std::vector<Tensor> unpack_tensors(const nlohmann::json& descriptions, const std::shared_ptr<SharedBuffer>& buffer);
+
+nlohmann::json specs_to_json(const std::vector<TensorSpec>& specs);
+std::vector<TensorSpec> specs_from_json(const nlohmann::json& j);
+
+}  // namespace ortfleet::detail

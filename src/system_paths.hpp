@@ -1,0 +1,21 @@
+#pragma once
+// Paths of this process and of the machine, shared by the runtime search and the worker launcher.
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ortfleet::detail {
+
+/// Folder of the running executable (/proc/self/exe), or of the shared object holding ortfleet
+/// when it is loaded into another program (the Python extension).
+std::filesystem::path own_binary_dir();
+
+/// An environment variable, or nullopt when unset or empty.
+std::optional<std::string> env_var(const char* name);
+
+/// Folders that may hold Python packages on this machine: $VIRTUAL_ENV, $CONDA_PREFIX,
+/// ~/.local, the lib/python3.*/site-packages of every python3 on $PATH, and the system folders.
+std::vector<std::filesystem::path> python_package_dirs();
+
+}  // namespace ortfleet::detail

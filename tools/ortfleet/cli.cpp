@@ -1,0 +1,155 @@
+#include "cli.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+
+#include "ortfleet/cache.hpp"
+#include "ortfleet/error.hpp"
+#include "ortfleet/synth.hpp"
+
+namespace ortfleet::cli {
+namespace fs = std::filesystem;
+
+int guarded(const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const Error& e) {
+    std::cerr << "ortfleet: error: " << e.what() << "\n";
+  } catch (const std::exception& e) {
+    std::cerr << "ortfleet: error: " << e.what() << "\n";
+  }
+  return 1;
+}
+
+void print_json(const nlohmann::json& j) { std::cout << j.dump(2) << std::endl; }
+
+std::string format_ms(double ms) {
+  if (ms < 1) return fmt::format("{:.2f} ms", ms);
+  if (ms < 1000) return fmt::format("{:.0f} ms", ms);
+  if (ms < 60'000) return fmt::format("{:.2f} s", ms / 1000);
+  return fmt::format("{:.0f} min {:.0f} s", ms / 60'000, std::fmod(ms, 60'000) / 1000);
+}
+
+std::string format_bytes(uint64_t b) {
+  const double v = static_cast<double>(b);
+  if (b >= 1'000'000'000ULL) return fmt::format("{:.2f} GB", v / 1e9);
+  if (b >= 1'000'000ULL) return fmt::format("{:.1f} MB", v / 1e6);
+  if (b >= 1'000ULL) return fmt::format("{:.1f} kB", v / 1e3);
+  return fmt::format("{} B", b);
+}
+
+std::string model_or_default(const std::string& given, bool quiet) {
+  if (!given.empty()) return given;
+  const std::string dir = (fs::path(ModelCache::default_root()) / "default-model").string();
+  const bool exists = fs::exists(fs::path(dir) / "resnet50-seed1.onnx");
+  if (!exists && !quiet) std::cerr << "ortfleet: no model given: writing the built-in default (ResNet-50, 102 MB) to " << dir << "\n";
+  return synth::default_model(dir);
+}
+
+void RunConfigFlags::add_to(CLI::App* app) {
+  app->add_option("--config", config_file, "Config file (from 'ortfleet tune --write-config')")->check(CLI::ExistingFile);
+  app->add_option("--conv-algo", conv_algo, "cuDNN conv algorithm search: EXHAUSTIVE, HEURISTIC or DEFAULT");
+  app->add_option("--graph-opt", graph_opt, "Graph optimisation level: disabled, basic, extended, layout, all");
+  app->add_option("--intra-threads", intra_threads, "Intra-op threads per session (0 = ONNX Runtime's choice)");
+  app->add_option("--inter-threads", inter_threads, "Inter-op threads per session");
+  app->add_flag("--model-cache", model_cache, "Use the cache of pre-optimised models");
+  app->add_flag("--cuda-graph", cuda_graph, "Enable CUDA graph capture in the CUDA EP");
+  app->add_option("--module-loading", module_loading, "CUDA_MODULE_LOADING for the sessions' process: LAZY or EAGER");
+}
+
+RunConfig RunConfigFlags::resolve() const {
+  RunConfig c = config_file.empty() ? RunConfig{} : RunConfig::load(config_file);
+  if (!conv_algo.empty()) c.cuda.conv_algo_search = parse_conv_algo_search(conv_algo);
+  if (!graph_opt.empty()) c.session.graph_optimization = parse_graph_optimization(graph_opt);
+  if (intra_threads >= 0) c.session.intra_op_threads = intra_threads;
+  if (inter_threads >= 0) c.session.inter_op_threads = inter_threads;
+  if (model_cache) c.session.optimized_model_cache = true;
+  if (cuda_graph) c.cuda.cuda_graph = true;
+  if (!module_loading.empty()) {
+    if (module_loading != "LAZY" && module_loading != "EAGER") throw Error("--module-loading takes LAZY or EAGER");
+    c.session.cuda_module_loading = module_loading;
+  }
+  return c;
+}
+
+std::vector<std::string> RunConfigFlags::as_arguments() const {
+  std::vector<std::string> args;
+  if (!config_file.empty()) args.insert(args.end(), {"--config", config_file});
+  if (!conv_algo.empty()) args.insert(args.end(), {"--conv-algo", conv_algo});
+  if (!graph_opt.empty()) args.insert(args.end(), {"--graph-opt", graph_opt});
+  if (intra_threads >= 0) args.insert(args.end(), {"--intra-threads", std::to_string(intra_threads)});
+  if (inter_threads >= 0) args.insert(args.end(), {"--inter-threads", std::to_string(inter_threads)});
+  if (model_cache) args.emplace_back("--model-cache");
+  if (cuda_graph) args.emplace_back("--cuda-graph");
+  if (!module_loading.empty()) args.insert(args.end(), {"--module-loading", module_loading});
+  return args;
+}
+
+ProgressLine::ProgressLine(bool enabled) : enabled_(enabled), tty_(::isatty(STDERR_FILENO) != 0) {
+  // Without a terminal, the first plain line waits a few seconds: short work prints nothing.
+  last_plain_ = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+ProgressLine::~ProgressLine() { clear(); }
+
+void ProgressLine::update(const std::string& text) {
+  if (!enabled_) return;
+  if (tty_) {
+    std::cerr << "\r\033[K" << text << std::flush;
+    shown_ = true;
+    return;
+  }
+  const double now = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  if (now - last_plain_ >= 5.0) {
+    std::cerr << text << "\n";
+    last_plain_ = now;
+  }
+}
+
+void ProgressLine::clear() {
+  if (shown_ && tty_) std::cerr << "\r\033[K" << std::flush;
+  shown_ = false;
+}
+
+Table::Table(std::vector<std::string> headers, std::vector<bool> right_aligned)
+    : headers_(std::move(headers)), right_(std::move(right_aligned)) {
+  right_.resize(headers_.size(), false);
+}
+
+void Table::add(std::vector<std::string> row) {
+  row.resize(headers_.size());
+  rows_.push_back(std::move(row));
+}
+
+void Table::print(std::ostream& out) const {
+  std::vector<size_t> width(headers_.size());
+  auto visible = [](const std::string& s) {
+    size_t n = 0;
+    for (unsigned char c : s) n += (c & 0xC0) != 0x80 ? 1 : 0;  // count UTF-8 code points (×, …)
+    return n;
+  };
+  for (size_t i = 0; i < headers_.size(); ++i) width[i] = visible(headers_[i]);
+  for (const auto& r : rows_) {
+    for (size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], visible(r[i]));
+  }
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string text;
+    for (size_t i = 0; i < cells.size(); ++i) {
+      const std::string pad(width[i] - visible(cells[i]), ' ');
+      text += right_[i] ? pad + cells[i] : cells[i] + (i + 1 < cells.size() ? pad : "");
+      if (i + 1 < cells.size()) text += "  ";
+    }
+    out << text << "\n";
+  };
+  line(headers_);
+  std::vector<std::string> rule;
+  for (size_t w : width) rule.emplace_back(w, '-');
+  line(rule);
+  for (const auto& r : rows_) line(r);
+}
+
+}  // namespace ortfleet::cli

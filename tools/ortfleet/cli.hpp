@@ -1,0 +1,92 @@
+#pragma once
+// Plumbing shared by every subcommand: global flags, the run-config flags, error reporting,
+// JSON and table output, and the progress line.
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <iosfwd>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "ortfleet/options.hpp"
+
+namespace ortfleet::cli {
+
+struct Globals {
+  std::string ort_lib;
+  bool json = false;
+  int verbose = 0;
+  bool quiet = false;
+};
+
+/// What a subcommand does once the command line is parsed; returns the exit code.
+using Action = std::function<int()>;
+
+/// Each subcommand registers itself: adds its options to `app` and sets `action`.
+void register_doctor(CLI::App& app, Globals& globals, Action& action);
+void register_synth(CLI::App& app, Globals& globals, Action& action);
+void register_start(CLI::App& app, Globals& globals, Action& action);
+void register_bench(CLI::App& app, Globals& globals, Action& action);
+void register_profile(CLI::App& app, Globals& globals, Action& action);
+void register_tune(CLI::App& app, Globals& globals, Action& action);
+void register_cache(CLI::App& app, Globals& globals, Action& action);
+
+/// Flags that adjust a RunConfig, shared by start, bench, profile and tune.
+struct RunConfigFlags {
+  std::string config_file;
+  std::string conv_algo;
+  std::string graph_opt;
+  int intra_threads = -1;
+  int inter_threads = -1;
+  bool model_cache = false;
+  bool cuda_graph = false;
+  std::string module_loading;
+  void add_to(CLI::App* app);
+  /// The config file (or defaults), with the flags given on top.
+  RunConfig resolve() const;
+  /// The same flags as arguments, to pass to a child `ortfleet start`.
+  std::vector<std::string> as_arguments() const;
+};
+
+/// Runs `body`, turning ortfleet::Error and other exceptions into a one-line message on stderr.
+int guarded(const std::function<int()>& body);
+
+void print_json(const nlohmann::json& j);
+std::string format_ms(double ms);      ///< "850 ms", "1.23 s", "2 min 3 s"
+std::string format_bytes(uint64_t b);  ///< "1.27 GB"
+
+/// The model to use: `given`, or the built-in default (written once into the cache).
+std::string model_or_default(const std::string& given, bool quiet);
+
+/// One status line on stderr, redrawn in place when stderr is a terminal (plain lines otherwise,
+/// at most one every few seconds, so logs stay readable).
+class ProgressLine {
+ public:
+  explicit ProgressLine(bool enabled);
+  ~ProgressLine();
+  ProgressLine(const ProgressLine&) = delete;
+  ProgressLine& operator=(const ProgressLine&) = delete;
+  void update(const std::string& text);
+  void clear();
+
+ private:
+  bool enabled_;
+  bool tty_;
+  bool shown_ = false;
+  double last_plain_ = -1e9;
+};
+
+/// A text table with aligned columns.
+class Table {
+ public:
+  explicit Table(std::vector<std::string> headers, std::vector<bool> right_aligned = {});
+  void add(std::vector<std::string> row);
+  void print(std::ostream& out) const;
+
+ private:
+  std::vector<std::string> headers_;
+  std::vector<bool> right_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+}  // namespace ortfleet::cli

@@ -1,0 +1,135 @@
+// ortfleet bench: every start-up strategy in fresh processes, next to the onnxruntime Python package.
+#include <fmt/format.h>
+
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include "cli.hpp"
+#include "ortfleet/bench.hpp"
+#include "ortfleet/error.hpp"
+
+namespace ortfleet::cli {
+
+namespace {
+
+struct BenchFlags {
+  std::string model;
+  std::string devices = "all";
+  std::string strategies = "sequential,threads,processes,fleet";
+  int runs = 3;
+  int warmup_rounds = 1;
+  bool no_anchors = false;
+  std::string python = "python3";
+  std::string export_json;
+  std::string export_markdown;
+  bool inference = false;
+  double seconds = 5;
+  RunConfigFlags config;
+};
+
+void export_to(const std::string& path, const std::string& text) {
+  if (path.empty()) return;
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+  if (!out) throw Error("cannot write " + path, "Check that the folder exists and is writable");
+}
+
+void print_report(const BenchReport& r, std::ostream& out) {
+  out << "model " << r.model << " on " << r.machine << " (ONNX Runtime " << r.ort_version << ")\n"
+      << "wall time from exec until every session is created and has run one inference\n\n";
+  Table t({"start-up", "devices", "min", "median", "max", "vs 1 device", "efficiency"},
+          {false, true, true, true, true, true, true});
+  for (const auto& row : r.rows) {
+    if (!row.ok()) {
+      t.add({row.label, std::to_string(row.device_count), "failed", "", "", "", ""});
+      continue;
+    }
+    t.add({row.label, std::to_string(row.device_count), format_ms(row.min_ms), format_ms(row.median_ms), format_ms(row.max_ms),
+           row.ratio_to_one > 0 ? fmt::format("{:.2f}x", row.ratio_to_one) : "",
+           row.efficiency > 0 ? fmt::format("{:.0f}%", row.efficiency * 100) : ""});
+  }
+  t.print(out);
+  for (const auto& row : r.rows) {
+    if (!row.ok()) out << "\n" << row.label << " failed: " << row.error;
+  }
+  if (!r.fastest.empty()) out << "\n\nfastest: " << r.fastest << "\n";
+  for (const auto& c : r.comparisons) out << "  " << c << "\n";
+  for (const auto& s : r.skipped) out << "not run: " << s << "\n";
+}
+
+int run_bench_command(const BenchFlags& f, const Globals& g) {
+  ProgressLine progress(!g.quiet);
+  const std::string model = model_or_default(f.model, g.quiet);
+  const auto devices = parse_devices(f.devices, gpu_count());
+  if (f.inference) {
+    ThroughputOptions o;
+    o.model = model;
+    o.devices = devices;
+    o.seconds = f.seconds;
+    o.config = f.config.resolve();
+    o.ort_library = g.ort_lib;
+    o.progress = [&](const std::string& s) { progress.update(s); };
+    const ThroughputReport r = run_throughput(o);
+    progress.clear();
+    export_to(f.export_json, r.to_json());
+    if (g.json) {
+      std::cout << r.to_json() << std::endl;
+      return 0;
+    }
+    Table t({"inference", "inferences/s", "p50", "p99", "speed-up"}, {false, true, true, true, true});
+    for (const auto& row : r.rows) {
+      t.add({row.label, fmt::format("{:.1f}", row.inferences_per_s), format_ms(row.p50_ms), format_ms(row.p99_ms),
+             fmt::format("{:.2f}x", row.speedup)});
+    }
+    t.print(std::cout);
+    return 0;
+  }
+  BenchOptions o;
+  o.model = model;
+  o.devices = devices;
+  o.strategies.clear();
+  std::stringstream list(f.strategies);
+  for (std::string s; std::getline(list, s, ',');) o.strategies.push_back(parse_strategy(s));
+  o.runs = f.runs;
+  o.warmup_rounds = f.warmup_rounds;
+  o.anchors = !f.no_anchors;
+  o.python = f.python;
+  o.ort_library = g.ort_lib;
+  o.config = f.config.resolve();
+  o.config_arguments = f.config.as_arguments();
+  o.progress = [&](const std::string& s) { progress.update(s); };
+  const BenchReport r = run_bench(o);
+  progress.clear();
+  export_to(f.export_json, r.to_json());
+  export_to(f.export_markdown, r.to_markdown());
+  if (g.json) std::cout << r.to_json() << std::endl;
+  else print_report(r, std::cout);
+  for (const auto& row : r.rows) {
+    if (!row.ok()) return 3;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void register_bench(CLI::App& app, Globals& globals, Action& action) {
+  auto* cmd = app.add_subcommand("bench", "Time every start-up strategy in fresh processes, next to onnxruntime's Python API");
+  auto f = std::make_shared<BenchFlags>();
+  cmd->add_option("model", f->model, "The .onnx model (default: the built-in ResNet-50)");
+  cmd->add_option("-d,--devices", f->devices, "Devices: all (every GPU, else CPU), 0,1,2, 0-3, cpu, cpu*4");
+  cmd->add_option("--strategies", f->strategies, "Comma-separated: sequential,threads,processes,fleet");
+  cmd->add_option("-r,--runs", f->runs, "Timed rounds (each case once per round, fresh process each)")->check(CLI::Range(1, 1000));
+  cmd->add_option("-w,--warmup", f->warmup_rounds, "Untimed rounds first (page cache, JIT cache)")->check(CLI::Range(0, 100));
+  cmd->add_flag("--no-anchors", f->no_anchors, "Skip the onnxruntime Python package runs");
+  cmd->add_option("--python", f->python, "Python interpreter with onnxruntime and numpy, for the anchors");
+  cmd->add_option("--export-json", f->export_json, "Also write the full results as JSON here");
+  cmd->add_option("--export-markdown", f->export_markdown, "Also write the table as Markdown here");
+  cmd->add_flag("--inference", f->inference, "Measure inference throughput over the devices instead of start-up");
+  cmd->add_option("--seconds", f->seconds, "With --inference: seconds per measurement")->check(CLI::Range(0.1, 3600.0));
+  f->config.add_to(cmd);
+  cmd->callback([&globals, &action, f] { action = [&globals, f] { return run_bench_command(*f, globals); }; });
+}
+
+}  // namespace ortfleet::cli

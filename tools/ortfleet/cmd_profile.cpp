@@ -1,0 +1,101 @@
+// ortfleet profile: where one cold start of one session spends its time, and what to do about it.
+#include <fmt/format.h>
+
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include "cli.hpp"
+#include "ortfleet/error.hpp"
+#include "ortfleet/profile.hpp"
+
+namespace ortfleet::cli {
+
+namespace {
+
+struct ProfileFlags {
+  std::string model;
+  std::string device = "auto";
+  int steady_runs = 20;
+  std::string trace;
+  std::string keep_dir;
+  RunConfigFlags config;
+};
+
+void print_profile(const ProfileReport& r, std::ostream& out) {
+  out << fmt::format("profile of {} on {} ({})\n", r.model, r.device, r.config.summary());
+  out << fmt::format("cold start: {} from exec to the end of the first inference; {:.0f}% attributed to named phases\n\n",
+                     format_ms(r.wall_ms), r.attributed_share() * 100);
+  Table phases({"phase", "time", "share", "detail"}, {false, true, true, false});
+  for (const auto& p : r.phases) phases.add({p.label, format_ms(p.ms), fmt::format("{:.1f}%", p.share * 100), p.detail});
+  phases.add({"(unattributed)", format_ms(r.wall_ms - r.attributed_ms), fmt::format("{:.1f}%", (1 - r.attributed_share()) * 100), ""});
+  phases.print(out);
+  out << "\ntop costs and what to do\n";
+  for (size_t i = 0; i < r.top_costs.size(); ++i) out << "  " << i + 1 << ". " << r.top_costs[i] << "\n";
+  if (!r.transformers.empty()) {
+    out << "\ngraph transformers (largest first):";
+    for (size_t i = 0; i < r.transformers.size() && i < 5; ++i) {
+      out << fmt::format(" {} {:.0f} ms{}", r.transformers[i].first, r.transformers[i].second, i + 1 < std::min<size_t>(5, r.transformers.size()) ? "," : "");
+    }
+    out << "\n";
+  }
+  if (!r.nodes.empty()) {
+    out << "\nfirst inference vs later ones, per node (largest extra first)\n";
+    Table nodes({"node", "op", "provider", "first", "later"}, {false, false, false, true, true});
+    for (size_t i = 0; i < r.nodes.size() && i < 8; ++i) {
+      const auto& n = r.nodes[i];
+      nodes.add({n.node, n.op, n.provider, fmt::format("{:.2f} ms", n.first_ms), fmt::format("{:.2f} ms", n.steady_ms)});
+    }
+    nodes.print(out);
+  }
+  out << "\nplacement:";
+  for (const auto& [ep, n] : r.placement) out << " " << ep << " " << n << " nodes;";
+  out << " " << r.memcpy_nodes << " Memcpy nodes";
+  if (!r.cpu_fallback.empty()) {
+    out << "; on the CPU:";
+    for (const auto& op : r.cpu_fallback) out << " " << op;
+  }
+  out << fmt::format("\nsteady inference: p50 {}, p99 {}\n", format_ms(r.steady_p50_ms), format_ms(r.steady_p99_ms));
+}
+
+int run_profile_command(const ProfileFlags& f, const Globals& g) {
+  ProfileOptions o;
+  o.model = model_or_default(f.model, g.quiet);
+  o.device = f.device == "auto" ? (gpu_count() > 0 ? Device::cuda(0) : Device::cpu()) : parse_devices(f.device, gpu_count()).front();
+  o.config = f.config.resolve();
+  o.config_arguments = f.config.as_arguments();
+  o.steady_runs = f.steady_runs;
+  o.ort_library = g.ort_lib;
+  o.work_dir = f.keep_dir;
+  ProgressLine progress(!g.quiet);
+  progress.update("profiling one cold start of " + o.model + " on " + o.device.to_string());
+  const ProfileReport r = run_profile(o);
+  progress.clear();
+  if (!f.trace.empty()) {
+    std::ofstream out(f.trace, std::ios::trunc);
+    out << r.timeline.to_chrome_trace();
+    if (!out) throw Error("cannot write " + f.trace);
+  }
+  if (g.json) std::cout << r.to_json() << std::endl;
+  else {
+    print_profile(r, std::cout);
+    if (!f.trace.empty()) std::cout << "trace (ours and ONNX Runtime's, one clock): " << f.trace << " - open it in ui.perfetto.dev\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+void register_profile(CLI::App& app, Globals& globals, Action& action) {
+  auto* cmd = app.add_subcommand("profile", "Break one cold start into phases: what costs the most, and the fix");
+  auto f = std::make_shared<ProfileFlags>();
+  cmd->add_option("model", f->model, "The .onnx model (default: the built-in ResNet-50)");
+  cmd->add_option("-d,--device", f->device, "One device: 0, cuda:1 or cpu (default: GPU 0, else the CPU)");
+  cmd->add_option("--runs", f->steady_runs, "Inferences after the first, for steady-state times")->check(CLI::Range(1, 10000));
+  cmd->add_option("--trace", f->trace, "Write a Chrome/Perfetto trace with ortfleet's and ONNX Runtime's events");
+  cmd->add_option("--keep", f->keep_dir, "Keep ONNX Runtime's profile and log in this folder");
+  f->config.add_to(cmd);
+  cmd->callback([&globals, &action, f] { action = [&globals, f] { return run_profile_command(*f, globals); }; });
+}
+
+}  // namespace ortfleet::cli

@@ -1,0 +1,129 @@
+// ortfleet start: bring a fleet up once, show where the time went, and exit. `bench` runs it in
+// fresh processes (--ready-line) to time each strategy.
+#include <fmt/format.h>
+
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+
+#include "cli.hpp"
+#include "ortfleet/error.hpp"
+#include "ortfleet/fleet.hpp"
+#include "ortfleet/runtime.hpp"
+
+namespace ortfleet::cli {
+
+namespace {
+
+struct StartFlags {
+  std::string model;
+  std::string devices = "all";
+  std::string strategy = "auto";
+  int warmup = 1;
+  std::string timeline_file;
+  std::string trace_file;
+  std::string profile_dir;
+  bool ready_line = false;
+  std::string ort_log;
+  RunConfigFlags config;
+};
+
+/// Durations per phase (rows) and lane (columns): where each device's start-up went.
+void print_start_report(const StartReport& r, std::ostream& out) {
+  out << "model " << r.model << ", strategy " << r.strategy << ", " << r.devices.size() << " device(s)\n\n";
+  Table devices({"device", "state", "ready after exec", "provider", "pid", "error"}, {false, false, true, false, true, false});
+  for (const auto& d : r.devices) {
+    devices.add({d.device.to_string(), to_string(d.state),
+                 d.state == DeviceState::ready ? format_ms(static_cast<double>(d.ready_ns - r.spawn_ns) / 1e6) : "-",
+                 d.provider, std::to_string(d.pid), d.error});
+  }
+  devices.print(out);
+  out << "\n";
+  // Lanes: the shared "process" lane first, then devices; phases in order of first start.
+  std::vector<std::string> lanes;
+  std::vector<std::string> phases;
+  std::map<std::pair<std::string, std::string>, double> ms;
+  for (const auto& e : r.timeline.events()) {
+    if (e.name == std::string(phase::ready)) continue;
+    if (std::find(lanes.begin(), lanes.end(), e.lane) == lanes.end()) lanes.push_back(e.lane);
+    if (std::find(phases.begin(), phases.end(), e.name) == phases.end()) phases.push_back(e.name);
+    ms[{e.name, e.lane}] += e.duration_ms();
+  }
+  std::stable_sort(lanes.begin(), lanes.end(), [](const std::string& a, const std::string& b) {
+    return (a == "process") != (b == "process") ? a == "process" : a < b;
+  });
+  std::vector<std::string> headers = {"phase (ms)"};
+  headers.insert(headers.end(), lanes.begin(), lanes.end());
+  std::vector<bool> right(headers.size(), true);
+  right[0] = false;
+  Table table(headers, right);
+  for (const auto& p : phases) {
+    std::vector<std::string> row = {p};
+    for (const auto& l : lanes) {
+      auto it = ms.find({p, l});
+      row.push_back(it == ms.end() ? "" : fmt::format("{:.0f}", it->second));
+    }
+    table.add(row);
+  }
+  table.print(out);
+  out << "\n" << (r.all_ready ? "every device ready " : "done (with failures) ") << format_ms(r.wall_ms()) << " after exec\n";
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+  if (!out) throw Error("cannot write " + path, "Check that the folder exists and is writable");
+}
+
+int run_start(const StartFlags& f, const Globals& g) {
+  const int64_t main_ns = monotonic_ns();
+  FleetOptions options;
+  options.strategy = parse_strategy(f.strategy);
+  options.config = f.config.resolve();
+  options.warmup_runs = f.warmup;
+  options.ort_library = g.ort_lib;
+  options.profile_dir = f.profile_dir;
+  const std::string model = model_or_default(f.model, g.quiet || f.ready_line);
+  options.devices = parse_devices(f.devices, f.devices == "all" || f.devices.find("cpu") == std::string::npos ? gpu_count() : 0);
+
+  std::unique_ptr<OrtLogCapture> capture;
+  if (!f.ort_log.empty()) capture = std::make_unique<OrtLogCapture>(f.ort_log, g.ort_lib);
+  Fleet fleet(model, options);
+  fleet.start();
+  fleet.wait();
+  const StartReport result = make_start_report(fleet, model, main_ns);
+  if (f.ready_line) {
+    // One line, as soon as every device is done, for the benchmark parent to read.
+    std::cout << result.to_json() << std::endl;
+  }
+  if (!f.timeline_file.empty()) write_file(f.timeline_file, result.timeline.to_json());
+  if (!f.trace_file.empty()) write_file(f.trace_file, result.timeline.to_chrome_trace());
+  if (!f.ready_line) {
+    if (g.json) print_json(nlohmann::json::parse(result.to_json()));
+    else print_start_report(result, std::cout);
+  }
+  fleet.shutdown();
+  return result.all_ready ? 0 : 3;
+}
+
+}  // namespace
+
+void register_start(CLI::App& app, Globals& globals, Action& action) {
+  auto* cmd = app.add_subcommand("start", "Start one session per device once; show the start-up timeline");
+  auto f = std::make_shared<StartFlags>();
+  cmd->add_option("model", f->model, "The .onnx model (default: the built-in ResNet-50)");
+  cmd->add_option("-d,--devices", f->devices, "Devices: all, 0,1,2, 0-3, cuda:0, cpu, cpu*4");
+  cmd->add_option("-s,--strategy", f->strategy, "sequential, threads, processes, fleet or auto")
+      ->check(CLI::IsMember({"sequential", "threads", "processes", "fleet", "auto"}));
+  cmd->add_option("--warmup", f->warmup, "Warm-up inferences per device before it counts as ready");
+  cmd->add_option("--timeline", f->timeline_file, "Write the timeline as JSON here");
+  cmd->add_option("--trace", f->trace_file, "Write a Chrome/Perfetto trace here (open in ui.perfetto.dev)");
+  cmd->add_option("--profile-dir", f->profile_dir, "Write ONNX Runtime's own profile per device here");
+  cmd->add_flag("--ready-line", f->ready_line, "Print one JSON line when every device is done (for bench)");
+  cmd->add_option("--ort-log", f->ort_log, "Write ONNX Runtime's log (verbose, timestamped JSON lines) here (in-process strategies)");
+  f->config.add_to(cmd);
+  cmd->callback([&globals, &action, f] { action = [&globals, f] { return run_start(*f, globals); }; });
+}
+
+}  // namespace ortfleet::cli

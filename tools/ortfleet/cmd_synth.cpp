@@ -1,0 +1,115 @@
+// ortfleet synth: deterministic test models, written without Python.
+#include <fmt/format.h>
+
+#include <iostream>
+#include <memory>
+
+#include "cli.hpp"
+#include "ortfleet/error.hpp"
+#include "ortfleet/synth.hpp"
+
+namespace ortfleet::cli {
+
+namespace {
+
+struct SynthFlags {
+  std::string output;
+  uint64_t seed = 1;
+  std::string external = "auto";
+  synth::ResNetSpec resnet;
+  synth::ConvZooSpec zoo;
+  synth::TransformerSpec transformer;
+  synth::MlpSpec mlp;
+};
+
+synth::WriteOptions write_options(const SynthFlags& f, ProgressLine& progress) {
+  synth::WriteOptions o;
+  o.seed = f.seed;
+  o.external_data = f.external == "always" ? synth::ExternalData::always
+                    : f.external == "never" ? synth::ExternalData::never
+                                            : synth::ExternalData::automatic;
+  o.progress = [&progress](uint64_t done, uint64_t total) {
+    if (total < (64u << 20)) return;  // small models are written in a blink
+    progress.update(fmt::format("writing weights {} / {} ({:.0f}%)", format_bytes(done), format_bytes(total),
+                                100.0 * static_cast<double>(done) / static_cast<double>(total)));
+  };
+  return o;
+}
+
+int report(const synth::ModelSummary& s, const Globals& g) {
+  if (g.json) {
+    print_json({{"path", s.path}, {"external_data", s.external_data_path}, {"kind", s.kind}, {"parameters", s.parameters},
+                {"weight_bytes", s.weight_bytes}, {"file_bytes", s.file_bytes}, {"nodes", s.nodes},
+                {"conv_nodes", s.conv_nodes}, {"distinct_convs", s.distinct_convs}});
+    return 0;
+  }
+  std::cout << fmt::format("wrote {} ({}): {:.1f} M parameters, {} on disk, {} nodes", s.path, s.kind,
+                           static_cast<double>(s.parameters) / 1e6, format_bytes(s.file_bytes), s.nodes);
+  if (s.distinct_convs > 0) std::cout << fmt::format(", {} distinct conv shapes", s.distinct_convs);
+  else if (s.conv_nodes > 0) std::cout << fmt::format(", {} convolutions", s.conv_nodes);
+  if (!s.external_data_path.empty()) std::cout << ", weights in " << s.external_data_path;
+  std::cout << "\n";
+  return 0;
+}
+
+CLI::App* model_command(CLI::App* synth, const char* name, const char* help, SynthFlags& f) {
+  auto* c = synth->add_subcommand(name, help);
+  c->add_option("output", f.output, "Where to write the .onnx file")->required();
+  c->add_option("--seed", f.seed, "Seed of the random weights (same seed, same bytes)");
+  c->add_option("--external-data", f.external, "Keep weights in a side file: auto (over 2 GB), always, never")
+      ->check(CLI::IsMember({"auto", "always", "never"}));
+  return c;
+}
+
+}  // namespace
+
+void register_synth(CLI::App& app, Globals& globals, Action& action) {
+  auto* synth = app.add_subcommand("synth", "Write a synthetic ONNX model (deterministic from a seed)");
+  synth->require_subcommand(1);
+  auto f = std::make_shared<SynthFlags>();
+
+  auto* resnet = model_command(synth, "resnet", "A ResNet (18/34/50/101/152; ResNet-50 by default)", *f);
+  resnet->add_option("--depth", f->resnet.depth, "18, 34, 50, 101 or 152");
+  resnet->add_option("--width", f->resnet.width, "Channel multiplier (size knob)");
+  resnet->add_option("--image-size", f->resnet.image_size, "Input height and width");
+  resnet->add_option("--batch", f->resnet.batch, "Batch size");
+  resnet->add_flag("--dynamic-batch", f->resnet.dynamic_batch, "Make the batch dimension symbolic");
+
+  auto* zoo = model_command(synth, "convzoo", "Hundreds of convolutions of distinct shapes (cuDNN algorithm search)", *f);
+  zoo->add_option("--convs", f->zoo.convs, "Number of distinct convolutions");
+  zoo->add_option("--max-channels", f->zoo.max_channels, "Largest input channel count");
+  zoo->add_option("--max-spatial", f->zoo.max_spatial, "Largest feature-map size");
+  zoo->add_option("--batch", f->zoo.batch, "Batch size");
+
+  auto* tf = model_command(synth, "transformer", "A BERT-style encoder; 24 x 1024 weighs about 1.27 GB", *f);
+  tf->add_option("--layers", f->transformer.layers, "Encoder layers");
+  tf->add_option("--hidden", f->transformer.hidden, "Hidden width");
+  tf->add_option("--heads", f->transformer.heads, "Attention heads");
+  tf->add_option("--ffn-multiplier", f->transformer.ffn_multiplier, "Feed-forward width / hidden width");
+  tf->add_option("--sequence", f->transformer.sequence, "Sequence length");
+  tf->add_option("--vocabulary", f->transformer.vocabulary, "Vocabulary size");
+  tf->add_option("--batch", f->transformer.batch, "Batch size");
+  tf->add_flag("--dynamic-batch", f->transformer.dynamic_batch, "Make the batch dimension symbolic");
+
+  auto* mlp = model_command(synth, "mlp", "A small multilayer perceptron (fast tests)", *f);
+  mlp->add_option("--layers", f->mlp.layers, "Layers");
+  mlp->add_option("--width", f->mlp.width, "Width");
+  mlp->add_option("--batch", f->mlp.batch, "Batch size");
+
+  auto bind = [&globals, &action, f](CLI::App* cmd, auto writer) {
+    cmd->callback([&globals, &action, f, writer] {
+      action = [&globals, f, writer] {
+        ProgressLine progress(!globals.quiet);
+        const auto summary = writer(*f, write_options(*f, progress));
+        progress.clear();
+        return report(summary, globals);
+      };
+    });
+  };
+  bind(resnet, [](const SynthFlags& s, const synth::WriteOptions& o) { return synth::write_resnet(s.output, s.resnet, o); });
+  bind(zoo, [](const SynthFlags& s, const synth::WriteOptions& o) { return synth::write_conv_zoo(s.output, s.zoo, o); });
+  bind(tf, [](const SynthFlags& s, const synth::WriteOptions& o) { return synth::write_transformer(s.output, s.transformer, o); });
+  bind(mlp, [](const SynthFlags& s, const synth::WriteOptions& o) { return synth::write_mlp(s.output, s.mlp, o); });
+}
+
+}  // namespace ortfleet::cli

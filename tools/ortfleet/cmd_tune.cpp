@@ -1,0 +1,99 @@
+// ortfleet tune: which options start this model fastest, which serve it fastest, and what each costs.
+#include <fmt/format.h>
+
+#include <iostream>
+#include <memory>
+
+#include "cli.hpp"
+#include "ortfleet/error.hpp"
+#include "ortfleet/tune.hpp"
+
+namespace ortfleet::cli {
+
+namespace {
+
+struct TuneFlags {
+  std::string model;
+  std::string device = "auto";
+  bool quick = false;
+  int repetitions = 1;
+  int steady_runs = 30;
+  std::string write_config;
+  std::string write_serve_config;
+  RunConfigFlags config;
+};
+
+void print_tune(const TuneReport& r, std::ostream& out) {
+  out << "tune " << r.model << " on " << r.device << ": each configuration in a fresh process\n\n";
+  Table t({"", "configuration", "ready", "first inference", "p50", "p99", "memory"}, {false, false, true, true, true, true, true});
+  for (size_t i = 0; i < r.results.size(); ++i) {
+    const auto& x = r.results[i];
+    std::string mark = x.pareto ? "*" : "";
+    if (static_cast<int>(i) == r.start_fast) mark += "S";
+    if (static_cast<int>(i) == r.serve_fast) mark += "F";
+    if (!x.ok()) {
+      t.add({mark, x.candidate.name, "failed", x.error.substr(0, 60), "", "", ""});
+      continue;
+    }
+    t.add({mark, x.candidate.name, format_ms(x.ready_median_ms), format_ms(x.first_inference_ms), format_ms(x.steady_p50_ms),
+           format_ms(x.steady_p99_ms), format_bytes(x.memory_bytes)});
+  }
+  t.print(out);
+  out << "\n* Pareto front (nothing else starts faster and runs faster); ready = exec until the first inference ends\n";
+  if (r.start_fast >= 0) {
+    const auto& s = r.results[static_cast<size_t>(r.start_fast)];
+    const auto& base = r.results.front();
+    out << fmt::format("S start fast: {} ({}, {:.2f}x the first configuration's start-up; p50 {})\n", s.candidate.name,
+                       format_ms(s.ready_median_ms), base.ok() ? s.ready_median_ms / base.ready_median_ms : 0.0, format_ms(s.steady_p50_ms));
+  }
+  if (r.serve_fast >= 0) {
+    const auto& s = r.results[static_cast<size_t>(r.serve_fast)];
+    out << fmt::format("F serve fast: {} (p50 {}, ready in {})\n", s.candidate.name, format_ms(s.steady_p50_ms), format_ms(s.ready_median_ms));
+  }
+}
+
+int run_tune_command(const TuneFlags& f, const Globals& g) {
+  TuneOptions o;
+  o.model = model_or_default(f.model, g.quiet);
+  o.device = f.device == "auto" ? (gpu_count() > 0 ? Device::cuda(0) : Device::cpu()) : parse_devices(f.device, gpu_count()).front();
+  o.base = f.config.resolve();
+  o.quick = f.quick;
+  o.repetitions = f.repetitions;
+  o.steady_runs = f.steady_runs;
+  o.ort_library = g.ort_lib;
+  ProgressLine progress(!g.quiet);
+  o.progress = [&](const std::string& s) { progress.update(s); };
+  const TuneReport r = run_tune(o);
+  progress.clear();
+  auto write = [&](const std::string& path, int index, const char* goal) {
+    if (path.empty()) return;
+    if (index < 0) throw Error("no configuration succeeded, so there is no " + std::string(goal) + " config to write");
+    RunConfig c = r.results[static_cast<size_t>(index)].candidate.config;
+    c.name = goal;
+    c.save(path);
+    if (!g.json) std::cout << "wrote the " << goal << " configuration to " << path << " (use it with --config)\n";
+  };
+  if (g.json) std::cout << r.to_json() << std::endl;
+  else print_tune(r, std::cout);
+  write(f.write_config, r.start_fast, "start-fast");
+  write(f.write_serve_config, r.serve_fast, "serve-fast");
+  return r.start_fast >= 0 ? 0 : 1;
+}
+
+}  // namespace
+
+void register_tune(CLI::App& app, Globals& globals, Action& action) {
+  auto* cmd = app.add_subcommand("tune", "Sweep session and CUDA options: start-up vs inference speed, and the best of each");
+  auto f = std::make_shared<TuneFlags>();
+  cmd->add_option("model", f->model, "The .onnx model (default: the built-in ResNet-50)");
+  cmd->add_option("-d,--device", f->device, "One device: 0, cuda:1 or cpu (default: GPU 0, else the CPU)");
+  cmd->add_flag("--quick", f->quick, "Only the options that matter most (conv search, model cache, graph level)");
+  cmd->add_option("--repeat", f->repetitions, "Timed cold starts per configuration")->check(CLI::Range(1, 100));
+  cmd->add_option("--runs", f->steady_runs, "Inferences after the first, for p50/p99")->check(CLI::Range(2, 100000));
+  cmd->add_option("--write-config", f->write_config, "Write the recommended start-fast configuration here");
+  cmd->add_option("--write-serve-config", f->write_serve_config, "Write the recommended serve-fast configuration here");
+  f->config.add_to(cmd);
+  cmd->callback([&globals, &action, f] { action = [&globals, f] { return run_tune_command(*f, globals); }; });
+}
+
+}  // namespace ortfleet::cli

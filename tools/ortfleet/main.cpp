@@ -1,0 +1,39 @@
+// ortfleet: start ONNX Runtime sessions fast on every GPU of a node, and explain where start-up time goes.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "cli.hpp"
+
+int main(int argc, char** argv) {
+  using namespace ortfleet::cli;
+  CLI::App app{"ortfleet: fast ONNX Runtime start-up on every GPU of a node, and why start-up is slow"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("ortfleet ") + ORTFLEET_VERSION);
+  Globals globals;
+  app.fallthrough();  // global flags work after the subcommand too: `ortfleet doctor --json`
+  app.add_option("--ort-lib", globals.ort_lib, "libonnxruntime.so to use (else $ORTFLEET_ORT_LIB, the fetched copy, Python packages)");
+  app.add_flag("--json", globals.json, "Print machine-readable JSON on stdout");
+  app.add_flag("-v,--verbose", globals.verbose, "More log output (-vv: ONNX Runtime's own info messages)");
+  app.add_flag("-q,--quiet", globals.quiet, "No progress output");
+
+  Action action;
+  register_doctor(app, globals, action);
+  register_synth(app, globals, action);
+  register_start(app, globals, action);
+  register_bench(app, globals, action);
+  register_profile(app, globals, action);
+  register_tune(app, globals, action);
+  register_cache(app, globals, action);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  auto logger = spdlog::stderr_color_mt("ortfleet");
+  logger->set_pattern("%^%l%$: %v");
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(globals.verbose > 0 ? spdlog::level::debug : globals.quiet ? spdlog::level::warn : spdlog::level::info);
+  if (globals.verbose > 1) ::setenv("ORTFLEET_ORT_LOG_LEVEL", "info", 0);
+  return guarded(action);
+}
