@@ -76,7 +76,11 @@ std::vector<CacheEntry> ModelCache::entries() const {
   std::vector<CacheEntry> out;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir_, ec)) {
-    if (e.path().extension() == ".onnx") out.push_back({e.path().string(), static_cast<uint64_t>(e.file_size(ec))});
+    if (e.path().extension() != ".onnx") continue;
+    uint64_t bytes = e.file_size(ec);
+    const fs::path data = e.path().string() + ".data";  // the weights, stored beside the graph
+    if (fs::exists(data, ec)) bytes += fs::file_size(data, ec);
+    out.push_back({e.path().string(), bytes});
   }
   return out;
 }

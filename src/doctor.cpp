@@ -121,6 +121,8 @@ void check_runtime(DoctorReport& r, const DoctorOptions& options) {
                             std::to_string(others) + " other ONNX Runtime copies found; --ort-lib or ORTFLEET_ORT_LIB picks one", {}});
     }
   } catch (const Error& e) {
+    // A library the user named must work: that is an error, not a finding.
+    if (!options.ort_library.empty()) throw;
     r.runtime_error = e.what();
     r.findings.push_back({"runtime", Verdict::fail, e.what_failed(), e.hint()});
   }

@@ -99,11 +99,12 @@ struct Fleet::Impl {
   }
 
   void run_local(detail::LocalMode mode) {
-    std::vector<detail::LocalDeviceResult> results;
     for (size_t i = 0; i < status.size(); ++i) mark(i, DeviceState::starting);
-    detail::start_locally(plan_for(options.devices, mode), timeline, results, [&](size_t i) {
+    // The sessions land in `local` in place: run() may use a device as soon as it is marked ready,
+    // while the others are still starting.
+    detail::start_locally(plan_for(options.devices, mode), timeline, local, [&](size_t i) {
       std::lock_guard lock(mutex);
-      auto& r = results[i];
+      auto& r = local[i];
       if (r.session) {
         status[i].state = DeviceState::ready;
         status[i].ready_ns = r.ready_ns;
@@ -123,8 +124,6 @@ struct Fleet::Impl {
       }
       changed.notify_all();
     });
-    std::lock_guard lock(mutex);
-    local = std::move(results);
   }
 
   void run_workers(detail::LocalMode mode) {

@@ -37,8 +37,9 @@ struct LocalDeviceResult {
   uint64_t memory_bytes = 0;   ///< see DeviceStatus::memory_bytes
 };
 
-/// Brings every device of the plan to ready. `on_done(i)` is called (from any thread) as device i
-/// becomes ready or fails; a failure never stops the other devices. Phases go into `timeline`.
+/// Brings every device of the plan to ready. `results` gets one entry per device before any work
+/// starts, filled in place; `on_done(i)` is called (from any thread) as device i becomes ready or
+/// fails; a failure never stops the other devices. Phases go into `timeline`.
 void start_locally(const LocalStartPlan& plan, Timeline& timeline, std::vector<LocalDeviceResult>& results,
                    const std::function<void(size_t)>& on_done);
 

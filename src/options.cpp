@@ -223,6 +223,7 @@ RunConfig RunConfig::from_json(const std::string& text, const std::string& sourc
                 "EXHAUSTIVE, HEURISTIC, DEFAULT");
     c.read("conv_use_max_workspace", o.conv_use_max_workspace, "true or false");
     if (j.at("cuda").contains("gpu_mem_limit") && !j.at("cuda").at("gpu_mem_limit").is_null()) {
+      if (!j.at("cuda").at("gpu_mem_limit").is_number_unsigned()) c.fail("cuda.gpu_mem_limit", "must be a number of bytes or null");
       uint64_t limit = 0;
       c.read("gpu_mem_limit", limit, "a number of bytes or null");
       o.gpu_mem_limit = limit;

@@ -164,7 +164,9 @@ ProfileReport build_profile(const StartReport& start, const std::vector<OrtLogLi
 
   // Before the session: our own phases.
   int64_t first_ortfleet_ns = create->start_ns;
-  for (const auto& e : events) first_ortfleet_ns = std::min(first_ortfleet_ns, e.start_ns);
+  for (const auto& e : events) {
+    if (e.name != phase::process_start) first_ortfleet_ns = std::min(first_ortfleet_ns, e.start_ns);
+  }
   for (const auto& e : events) {
     if (e.end_ns > create->start_ns) continue;
     if (e.name == phase::process_start) add("process.start", e.start_ns, e.end_ns);

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <optional>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 
 #include "ort_api.hpp"
@@ -77,6 +79,14 @@ LoadedRuntime* open_runtime(const RuntimeCandidate& candidate) {
   if (!candidate.exists) {
     throw Error("no ONNX Runtime library at " + candidate.path + " (from " + candidate.source + ")", kSetupHint);
   }
+  {
+    std::ifstream file(candidate.path, std::ios::binary);
+    char magic[4] = {};
+    file.read(magic, sizeof(magic));
+    if (!file || std::memcmp(magic, "\x7f" "ELF", 4) != 0) {
+      throw Error(candidate.path + " (from " + candidate.source + ") is not ONNX Runtime: it is not a shared library", kSetupHint);
+    }
+  }
   // RTLD_LOCAL: ONNX Runtime's symbols stay out of the global namespace, so a second copy loaded by
   // another component of the process (e.g. the onnxruntime Python package) cannot be confused with ours.
   void* handle = dlopen(candidate.path.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -141,8 +151,9 @@ const RuntimeInfo& load_runtime(const std::string& explicit_library) {
   std::lock_guard lock(g_mutex);
   const auto candidates = runtime_candidates(explicit_library);
   if (g_loaded != nullptr) {
-    if (!explicit_library.empty() && !candidates.empty() && candidates.front().exists &&
-        fs::weakly_canonical(candidates.front().path).string() != g_loaded->info.library_path) {
+    std::error_code ec;
+    if (!explicit_library.empty() && !candidates.empty() &&
+        fs::weakly_canonical(candidates.front().path, ec).string() != g_loaded->info.library_path) {
       throw Error("ONNX Runtime is already loaded from " + g_loaded->info.library_path + "; cannot switch to " +
                       candidates.front().path + " in the same process",
                   "Start a new process to use another ONNX Runtime");

@@ -79,7 +79,6 @@ struct Session::Impl {
   bool used_cache = false;
   bool retained_context = false;
   std::vector<std::pair<std::string, std::pair<int64_t, int64_t>>> int_ranges;
-  Ort::MemoryInfo cpu_memory = Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault);
 
   std::optional<Timeline::Scope> phase(const char* name) {
     if (timeline == nullptr) return std::nullopt;

@@ -1,4 +1,41 @@
+// ortfleet cache: the pre-optimised models the model cache holds (see ortfleet/cache.hpp).
+#include <iostream>
+#include <memory>
+
 #include "cli.hpp"
+#include "ortfleet/cache.hpp"
+
 namespace ortfleet::cli {
-void register_cache(CLI::App&, Globals&, Action&) {}
+
+void register_cache(CLI::App& app, Globals& globals, Action& action) {
+  auto* cmd = app.add_subcommand("cache", "List or clear the cache of pre-optimised models");
+  cmd->require_subcommand(1);
+  auto* list = cmd->add_subcommand("list", "List the cached pre-optimised models");
+  auto* clear = cmd->add_subcommand("clear", "Delete every cached model");
+  list->callback([&globals, &action] {
+    action = [&globals] {
+      const ModelCache cache;
+      const auto entries = cache.entries();
+      if (globals.json) {
+        nlohmann::json j = nlohmann::json::array();
+        for (const auto& e : entries) j.push_back({{"path", e.path}, {"bytes", e.bytes}});
+        print_json({{"dir", cache.dir()}, {"entries", j}});
+        return 0;
+      }
+      std::cout << cache.dir() << ": " << entries.size() << " cached model(s)\n";
+      for (const auto& e : entries) std::cout << "  " << e.path << "  " << format_bytes(e.bytes) << "\n";
+      return 0;
+    };
+  });
+  clear->callback([&globals, &action] {
+    action = [&globals] {
+      const ModelCache cache;
+      const size_t n = cache.entries().size();
+      cache.clear();
+      if (!globals.quiet) std::cout << "removed " << n << " cached model(s) from " << cache.dir() << "\n";
+      return 0;
+    };
+  });
+}
+
 }  // namespace ortfleet::cli

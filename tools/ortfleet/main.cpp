@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cli.hpp"
+#include "ortfleet/runtime.hpp"
 
 int main(int argc, char** argv) {
   using namespace ortfleet::cli;
@@ -28,12 +29,17 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return app.exit(e) == 0 ? 0 : 2;  // --help and --version succeed; usage errors exit 2
   }
   auto logger = spdlog::stderr_color_mt("ortfleet");
   logger->set_pattern("%^%l%$: %v");
   spdlog::set_default_logger(logger);
   spdlog::set_level(globals.verbose > 0 ? spdlog::level::debug : globals.quiet ? spdlog::level::warn : spdlog::level::info);
   if (globals.verbose > 1) ::setenv("ORTFLEET_ORT_LOG_LEVEL", "info", 0);
-  return guarded(action);
+  return guarded([&] {
+    // A runtime the user named must load, whatever the command: fail here, in one line, not later
+    // once per device.
+    if (!globals.ort_lib.empty()) ortfleet::load_runtime(globals.ort_lib);
+    return action();
+  });
 }

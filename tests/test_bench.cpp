@@ -1,0 +1,95 @@
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "ortfleet/bench.hpp"
+#include "ortfleet/error.hpp"
+#include "test_support.hpp"
+
+namespace ortfleet {
+
+TEST(Bench, SummaryAndPercentiles) {
+  const Summary s = summarize({3, 1, 2, 10});
+  EXPECT_EQ(s.min, 1);
+  EXPECT_EQ(s.median, 2.5);
+  EXPECT_EQ(s.max, 10);
+  EXPECT_EQ(summarize({4, 2, 9}).median, 4);
+  EXPECT_EQ(summarize({}).median, 0);
+  EXPECT_DOUBLE_EQ(percentile({1, 2, 3, 4, 5}, 50), 3);
+  EXPECT_DOUBLE_EQ(percentile({1, 2, 3, 4, 5}, 100), 5);
+  EXPECT_DOUBLE_EQ(percentile({10, 20}, 25), 12.5);
+}
+
+TEST(Bench, TimesEveryStrategyInFreshProcessesWithBaselines) {
+  BenchOptions o;
+  o.model = test::mlp_model();
+  o.devices = {Device::cpu(0), Device::cpu(1)};
+  o.runs = 2;
+  o.warmup_rounds = 0;
+  o.anchors = false;
+  o.ortfleet_executable = test::bin("ortfleet");
+  const BenchReport r = run_bench(o);
+  // Four strategies on 2 devices, then the two one-device baselines.
+  ASSERT_EQ(r.rows.size(), 6u);
+  for (const auto& row : r.rows) {
+    ASSERT_TRUE(row.ok()) << row.label << ": " << row.error;
+    EXPECT_EQ(row.wall_ms.size(), 2u);
+    EXPECT_LE(row.min_ms, row.median_ms);
+    EXPECT_LE(row.median_ms, row.max_ms);
+    EXPECT_GT(row.min_ms, 0.0);
+    EXPECT_FALSE(row.median_report.timeline.events().empty());
+  }
+  EXPECT_EQ(r.rows[3].label, "fleet");
+  EXPECT_EQ(r.rows[3].baseline, "fleet (1 device)");
+  EXPECT_EQ(r.rows[0].baseline, "plain (1 device)");
+  EXPECT_NEAR(r.rows[3].ratio_to_one * r.rows[3].efficiency, 1.0, 1e-9);
+  EXPECT_FALSE(r.fastest.empty());
+  EXPECT_EQ(r.comparisons.size(), 3u);
+  EXPECT_FALSE(r.skipped.empty());  // the anchors were turned off, and the report says so
+  const auto j = nlohmann::json::parse(r.to_json());
+  EXPECT_EQ(j["rows"].size(), 6u);
+  EXPECT_NE(r.to_markdown().find("| fleet | 2 |"), std::string::npos);
+}
+
+TEST(Bench, AFailingCaseIsReportedNotFatal) {
+  BenchOptions o;
+  o.model = test::mlp_model();
+  o.devices = {Device::cpu(0), Device::cuda(9)};
+  o.strategies = {Strategy::sequential};
+  o.runs = 1;
+  o.warmup_rounds = 0;
+  o.anchors = false;
+  o.ortfleet_executable = test::bin("ortfleet");
+  const BenchReport r = run_bench(o);
+  ASSERT_FALSE(r.rows.empty());
+  EXPECT_FALSE(r.rows[0].ok());
+  EXPECT_FALSE(r.rows[0].error.empty());
+}
+
+TEST(Bench, InferenceThroughputOverDevicesAndThreads) {
+  ThroughputOptions o;
+  o.model = test::mlp_model();
+  o.devices = {Device::cpu(0), Device::cpu(1)};
+  o.seconds = 0.3;
+  const ThroughputReport r = run_throughput(o);
+  ASSERT_EQ(r.rows.size(), 3u);
+  for (const auto& row : r.rows) {
+    EXPECT_GT(row.inferences_per_s, 0.0) << row.label;
+    EXPECT_LE(row.p50_ms, row.p99_ms);
+  }
+  EXPECT_DOUBLE_EQ(r.rows[0].speedup, 1.0);
+  EXPECT_EQ(r.rows[2].devices, 2);
+  EXPECT_EQ(nlohmann::json::parse(r.to_json())["rows"].size(), 3u);
+}
+
+TEST(Bench, RejectsNonsense) {
+  BenchOptions o;
+  o.model = test::mlp_model();
+  o.runs = 0;
+  EXPECT_THROW(run_bench(o), Error);
+  o.runs = 1;
+  o.model = "/nonexistent.onnx";
+  EXPECT_THROW(run_bench(o), Error);
+}
+
+}  // namespace ortfleet

@@ -1,0 +1,82 @@
+#include "test_support.hpp"
+
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "ortfleet/devices.hpp"
+
+namespace ortfleet::test {
+namespace fs = std::filesystem;
+
+namespace {
+struct ScratchDir {
+  fs::path path;
+  ScratchDir() {
+    path = fs::temp_directory_path() / ("ortfleet-test-" + std::to_string(::getpid()));
+    fs::create_directories(path);
+    // Worker processes and child runs share the process's model cache; keep it in the scratch folder.
+    ::setenv("ORTFLEET_CACHE", (path / "cache").c_str(), 1);
+    ::setenv("ORTFLEET_WORKER", bin("ortfleet-worker").c_str(), 1);
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+}  // namespace
+
+const fs::path& scratch_dir() {
+  static ScratchDir dir;
+  return dir.path;
+}
+
+const std::string& mlp_model() {
+  static const std::string path = synth::write_mlp((scratch_dir() / "mlp.onnx").string(), {}).path;
+  return path;
+}
+
+const std::string& resnet18_model() {
+  static const std::string path = [] {
+    synth::ResNetSpec spec;
+    spec.depth = 18;
+    spec.image_size = 64;
+    return synth::write_resnet((scratch_dir() / "resnet18.onnx").string(), spec).path;
+  }();
+  return path;
+}
+
+const std::string& conv_zoo_model() {
+  static const std::string path = [] {
+    synth::ConvZooSpec spec;
+    spec.convs = 120;
+    spec.max_spatial = 32;
+    return synth::write_conv_zoo((scratch_dir() / "convzoo.onnx").string(), spec).path;
+  }();
+  return path;
+}
+
+const std::string& small_transformer() {
+  static const std::string path = [] {
+    synth::TransformerSpec spec;
+    spec.layers = 2;
+    spec.hidden = 64;
+    spec.heads = 4;
+    spec.sequence = 16;
+    spec.vocabulary = 100;
+    synth::WriteOptions o;
+    o.external_data = synth::ExternalData::always;
+    return synth::write_transformer((scratch_dir() / "transformer.onnx").string(), spec, o).path;
+  }();
+  return path;
+}
+
+std::string bin(const std::string& name) {
+  // ORTFLEET_TEST_BIN_DIR overrides the build tree's folder: the tests travel to the GPU machine.
+  const char* dir = std::getenv("ORTFLEET_TEST_BIN_DIR");
+  return (fs::path(dir != nullptr && *dir != '\0' ? dir : ORTFLEET_TEST_BIN_DIR) / name).string();
+}
+
+bool have_gpu() { return probe_cuda_driver().loaded && !probe_cuda_driver().gpus.empty(); }
+
+}  // namespace ortfleet::test
