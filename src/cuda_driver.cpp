@@ -43,6 +43,7 @@ CudaDriver::CudaDriver() {
   bind(cuMemGetInfo_, "cuMemGetInfo_v2");
   bind(cuGetErrorString_, "cuGetErrorString");
   bind(cuMemcpyDtoH_, "cuMemcpyDtoH_v2");
+  bind(cuCtxSynchronize_, "cuCtxSynchronize");
   if (!error_.empty()) return;
 
   const auto start = std::chrono::steady_clock::now();
@@ -149,6 +150,13 @@ void CudaDriver::release_primary_context(int ordinal) const {
 bool CudaDriver::holds_context(int ordinal) const {
   std::lock_guard lock(mutex_);
   return retained_.count(ordinal) > 0;
+}
+
+void CudaDriver::synchronize(int ordinal) const {
+  retain_primary_context(ordinal);
+  const CUresult r = cuCtxSynchronize_();
+  release_primary_context(ordinal);
+  check(r, "cuCtxSynchronize", ordinal);
 }
 
 void CudaDriver::copy_to_host(int ordinal, void* dst, const void* src, size_t bytes) const {

@@ -38,6 +38,8 @@ class CudaDriver {
   void release_primary_context(int ordinal) const;
   /// Whether this process already holds the primary context of `ordinal` through this class.
   bool holds_context(int ordinal) const;
+  /// Waits for all work queued on the primary context of `ordinal`, by any stream.
+  void synchronize(int ordinal) const;
   /// Copies device memory to the host, in the primary context of `ordinal`.
   void copy_to_host(int ordinal, void* dst, const void* src, size_t bytes) const;
   /// Free and total device memory, from the primary context of `ordinal`.
@@ -76,6 +78,7 @@ class CudaDriver {
   CUresult (*cuMemGetInfo_)(size_t*, size_t*) = nullptr;
   CUresult (*cuGetErrorString_)(CUresult, const char**) = nullptr;
   CUresult (*cuMemcpyDtoH_)(void*, uintptr_t, size_t) = nullptr;
+  CUresult (*cuCtxSynchronize_)() = nullptr;
   mutable std::mutex mutex_;
   mutable std::map<int, int> retained_;  // ordinal -> retain count
 };

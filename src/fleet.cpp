@@ -265,7 +265,7 @@ const std::vector<TensorSpec>& Fleet::outputs() const {
   return impl_->outputs;
 }
 
-std::vector<Tensor> Fleet::run(const Device& device, const std::vector<Tensor>& inputs) {
+std::vector<Tensor> Fleet::run(const Device& device, const std::vector<Tensor>& inputs, bool outputs_on_device) {
   auto& s = *impl_;
   Session* session = nullptr;
   detail::WorkerProcess* worker = nullptr;
@@ -281,8 +281,14 @@ std::vector<Tensor> Fleet::run(const Device& device, const std::vector<Tensor>& 
     if (s.use_workers) worker = s.workers[i].get();
     else session = s.local[i].session.get();
   }
-  if (worker != nullptr) return worker->run(inputs);
-  return session->run(inputs);
+  if (worker != nullptr) {
+    if (outputs_on_device) {
+      throw Error("outputs stay on the GPU only for sessions in this process, and " + device.to_string() + " runs in a worker process",
+                  "Start the fleet with strategy threads or sequential for device outputs", device.to_string());
+    }
+    return worker->run(inputs);
+  }
+  return session->run(inputs, outputs_on_device);
 }
 
 Timeline Fleet::timeline() const { return impl_->timeline; }

@@ -1,5 +1,6 @@
 #include "ortfleet/session.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
@@ -265,6 +266,11 @@ std::vector<Tensor> Session::run(const std::vector<Tensor>& inputs, bool outputs
     in_names.push_back(t.name.c_str());
     in_values.push_back(Ort::Value::CreateTensor(info, t.data, t.bytes, t.shape.data(), t.shape.size(),
                                                  static_cast<ONNXTensorElementDataType>(t.type)));
+  }
+  if (any_on_gpu && std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.on_gpu(); })) {
+    // GPU inputs may have been written on another stream (PyTorch's, CuPy's): let that work finish
+    // before ONNX Runtime's stream reads them.
+    detail::CudaDriver::instance().synchronize(s.spec.device.index);
   }
   std::vector<Ort::Value> out_values;
   try {

@@ -155,7 +155,11 @@ std::vector<Tensor> WorkerProcess::run(const std::vector<Tensor>& inputs) {
     host.push_back(std::move(copy));
   }
   const json described = pack_tensors(host, input_buffer_);
-  channel_->send({{"op", "run"}, {"inputs", described}}, {input_buffer_->fd()});
+  try {
+    channel_->send({{"op", "run"}, {"inputs", described}}, {input_buffer_->fd()});
+  } catch (const Error&) {
+    died("running");  // the worker is gone: say how it ended
+  }
   auto reply = channel_->receive();
   if (!reply) died("running");
   if (reply->body.value("event", "") != "outputs") {

@@ -73,7 +73,8 @@ class Fleet {
 
   /// Runs one inference on `device`. Host tensors, or GPU tensors of that device (in-process sessions
   /// read them in place; worker processes receive them through shared memory after a copy).
-  std::vector<Tensor> run(const Device& device, const std::vector<Tensor>& inputs);
+  /// outputs_on_device leaves the outputs on the GPU (in-process sessions only).
+  std::vector<Tensor> run(const Device& device, const std::vector<Tensor>& inputs, bool outputs_on_device = false);
   const std::vector<TensorSpec>& inputs() const;   ///< the model's inputs (after the first device is ready)
   const std::vector<TensorSpec>& outputs() const;
 

@@ -1,0 +1,115 @@
+"""A PEP 517 build backend for ortfleet that builds with the project's CMake and needs no network.
+
+Three sources for the compiled parts, first match wins:
+  ORTFLEET_BUILD_DIR   a CMake build tree of this project that already holds python/ortfleet (fastest)
+  ORTFLEET_PREFIX      an installed ortfleet (cmake --install): only the extension is compiled, against it
+  otherwise            the whole project is configured and built in a temporary folder
+"""
+import base64
+import glob
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import zipfile
+
+NAME = "ortfleet"
+VERSION = "0.1.0"
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+def _run(cmd):
+    print("ortfleet build:", " ".join(cmd), file=sys.stderr)
+    subprocess.run(cmd, check=True, stdout=sys.stderr)
+
+
+def _pybind11_args():
+    try:
+        import pybind11  # the pip package on machines without Debian's python3-pybind11
+        return [f"-Dpybind11_DIR={pybind11.get_cmake_dir()}"]
+    except ImportError:
+        return []
+
+
+def _package_dir(tmp):
+    """A folder holding the built package (ortfleet/ with the extension, bin/ and anchors/)."""
+    build = os.environ.get("ORTFLEET_BUILD_DIR")
+    if build and glob.glob(os.path.join(build, "python", NAME, "_ortfleet*.so")):
+        return os.path.join(build, "python")
+    out = os.path.join(tmp, "build")
+    prefix = os.environ.get("ORTFLEET_PREFIX")
+    python = [f"-DPython_EXECUTABLE={sys.executable}", *_pybind11_args()]
+    if prefix:
+        _run(["cmake", "-S", os.path.join(ROOT, "python"), "-B", out, "-DCMAKE_BUILD_TYPE=Release",
+              f"-Dortfleet_DIR={prefix}/lib/cmake/ortfleet", f"-DORTFLEET_BIN_DIR={prefix}/bin", *python])
+        _run(["cmake", "--build", out, "-j", str(os.cpu_count() or 2)])
+    else:
+        if not os.path.exists(os.path.join(ROOT, ".deps", "onnxruntime", "include")):
+            _run([os.path.join(ROOT, "scripts", "fetch-onnxruntime.sh")])
+        _run(["cmake", "-S", ROOT, "-B", out, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release", "-DORTFLEET_BUILD_PYTHON=ON",
+              "-DORTFLEET_BUILD_TESTS=OFF", "-DORTFLEET_BUILD_MICROBENCH=OFF", *python])
+        _run(["cmake", "--build", out, "--target", "ortfleet_python"])
+    return os.path.join(out, "python")
+
+
+def _tag():
+    impl = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    return f"{impl}-{impl}-{sysconfig.get_platform().replace('-', '_').replace('.', '_')}"
+
+
+def _metadata():
+    return (f"Metadata-Version: 2.1\nName: {NAME}\nVersion: {VERSION}\n"
+            "Summary: ONNX Runtime sessions started fast on every GPU of a node, and why start-up is slow\n"
+            "Requires-Python: >=3.10\nRequires-Dist: numpy\n")
+
+
+def get_requires_for_build_wheel(config_settings=None):
+    return []
+
+
+def get_requires_for_build_sdist(config_settings=None):
+    return []
+
+
+def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
+    info = os.path.join(metadata_directory, f"{NAME}-{VERSION}.dist-info")
+    os.makedirs(info, exist_ok=True)
+    with open(os.path.join(info, "METADATA"), "w") as f:
+        f.write(_metadata())
+    return os.path.basename(info)
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    with tempfile.TemporaryDirectory() as tmp:
+        source = os.path.join(_package_dir(tmp), NAME)
+        wheel_name = f"{NAME}-{VERSION}-{_tag()}.whl"
+        info = f"{NAME}-{VERSION}.dist-info"
+        records = []
+        with zipfile.ZipFile(os.path.join(wheel_directory, wheel_name), "w", zipfile.ZIP_DEFLATED) as whl:
+            def add(arcname, data, executable=False):
+                entry = zipfile.ZipInfo(arcname, date_time=(2026, 1, 1, 0, 0, 0))
+                entry.external_attr = (0o100755 if executable else 0o100644) << 16  # a regular file, and its mode
+                entry.compress_type = zipfile.ZIP_DEFLATED
+                whl.writestr(entry, data)
+                digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+                records.append(f"{arcname},sha256={digest},{len(data)}")
+
+            for folder, _, files in os.walk(source):
+                for name in sorted(files):
+                    if name.endswith(".pyc"):
+                        continue
+                    path = os.path.join(folder, name)
+                    arcname = os.path.join(NAME, os.path.relpath(path, source))
+                    with open(path, "rb") as f:
+                        add(arcname, f.read(), executable=os.access(path, os.X_OK) and not name.endswith(".py"))
+            add(f"{info}/METADATA", _metadata().encode())
+            add(f"{info}/WHEEL", f"Wheel-Version: 1.0\nGenerator: ortfleet_build\nRoot-Is-Purelib: false\nTag: {_tag()}\n".encode())
+            whl.writestr(f"{info}/RECORD", "\n".join(records + [f"{info}/RECORD,,"]) + "\n")
+    return wheel_name
+
+
+def build_sdist(sdist_directory, config_settings=None):
+    raise NotImplementedError("ortfleet is installed from a checkout: pip install .")

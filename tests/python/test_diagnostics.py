@@ -1,0 +1,53 @@
+"""doctor, bench, profile and tune from Python return what the command line prints with --json."""
+import json
+import os
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+import ortfleet
+
+
+def cli_json(*args):
+    out = subprocess.run([sys.executable, "-m", "ortfleet", *args, "--json"], check=True, capture_output=True, text=True)
+    return json.loads(out.stdout)
+
+
+def test_doctor_matches_the_command_line():
+    from_python = ortfleet.doctor()
+    from_cli = cli_json("doctor")
+    assert from_python.keys() == from_cli.keys()
+    assert from_python["runtime"]["path"] == from_cli["runtime"]["path"]
+    assert [f["check"] for f in from_python["findings"]] == [f["check"] for f in from_cli["findings"]]
+
+
+def test_bench_profile_tune(models):
+    bench = ortfleet.bench(models["mlp"], devices="cpu*2", runs=1, warmup=0, anchors=False)
+    assert bench["ortfleet_bench"] == 1
+    assert {r["label"] for r in bench["rows"]} >= {"sequential", "threads", "processes", "fleet", "fleet (1 device)"}
+    assert all(not r["error"] for r in bench["rows"])
+    profile = ortfleet.profile(models["resnet18"], device="cpu", runs=3)
+    assert profile["attributed_share"] >= 0.9
+    tune = ortfleet.tune(models["mlp"], device="cpu", quick=True, runs=3)
+    assert tune["start_fast"] is not None and tune["serve_fast"] is not None
+
+
+def test_pip_install_builds_a_working_wheel(tmp_path):
+    build_dir = os.environ.get("ORTFLEET_BUILD_DIR")
+    if not build_dir:
+        pytest.skip("set ORTFLEET_BUILD_DIR to the CMake build tree (scripts/test.sh does)")
+    root = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(target), root],
+                   check=True, env={**os.environ, "PIP_NO_INDEX": "1"})
+    exe = target / "ortfleet" / "bin" / "ortfleet"
+    assert os.access(exe, os.X_OK)
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    out = subprocess.run([sys.executable, "-c", "import ortfleet; print(ortfleet.__file__); print(ortfleet.load_runtime()['version'])"],
+                         check=True, capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert str(target) in out.stdout
+    whl = list((tmp_path / "wheels").glob("*.whl")) if (tmp_path / "wheels").exists() else []
+    for w in whl:
+        assert any(n.endswith("bin/ortfleet-worker") for n in zipfile.ZipFile(w).namelist())

@@ -1,0 +1,113 @@
+"""The Python API: a fleet started and used from Python, errors as exceptions."""
+import numpy as np
+import pytest
+
+import ortfleet
+
+SLIM = {"session": {"intra_op_threads": 1, "thread_spinning": False}}
+
+
+def test_runtime_is_found_and_reported():
+    rt = ortfleet.load_runtime()
+    major, minor = (int(x) for x in rt["version"].split(".")[:2])
+    assert (major, minor) >= (1, 29)
+    assert "CPUExecutionProvider" in rt["providers"]
+
+
+@pytest.mark.parametrize("strategy", ["sequential", "threads", "processes", "fleet"])
+def test_fleet_starts_every_device_and_runs_numpy(models, strategy):
+    with ortfleet.Fleet(models["mlp"], devices="cpu*2", strategy=strategy, config=SLIM) as fleet:
+        assert fleet.start() is fleet  # start() returns at once; chaining reads naturally
+        assert fleet.wait()
+        assert fleet.devices == ["cpu", "cpu:1"]
+        assert [s["state"] for s in fleet.status()] == ["ready", "ready"]
+        assert fleet.inputs == [{"name": "input", "type": "float32", "shape": [1, 64]}]
+        x = np.random.default_rng(0).uniform(-1, 1, (1, 64)).astype(np.float32)
+        a = fleet.run("cpu", {"input": x})
+        b = fleet.run("cpu:1", {"input": x})
+        (name, out), = a.items()
+        assert out.shape == (1, 64) and out.dtype == np.float32
+        np.testing.assert_array_equal(out, b[name])
+        assert np.isfinite(out).all()
+
+
+def test_outputs_are_independent_of_later_runs(models):
+    with ortfleet.Fleet(models["mlp"], devices="cpu", strategy="threads", config=SLIM) as fleet:
+        fleet.start().wait()
+        rng = np.random.default_rng(1)
+        first = fleet.run("cpu", {"input": rng.uniform(-1, 1, (1, 64)).astype(np.float32)})
+        kept = next(iter(first.values())).copy()
+        fleet.run("cpu", {"input": rng.uniform(-1, 1, (1, 64)).astype(np.float32)})
+        np.testing.assert_array_equal(next(iter(first.values())), kept)
+
+
+def test_dlpack_inputs_are_read_like_numpy(models):
+    class HostTensor:  # what torch or CuPy hand over: an object with __dlpack__
+        def __init__(self, array):
+            self.array = array
+
+        def __dlpack__(self, stream=None):
+            return self.array.__dlpack__()
+
+        def __dlpack_device__(self):
+            return self.array.__dlpack_device__()
+
+    x = np.random.default_rng(2).uniform(-1, 1, (1, 64)).astype(np.float32)
+    with ortfleet.Fleet(models["mlp"], devices="cpu", strategy="sequential", config=SLIM) as fleet:
+        fleet.start().wait()
+        via_numpy = fleet.run("cpu", {"input": x})
+        via_dlpack = fleet.run("cpu", {"input": HostTensor(x)})
+        for k in via_numpy:
+            np.testing.assert_array_equal(via_numpy[k], via_dlpack[k])
+
+
+def test_non_contiguous_and_python_lists_are_accepted(models):
+    with ortfleet.Fleet(models["mlp"], devices="cpu", strategy="sequential", config=SLIM) as fleet:
+        fleet.start().wait()
+        x = np.random.default_rng(3).uniform(-1, 1, (1, 128)).astype(np.float32)[:, ::2]  # a strided view
+        assert not x.flags["C_CONTIGUOUS"]
+        a = fleet.run("cpu", {"input": x})
+        b = fleet.run("cpu", {"input": x.tolist()})
+        for k in a:
+            np.testing.assert_allclose(a[k], b[k], rtol=1e-6)
+
+
+def test_errors_are_ortfleet_errors_with_the_fix(models, tmp_path):
+    with pytest.raises(ortfleet.Error, match="does not exist"):
+        ortfleet.Fleet(str(tmp_path / "missing.onnx"), devices="cpu")
+    text = tmp_path / "notes.onnx"
+    text.write_text("not a model\n")
+    with pytest.raises(ortfleet.Error, match="is not an ONNX model"):
+        ortfleet.Fleet(str(text), devices="cpu")
+    with pytest.raises(ortfleet.Error, match="no GPU cuda:"):
+        ortfleet.Fleet(models["mlp"], devices=[99])
+    with pytest.raises(ortfleet.Error, match="'cuda.conv_algo_search' must be one of"):
+        ortfleet.Fleet(models["mlp"], devices="cpu", config={"cuda": {"conv_algo_search": "FASTEST"}})
+    with pytest.raises(ortfleet.Error, match="unknown strategy"):
+        ortfleet.Fleet(models["mlp"], devices="cpu", strategy="fastest")
+    assert issubclass(ortfleet.Error, RuntimeError)
+
+
+def test_a_dead_worker_is_reported_and_the_others_keep_working(models):
+    import os
+    import signal
+
+    x = {"input": np.zeros((1, 64), np.float32)}
+    with ortfleet.Fleet(models["mlp"], devices="cpu*2", strategy="processes", config=SLIM) as fleet:
+        fleet.start().wait()
+        victim = fleet.status()[0]
+        assert victim["pid"] != os.getpid()
+        os.kill(victim["pid"], signal.SIGKILL)
+        with pytest.raises(ortfleet.Error, match="killed by signal 9"):
+            fleet.run("cpu", x)
+        fleet.run("cpu:1", x)
+
+
+def test_timeline_and_trace(models):
+    import json
+
+    with ortfleet.Fleet(models["mlp"], devices="cpu*2", strategy="fleet", config=SLIM) as fleet:
+        fleet.start().wait()
+        names = {(e["lane"], e["name"]) for e in fleet.timeline()["events"]}
+        assert ("cpu", "session.create") in names and ("cpu:1", "warmup") in names
+        assert any(e["ph"] == "X" for e in json.loads(fleet.trace())["traceEvents"])
