@@ -9,10 +9,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-/usr/bin/python3}
 
-packages=(build-essential cmake ninja-build pkg-config npm zstd ca-certificates
-          libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev libgtest-dev libbenchmark-dev
+# Tools count as present when their command is (npm may come from NodeSource or nvm rather than
+# Debian, and Debian's npm would conflict with it); libraries when their Debian package is installed.
+tools=(g++:build-essential cmake:cmake ninja:ninja-build npm:npm zstd:zstd)
+packages=(ca-certificates libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev libgtest-dev libbenchmark-dev
           python3 python3-dev python3-pybind11 python3-numpy python3-pytest python3-pip python3-venv)
 missing=()
+for t in "${tools[@]}"; do command -v "${t%%:*}" >/dev/null || missing+=("${t#*:}"); done
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
