@@ -80,6 +80,9 @@ RunConfig tuned_for_fleet(const RunConfig& config, const Device& device, int fle
   if (device.is_gpu() && config.session.thread_spinning == defaults.session.thread_spinning) {
     tuned.session.thread_spinning = false;
   }
+  // The pre-optimised model: its first start fills the cache, every later one skips graph
+  // optimisation and maps the weights instead of parsing them.
+  if (!config.session.optimized_model_cache) tuned.session.optimized_model_cache = true;
   return tuned;
 }
 

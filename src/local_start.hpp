@@ -45,7 +45,8 @@ void start_locally(const LocalStartPlan& plan, Timeline& timeline, std::vector<L
 
 /// The options the overlapped start tunes when the user left them at their defaults: a GPU session
 /// gets a small intra-op pool without spinning (its CPU threads mostly wait for the GPU), and the
-/// fleet's CPU sessions share the cores instead of each claiming all of them.
+/// fleet's CPU sessions share the cores instead of each claiming all of them; the optimised-model
+/// cache is on unless the config says otherwise.
 RunConfig tuned_for_fleet(const RunConfig& config, const Device& device, int fleet_size);
 
 }  // namespace ortfleet::detail

@@ -102,7 +102,7 @@ json session_json(const SessionOptions& s) {
           {"intra_op_threads", s.intra_op_threads},
           {"inter_op_threads", s.inter_op_threads},
           {"thread_spinning", s.thread_spinning},
-          {"optimized_model_cache", s.optimized_model_cache},
+          {"optimized_model_cache", s.optimized_model_cache ? json(*s.optimized_model_cache) : json(nullptr)},
           {"cuda_module_loading", s.cuda_module_loading},
           {"config_entries", s.config_entries}};
 }
@@ -206,7 +206,13 @@ RunConfig RunConfig::from_json(const std::string& text, const std::string& sourc
     s.read("intra_op_threads", o.intra_op_threads, "a whole number");
     s.read("inter_op_threads", o.inter_op_threads, "a whole number");
     s.read("thread_spinning", o.thread_spinning, "true or false");
-    s.read("optimized_model_cache", o.optimized_model_cache, "true or false");
+    if (j.at("session").contains("optimized_model_cache") && !j.at("session").at("optimized_model_cache").is_null()) {
+      bool cache = false;
+      s.read("optimized_model_cache", cache, "true, false or null");
+      o.optimized_model_cache = cache;
+    } else {
+      s.allow("optimized_model_cache");
+    }
     s.read_enum("cuda_module_loading", [&](const std::string& v) {
       const std::string u = upper(v);
       if (!u.empty() && u != "LAZY" && u != "EAGER") throw Error("bad value");
@@ -279,7 +285,7 @@ std::string RunConfig::summary() const {
   if (session.intra_op_threads != 0) parts.push_back("intra=" + std::to_string(session.intra_op_threads));
   if (session.inter_op_threads != 0) parts.push_back("inter=" + std::to_string(session.inter_op_threads));
   if (!session.thread_spinning) parts.push_back("spin=0");
-  if (session.optimized_model_cache) parts.push_back("model_cache");
+  if (session.optimized_model_cache) parts.push_back(*session.optimized_model_cache ? "model_cache" : "no_model_cache");
   if (!session.cuda_module_loading.empty()) parts.push_back("module_loading=" + session.cuda_module_loading);
   for (const auto& [k, v] : session.config_entries) parts.push_back(k + "=" + v);
   if (parts.empty()) return "defaults";

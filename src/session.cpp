@@ -139,7 +139,8 @@ void Session::Impl::create() {
   std::string cache_entry;
   std::string cache_partial;
   detail::FileLock cache_writer;
-  if (spec.config.session.optimized_model_cache) {
+  const bool use_cache = spec.config.session.optimized_model_cache.value_or(false);
+  if (use_cache) {
     const ModelCache cache(spec.cache_dir);
     cache_entry = cache.entry_path(model, spec.device, spec.config);
     std::error_code ec;
@@ -178,7 +179,7 @@ void Session::Impl::create() {
     auto p = phase(phase::session_create);
     if (p) {
       p->arg("provider", provider.path);
-      if (spec.config.session.optimized_model_cache) p->arg("model_cache", used_cache ? "hit" : "miss");
+      if (use_cache) p->arg("model_cache", used_cache ? "hit" : "miss");
     }
     try {
       session = model_data != nullptr ? Ort::Session(env, model_data, model_size, so) : Ort::Session(env, source.c_str(), so);

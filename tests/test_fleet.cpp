@@ -155,3 +155,25 @@ TEST(Fleet, StartReportsRoundTripAndRejectMalformedInput) {
 }
 
 }  // namespace ortfleet
+
+#include "local_start.hpp"
+
+namespace ortfleet {
+
+TEST(Fleet, TheFleetStrategyTunesOnlyWhatTheUserLeftUnset) {
+  const RunConfig defaults;
+  const RunConfig gpu = detail::tuned_for_fleet(defaults, Device::cuda(0), 4);
+  EXPECT_EQ(gpu.session.optimized_model_cache, true);
+  EXPECT_FALSE(gpu.session.thread_spinning);
+  EXPECT_GE(gpu.session.intra_op_threads, 1);
+  EXPECT_LE(gpu.session.intra_op_threads, 4);
+  RunConfig mine;
+  mine.session.optimized_model_cache = false;
+  mine.session.intra_op_threads = 7;
+  const RunConfig kept = detail::tuned_for_fleet(mine, Device::cpu(), 2);
+  EXPECT_EQ(kept.session.optimized_model_cache, false);
+  EXPECT_EQ(kept.session.intra_op_threads, 7);
+  EXPECT_TRUE(detail::tuned_for_fleet(defaults, Device::cpu(), 2).session.thread_spinning);  // CPU sessions keep spinning
+}
+
+}  // namespace ortfleet

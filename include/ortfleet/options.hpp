@@ -40,7 +40,9 @@ struct SessionOptions {
   int intra_op_threads = 0;       ///< 0 = ONNX Runtime's choice (one per physical core)
   int inter_op_threads = 0;
   bool thread_spinning = true;    ///< idle worker threads spin (fast for CPU inference, wasteful on GPU)
-  bool optimized_model_cache = false;  ///< reuse a pre-optimised copy of the model (ortfleet/cache.hpp)
+  /// Reuse a pre-optimised copy of the model (ortfleet/cache.hpp). Unset: the strategy decides (the
+  /// fleet strategy uses it; the plain ones, which stand for what users run today, do not).
+  std::optional<bool> optimized_model_cache;
   std::string cuda_module_loading;     ///< "" (leave as is), "LAZY" or "EAGER": CUDA_MODULE_LOADING for the process
   std::map<std::string, std::string> config_entries;  ///< AddConfigEntry pass-through
   bool operator==(const SessionOptions&) const = default;

@@ -58,6 +58,7 @@ void RunConfigFlags::add_to(CLI::App* app) {
   app->add_option("--intra-threads", intra_threads, "Intra-op threads per session (0 = ONNX Runtime's choice)");
   app->add_option("--inter-threads", inter_threads, "Inter-op threads per session");
   app->add_flag("--model-cache", model_cache, "Use the cache of pre-optimised models");
+  app->add_flag("--no-model-cache", no_model_cache, "Never use it (the fleet strategy does by default)");
   app->add_flag("--cuda-graph", cuda_graph, "Enable CUDA graph capture in the CUDA EP");
   app->add_option("--module-loading", module_loading, "CUDA_MODULE_LOADING for the sessions' process: LAZY or EAGER");
 }
@@ -68,7 +69,9 @@ RunConfig RunConfigFlags::resolve() const {
   if (!graph_opt.empty()) c.session.graph_optimization = parse_graph_optimization(graph_opt);
   if (intra_threads >= 0) c.session.intra_op_threads = intra_threads;
   if (inter_threads >= 0) c.session.inter_op_threads = inter_threads;
+  if (model_cache && no_model_cache) throw Error("--model-cache and --no-model-cache contradict each other");
   if (model_cache) c.session.optimized_model_cache = true;
+  if (no_model_cache) c.session.optimized_model_cache = false;
   if (cuda_graph) c.cuda.cuda_graph = true;
   if (!module_loading.empty()) {
     if (module_loading != "LAZY" && module_loading != "EAGER") throw Error("--module-loading takes LAZY or EAGER");
@@ -85,6 +88,7 @@ std::vector<std::string> RunConfigFlags::as_arguments() const {
   if (intra_threads >= 0) args.insert(args.end(), {"--intra-threads", std::to_string(intra_threads)});
   if (inter_threads >= 0) args.insert(args.end(), {"--inter-threads", std::to_string(inter_threads)});
   if (model_cache) args.emplace_back("--model-cache");
+  if (no_model_cache) args.emplace_back("--no-model-cache");
   if (cuda_graph) args.emplace_back("--cuda-graph");
   if (!module_loading.empty()) args.insert(args.end(), {"--module-loading", module_loading});
   return args;

@@ -39,6 +39,7 @@ struct RunConfigFlags {
   int intra_threads = -1;
   int inter_threads = -1;
   bool model_cache = false;
+  bool no_model_cache = false;
   bool cuda_graph = false;
   std::string module_loading;
   void add_to(CLI::App* app);
