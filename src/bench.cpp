@@ -110,6 +110,7 @@ std::vector<Case> plan_cases(const BenchOptions& o, const std::string& ortfleet,
     }
     cases.push_back(std::move(c));
   };
+  if (anchor && o.python_ortfleet) python_case("ortfleet", all, "fleet from Python");
   if (anchor) {
     python_case("sequential", all, "python sequential");
     if (multi) {
@@ -126,9 +127,10 @@ std::vector<Case> plan_cases(const BenchOptions& o, const std::string& ortfleet,
   // Each multi-device row is compared with starting one device the same way.
   for (auto& c : cases) {
     if (!multi || c.row.device_count == 1) continue;
-    c.row.baseline = c.row.family == "onnxruntime-python" ? "python (1 device)"
-                     : c.row.strategy == "fleet"           ? "fleet (1 device)"
-                                                           : "plain (1 device)";
+    c.row.baseline = c.row.strategy == "python-ortfleet"     ? "fleet (1 device)"
+                     : c.row.family == "onnxruntime-python" ? "python (1 device)"
+                     : c.row.strategy == "fleet"            ? "fleet (1 device)"
+                                                            : "plain (1 device)";
   }
   return cases;
 }
@@ -176,6 +178,10 @@ BenchReport run_bench(const BenchOptions& options) {
       if (probe.exit_code != 0) {
         report.skipped.push_back("onnxruntime Python anchors: " + o.python + " cannot import onnxruntime and numpy (" + probe.describe() + ")");
         anchor.reset();
+      } else if (detail::run_child({o.python, "-c", "import ortfleet"}, {}, "", 60).exit_code == 0) {
+        o.python_ortfleet = true;  // ortfleet's Python module is importable: time the fleet from Python too
+      } else {
+        report.skipped.push_back("fleet from Python: " + o.python + " cannot import ortfleet (pip install . first)");
       }
     }
   } else {

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <link.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -44,6 +45,9 @@ CudaDriver::CudaDriver() {
   bind(cuGetErrorString_, "cuGetErrorString");
   bind(cuMemcpyDtoH_, "cuMemcpyDtoH_v2");
   bind(cuCtxSynchronize_, "cuCtxSynchronize");
+  bind(cuMemAlloc_, "cuMemAlloc_v2");
+  bind(cuMemFree_, "cuMemFree_v2");
+  bind(cuMemcpyHtoD_, "cuMemcpyHtoD_v2");
   if (!error_.empty()) return;
 
   const auto start = std::chrono::steady_clock::now();
@@ -157,6 +161,30 @@ void CudaDriver::synchronize(int ordinal) const {
   const CUresult r = cuCtxSynchronize_();
   release_primary_context(ordinal);
   check(r, "cuCtxSynchronize", ordinal);
+}
+
+void* CudaDriver::allocate(int ordinal, size_t bytes) const {
+  retain_primary_context(ordinal);  // held until release(): the memory lives in this context
+  uintptr_t p = 0;
+  const CUresult r = cuMemAlloc_(&p, std::max<size_t>(bytes, 1));
+  if (r != 0) release_primary_context(ordinal);
+  check(r, "cuMemAlloc", ordinal);
+  return reinterpret_cast<void*>(p);
+}
+
+void CudaDriver::release(int ordinal, void* pointer) const {
+  if (pointer == nullptr) return;
+  retain_primary_context(ordinal);
+  cuMemFree_(reinterpret_cast<uintptr_t>(pointer));
+  release_primary_context(ordinal);
+  release_primary_context(ordinal);  // the retain of allocate()
+}
+
+void CudaDriver::copy_to_device(int ordinal, void* dst, const void* src, size_t bytes) const {
+  retain_primary_context(ordinal);
+  const CUresult r = cuMemcpyHtoD_(reinterpret_cast<uintptr_t>(dst), src, bytes);
+  release_primary_context(ordinal);
+  check(r, "cuMemcpyHtoD", ordinal);
 }
 
 void CudaDriver::copy_to_host(int ordinal, void* dst, const void* src, size_t bytes) const {

@@ -40,6 +40,10 @@ class CudaDriver {
   bool holds_context(int ordinal) const;
   /// Waits for all work queued on the primary context of `ordinal`, by any stream.
   void synchronize(int ordinal) const;
+  /// Device memory in the primary context of `ordinal` (for inputs that must stay at fixed addresses).
+  void* allocate(int ordinal, size_t bytes) const;
+  void release(int ordinal, void* pointer) const;
+  void copy_to_device(int ordinal, void* dst, const void* src, size_t bytes) const;
   /// Copies device memory to the host, in the primary context of `ordinal`.
   void copy_to_host(int ordinal, void* dst, const void* src, size_t bytes) const;
   /// Free and total device memory, from the primary context of `ordinal`.
@@ -79,6 +83,9 @@ class CudaDriver {
   CUresult (*cuGetErrorString_)(CUresult, const char**) = nullptr;
   CUresult (*cuMemcpyDtoH_)(void*, uintptr_t, size_t) = nullptr;
   CUresult (*cuCtxSynchronize_)() = nullptr;
+  CUresult (*cuMemAlloc_)(uintptr_t*, size_t) = nullptr;
+  CUresult (*cuMemFree_)(uintptr_t) = nullptr;
+  CUresult (*cuMemcpyHtoD_)(uintptr_t, const void*, size_t) = nullptr;
   mutable std::mutex mutex_;
   mutable std::map<int, int> retained_;  // ordinal -> retain count
 };

@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <future>
 #include <optional>
@@ -83,7 +84,17 @@ RunConfig tuned_for_fleet(const RunConfig& config, const Device& device, int fle
   // The pre-optimised model: its first start fills the cache, every later one skips graph
   // optimisation and maps the weights instead of parsing them.
   if (!config.session.optimized_model_cache) tuned.session.optimized_model_cache = true;
+  if (device.is_gpu() && config.session.cuda_max_connections == 0 && std::getenv("CUDA_DEVICE_MAX_CONNECTIONS") == nullptr) {
+    tuned.session.cuda_max_connections = 1;
+  }
   return tuned;
+}
+
+void apply_cuda_environment(const RunConfig& config) {
+  if (!config.session.cuda_module_loading.empty()) ::setenv("CUDA_MODULE_LOADING", config.session.cuda_module_loading.c_str(), 1);
+  if (config.session.cuda_max_connections > 0) {
+    ::setenv("CUDA_DEVICE_MAX_CONNECTIONS", std::to_string(config.session.cuda_max_connections).c_str(), 1);
+  }
 }
 
 void start_locally(const LocalStartPlan& plan, Timeline& timeline, std::vector<LocalDeviceResult>& results,
@@ -149,9 +160,9 @@ void start_locally(const LocalStartPlan& plan, Timeline& timeline, std::vector<L
   std::thread init_cuda;
   std::vector<std::shared_future<std::string>> contexts(results.size());
   if (any_gpu) {
-    if (!plan.config.session.cuda_module_loading.empty()) {
-      ::setenv("CUDA_MODULE_LOADING", plan.config.session.cuda_module_loading.c_str(), 1);  // before cuInit
-    }
+    // Before cuInit, which the next threads start: the fleet's CUDA settings for this process.
+    const auto gpu = std::find_if(plan.devices.begin(), plan.devices.end(), [](const Device& d) { return d.is_gpu(); });
+    apply_cuda_environment(tuned_for_fleet(plan.config, *gpu, plan.fleet_size));
     load_ep_library = std::thread([&] {
       auto p = timeline.scope(phase::ep_library_load, kProcessLane);
       if (!preload_cuda_ep_library()) p.arg("loaded", "false");

@@ -49,4 +49,9 @@ void start_locally(const LocalStartPlan& plan, Timeline& timeline, std::vector<L
 /// cache is on unless the config says otherwise.
 RunConfig tuned_for_fleet(const RunConfig& config, const Device& device, int fleet_size);
 
+/// Sets the CUDA environment variables a config asks for (CUDA_MODULE_LOADING,
+/// CUDA_DEVICE_MAX_CONNECTIONS); they only act before the process's first CUDA call. A variable the
+/// user set in the environment wins over the config's default-like values.
+void apply_cuda_environment(const RunConfig& config);
+
 }  // namespace ortfleet::detail

@@ -104,6 +104,7 @@ json session_json(const SessionOptions& s) {
           {"thread_spinning", s.thread_spinning},
           {"optimized_model_cache", s.optimized_model_cache ? json(*s.optimized_model_cache) : json(nullptr)},
           {"cuda_module_loading", s.cuda_module_loading},
+          {"cuda_max_connections", s.cuda_max_connections},
           {"config_entries", s.config_entries}};
 }
 
@@ -218,6 +219,8 @@ RunConfig RunConfig::from_json(const std::string& text, const std::string& sourc
       if (!u.empty() && u != "LAZY" && u != "EAGER") throw Error("bad value");
       o.cuda_module_loading = u;
     }, "\"\", LAZY, EAGER");
+    s.read("cuda_max_connections", o.cuda_max_connections, "a whole number (0 leaves it as is)");
+    if (o.cuda_max_connections < 0 || o.cuda_max_connections > 32) s.fail("session.cuda_max_connections", "must be 0 to 32");
     s.read("config_entries", o.config_entries, "an object of strings");
     if (o.intra_op_threads < 0 || o.inter_op_threads < 0) s.fail("session.intra_op_threads", "must not be negative");
     s.finish();
@@ -287,6 +290,7 @@ std::string RunConfig::summary() const {
   if (!session.thread_spinning) parts.push_back("spin=0");
   if (session.optimized_model_cache) parts.push_back(*session.optimized_model_cache ? "model_cache" : "no_model_cache");
   if (!session.cuda_module_loading.empty()) parts.push_back("module_loading=" + session.cuda_module_loading);
+  if (session.cuda_max_connections != 0) parts.push_back("connections=" + std::to_string(session.cuda_max_connections));
   for (const auto& [k, v] : session.config_entries) parts.push_back(k + "=" + v);
   if (parts.empty()) return "defaults";
   std::string out;

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <regex>
+#include <cstring>
 #include <set>
 #include <sstream>
 
@@ -126,7 +126,17 @@ bool is_transformer_message(const std::string& m) {
   return starts_with(m, "Applying graph transformer") || starts_with(m, "GraphTransformer ") ||
          starts_with(m, "Graph transformer step") || starts_with(m, "Skipping graph transformer") ||
          starts_with(m, "Stopping graph transformer") || starts_with(m, "Running graph optimizations") ||
-         starts_with(m, "No graph transformers") || std::regex_search(m, std::regex("^Applying \\d+ graph transformer"));
+         starts_with(m, "No graph transformers") ||
+         (starts_with(m, "Applying ") && m.find(" graph transformer(s) for level") != std::string::npos);
+}
+
+/// The transformer a message names: "Applying graph transformer X on step 1." and
+/// "GraphTransformer X modified: 0 with status: OK" both give X (empty for other messages).
+std::string transformer_named(const std::string& m, const char* prefix, const char* suffix) {
+  if (!starts_with(m, prefix)) return {};
+  const size_t begin = std::strlen(prefix);
+  const size_t end = m.find(suffix, begin);
+  return end == std::string::npos ? std::string{} : m.substr(begin, end - begin);
 }
 
 }  // namespace
@@ -196,16 +206,14 @@ ProfileReport build_profile(const StartReport& start, const std::vector<OrtLogLi
   int64_t graph_begin = 0;
   std::map<std::string, double> per_transformer;
   std::map<std::string, int64_t> open_transformer;
-  static const std::regex applying("^Applying graph transformer (\\S+) on step");
-  static const std::regex modified("^GraphTransformer (\\S+) modified");
   for (const auto& l : log) {
     if (l.t_ns < create->start_ns || l.t_ns > create->end_ns || !is_transformer_message(l.message)) continue;
     if (graph_begin == 0) graph_begin = l.t_ns;
-    std::smatch m;
-    if (std::regex_search(l.message, m, applying)) open_transformer[m[1]] = l.t_ns;
-    else if (std::regex_search(l.message, m, modified) && open_transformer.count(m[1])) {
-      per_transformer[m[1]] += static_cast<double>(l.t_ns - open_transformer[m[1]]) / 1e6;
-      open_transformer.erase(m[1]);
+    if (auto name = transformer_named(l.message, "Applying graph transformer ", " on step"); !name.empty()) {
+      open_transformer[name] = l.t_ns;
+    } else if (auto done = transformer_named(l.message, "GraphTransformer ", " modified"); !done.empty() && open_transformer.count(done)) {
+      per_transformer[done] += static_cast<double>(l.t_ns - open_transformer[done]) / 1e6;
+      open_transformer.erase(done);
     }
   }
   for (const auto& [name, ms] : per_transformer) r.transformers.emplace_back(name, ms);

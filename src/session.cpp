@@ -8,6 +8,7 @@
 #include "cuda_driver.hpp"
 #include "cuda_provider.hpp"
 #include "file_lock.hpp"
+#include "local_start.hpp"
 #include "mapped_file.hpp"
 #include "ort_api.hpp"
 #include "ort_environment.hpp"
@@ -80,6 +81,7 @@ struct Session::Impl {
   bool used_cache = false;
   bool retained_context = false;
   std::vector<std::pair<std::string, std::pair<int64_t, int64_t>>> int_ranges;
+  std::vector<Tensor> graph_inputs;  // device inputs a captured CUDA graph reads
 
   std::optional<Timeline::Scope> phase(const char* name) {
     if (timeline == nullptr) return std::nullopt;
@@ -99,10 +101,8 @@ void Session::Impl::create() {
   validate_model_file(model);
   load_runtime();
   Ort::Env& env = detail::ort_env();
-  if (!spec.config.session.cuda_module_loading.empty()) {
-    // Only effective before the process's first CUDA call; worker processes set it at start.
-    ::setenv("CUDA_MODULE_LOADING", spec.config.session.cuda_module_loading.c_str(), 1);
-  }
+  // Only effective before the process's first CUDA call (the fleet sets them before cuInit).
+  detail::apply_cuda_environment(spec.config);
 
   Ort::SessionOptions so;
   apply_session_options(so, spec.config.session);
@@ -231,6 +231,7 @@ Session::Session(const SessionSpec& spec, Timeline* timeline) : impl_(std::make_
 Session::~Session() {
   if (impl_ && impl_->retained_context) {
     impl_->session = Ort::Session(nullptr);
+    impl_->graph_inputs.clear();
     detail::CudaDriver::instance().release_primary_context(impl_->spec.device.index);
   }
 }
@@ -244,11 +245,27 @@ const ProviderAttachment& Session::provider() const { return impl_->provider; }
 bool Session::used_model_cache() const { return impl_->used_cache; }
 
 void Session::warm_up(int runs, uint64_t seed) {
-  auto inputs = random_inputs(impl_->inputs, seed, impl_->spec.dynamic_dim, impl_->int_ranges);
+  auto& s = *impl_;
+  auto inputs = random_inputs(s.inputs, seed, s.spec.dynamic_dim, s.int_ranges);
+  // CUDA graph capture replays fixed device addresses: warm-up inputs then live on the GPU, bound
+  // through IO binding, and stay allocated as long as the session (the captured graph reads them).
+  const bool graph = s.spec.device.is_gpu() && s.spec.config.cuda.cuda_graph;
+  if (graph) {
+    auto& driver = detail::CudaDriver::instance();
+    const int ordinal = s.spec.device.index;
+    for (auto& t : inputs) {
+      void* device = driver.allocate(ordinal, t.bytes);
+      driver.copy_to_device(ordinal, device, t.data, t.bytes);
+      Tensor on_gpu = Tensor::borrow(t.name, t.type, t.shape, device, s.spec.device);
+      on_gpu.owner = std::shared_ptr<void>(device, [ordinal](void* p) { detail::CudaDriver::instance().release(ordinal, p); });
+      t = std::move(on_gpu);
+    }
+    s.graph_inputs = inputs;
+  }
   for (int i = 0; i < runs; ++i) {
-    auto p = impl_->phase(phase::warmup);
+    auto p = s.phase(phase::warmup);
     if (p) p->arg("run", std::to_string(i + 1));
-    run(inputs);
+    run(inputs, /*outputs_on_device=*/graph);
   }
 }
 

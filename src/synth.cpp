@@ -325,25 +325,29 @@ ModelSummary write_conv_zoo(const std::string& path, const ConvZooSpec& spec, co
   for (size_t i = shapes.size() - 1; i > 0; --i) std::swap(shapes[i], shapes[rng.next() % (i + 1)]);  // Fisher-Yates
   shapes.resize(static_cast<size_t>(spec.convs));
 
+  // One input per (channels, size) the convolutions need, each conv's output pooled to [N, C] and
+  // all of them concatenated: only ops that every execution provider runs (Conv, GlobalAveragePool,
+  // Flatten, Concat).
   GraphBuilder g("convzoo", options.seed);
-  g.input("input", DataType::float32, {spec.batch, spec.max_channels, spec.max_spatial, spec.max_spatial});
-  std::vector<std::string> reduced;
+  std::map<std::pair<int64_t, int64_t>, std::string> inputs;
+  std::vector<std::string> pooled;
+  int64_t out_channels = 0;
   for (size_t i = 0; i < shapes.size(); ++i) {
     const auto [in, out, k, stride, dilation, s, depthwise] = shapes[i];
-    const std::string tag = std::to_string(in) + "x" + std::to_string(s);
-    const std::string slice = g.op("Slice", {"input", g.int64s("starts", {0, 0, 0}),
-                                             g.int64s("ends_" + tag, {in, s, s}), g.int64s("axes", {1, 2, 3})});
+    auto [it, added] = inputs.emplace(std::make_pair(in, s), "input_c" + std::to_string(in) + "_s" + std::to_string(s));
+    if (added) g.input(it->second, DataType::float32, {spec.batch, in, s, s});
     const int64_t group = depthwise ? in : 1;
     const std::string w = g.fan_in_weight("conv" + std::to_string(i) + ".weight", {out, in / group, k, k}, in / group * k * k);
     const int64_t pad = dilation * (k - 1) / 2;
-    const std::string y = g.op("Conv", {slice, w},
+    const std::string y = g.op("Conv", {it->second, w},
                                {Attribute::Ints("kernel_shape", {k, k}), Attribute::Ints("strides", {stride, stride}),
                                 Attribute::Ints("pads", {pad, pad, pad, pad}), Attribute::Ints("dilations", {dilation, dilation}),
                                 Attribute::Int("group", group)});
-    reduced.push_back(g.op("ReduceMean", {y}, {Attribute::Int("keepdims", 0)}));
+    pooled.push_back(g.op("Flatten", {g.op("GlobalAveragePool", {y})}, {Attribute::Int("axis", 1)}));
+    out_channels += out;
   }
-  const std::string total = g.op("Sum", reduced);
-  g.output(total, DataType::float32, {});
+  const std::string all = pooled.size() == 1 ? pooled.front() : g.op("Concat", pooled, {Attribute::Int("axis", 1)});
+  g.output(all, DataType::float32, {spec.batch, out_channels});
   g.set_distinct_convs(spec.convs);
   return g.write(path, "convzoo", options);
 }

@@ -54,6 +54,7 @@ std::vector<TuneCandidate> default_sweep(const Device& device, const RunConfig& 
     add("tf32 off", [](RunConfig& c) { c.cuda.tf32 = false; });
     add("cuda graph", [](RunConfig& c) { c.cuda.cuda_graph = true; });
     add("CUDA_MODULE_LOADING=EAGER", [](RunConfig& c) { c.session.cuda_module_loading = "EAGER"; });
+    add("CUDA_DEVICE_MAX_CONNECTIONS=1", [](RunConfig& c) { c.session.cuda_max_connections = 1; });
   } else {
     add("cpu arena off", [](RunConfig& c) { c.session.cpu_arena = false; });
   }

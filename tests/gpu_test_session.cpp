@@ -58,8 +58,8 @@ TEST(GpuSession, ConvZooRunsWithEveryConvAlgorithmSearch) {
     RunConfig c = exact();
     c.cuda.conv_algo_search = search;
     const auto out = output_of(test::conv_zoo_model(), Device::cuda(0), c);
-    ASSERT_EQ(out.size(), 1u);
-    EXPECT_TRUE(std::isfinite(out[0])) << to_string(search);
+    ASSERT_GT(out.size(), 120u);
+    for (float v : out) ASSERT_TRUE(std::isfinite(v)) << to_string(search);
   }
 }
 

@@ -174,6 +174,10 @@ TEST(Fleet, TheFleetStrategyTunesOnlyWhatTheUserLeftUnset) {
   EXPECT_EQ(kept.session.optimized_model_cache, false);
   EXPECT_EQ(kept.session.intra_op_threads, 7);
   EXPECT_TRUE(detail::tuned_for_fleet(defaults, Device::cpu(), 2).session.thread_spinning);  // CPU sessions keep spinning
+  if (std::getenv("CUDA_DEVICE_MAX_CONNECTIONS") == nullptr) {
+    EXPECT_EQ(gpu.session.cuda_max_connections, 1);
+  }
+  EXPECT_EQ(detail::tuned_for_fleet(defaults, Device::cpu(), 2).session.cuda_max_connections, 0);
 }
 
 }  // namespace ortfleet

@@ -60,6 +60,7 @@ TEST(Options, ConfigRoundTripsThroughJson) {
   c.session.thread_spinning = false;
   c.session.optimized_model_cache = true;
   c.session.cuda_module_loading = "LAZY";
+  c.session.cuda_max_connections = 2;
   c.session.config_entries["session.disable_prepacking"] = "1";
   c.cuda.conv_algo_search = ConvAlgoSearch::default_algo;
   c.cuda.gpu_mem_limit = 123456789;
@@ -91,6 +92,7 @@ TEST(Options, MalformedConfigsSayWhichKeyAndWhy) {
   EXPECT_NE(error_of(R"({"ortfleet_config": 1, "session": {"cuda_module_loading": "SOMETIMES"}})").find("cuda_module_loading"), std::string::npos);
   EXPECT_NE(error_of(R"({"ortfleet_config": 1, "cuda": {"gpu_mem_limit": -1}})").find("'cuda.gpu_mem_limit'"), std::string::npos);
   EXPECT_NE(error_of(R"({"ortfleet_config": 1, "cuda": []})").find("'cuda' must be an object"), std::string::npos);
+  EXPECT_NE(error_of(R"({"ortfleet_config": 1, "session": {"cuda_max_connections": 99}})").find("must be 0 to 32"), std::string::npos);
 }
 
 TEST(Options, LoadReportsAMissingFile) { EXPECT_THROW(RunConfig::load("/nonexistent/config.json"), Error); }

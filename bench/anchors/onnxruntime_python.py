@@ -3,7 +3,8 @@
 
 `ortfleet bench` runs this script in a fresh process per measurement, next to its own strategies.
 Modes: sequential (a loop), threads (a thread per device), spawn (a multiprocessing pool with the
-"spawn" start method, one process per device). The CUDA EP is attached the way ortfleet attaches it:
+"spawn" start method, one process per device), and ortfleet (ortfleet's own Python API, to show
+that starting a fleet from Python costs what the command line's fleet does). The CUDA EP is attached the way ortfleet attaches it:
 register_execution_provider_library + get_ep_devices + SessionOptions.add_provider_for_devices.
 
 Prints one JSON line in the shape of `ortfleet start --ready-line` when every device is ready
@@ -78,7 +79,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("model")
     p.add_argument("--devices", required=True, help="comma-separated: cuda:0,cuda:1 or cpu,cpu:1")
-    p.add_argument("--mode", choices=["sequential", "threads", "spawn"], required=True)
+    p.add_argument("--mode", choices=["sequential", "threads", "spawn", "ortfleet"], required=True)
     p.add_argument("--cuda-ep", default="", help="path of libonnxruntime_providers_cuda.so")
     p.add_argument("--conv-algo", default="EXHAUSTIVE")
     a = p.parse_args()
@@ -94,7 +95,18 @@ def main():
         except Exception as e:
             results[device] = (time.monotonic_ns(), os.getpid(), str(e))
 
-    if a.mode == "sequential":
+    if a.mode == "ortfleet":
+        import ortfleet
+
+        fleet = ortfleet.Fleet(a.model, devices=devices, strategy="fleet",
+                               config={"cuda": {"conv_algo_search": a.conv_algo}})
+        fleet.start()
+        fleet.wait()
+        done = time.monotonic_ns()
+        for s in fleet.status():
+            results[s["device"]] = (done if s["state"] == "ready" else done, s["pid"], s["error"])
+        sessions.append(fleet)
+    elif a.mode == "sequential":
         for d in devices:
             one(d)
     elif a.mode == "threads":

@@ -19,6 +19,7 @@ struct BenchOptions {
   int runs = 3;                              ///< timed rounds
   int warmup_rounds = 1;                     ///< untimed rounds first
   bool anchors = true;                       ///< also time the onnxruntime Python package
+  bool python_ortfleet = false;              ///< and ortfleet's Python API (set when `import ortfleet` works)
   std::string python = "python3";
   std::string ortfleet_executable;           ///< the `ortfleet` binary for child runs (default: next to this one)
   std::string ort_library;

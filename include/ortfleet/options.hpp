@@ -44,6 +44,10 @@ struct SessionOptions {
   /// fleet strategy uses it; the plain ones, which stand for what users run today, do not).
   std::optional<bool> optimized_model_cache;
   std::string cuda_module_loading;     ///< "" (leave as is), "LAZY" or "EAGER": CUDA_MODULE_LOADING for the process
+  /// CUDA_DEVICE_MAX_CONNECTIONS for the process (0: leave as is; the fleet strategy uses 1). Each
+  /// connection is a hardware queue set up with the context: 1 made an H100's context 2x cheaper to
+  /// create than the default 8, and a session runs on one stream anyway.
+  int cuda_max_connections = 0;
   std::map<std::string, std::string> config_entries;  ///< AddConfigEntry pass-through
   bool operator==(const SessionOptions&) const = default;
 };
