@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "cuda_driver.hpp"
 #include "ortfleet/error.hpp"
 #include "ortfleet/runtime.hpp"
 #include "system_paths.hpp"
@@ -54,8 +55,13 @@ std::string ModelCache::key_text(const std::string& model_path, const Device& de
   const RuntimeInfo* rt = loaded_runtime();
   std::string device_class = "cpu-" + cpu_identity();
   if (device.is_gpu()) {
-    const auto& gpus = probe_cuda_driver().gpus;
-    device_class = device.index < static_cast<int>(gpus.size()) ? "cuda-" + gpus[device.index].architecture() : "cuda";
+    // Only this GPU's compute capability: enumerating every GPU (and NVML) cost 70-100 ms per start.
+    auto& driver = detail::CudaDriver::instance();
+    device_class = "cuda";
+    if (driver.ok()) {
+      device_class += "-sm_" + std::to_string(driver.attribute(device.index, detail::CudaDriver::kComputeCapabilityMajor) * 10 +
+                                             driver.attribute(device.index, detail::CudaDriver::kComputeCapabilityMinor));
+    }
   }
   std::string key = absolute + "|size=" + std::to_string(st.st_size) +
                     "|mtime=" + std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) +

@@ -135,6 +135,22 @@ std::shared_ptr<SharedBuffer> SharedBuffer::attach(UniqueFd fd) {
   return std::shared_ptr<SharedBuffer>(new SharedBuffer(std::move(fd), data, size));
 }
 
+SharedBuffer::SharedBuffer(UniqueFd fd, void* data, size_t size) : fd_(std::move(fd)), data_(data), size_(size) {
+  struct stat st {};
+  if (::fstat(fd_.get(), &st) == 0) inode_ = st.st_ino;
+}
+
+bool SharedBuffer::is(int fd) const {
+  struct stat st {};
+  return ::fstat(fd, &st) == 0 && st.st_ino == inode_ && static_cast<size_t>(st.st_size) == size_;
+}
+
+std::shared_ptr<SharedBuffer> ReceivedBuffer::map(UniqueFd fd) {
+  if (last_ && last_->is(fd.get())) return last_;  // fd closes here; the mapping stays
+  last_ = SharedBuffer::attach(std::move(fd));
+  return last_;
+}
+
 SharedBuffer::~SharedBuffer() {
   if (data_ != nullptr) ::munmap(data_, size_);
 }

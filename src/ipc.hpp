@@ -66,12 +66,25 @@ class SharedBuffer {
   std::byte* data() const { return static_cast<std::byte*>(data_); }
   size_t size() const { return size_; }
   int fd() const { return fd_.get(); }
+  /// Whether `fd` (received from another process) is this very buffer: its mapping can be reused.
+  bool is(int fd) const;
 
  private:
-  SharedBuffer(UniqueFd fd, void* data, size_t size) : fd_(std::move(fd)), data_(data), size_(size) {}
+  SharedBuffer(UniqueFd fd, void* data, size_t size);
   UniqueFd fd_;
   void* data_;
   size_t size_;
+  uint64_t inode_ = 0;
+};
+
+/// A buffer received again and again (the same memfd, sent with every message): mapped once.
+class ReceivedBuffer {
+ public:
+  /// The mapping of `fd`, reusing the last one when `fd` is the same buffer (the descriptor is closed).
+  std::shared_ptr<SharedBuffer> map(UniqueFd fd);
+
+ private:
+  std::shared_ptr<SharedBuffer> last_;
 };
 
 /// Copies host tensors into one shared buffer; returns their descriptions (name, type, shape, offset).

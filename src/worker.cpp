@@ -166,7 +166,13 @@ std::vector<Tensor> WorkerProcess::run(const std::vector<Tensor>& inputs) {
     throw Error(reply->body.value("error", std::string("the worker failed without saying why")), {}, device_.to_string());
   }
   if (reply->fds.empty()) throw Error("the worker sent outputs without their shared memory", {}, device_.to_string());
-  return unpack_tensors(reply->body.at("outputs"), SharedBuffer::attach(std::move(reply->fds.front())));
+  // The worker writes its next outputs into the same buffer: hand out copies (outputs are small next
+  // to inputs: logits, embeddings) and keep the mapping for the next call.
+  std::vector<Tensor> outputs;
+  for (const auto& t : unpack_tensors(reply->body.at("outputs"), outputs_.map(std::move(reply->fds.front())))) {
+    outputs.push_back(Tensor::host_copy(t.name, t.type, t.shape, t.data));
+  }
+  return outputs;
 }
 
 void WorkerProcess::stop() {
@@ -198,7 +204,8 @@ int worker_main(int channel_fd) {
   MessageChannel channel{UniqueFd(channel_fd)};
   Timeline timeline(main_ns);
   std::vector<LocalDeviceResult> results;
-  std::shared_ptr<SharedBuffer> output_buffer;
+  std::shared_ptr<SharedBuffer> output_buffer;  // reused: the parent copies outputs out before the next request
+  ReceivedBuffer inputs;                       // the parent's input buffer, mapped once
   std::string lane;
   while (true) {
     std::optional<Message> request;
@@ -249,10 +256,7 @@ int worker_main(int channel_fd) {
       if (op == "run") {
         if (results.empty() || results.front().session == nullptr) throw Error("the session is not ready");
         if (request->fds.empty()) throw Error("a run request came without its shared memory");
-        auto in_buffer = SharedBuffer::attach(std::move(request->fds.front()));
-        auto inputs = unpack_tensors(request->body.at("inputs"), in_buffer);
-        auto outputs = results.front().session->run(inputs);
-        output_buffer.reset();  // a fresh buffer each time: the parent may still hold the last one
+        auto outputs = results.front().session->run(unpack_tensors(request->body.at("inputs"), inputs.map(std::move(request->fds.front()))));
         const json described = pack_tensors(outputs, output_buffer);
         channel.send({{"event", "outputs"}, {"outputs", described}}, {output_buffer->fd()});
         continue;

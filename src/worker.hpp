@@ -43,7 +43,8 @@ class WorkerProcess {
   int pid_ = -1;
   int64_t spawn_ns_ = 0;
   std::unique_ptr<MessageChannel> channel_;
-  std::shared_ptr<SharedBuffer> input_buffer_;
+  std::shared_ptr<SharedBuffer> input_buffer_;  // ours, reused while big enough
+  ReceivedBuffer outputs_;                       // the worker's output buffer, mapped once
   std::mutex mutex_;  // one request at a time
 };
 

@@ -59,3 +59,20 @@ TEST(Ipc, DescriptionsThatDoNotFitTheBufferAreRejected) {
 }
 
 }  // namespace ortfleet::detail
+
+namespace ortfleet::detail {
+
+TEST(Ipc, ABufferReceivedAgainIsMappedOnce) {
+  auto first = SharedBuffer::create(4096);
+  auto second = SharedBuffer::create(4096);
+  ReceivedBuffer received;
+  auto a = received.map(UniqueFd(::dup(first->fd())));
+  auto b = received.map(UniqueFd(::dup(first->fd())));
+  EXPECT_EQ(a.get(), b.get());  // the same memfd: the same mapping
+  auto c = received.map(UniqueFd(::dup(second->fd())));
+  EXPECT_NE(c.get(), a.get());
+  std::memcpy(second->data(), "x", 2);
+  EXPECT_STREQ(reinterpret_cast<const char*>(c->data()), "x");
+}
+
+}  // namespace ortfleet::detail
