@@ -441,7 +441,7 @@ PYBIND11_MODULE(_ortfleet, m) {
   m.def("profile", [](const std::string& model, const py::object& device, int runs) {
     ProfileOptions o;
     o.model = model;
-    o.device = device.is_none() ? (gpu_count() > 0 ? Device::cuda(0) : Device::cpu()) : to_device(device);
+    o.device = device.is_none() ? default_device() : to_device(device);
     o.steady_runs = runs;
     ProfileReport r;
     {
@@ -454,7 +454,7 @@ PYBIND11_MODULE(_ortfleet, m) {
   m.def("tune", [](const std::string& model, const py::object& device, bool quick, int runs) {
     TuneOptions o;
     o.model = model;
-    o.device = device.is_none() ? (gpu_count() > 0 ? Device::cuda(0) : Device::cpu()) : to_device(device);
+    o.device = device.is_none() ? default_device() : to_device(device);
     o.quick = quick;
     o.steady_runs = runs;
     TuneReport r;

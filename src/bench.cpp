@@ -155,12 +155,7 @@ BenchReport run_bench(const BenchOptions& options) {
     if (o.progress) o.progress(s);
   };
 
-  std::string ortfleet = o.ortfleet_executable;
-  if (ortfleet.empty()) {
-    auto found = detail::find_sibling_executable("ortfleet");
-    if (!found) throw Error("the ortfleet executable was not found next to this program or on PATH", "Pass its path");
-    ortfleet = *found;
-  }
+  const std::string ortfleet = detail::ortfleet_executable(o.ortfleet_executable);
   load_runtime(o.ort_library);  // for the report, and to find the CUDA EP next to it for the anchors
   BenchReport report;
   report.model = o.model;

@@ -137,4 +137,11 @@ std::optional<std::string> find_sibling_executable(const std::string& name) {
   return std::nullopt;
 }
 
+std::string ortfleet_executable(const std::string& explicit_path) {
+  if (!explicit_path.empty()) return explicit_path;
+  if (auto found = find_sibling_executable("ortfleet")) return *found;
+  throw Error("the ortfleet executable was not found next to this program or on PATH",
+              "Put it on PATH, or reinstall ortfleet (the Python package carries it in ortfleet/bin)");
+}
+
 }  // namespace ortfleet::detail

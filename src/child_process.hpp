@@ -28,4 +28,8 @@ ChildResult run_child(const std::vector<std::string>& argv, const std::map<std::
 /// Finds an executable next to this binary (or in its bin/, ../bin/), else on $PATH.
 std::optional<std::string> find_sibling_executable(const std::string& name);
 
+/// The `ortfleet` command line that bench, profile and tune run as fresh processes: `explicit_path`
+/// when given, else found as find_sibling_executable() does. Throws ortfleet::Error when missing.
+std::string ortfleet_executable(const std::string& explicit_path);
+
 }  // namespace ortfleet::detail

@@ -12,10 +12,6 @@
 #include "ortfleet/runtime.hpp"
 #include "system_paths.hpp"
 
-#ifndef ORTFLEET_FETCHED_ORT_DIR
-#define ORTFLEET_FETCHED_ORT_DIR ""
-#endif
-
 namespace ortfleet {
 namespace fs = std::filesystem;
 
@@ -37,8 +33,8 @@ std::vector<CudaEpLocation> cuda_ep_candidates() {
   if (const RuntimeInfo* rt = loaded_runtime()) {
     add_candidate(out, fs::path(rt->library_path).parent_path(), "next to " + fs::path(rt->library_path).filename().string());
   }
-  if (*ORTFLEET_FETCHED_ORT_DIR != '\0') {
-    add_candidate(out, fs::path(ORTFLEET_FETCHED_ORT_DIR) / "lib", "fetched by scripts/fetch-onnxruntime.sh");
+  if (const auto fetched = detail::fetched_ort_dir(); !fetched.empty()) {
+    add_candidate(out, fetched / "lib", "fetched by scripts/fetch-onnxruntime.sh");
   }
   for (const auto& site : detail::python_package_dirs()) {
     std::error_code ec;

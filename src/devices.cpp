@@ -177,6 +177,8 @@ const CudaDriverInfo& probe_cuda_driver() {
   return info;
 }
 
+Device default_device() { return gpu_count() > 0 ? Device::cuda(0) : Device::cpu(); }
+
 int gpu_count() {
   int nodes = 0;
   std::error_code ec;

@@ -370,12 +370,7 @@ std::string ProfileReport::to_json() const {
 ProfileReport run_profile(const ProfileOptions& options) {
   const ProfileOptions& o = options;
   const ModelFacts facts = inspect_model(o.model);
-  std::string ortfleet = o.ortfleet_executable;
-  if (ortfleet.empty()) {
-    auto found = detail::find_sibling_executable("ortfleet");
-    if (!found) throw Error("the ortfleet executable was not found next to this program or on PATH");
-    ortfleet = *found;
-  }
+  const std::string ortfleet = detail::ortfleet_executable(o.ortfleet_executable);
   const fs::path dir = o.work_dir.empty() ? fs::temp_directory_path() / ("ortfleet-profile-" + std::to_string(::getpid())) : fs::path(o.work_dir);
   fs::create_directories(dir);
   const std::string log_path = (dir / "ort-log.jsonl").string();

@@ -14,10 +14,6 @@
 #include "ortfleet/error.hpp"
 #include "system_paths.hpp"
 
-#ifndef ORTFLEET_FETCHED_ORT_DIR
-#define ORTFLEET_FETCHED_ORT_DIR ""
-#endif
-
 namespace ortfleet {
 namespace fs = std::filesystem;
 
@@ -134,8 +130,8 @@ std::vector<RuntimeCandidate> runtime_candidates(const std::string& explicit_lib
   if (!explicit_library.empty()) add_path(out, explicit_library, "--ort-lib");
   if (auto v = detail::env_var("ORTFLEET_ORT_LIB")) add_path(out, *v, "ORTFLEET_ORT_LIB");
   if (auto v = detail::env_var("ORTFLEET_ORT_ROOT")) add_folder(out, fs::path(*v) / "lib", "ORTFLEET_ORT_ROOT", true);
-  if (*ORTFLEET_FETCHED_ORT_DIR != '\0') {
-    add_folder(out, fs::path(ORTFLEET_FETCHED_ORT_DIR) / "lib", "fetched by scripts/fetch-onnxruntime.sh", false);
+  if (const auto fetched = detail::fetched_ort_dir(); !fetched.empty()) {
+    add_folder(out, fetched / "lib", "fetched by scripts/fetch-onnxruntime.sh", false);
   }
   const fs::path here = detail::own_binary_dir();
   add_folder(out, here / ".." / "lib" / "onnxruntime", "installed next to ortfleet", false);
@@ -167,7 +163,7 @@ const RuntimeInfo& load_runtime(const std::string& explicit_library) {
     return g_loaded->info;
   }
   throw Error("no ONNX Runtime library found (looked in: --ort-lib, ORTFLEET_ORT_LIB, ORTFLEET_ORT_ROOT, " +
-                  std::string(ORTFLEET_FETCHED_ORT_DIR) + "/lib, Python onnxruntime packages)",
+                  (detail::fetched_ort_dir() / "lib").string() + ", Python onnxruntime packages)",
               kSetupHint);
 }
 

@@ -24,6 +24,14 @@ fs::path own_binary_dir() {
   return ec ? fs::current_path() : exe.parent_path();
 }
 
+fs::path fetched_ort_dir() {
+#ifdef ORTFLEET_FETCHED_ORT_DIR
+  return ORTFLEET_FETCHED_ORT_DIR;  // set by the build (src/CMakeLists.txt)
+#else
+  return {};
+#endif
+}
+
 std::optional<std::string> env_var(const char* name) {
   const char* value = std::getenv(name);
   if (value == nullptr || *value == '\0') return std::nullopt;

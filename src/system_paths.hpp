@@ -11,6 +11,9 @@ namespace ortfleet::detail {
 /// when it is loaded into another program (the Python extension).
 std::filesystem::path own_binary_dir();
 
+/// The ONNX Runtime copy scripts/fetch-onnxruntime.sh fetched for this build (empty when unknown).
+std::filesystem::path fetched_ort_dir();
+
 /// An environment variable, or nullopt when unset or empty.
 std::optional<std::string> env_var(const char* name);
 

@@ -91,12 +91,7 @@ TuneReport run_tune(const TuneOptions& options) {
   auto say = [&](const std::string& s) {
     if (o.progress) o.progress(s);
   };
-  std::string ortfleet = o.ortfleet_executable;
-  if (ortfleet.empty()) {
-    auto found = detail::find_sibling_executable("ortfleet");
-    if (!found) throw Error("the ortfleet executable was not found next to this program or on PATH");
-    ortfleet = *found;
-  }
+  const std::string ortfleet = detail::ortfleet_executable(o.ortfleet_executable);
   const auto candidates = o.candidates.empty() ? default_sweep(o.device, o.base, o.quick) : o.candidates;
   const fs::path work = fs::temp_directory_path() / ("ortfleet-tune-" + std::to_string(::getpid()));
   fs::create_directories(work);

@@ -56,6 +56,9 @@ struct CudaDriverInfo {
 /// machine without a GPU it returns loaded=false and the reason.
 const CudaDriverInfo& probe_cuda_driver();
 
+/// The device a one-device command uses when none is named: GPU 0 if there is a GPU, else the CPU.
+Device default_device();
+
 /// The number of GPUs this process may use, found without initialising CUDA (cuInit costs 0.1-0.5 s
 /// and a fleet's parent process never needs it): the /dev/nvidiaN device nodes, limited by
 /// CUDA_VISIBLE_DEVICES. probe_cuda_driver() gives the exact list.

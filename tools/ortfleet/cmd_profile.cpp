@@ -61,7 +61,7 @@ void print_profile(const ProfileReport& r, std::ostream& out) {
 int run_profile_command(const ProfileFlags& f, const Globals& g) {
   ProfileOptions o;
   o.model = model_or_default(f.model, g.quiet);
-  o.device = f.device == "auto" ? (gpu_count() > 0 ? Device::cuda(0) : Device::cpu()) : parse_devices(f.device, gpu_count()).front();
+  o.device = f.device == "auto" ? default_device() : parse_devices(f.device, gpu_count()).front();
   o.config = f.config.resolve();
   o.config_arguments = f.config.as_arguments();
   o.steady_runs = f.steady_runs;

@@ -55,7 +55,7 @@ void print_tune(const TuneReport& r, std::ostream& out) {
 int run_tune_command(const TuneFlags& f, const Globals& g) {
   TuneOptions o;
   o.model = model_or_default(f.model, g.quiet);
-  o.device = f.device == "auto" ? (gpu_count() > 0 ? Device::cuda(0) : Device::cpu()) : parse_devices(f.device, gpu_count()).front();
+  o.device = f.device == "auto" ? default_device() : parse_devices(f.device, gpu_count()).front();
   o.base = f.config.resolve();
   o.quick = f.quick;
   o.repetitions = f.repetitions;
