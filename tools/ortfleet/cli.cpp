@@ -43,6 +43,14 @@ std::string format_bytes(uint64_t b) {
   return fmt::format("{} B", b);
 }
 
+Device one_device(const std::string& spec) {
+  if (spec == "auto") return default_device();
+  const auto devices = parse_devices(spec, gpu_count());
+  if (devices.size() != 1) throw Error("this command profiles one device, and '" + spec + "' names " + std::to_string(devices.size()),
+                                       "Give one device: 0, cuda:1 or cpu");
+  return devices.front();
+}
+
 std::string model_or_default(const std::string& given, bool quiet) {
   if (!given.empty()) return given;
   const std::string dir = (fs::path(ModelCache::default_root()) / "default-model").string();

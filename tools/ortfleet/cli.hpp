@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ortfleet/devices.hpp"
 #include "ortfleet/options.hpp"
 
 namespace ortfleet::cli {
@@ -55,6 +56,9 @@ int guarded(const std::function<int()>& body);
 void print_json(const nlohmann::json& j);
 std::string format_ms(double ms);      ///< "850 ms", "1.23 s", "2 min 3 s"
 std::string format_bytes(uint64_t b);  ///< "1.27 GB"
+
+/// The one device of profile and tune: "auto" is GPU 0 if there is a GPU, else the CPU.
+Device one_device(const std::string& spec);
 
 /// The model to use: `given`, or the built-in default (written once into the cache).
 std::string model_or_default(const std::string& given, bool quiet);

@@ -61,7 +61,7 @@ void print_profile(const ProfileReport& r, std::ostream& out) {
 int run_profile_command(const ProfileFlags& f, const Globals& g) {
   ProfileOptions o;
   o.model = model_or_default(f.model, g.quiet);
-  o.device = f.device == "auto" ? default_device() : parse_devices(f.device, gpu_count()).front();
+  o.device = one_device(f.device);
   o.config = f.config.resolve();
   o.config_arguments = f.config.as_arguments();
   o.steady_runs = f.steady_runs;

@@ -85,7 +85,7 @@ int run_start(const StartFlags& f, const Globals& g) {
   options.ort_library = g.ort_lib;
   options.profile_dir = f.profile_dir;
   const std::string model = model_or_default(f.model, g.quiet || f.ready_line);
-  options.devices = parse_devices(f.devices, f.devices == "all" || f.devices.find("cpu") == std::string::npos ? gpu_count() : 0);
+  options.devices = parse_devices(f.devices, gpu_count());
 
   std::unique_ptr<OrtLogCapture> capture;
   if (!f.ort_log.empty()) capture = std::make_unique<OrtLogCapture>(f.ort_log, g.ort_lib);

@@ -55,7 +55,7 @@ void print_tune(const TuneReport& r, std::ostream& out) {
 int run_tune_command(const TuneFlags& f, const Globals& g) {
   TuneOptions o;
   o.model = model_or_default(f.model, g.quiet);
-  o.device = f.device == "auto" ? default_device() : parse_devices(f.device, gpu_count()).front();
+  o.device = one_device(f.device);
   o.base = f.config.resolve();
   o.quick = f.quick;
   o.repetitions = f.repetitions;
