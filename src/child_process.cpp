@@ -22,7 +22,10 @@ namespace ortfleet::detail {
 namespace fs = std::filesystem;
 
 std::string ChildResult::describe() const {
-  std::string what = timed_out ? "timed out" : exit_code >= 0 ? "exited with code " + std::to_string(exit_code) : "was killed by a signal";
+  std::string what = timed_out        ? "timed out"
+                     : exit_code >= 0 ? "exited with code " + std::to_string(exit_code)
+                     : signal > 0     ? std::string("was killed by signal SIG") + sigabbrev_np(signal) + " (" + strsignal(signal) + ")"
+                                      : "was killed by a signal";
   std::string tail = stderr_tail;
   while (!tail.empty() && (tail.back() == '\n' || tail.back() == ' ')) tail.pop_back();
   const auto last = tail.rfind('\n');
@@ -107,6 +110,7 @@ ChildResult run_child(const std::vector<std::string>& argv, const std::map<std::
   int status = 0;
   ::waitpid(pid, &status, 0);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  result.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
 
   std::istringstream lines(out_buffer);
   std::string line;

@@ -12,6 +12,7 @@ namespace ortfleet::detail {
 
 struct ChildResult {
   int exit_code = -1;          ///< -1 when killed by a signal or the timeout
+  int signal = 0;              ///< the signal that killed it (SIGSEGV, SIGKILL...), 0 otherwise
   std::string report_line;     ///< the first stdout line that starts with `report_prefix`
   std::string stdout_text;     ///< everything else on stdout
   std::string stderr_tail;     ///< the last lines of stderr

@@ -48,6 +48,7 @@ CudaDriver::CudaDriver() {
   bind(cuMemAlloc_, "cuMemAlloc_v2");
   bind(cuMemFree_, "cuMemFree_v2");
   bind(cuMemcpyHtoD_, "cuMemcpyHtoD_v2");
+  bind(cuMemcpyDtoD_, "cuMemcpyDtoD_v2");
   if (!error_.empty()) return;
 
   const auto start = std::chrono::steady_clock::now();
@@ -192,6 +193,15 @@ void CudaDriver::copy_to_host(int ordinal, void* dst, const void* src, size_t by
   const CUresult r = cuMemcpyDtoH_(dst, reinterpret_cast<uintptr_t>(src), bytes);
   release_primary_context(ordinal);
   check(r, "cuMemcpyDtoH", ordinal);
+}
+
+void CudaDriver::copy_on_device(int ordinal, void* dst, const void* src, size_t bytes) const {
+  retain_primary_context(ordinal);
+  CUresult r = cuMemcpyDtoD_(reinterpret_cast<uintptr_t>(dst), reinterpret_cast<uintptr_t>(src), bytes);
+  // A device-to-device copy returns before it is done; the caller reads or overwrites right after.
+  if (r == 0) r = cuCtxSynchronize_();
+  release_primary_context(ordinal);
+  check(r, "cuMemcpyDtoD", ordinal);
 }
 
 std::pair<uint64_t, uint64_t> CudaDriver::memory_info(int ordinal) const {

@@ -46,6 +46,8 @@ class CudaDriver {
   void copy_to_device(int ordinal, void* dst, const void* src, size_t bytes) const;
   /// Copies device memory to the host, in the primary context of `ordinal`.
   void copy_to_host(int ordinal, void* dst, const void* src, size_t bytes) const;
+  /// Copies device memory to device memory of the same GPU and waits for the copy to finish.
+  void copy_on_device(int ordinal, void* dst, const void* src, size_t bytes) const;
   /// Free and total device memory, from the primary context of `ordinal`.
   std::pair<uint64_t, uint64_t> memory_info(int ordinal) const;
 
@@ -86,6 +88,7 @@ class CudaDriver {
   CUresult (*cuMemAlloc_)(uintptr_t*, size_t) = nullptr;
   CUresult (*cuMemFree_)(uintptr_t) = nullptr;
   CUresult (*cuMemcpyHtoD_)(uintptr_t, const void*, size_t) = nullptr;
+  CUresult (*cuMemcpyDtoD_)(uintptr_t, uintptr_t, size_t) = nullptr;
   mutable std::mutex mutex_;
   mutable std::map<int, int> retained_;  // ordinal -> retain count
 };

@@ -81,7 +81,10 @@ struct Session::Impl {
   bool used_cache = false;
   bool retained_context = false;
   std::vector<std::pair<std::string, std::pair<int64_t, int64_t>>> int_ranges;
-  std::vector<Tensor> graph_inputs;  // device inputs a captured CUDA graph reads
+  // A captured CUDA graph replays fixed device addresses: the inputs it reads and the outputs it
+  // writes stay allocated, at the same place, for the session's life.
+  std::vector<Tensor> graph_inputs;
+  std::vector<Ort::Value> graph_outputs;  // filled by the first run, before ONNX Runtime captures
 
   std::optional<Timeline::Scope> phase(const char* name) {
     if (timeline == nullptr) return std::nullopt;
@@ -94,7 +97,29 @@ struct Session::Impl {
 
   void create();
   void read_metadata();
+  std::vector<Tensor> run_graph(const std::vector<Tensor>& given, bool outputs_on_device);
 };
+
+namespace {
+
+/// `bytes` of device memory on `device`, freed with the last copy of the tensor.
+Tensor allocate_on_gpu(const std::string& name, ElementType type, const std::vector<int64_t>& shape, size_t bytes,
+                       const Device& device) {
+  const int ordinal = device.index;
+  void* memory = detail::CudaDriver::instance().allocate(ordinal, bytes);
+  Tensor t = Tensor::borrow(name, type, shape, memory, device);
+  t.bytes = bytes;
+  t.owner = std::shared_ptr<void>(memory, [ordinal](void* p) { detail::CudaDriver::instance().release(ordinal, p); });
+  return t;
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) text += (i ? "," : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+}  // namespace
 
 void Session::Impl::create() {
   const std::string& model = spec.model_path;
@@ -230,6 +255,7 @@ Session::Session(const SessionSpec& spec, Timeline* timeline) : impl_(std::make_
 
 Session::~Session() {
   if (impl_ && impl_->retained_context) {
+    impl_->graph_outputs.clear();
     impl_->session = Ort::Session(nullptr);
     impl_->graph_inputs.clear();
     detail::CudaDriver::instance().release_primary_context(impl_->spec.device.index);
@@ -247,20 +273,19 @@ bool Session::used_model_cache() const { return impl_->used_cache; }
 void Session::warm_up(int runs, uint64_t seed) {
   auto& s = *impl_;
   auto inputs = random_inputs(s.inputs, seed, s.spec.dynamic_dim, s.int_ranges);
-  // CUDA graph capture replays fixed device addresses: warm-up inputs then live on the GPU, bound
-  // through IO binding, and stay allocated as long as the session (the captured graph reads them).
   const bool graph = s.spec.device.is_gpu() && s.spec.config.cuda.cuda_graph;
   if (graph) {
+    // The warm-up inputs become the buffers the captured graph reads; later runs copy into them.
     auto& driver = detail::CudaDriver::instance();
-    const int ordinal = s.spec.device.index;
     for (auto& t : inputs) {
-      void* device = driver.allocate(ordinal, t.bytes);
-      driver.copy_to_device(ordinal, device, t.data, t.bytes);
-      Tensor on_gpu = Tensor::borrow(t.name, t.type, t.shape, device, s.spec.device);
-      on_gpu.owner = std::shared_ptr<void>(device, [ordinal](void* p) { detail::CudaDriver::instance().release(ordinal, p); });
+      Tensor on_gpu = allocate_on_gpu(t.name, t.type, t.shape, t.bytes, s.spec.device);
+      driver.copy_to_device(s.spec.device.index, on_gpu.data, t.data, t.bytes);
       t = std::move(on_gpu);
     }
     s.graph_inputs = inputs;
+    // ONNX Runtime's CUDA EP runs the graph normally once or twice (to size its memory) and captures
+    // it on the next run: three runs make "ready" include the capture.
+    runs = std::max(runs, 3);
   }
   for (int i = 0; i < runs; ++i) {
     auto p = s.phase(phase::warmup);
@@ -269,8 +294,79 @@ void Session::warm_up(int runs, uint64_t seed) {
   }
 }
 
+std::vector<Tensor> Session::Impl::run_graph(const std::vector<Tensor>& given, bool outputs_on_device) {
+  auto& driver = detail::CudaDriver::instance();
+  const int ordinal = spec.device.index;
+  if (given.size() != graph_inputs.size()) {
+    throw Error("got " + std::to_string(given.size()) + " inputs, the model has " + std::to_string(graph_inputs.size()),
+                "Give every input of the model", lane);
+  }
+  for (const auto& t : given) {
+    const auto fixed = std::find_if(graph_inputs.begin(), graph_inputs.end(), [&](const Tensor& g) { return g.name == t.name; });
+    if (fixed == graph_inputs.end()) throw Error("'" + t.name + "' is not an input of this model", "Check the input names", lane);
+    if (t.shape != fixed->shape || t.type != fixed->type) {
+      throw Error("input '" + t.name + "' has shape " + shape_text(t.shape) + ", and this session's CUDA graph was captured with " +
+                      shape_text(fixed->shape),
+                  "Feed the captured shape, or start without cuda_graph to serve varying shapes", lane);
+    }
+    if (t.data == fixed->data) continue;
+    if (t.on_gpu()) {
+      if (t.device != spec.device) {
+        throw Error("input '" + t.name + "' lives on " + t.device.to_string() + ", not on this session's device",
+                    "Copy it to " + lane + " first", lane);
+      }
+      driver.synchronize(ordinal);  // the input may have been written on another stream (PyTorch's, CuPy's)
+      driver.copy_on_device(ordinal, fixed->data, t.data, t.bytes);
+    } else {
+      driver.copy_to_device(ordinal, fixed->data, t.data, t.bytes);
+    }
+  }
+
+  const Ort::MemoryInfo gpu = gpu_memory();
+  Ort::IoBinding binding(session);
+  for (const auto& t : graph_inputs) {
+    binding.BindInput(t.name.c_str(), Ort::Value::CreateTensor(gpu, t.data, t.bytes, t.shape.data(), t.shape.size(),
+                                                              static_cast<ONNXTensorElementDataType>(t.type)));
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (graph_outputs.empty()) {
+      binding.BindOutput(outputs[i].name.c_str(), gpu);
+    } else {
+      binding.BindOutput(outputs[i].name.c_str(), graph_outputs[i]);
+    }
+  }
+  try {
+    session.Run(Ort::RunOptions{nullptr}, binding);
+    binding.SynchronizeOutputs();
+  } catch (const Ort::Exception& e) {
+    detail::rethrow_ort_error(e, "running " + spec.model_path + " as a CUDA graph", lane);
+  }
+  if (graph_outputs.empty()) graph_outputs = binding.GetOutputValues();
+
+  // The next run overwrites the graph's output buffers: callers get copies.
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < graph_outputs.size(); ++i) {
+    const auto info = graph_outputs[i].GetTensorTypeAndShapeInfo();
+    const auto type = static_cast<ElementType>(info.GetElementType());
+    const std::vector<int64_t> shape = info.GetShape();
+    const void* source = graph_outputs[i].GetTensorRawData();
+    if (outputs_on_device) {
+      const size_t bytes = info.GetElementCount() * element_size(type);
+      Tensor t = allocate_on_gpu(outputs[i].name, type, shape, bytes, spec.device);
+      driver.copy_on_device(ordinal, t.data, source, t.bytes);
+      out.push_back(std::move(t));
+    } else {
+      Tensor t = Tensor::host_copy(outputs[i].name, type, shape, nullptr);
+      driver.copy_to_host(ordinal, t.data, source, t.bytes);
+      out.push_back(std::move(t));
+    }
+  }
+  return out;
+}
+
 std::vector<Tensor> Session::run(const std::vector<Tensor>& inputs, bool outputs_on_device) {
   auto& s = *impl_;
+  if (!s.graph_inputs.empty()) return s.run_graph(inputs, outputs_on_device);
   std::vector<const char*> in_names;
   std::vector<Ort::Value> in_values;
   bool any_on_gpu = outputs_on_device;

@@ -81,6 +81,39 @@ TEST(GpuSession, DeviceTensorsGoInAndOutWithoutHostCopies) {
   for (int64_t i = 0; i < again[0].element_count(); ++i) EXPECT_NEAR(again[0].values<float>()[i], twice[0].values<float>()[i], 1e-5f);
 }
 
+TEST(GpuSession, ACapturedCudaGraphFollowsItsInputs) {
+  ORTFLEET_REQUIRE_GPU();
+  SessionSpec spec;
+  spec.model_path = test::resnet18_model();
+  spec.device = Device::cuda(0);
+  spec.config = exact();
+  Session plain(spec);
+  spec.config.cuda.cuda_graph = true;
+  Session graph(spec);
+  graph.warm_up(1);  // captures the graph on the warm-up inputs
+  // Two different inputs after the capture: a replay that ignored them would repeat the warm-up output.
+  for (uint64_t seed : {21u, 22u}) {
+    const auto inputs = random_inputs(plain.inputs(), seed);
+    const auto want = plain.run(inputs);
+    const auto got = graph.run(inputs);
+    ASSERT_EQ(got[0].element_count(), want[0].element_count());
+    std::vector<float> g(got[0].values<float>(), got[0].values<float>() + got[0].element_count());
+    std::vector<float> w(want[0].values<float>(), want[0].values<float>() + want[0].element_count());
+    EXPECT_LT(relative_error(g, w), 1e-4) << "seed " << seed;
+    const auto on_device = graph.run(inputs, /*outputs_on_device=*/true);  // device outputs are copies, not the graph's buffer
+    ASSERT_TRUE(on_device[0].on_gpu());
+    EXPECT_NE(on_device[0].data, graph.run(inputs, true)[0].data);
+  }
+  auto wrong = random_inputs(plain.inputs(), 1);
+  wrong[0].shape[0] += 1;  // another batch size: refused before anything is copied
+  try {
+    graph.run(wrong);
+    ADD_FAILURE() << "a shape other than the captured one was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("captured"), std::string::npos) << e.what();
+  }
+}
+
 TEST(GpuSession, GigabyteTransformerRunsOnTheGpu) {
   ORTFLEET_REQUIRE_GPU();
   const auto path = (test::scratch_dir() / "transformer-1gb-gpu.onnx").string();

@@ -10,14 +10,14 @@ register_execution_provider_library + get_ep_devices + SessionOptions.add_provid
 Prints one JSON line in the shape of `ortfleet start --ready-line` when every device is ready
 (session created and one inference run on generated inputs).
 """
-import argparse
-import json
-import multiprocessing
-import os
-import threading
 import time
 
-MAIN_NS = time.monotonic_ns()  # CLOCK_MONOTONIC, the clock ortfleet uses
+MAIN_NS = time.monotonic_ns()  # CLOCK_MONOTONIC, the clock ortfleet uses; taken before any import below
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import threading  # noqa: E402
 _REGISTER_LOCK = threading.Lock()
 _REGISTERED = []
 
@@ -95,16 +95,21 @@ def main():
         except Exception as e:
             results[device] = (time.monotonic_ns(), os.getpid(), str(e))
 
+    phases = []  # the fleet's own timeline, when the mode is ortfleet
     if a.mode == "ortfleet":
+        import_ns = time.monotonic_ns()
         import ortfleet
 
+        phases.append({"name": "python.import", "lane": "process", "start_ns": import_ns, "end_ns": time.monotonic_ns(),
+                       "pid": os.getpid(), "args": {"module": "ortfleet"}})
         fleet = ortfleet.Fleet(a.model, devices=devices, strategy="fleet",
                                config={"cuda": {"conv_algo_search": a.conv_algo}})
         fleet.start()
         fleet.wait()
         done = time.monotonic_ns()
         for s in fleet.status():
-            results[s["device"]] = (done if s["state"] == "ready" else done, s["pid"], s["error"])
+            results[s["device"]] = (done, s["pid"], s["error"])
+        phases += [e for e in fleet.timeline()["events"] if e["name"] != "ready"]
         sessions.append(fleet)
     elif a.mode == "sequential":
         for d in devices:
@@ -116,6 +121,8 @@ def main():
         for t in threads:
             t.join()
     else:
+        import multiprocessing
+
         ctx = multiprocessing.get_context("spawn")
         with ctx.Pool(len(devices)) as pool:
             for device, ready, pid, error in pool.map(spawn_worker, [(a.model, d, a.cuda_ep, a.conv_algo) for d in devices]):
@@ -124,6 +131,7 @@ def main():
     spawn_ns = int(os.environ.get("ORTFLEET_SPAWN_NS", MAIN_NS))
     ready_ns = max(r[0] for r in results.values())
     events = [{"name": "process.start", "lane": "process", "start_ns": spawn_ns, "end_ns": MAIN_NS, "pid": os.getpid(), "args": {}}]
+    events += [{k: e[k] for k in ("name", "lane", "start_ns", "end_ns", "pid", "args")} for e in phases]
     events += [{"name": "ready", "lane": d, "start_ns": r[0], "end_ns": r[0], "pid": r[1], "args": {}} for d, r in results.items()]
     print(json.dumps({
         "ortfleet_start": 1, "model": a.model, "strategy": "python-" + a.mode,

@@ -9,7 +9,28 @@ The diagnostics return what the command line prints with --json: ortfleet.doctor
 ortfleet.bench(model), ortfleet.profile(model), ortfleet.tune(model); `python -m ortfleet ...`
 runs the command line itself.
 """
-from ._ortfleet import (  # noqa: F401  (the public API)
+
+
+def _share_the_cxx_runtime():
+    """Puts libstdc++ into the process's global symbol scope before the extension loads.
+
+    Without it, ONNX Runtime 1.29's CreateEnv crashed (SIGSEGV in its hardware discovery's
+    std::regex, reading a wrong locale facet) in a Python process that imported ortfleet before
+    anything that loads libstdc++ globally (numpy, torch, onnxruntime). Measured on the GPU machine,
+    where the extension carries its own static libstdc++: docs/results/2026-11-22/1xH100-python-crash.
+    """
+    import ctypes
+    import os
+
+    try:
+        ctypes.CDLL("libstdc++.so.6", mode=os.RTLD_GLOBAL)
+    except OSError:
+        pass  # no shared libstdc++ on this system: nothing to share
+
+
+_share_the_cxx_runtime()
+
+from ._ortfleet import (  # noqa: E402,F401  (the public API)
     DeviceTensor,
     Error,
     Fleet,

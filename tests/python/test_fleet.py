@@ -1,4 +1,7 @@
 """The Python API: a fleet started and used from Python, errors as exceptions."""
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -111,3 +114,18 @@ def test_timeline_and_trace(models):
         names = {(e["lane"], e["name"]) for e in fleet.timeline()["events"]}
         assert ("cpu", "session.create") in names and ("cpu:1", "warmup") in names
         assert any(e["ph"] == "X" for e in json.loads(fleet.trace())["traceEvents"])
+
+
+def test_importing_ortfleet_makes_libstdcxx_global():
+    # ONNX Runtime 1.29's CreateEnv crashed in a fresh Python process that had imported only ortfleet,
+    # because libstdc++ was not global when the extension loaded (see ortfleet/__init__.py).
+    probe = (
+        "import ctypes\n"
+        "scope = ctypes.CDLL(None)  # dlopen(NULL): the global symbol scope\n"
+        "def is_global(): return hasattr(scope, '_ZNSt6locale7classicEv')\n"
+        "before = is_global()\n"
+        "import ortfleet\n"
+        "print(before, is_global())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True).stdout.split()
+    assert out[1] == "True", f"libstdc++ is not global after 'import ortfleet' (before: {out[0]})"

@@ -29,10 +29,13 @@ int guarded(const std::function<int()>& body) {
 void print_json(const nlohmann::json& j) { std::cout << j.dump(2) << std::endl; }
 
 std::string format_ms(double ms) {
-  if (ms < 1) return fmt::format("{:.2f} ms", ms);
+  // Three significant digits: inference latencies of 1.4 ms and 1.6 ms must not both read "2 ms".
+  if (ms < 10) return fmt::format("{:.2f} ms", ms);
+  if (ms < 100) return fmt::format("{:.1f} ms", ms);
   if (ms < 1000) return fmt::format("{:.0f} ms", ms);
   if (ms < 60'000) return fmt::format("{:.2f} s", ms / 1000);
-  return fmt::format("{:.0f} min {:.0f} s", ms / 60'000, std::fmod(ms, 60'000) / 1000);
+  const long long seconds = std::llround(ms / 1000);
+  return fmt::format("{} min {} s", seconds / 60, seconds % 60);
 }
 
 std::string format_bytes(uint64_t b) {
