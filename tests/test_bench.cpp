@@ -92,4 +92,28 @@ TEST(Bench, RejectsNonsense) {
   EXPECT_THROW(run_bench(o), Error);
 }
 
+TEST(Bench, TheFleetFromPythonIsComparedWithoutTheInterpretersStart) {
+  BenchRow python;
+  python.label = "fleet from Python";
+  python.family = "onnxruntime-python";
+  python.strategy = "python-ortfleet";
+  python.device_count = 2;
+  python.wall_ms = {650, 660, 640};
+  python.median_ms = 650;
+  python.process_start_ms = {50, 60, 52};
+  BenchRow cli;
+  cli.label = "fleet";
+  cli.family = "ortfleet";
+  cli.strategy = "fleet";
+  cli.device_count = 2;
+  cli.wall_ms = {570};
+  cli.median_ms = 570;
+  const auto note = python_fleet_note({python, cli});
+  ASSERT_TRUE(note.has_value());
+  EXPECT_EQ(*note, "fleet from Python: 52 ms of its 650 ms went to starting the Python interpreter, before `import ortfleet`; "
+                   "from there to ready: 598 ms, 1.05x the command line's fleet (570 ms)");
+  cli.device_count = 1;  // a fleet on another number of devices is no comparison
+  EXPECT_FALSE(python_fleet_note({python, cli}).has_value());
+}
+
 }  // namespace ortfleet

@@ -3,6 +3,7 @@
 // today (the onnxruntime Python package: sequential, threads, a spawn pool), hyperfine-style: an
 // untimed round first (page cache), then N rounds, min/median/max, ratios, and the fastest.
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,7 @@ struct BenchRow {
   std::string baseline;     ///< the 1-device row this one is compared with
   double ratio_to_one = 0;  ///< median / baseline median (1.0 = as fast as starting one device)
   double efficiency = 0;    ///< baseline median / median
+  std::vector<double> process_start_ms;  ///< per timed round: exec until main() (the Python interpreter, for Python rows)
   std::string error;        ///< why a round failed
   StartReport median_report;  ///< the round at the median, with its timeline
   bool ok() const { return error.empty() && !wall_ms.empty(); }
@@ -54,11 +56,17 @@ struct BenchReport {
   std::vector<std::string> skipped;   ///< what was not run and why (e.g. no onnxruntime in Python)
   std::string fastest;                ///< label of the fastest N-device row
   std::vector<std::string> comparisons;  ///< "fleet is 3.1x faster than python sequential"
+  std::vector<std::string> notes;        ///< what a row's figure includes, e.g. the Python interpreter's start
   std::string to_json() const;
   std::string to_markdown() const;
 };
 
 BenchReport run_bench(const BenchOptions& options);
+
+/// "fleet from Python: 52 ms of its 651 ms went to starting the Python interpreter...": the fleet from
+/// Python against the command line's fleet, without the interpreter's start, which a Python job has
+/// paid long before it imports ortfleet. Nothing when either row is missing or failed.
+std::optional<std::string> python_fleet_note(const std::vector<BenchRow>& rows);
 
 /// Inference throughput: a stream of batches over N devices at once vs one device, and N threads
 /// over one device's session vs one session per device (`bench --inference`).

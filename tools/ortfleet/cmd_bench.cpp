@@ -56,6 +56,7 @@ void print_report(const BenchReport& r, std::ostream& out) {
   }
   if (!r.fastest.empty()) out << "\n\nfastest: " << r.fastest << "\n";
   for (const auto& c : r.comparisons) out << "  " << c << "\n";
+  for (const auto& n : r.notes) out << "\n" << n << "\n";
   for (const auto& s : r.skipped) out << "not run: " << s << "\n";
 }
 
