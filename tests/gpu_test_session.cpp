@@ -38,6 +38,14 @@ RunConfig exact() {
   c.cuda.tf32 = false;  // compare against the CPU in full float32
   return c;
 }
+
+SessionSpec on_first_gpu(const std::string& model) {
+  SessionSpec spec;
+  spec.model_path = model;
+  spec.device = Device::cuda(0);
+  spec.config = exact();
+  return spec;
+}
 }  // namespace
 
 TEST(GpuSession, ResNetOnTheGpuMatchesTheCpu) {
@@ -65,10 +73,7 @@ TEST(GpuSession, ConvZooRunsWithEveryConvAlgorithmSearch) {
 
 TEST(GpuSession, DeviceTensorsGoInAndOutWithoutHostCopies) {
   ORTFLEET_REQUIRE_GPU();
-  SessionSpec spec;
-  spec.model_path = test::mlp_model();  // input and output are both [1, 64] float32
-  spec.device = Device::cuda(0);
-  spec.config = exact();
+  SessionSpec spec = on_first_gpu(test::mlp_model());  // input and output are both [1, 64] float32
   Session s(spec);
   const auto host_in = random_inputs(s.inputs(), 2);
   auto on_gpu = s.run(host_in, /*outputs_on_device=*/true);
@@ -83,10 +88,7 @@ TEST(GpuSession, DeviceTensorsGoInAndOutWithoutHostCopies) {
 
 TEST(GpuSession, ACapturedCudaGraphFollowsItsInputs) {
   ORTFLEET_REQUIRE_GPU();
-  SessionSpec spec;
-  spec.model_path = test::resnet18_model();
-  spec.device = Device::cuda(0);
-  spec.config = exact();
+  SessionSpec spec = on_first_gpu(test::resnet18_model());
   Session plain(spec);
   spec.config.cuda.cuda_graph = true;
   Session graph(spec);
@@ -127,10 +129,7 @@ TEST(GpuSession, GigabyteTransformerRunsOnTheGpu) {
 
 TEST(GpuSession, ModelCacheHitOnTheGpuGivesTheSameResults) {
   ORTFLEET_REQUIRE_GPU();
-  SessionSpec spec;
-  spec.model_path = test::resnet18_model();
-  spec.device = Device::cuda(0);
-  spec.config = exact();
+  SessionSpec spec = on_first_gpu(test::resnet18_model());
   spec.config.session.optimized_model_cache = true;
   spec.cache_dir = (test::scratch_dir() / "gpu-cache").string();
   std::vector<float> first;
