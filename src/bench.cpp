@@ -375,13 +375,18 @@ ThroughputReport run_throughput(const ThroughputOptions& options) {
     }
   }
   if (n > 1) {
+    // Where the sessions live changes what a call costs: a worker process answers through shared
+    // memory (the fleet's start-up), a session in this process is called directly (threads).
     fo.devices = o.devices;
-    say(fmt::format("starting {} sessions, one per device", n));
-    Fleet all(o.model, fo);
-    all.start();
-    if (!all.wait()) throw Error("the fleet failed to start on every device");
-    say(fmt::format("{} sessions, one thread each, {:.0f} s", n, o.seconds));
-    report.rows.push_back(measure(fmt::format("{} devices, one session each", n), all, o.devices, o.seconds, n));
+    for (const auto& [strategy, where] : {std::pair{Strategy::fleet, "a worker process each"}, std::pair{Strategy::threads, "in this process"}}) {
+      fo.strategy = strategy;
+      say(fmt::format("starting {} sessions, one per device, {}", n, where));
+      Fleet all(o.model, fo);
+      all.start();
+      if (!all.wait()) throw Error(fmt::format("the {} strategy failed to start on every device", to_string(strategy)));
+      say(fmt::format("{} sessions, {}, one thread each, {:.0f} s", n, where, o.seconds));
+      report.rows.push_back(measure(fmt::format("{} devices, one session each, {}", n, where), all, o.devices, o.seconds, n));
+    }
   }
   for (auto& r : report.rows) r.speedup = r.inferences_per_s / report.rows.front().inferences_per_s;
   return report;

@@ -72,14 +72,16 @@ TEST(Bench, InferenceThroughputOverDevicesAndThreads) {
   o.devices = {Device::cpu(0), Device::cpu(1)};
   o.seconds = 0.3;
   const ThroughputReport r = run_throughput(o);
-  ASSERT_EQ(r.rows.size(), 3u);
+  ASSERT_EQ(r.rows.size(), 4u);  // 1 thread, 2 threads on one session, 2 worker processes, 2 sessions in process
   for (const auto& row : r.rows) {
     EXPECT_GT(row.inferences_per_s, 0.0) << row.label;
     EXPECT_LE(row.p50_ms, row.p99_ms);
   }
   EXPECT_DOUBLE_EQ(r.rows[0].speedup, 1.0);
   EXPECT_EQ(r.rows[2].devices, 2);
-  EXPECT_EQ(nlohmann::json::parse(r.to_json())["rows"].size(), 3u);
+  EXPECT_EQ(r.rows[3].devices, 2);
+  EXPECT_NE(r.rows[2].label, r.rows[3].label);
+  EXPECT_EQ(nlohmann::json::parse(r.to_json())["rows"].size(), 4u);
 }
 
 TEST(Bench, RejectsNonsense) {

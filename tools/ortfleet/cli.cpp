@@ -30,6 +30,7 @@ void print_json(const nlohmann::json& j) { std::cout << j.dump(2) << std::endl; 
 
 std::string format_ms(double ms) {
   // Three significant digits: inference latencies of 1.4 ms and 1.6 ms must not both read "2 ms".
+  if (ms < 0.1) return fmt::format("{:.1f} us", ms * 1000);
   if (ms < 10) return fmt::format("{:.2f} ms", ms);
   if (ms < 100) return fmt::format("{:.1f} ms", ms);
   if (ms < 1000) return fmt::format("{:.0f} ms", ms);
