@@ -112,7 +112,8 @@ std::vector<Device> parse_devices(std::string_view spec, int gpu_count) {
 
 namespace {
 
-/// NVML (libnvidia-ml.so.1) tells what the driver API does not: the driver's release and MIG mode.
+/// NVML (libnvidia-ml.so.1) tells what the driver API does not: the driver's release, MIG mode and
+/// persistence mode.
 void add_nvml_facts(CudaDriverInfo& info) {
   void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) return;
@@ -125,6 +126,8 @@ void add_nvml_facts(CudaDriverInfo& info) {
   auto version = reinterpret_cast<DriverVersion>(dlsym(lib, "nvmlSystemGetDriverVersion"));
   auto by_pci = reinterpret_cast<ByPci>(dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2"));
   auto mig = reinterpret_cast<MigMode>(dlsym(lib, "nvmlDeviceGetMigMode"));
+  using PersistenceMode = int (*)(void*, unsigned*);
+  auto persistence = reinterpret_cast<PersistenceMode>(dlsym(lib, "nvmlDeviceGetPersistenceMode"));
   if (init == nullptr || init() != 0) return;
   char text[96] = {};
   if (version != nullptr && version(text, sizeof(text)) == 0) info.driver_version = text;
@@ -132,11 +135,14 @@ void add_nvml_facts(CudaDriverInfo& info) {
     void* handle = nullptr;
     unsigned current = 0;
     unsigned pending = 0;
-    if (by_pci != nullptr && mig != nullptr && by_pci(gpu.pci_bus_id.c_str(), &handle) == 0) {
+    if (by_pci == nullptr || by_pci(gpu.pci_bus_id.c_str(), &handle) != 0) continue;
+    if (mig != nullptr) {
       const int r = mig(handle, &current, &pending);
       if (r == 0) gpu.mig_enabled = current != 0;
       else if (r == 3) gpu.mig_enabled = false;  // NVML_ERROR_NOT_SUPPORTED: a GPU without MIG
     }
+    unsigned enabled = 0;
+    if (persistence != nullptr && persistence(handle, &enabled) == 0) gpu.persistence_mode = enabled != 0;
   }
   if (shutdown != nullptr) shutdown();
 }

@@ -130,28 +130,7 @@ void check_runtime(DoctorReport& r, const DoctorOptions& options) {
 
 void check_gpus(DoctorReport& r) {
   r.driver = probe_cuda_driver();
-  if (!r.driver.loaded) {
-    r.findings.push_back({"gpu", Verdict::info, "no usable GPU: " + r.driver.error + "; sessions will run on the CPU",
-                          "On a GPU machine: install the NVIDIA driver and check CUDA_VISIBLE_DEVICES"});
-    return;
-  }
-  if (r.driver.gpus.empty()) {
-    r.findings.push_back({"gpu", Verdict::info, "the NVIDIA driver is loaded but sees no GPU", "Check CUDA_VISIBLE_DEVICES"});
-    return;
-  }
-  std::string names;
-  for (const auto& g : r.driver.gpus) names += (names.empty() ? "" : ", ") + ("cuda:" + std::to_string(g.ordinal) + " " + g.name);
-  r.findings.push_back({"gpu", Verdict::ok,
-                        std::to_string(r.driver.gpus.size()) + " GPU(s): " + names + "; driver " +
-                            (r.driver.driver_version.empty() ? std::to_string(r.driver.driver_api_version) : r.driver.driver_version) +
-                            ", cuInit " + std::to_string(static_cast<int>(r.driver.init_ms)) + " ms",
-                        {}});
-  for (const auto& g : r.driver.gpus) {
-    if (g.mig_enabled.value_or(false)) {
-      r.findings.push_back({"gpu-mig", Verdict::warn, "cuda:" + std::to_string(g.ordinal) + " has MIG enabled: only MIG instances can run work",
-                            "Address MIG instances through CUDA_VISIBLE_DEVICES=MIG-<uuid>"});
-    }
-  }
+  for (auto& f : gpu_findings(r.driver)) r.findings.push_back(std::move(f));
 }
 
 void check_cuda_ep(DoctorReport& r, const DoctorOptions& options) {
@@ -302,6 +281,45 @@ void check_machine(DoctorReport& r) {
 
 }  // namespace
 
+std::vector<Finding> gpu_findings(const CudaDriverInfo& driver) {
+  std::vector<Finding> out;
+  if (!driver.loaded) {
+    out.push_back({"gpu", Verdict::info, "no usable GPU: " + driver.error + "; sessions will run on the CPU",
+                   "On a GPU machine: install the NVIDIA driver and check CUDA_VISIBLE_DEVICES"});
+    return out;
+  }
+  if (driver.gpus.empty()) {
+    out.push_back({"gpu", Verdict::info, "the NVIDIA driver is loaded but sees no GPU", "Check CUDA_VISIBLE_DEVICES"});
+    return out;
+  }
+  std::string names;
+  for (const auto& g : driver.gpus) names += (names.empty() ? "" : ", ") + ("cuda:" + std::to_string(g.ordinal) + " " + g.name);
+  out.push_back({"gpu", Verdict::ok,
+                 std::to_string(driver.gpus.size()) + " GPU(s): " + names + "; driver " +
+                     (driver.driver_version.empty() ? std::to_string(driver.driver_api_version) : driver.driver_version) +
+                     ", cuInit " + std::to_string(static_cast<int>(driver.init_ms)) + " ms",
+                 {}});
+  std::string not_persistent;
+  for (const auto& g : driver.gpus) {
+    if (g.mig_enabled.value_or(false)) {
+      out.push_back({"gpu-mig", Verdict::warn, "cuda:" + std::to_string(g.ordinal) + " has MIG enabled: only MIG instances can run work",
+                     "Address MIG instances through CUDA_VISIBLE_DEVICES=MIG-<uuid>"});
+    }
+    if (g.persistence_mode == false) not_persistent += (not_persistent.empty() ? "cuda:" : ", cuda:") + std::to_string(g.ordinal);
+  }
+  // cuInit is the step that serialises across GPUs (README: "Why the start-up of many GPUs is slow").
+  // Without persistence mode, a GPU that no process holds is torn down and set up again by the next cuInit.
+  if (!not_persistent.empty()) {
+    out.push_back({"gpu-persistence", Verdict::warn,
+                   "persistence mode is off on " + not_persistent +
+                       ": when no process holds a GPU the driver tears its state down, and the next start sets it up again in cuInit",
+                   "Turn it on: sudo nvidia-smi -pm 1, or run nvidia-persistenced"});
+  } else if (std::all_of(driver.gpus.begin(), driver.gpus.end(), [](const GpuInfo& g) { return g.persistence_mode.has_value(); })) {
+    out.push_back({"gpu-persistence", Verdict::ok, "persistence mode is on for every GPU", {}});
+  }
+  return out;
+}
+
 DoctorReport run_doctor(const DoctorOptions& options) {
   DoctorReport r;
   check_runtime(r, options);
@@ -325,7 +343,8 @@ std::string DoctorReport::to_json() const {
     gpus.push_back({{"ordinal", g.ordinal}, {"name", g.name}, {"uuid", g.uuid}, {"pci_bus_id", g.pci_bus_id},
                     {"memory_bytes", g.total_memory}, {"compute_capability", std::to_string(g.compute_major) + "." + std::to_string(g.compute_minor)},
                     {"architecture", g.architecture()}, {"multiprocessors", g.multiprocessors},
-                    {"mig_enabled", g.mig_enabled ? json(*g.mig_enabled) : json(nullptr)}});
+                    {"mig_enabled", g.mig_enabled ? json(*g.mig_enabled) : json(nullptr)},
+                    {"persistence_mode", g.persistence_mode ? json(*g.persistence_mode) : json(nullptr)}});
   }
   j["driver"] = {{"loaded", driver.loaded}, {"library", driver.library_path}, {"error", driver.error},
                  {"cuda_version", driver.driver_api_version}, {"driver_version", driver.driver_version},

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "ortfleet/doctor.hpp"
@@ -61,6 +62,50 @@ TEST(Doctor, ChecksTheCudaEpsLibrariesWhenItIsThere) {
   for (const auto& l : r.libraries) cudart = cudart || l.name == "libcudart.so.13";
   EXPECT_TRUE(cudart);
   EXPECT_FALSE(r.ep_cubin_architectures.empty());
+}
+
+TEST(Doctor, GpuFindingsNameMigAndPersistenceMode) {
+  CudaDriverInfo driver;
+  driver.loaded = true;
+  driver.driver_version = "580.159.04";
+  for (int i = 0; i < 3; ++i) {
+    GpuInfo g;
+    g.ordinal = i;
+    g.name = "NVIDIA H200";
+    g.mig_enabled = i == 2;
+    g.persistence_mode = i == 0;
+    driver.gpus.push_back(g);
+  }
+  auto finding = [&](const std::string& name) -> std::optional<Finding> {
+    for (const auto& f : gpu_findings(driver)) {
+      if (f.check == name) return f;
+    }
+    return std::nullopt;
+  };
+  const auto gpu = finding("gpu");
+  ASSERT_TRUE(gpu);
+  EXPECT_NE(gpu->summary.find("3 GPU(s)"), std::string::npos) << gpu->summary;
+  const auto mig = finding("gpu-mig");
+  ASSERT_TRUE(mig);
+  EXPECT_NE(mig->summary.find("cuda:2"), std::string::npos);
+  const auto off = finding("gpu-persistence");
+  ASSERT_TRUE(off);
+  EXPECT_EQ(off->verdict, Verdict::warn);
+  EXPECT_NE(off->summary.find("off on cuda:1, cuda:2"), std::string::npos) << off->summary;
+
+  for (auto& g : driver.gpus) g.persistence_mode = true;
+  const auto on = finding("gpu-persistence");
+  ASSERT_TRUE(on);
+  EXPECT_EQ(on->verdict, Verdict::ok);
+
+  for (auto& g : driver.gpus) g.persistence_mode.reset();  // NVML absent: nothing to say
+  EXPECT_FALSE(finding("gpu-persistence"));
+
+  driver.loaded = false;
+  driver.error = "cuInit failed";
+  const auto none = gpu_findings(driver);
+  ASSERT_EQ(none.size(), 1u);
+  EXPECT_EQ(none[0].verdict, Verdict::info);
 }
 
 }  // namespace ortfleet

@@ -39,6 +39,7 @@ struct GpuInfo {
   int compute_minor = 0;
   int multiprocessors = 0;
   std::optional<bool> mig_enabled; ///< from NVML when available
+  std::optional<bool> persistence_mode;  ///< from NVML: the driver keeps the GPU initialised between processes
   std::string architecture() const { return "sm_" + std::to_string(compute_major * 10 + compute_minor); }
 };
 

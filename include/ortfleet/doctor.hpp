@@ -76,4 +76,7 @@ struct DoctorOptions {
 
 DoctorReport run_doctor(const DoctorOptions& options = {});
 
+/// What the doctor says about the GPUs the driver reports (count, MIG, persistence mode).
+std::vector<Finding> gpu_findings(const CudaDriverInfo& driver);
+
 }  // namespace ortfleet
