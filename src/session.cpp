@@ -98,6 +98,13 @@ struct Session::Impl {
   void create();
   void read_metadata();
   std::vector<Tensor> run_graph(const std::vector<Tensor>& given, bool outputs_on_device);
+  /// Throws when `t` is a GPU tensor of another device than this session's.
+  void check_device_of(const Tensor& t) const {
+    if (t.on_gpu() && t.device != spec.device) {
+      throw Error("input '" + t.name + "' lives on " + t.device.to_string() + ", not on this session's device",
+                  "Copy it to " + lane + " first", lane);
+    }
+  }
 };
 
 namespace {
@@ -310,11 +317,8 @@ std::vector<Tensor> Session::Impl::run_graph(const std::vector<Tensor>& given, b
                   "Feed the captured shape, or start without cuda_graph to serve varying shapes", lane);
     }
     if (t.data == fixed->data) continue;
+    check_device_of(t);
     if (t.on_gpu()) {
-      if (t.device != spec.device) {
-        throw Error("input '" + t.name + "' lives on " + t.device.to_string() + ", not on this session's device",
-                    "Copy it to " + lane + " first", lane);
-      }
       driver.synchronize(ordinal);  // the input may have been written on another stream (PyTorch's, CuPy's)
       driver.copy_on_device(ordinal, fixed->data, t.data, t.bytes);
     } else {
@@ -371,10 +375,7 @@ std::vector<Tensor> Session::run(const std::vector<Tensor>& inputs, bool outputs
   std::vector<Ort::Value> in_values;
   bool any_on_gpu = outputs_on_device;
   for (const auto& t : inputs) {
-    if (t.on_gpu() && t.device != s.spec.device) {
-      throw Error("input '" + t.name + "' lives on " + t.device.to_string() + ", not on this session's device",
-                  "Copy it to " + s.lane + " first", s.lane);
-    }
+    s.check_device_of(t);
     any_on_gpu = any_on_gpu || t.on_gpu();
     const Ort::MemoryInfo info = t.on_gpu() ? s.gpu_memory() : Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault);
     in_names.push_back(t.name.c_str());

@@ -58,10 +58,6 @@ TEST(Ipc, DescriptionsThatDoNotFitTheBufferAreRejected) {
   EXPECT_THROW(unpack_tensors(mismatch, buffer), Error);
 }
 
-}  // namespace ortfleet::detail
-
-namespace ortfleet::detail {
-
 TEST(Ipc, ABufferReceivedAgainIsMappedOnce) {
   auto first = SharedBuffer::create(4096);
   auto second = SharedBuffer::create(4096);

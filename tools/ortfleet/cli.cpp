@@ -50,7 +50,7 @@ std::string format_bytes(uint64_t b) {
 Device one_device(const std::string& spec) {
   if (spec == "auto") return default_device();
   const auto devices = parse_devices(spec, gpu_count());
-  if (devices.size() != 1) throw Error("this command profiles one device, and '" + spec + "' names " + std::to_string(devices.size()),
+  if (devices.size() != 1) throw Error("this command takes one device, and '" + spec + "' names " + std::to_string(devices.size()),
                                        "Give one device: 0, cuda:1 or cpu");
   return devices.front();
 }
