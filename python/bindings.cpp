@@ -7,14 +7,14 @@
 
 #include <cstring>
 
-#include "ortfleet/bench.hpp"
-#include "ortfleet/doctor.hpp"
-#include "ortfleet/error.hpp"
-#include "ortfleet/fleet.hpp"
-#include "ortfleet/profile.hpp"
-#include "ortfleet/runtime.hpp"
-#include "ortfleet/synth.hpp"
-#include "ortfleet/tune.hpp"
+#include "ortfleet/diagnostics/bench.hpp"
+#include "ortfleet/diagnostics/doctor.hpp"
+#include "ortfleet/base/error.hpp"
+#include "ortfleet/fleet/fleet.hpp"
+#include "ortfleet/diagnostics/profile.hpp"
+#include "ortfleet/engine/runtime.hpp"
+#include "ortfleet/synth/synth.hpp"
+#include "ortfleet/diagnostics/tune.hpp"
 
 namespace py = pybind11;
 using namespace ortfleet;

@@ -4,7 +4,7 @@
 
 #include <cstdlib>
 
-#include "ortfleet/devices.hpp"
+#include "ortfleet/engine/devices.hpp"
 
 namespace ortfleet::test {
 namespace fs = std::filesystem;

@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <string>
 
-#include "ortfleet/synth.hpp"
+#include "ortfleet/synth/synth.hpp"
 
 namespace ortfleet::test {
 

@@ -8,9 +8,9 @@
 #include <filesystem>
 #include <iostream>
 
-#include "ortfleet/cache.hpp"
-#include "ortfleet/error.hpp"
-#include "ortfleet/synth.hpp"
+#include "ortfleet/engine/cache.hpp"
+#include "ortfleet/base/error.hpp"
+#include "ortfleet/synth/synth.hpp"
 
 namespace ortfleet::cli {
 namespace fs = std::filesystem;

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "ortfleet/devices.hpp"
-#include "ortfleet/options.hpp"
+#include "ortfleet/engine/devices.hpp"
+#include "ortfleet/engine/options.hpp"
 
 namespace ortfleet::cli {
 

@@ -7,8 +7,8 @@
 #include <sstream>
 
 #include "cli.hpp"
-#include "ortfleet/bench.hpp"
-#include "ortfleet/error.hpp"
+#include "ortfleet/diagnostics/bench.hpp"
+#include "ortfleet/base/error.hpp"
 
 namespace ortfleet::cli {
 

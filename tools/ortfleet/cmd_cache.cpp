@@ -3,7 +3,7 @@
 #include <memory>
 
 #include "cli.hpp"
-#include "ortfleet/cache.hpp"
+#include "ortfleet/engine/cache.hpp"
 
 namespace ortfleet::cli {
 

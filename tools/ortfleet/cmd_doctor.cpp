@@ -4,7 +4,7 @@
 #include <iostream>
 
 #include "cli.hpp"
-#include "ortfleet/doctor.hpp"
+#include "ortfleet/diagnostics/doctor.hpp"
 
 namespace ortfleet::cli {
 

@@ -6,8 +6,8 @@
 #include <memory>
 
 #include "cli.hpp"
-#include "ortfleet/error.hpp"
-#include "ortfleet/profile.hpp"
+#include "ortfleet/base/error.hpp"
+#include "ortfleet/diagnostics/profile.hpp"
 
 namespace ortfleet::cli {
 

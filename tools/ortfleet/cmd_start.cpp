@@ -8,9 +8,11 @@
 #include <memory>
 
 #include "cli.hpp"
-#include "ortfleet/error.hpp"
-#include "ortfleet/fleet.hpp"
-#include "ortfleet/runtime.hpp"
+#include "ortfleet/base/error.hpp"
+#include "ortfleet/fleet/fleet.hpp"
+#include "ortfleet/engine/runtime.hpp"
+#include "ortfleet/engine/ort_log.hpp"
+#include "ortfleet/fleet/start_report.hpp"
 
 namespace ortfleet::cli {
 

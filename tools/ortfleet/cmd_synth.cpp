@@ -5,8 +5,8 @@
 #include <memory>
 
 #include "cli.hpp"
-#include "ortfleet/error.hpp"
-#include "ortfleet/synth.hpp"
+#include "ortfleet/base/error.hpp"
+#include "ortfleet/synth/synth.hpp"
 
 namespace ortfleet::cli {
 

@@ -5,8 +5,8 @@
 #include <memory>
 
 #include "cli.hpp"
-#include "ortfleet/error.hpp"
-#include "ortfleet/tune.hpp"
+#include "ortfleet/base/error.hpp"
+#include "ortfleet/diagnostics/tune.hpp"
 
 namespace ortfleet::cli {
 

@@ -3,7 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cli.hpp"
-#include "ortfleet/runtime.hpp"
+#include "ortfleet/engine/runtime.hpp"
 
 int main(int argc, char** argv) {
   using namespace ortfleet::cli;

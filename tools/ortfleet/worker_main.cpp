@@ -5,7 +5,7 @@
 #include <cstring>
 #include <iostream>
 
-#include "ortfleet/fleet.hpp"
+#include "ortfleet/fleet/worker.hpp"
 
 int main(int argc, char** argv) {
   int fd = -1;

@@ -1,0 +1,100 @@
+#pragma once
+// `ortfleet bench`: each start-up strategy timed in fresh processes, side by side with what users run
+// today (the onnxruntime Python package: sequential, threads, a spawn pool), hyperfine-style: an
+// untimed round first (page cache), then N rounds, min/median/max, ratios, and the fastest.
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ortfleet/engine/devices.hpp"
+#include "ortfleet/fleet/fleet.hpp"
+#include "ortfleet/fleet/start_report.hpp"
+#include "ortfleet/engine/options.hpp"
+
+namespace ortfleet {
+
+struct BenchOptions {
+  std::string model;
+  std::vector<Device> devices;               ///< the full set (N devices)
+  std::vector<Strategy> strategies = all_strategies();
+  int runs = 3;                              ///< timed rounds
+  int warmup_rounds = 1;                     ///< untimed rounds first
+  bool anchors = true;                       ///< also time the onnxruntime Python package
+  bool python_ortfleet = false;              ///< and ortfleet's Python API (set when `import ortfleet` works)
+  std::string python = "python3";
+  std::string ortfleet_executable;           ///< the `ortfleet` binary for child runs (default: next to this one)
+  std::string ort_library;
+  std::vector<std::string> config_arguments; ///< RunConfig flags passed to every child `ortfleet start`
+  RunConfig config;                          ///< the same settings, for the Python anchors
+  double timeout_s = 3600;
+  std::function<void(const std::string&)> progress;  ///< one status line at a time
+};
+
+struct BenchRow {
+  std::string label;        ///< "fleet", "threads", "python threads", "fleet (1 device)"
+  std::string family;       ///< "ortfleet" or "onnxruntime-python"
+  std::string strategy;
+  int device_count = 0;
+  std::vector<double> wall_ms;  ///< per timed round: exec until every device is ready
+  double min_ms = 0;
+  double median_ms = 0;
+  double max_ms = 0;
+  std::string baseline;     ///< the 1-device row this one is compared with
+  double ratio_to_one = 0;  ///< median / baseline median (1.0 = as fast as starting one device)
+  double efficiency = 0;    ///< baseline median / median
+  std::vector<double> process_start_ms;  ///< per timed round: exec until main() (the Python interpreter, for Python rows)
+  std::string error;        ///< why a round failed
+  StartReport median_report;  ///< the round at the median, with its timeline
+  bool ok() const { return error.empty() && !wall_ms.empty(); }
+};
+
+struct BenchReport {
+  std::string model;
+  std::string machine;      ///< "4 x NVIDIA H200, 64 CPUs" or "CPU only, 2 CPUs"
+  std::string ort_version;
+  std::vector<BenchRow> rows;
+  std::vector<std::string> skipped;   ///< what was not run and why (e.g. no onnxruntime in Python)
+  std::string fastest;                ///< label of the fastest N-device row
+  std::vector<std::string> comparisons;  ///< "fleet is 3.1x faster than python sequential"
+  std::vector<std::string> notes;        ///< what a row's figure includes, e.g. the Python interpreter's start
+  std::string to_json() const;
+  std::string to_markdown() const;
+};
+
+BenchReport run_bench(const BenchOptions& options);
+
+/// "fleet from Python: 52 ms of its 651 ms went to starting the Python interpreter...": the fleet from
+/// Python against the command line's fleet, without the interpreter's start, which a Python job has
+/// paid long before it imports ortfleet. Nothing when either row is missing or failed.
+std::optional<std::string> python_fleet_note(const std::vector<BenchRow>& rows);
+
+/// Inference throughput: a stream of batches over N devices at once vs one device, and N threads
+/// over one device's session vs one session per device (`bench --inference`).
+struct ThroughputOptions {
+  std::string model;
+  std::vector<Device> devices;
+  double seconds = 5;
+  RunConfig config;
+  std::string ort_library;
+  std::function<void(const std::string&)> progress;
+};
+
+struct ThroughputRow {
+  std::string label;
+  int devices = 0;
+  int threads = 0;
+  double inferences_per_s = 0;
+  double p50_ms = 0;
+  double p99_ms = 0;
+  double speedup = 0;  ///< vs the one-device, one-thread row
+};
+
+struct ThroughputReport {
+  std::vector<ThroughputRow> rows;
+  std::string to_json() const;
+};
+
+ThroughputReport run_throughput(const ThroughputOptions& options);
+
+}  // namespace ortfleet

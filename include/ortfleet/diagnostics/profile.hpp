@@ -1,0 +1,104 @@
+#pragma once
+// `ortfleet profile`: one cold start of one session, broken into named phases with their share of the
+// wall time, the top costs and what to do about each. Sources: ortfleet's own timeline, ONNX
+// Runtime's log (timestamped: graph transformers, partitioning, initializer upload) and ONNX
+// Runtime's profiler (per-node times of the first and later inferences).
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ortfleet/engine/devices.hpp"
+#include "ortfleet/fleet/start_report.hpp"
+#include "ortfleet/engine/options.hpp"
+#include "ortfleet/engine/model_file.hpp"
+#include "ortfleet/engine/timeline.hpp"
+
+namespace ortfleet {
+
+/// One event of ONNX Runtime's profiler output (a Chrome trace array).
+struct OrtProfileEvent {
+  std::string category;  ///< "Session" or "Node"
+  std::string name;      ///< "model_loading_uri", "session_initialization", "model_run", "<node>_kernel_time"
+  int64_t ts_us = 0;
+  int64_t dur_us = 0;
+  std::string op;        ///< op type, for node events
+  std::string provider;  ///< execution provider, for node events
+};
+
+/// ONNX Runtime's profile file, parsed. Throws ortfleet::Error naming what is malformed.
+std::vector<OrtProfileEvent> parse_ort_profile(const std::string& text, const std::string& source);
+
+/// One ONNX Runtime log message as `start --ort-log` records it.
+struct OrtLogLine {
+  int64_t t_ns = 0;
+  int severity = 0;
+  std::string message;
+};
+/// Parses the JSON lines of an --ort-log file. Throws ortfleet::Error naming the bad line.
+std::vector<OrtLogLine> parse_ort_log(const std::string& text, const std::string& source);
+
+struct ProfilePhase {
+  std::string name;     ///< stable id: "cuda.context", "graph.optimization", ...
+  std::string label;    ///< for people: "graph optimisation"
+  double ms = 0;
+  double share = 0;     ///< of the cold start's wall time
+  std::string detail;
+  std::string advice;   ///< what to do when this phase is a top cost
+};
+
+struct NodeCost {
+  std::string node;
+  std::string op;
+  std::string provider;
+  double first_ms = 0;   ///< in the first inference (includes cuDNN algorithm search for convs)
+  double steady_ms = 0;  ///< median over later inferences
+};
+
+struct ProfileReport {
+  std::string model;
+  std::string device;
+  RunConfig config;
+  double wall_ms = 0;          ///< exec until the first inference finished
+  double attributed_ms = 0;    ///< sum of the named phases
+  std::vector<ProfilePhase> phases;  ///< in order of occurrence
+  std::vector<std::pair<std::string, double>> transformers;  ///< graph transformer -> ms, largest first
+  std::vector<NodeCost> nodes;       ///< largest first-run extra cost first
+  int conv_nodes = 0;
+  double conv_first_ms = 0;    ///< all conv nodes, first inference
+  double conv_steady_ms = 0;   ///< all conv nodes, a later inference
+  std::map<std::string, int> placement;      ///< execution provider -> nodes
+  std::vector<std::string> cpu_fallback;     ///< ops of a GPU session that run on the CPU
+  int memcpy_nodes = 0;
+  uint64_t initializer_bytes = 0;
+  double upload_gb_per_s = 0;
+  double steady_p50_ms = 0;
+  double steady_p99_ms = 0;
+  std::vector<std::string> top_costs;  ///< "graph optimisation: 1.21 s (45%) - <advice>"
+  Timeline timeline;                   ///< our phases and ONNX Runtime's, on one clock
+  std::string ort_profile_path;
+
+  double attributed_share() const { return wall_ms > 0 ? attributed_ms / wall_ms : 0; }
+  std::string to_json() const;
+};
+
+/// Builds the report from one start's outputs (separate from running it, for tests).
+ProfileReport build_profile(const StartReport& start, const std::vector<OrtLogLine>& log,
+                            const std::vector<OrtProfileEvent>& ort_profile, const ModelFacts& facts);
+
+struct ProfileOptions {
+  std::string model;
+  Device device = Device::cpu();
+  RunConfig config;
+  std::vector<std::string> config_arguments;  ///< the same settings as `ortfleet start` flags
+  int steady_runs = 20;
+  std::string ortfleet_executable;
+  std::string ort_library;
+  std::string work_dir;  ///< where the child writes its profile and log (default: a temporary folder)
+  double timeout_s = 3600;
+};
+
+/// Runs one cold start in a fresh process and builds the report.
+ProfileReport run_profile(const ProfileOptions& options);
+
+}  // namespace ortfleet

@@ -1,0 +1,41 @@
+#pragma once
+// The ONNX Runtime library, chosen and loaded at run time with dlopen, so that one ortfleet build
+// works with whichever ONNX Runtime >= 1.29 the user has (the npm copy the set-up fetched, an
+// official release folder, or the onnxruntime/capi folder of a Python onnxruntime(-gpu) package).
+#include <string>
+#include <vector>
+
+namespace ortfleet {
+
+inline constexpr int kOldestSupportedOrtMinor = 29;  // ONNX Runtime 1.29: plugin EPs, API 29
+
+/// One place the runtime may be, in search order.
+struct RuntimeCandidate {
+  std::string path;    ///< the library file (or the folder it was expected in when missing)
+  std::string source;  ///< how it was found: "--ort-lib", "ORTFLEET_ORT_LIB", "ORTFLEET_ORT_ROOT", ...
+  bool exists = false;
+  bool explicit_choice = false;  ///< the user named it; failing to load it is an error, not a skip
+};
+
+struct RuntimeInfo {
+  std::string library_path;
+  std::string source;
+  std::string version;      ///< "1.29.0"
+  std::string build_info;
+  std::vector<std::string> providers;  ///< GetAvailableProviders(): providers built into this runtime
+};
+
+/// The search order: --ort-lib (explicit_library), $ORTFLEET_ORT_LIB, $ORTFLEET_ORT_ROOT/lib,
+/// the copy the set-up fetched (.deps/onnxruntime), an installed bundle next to the executable,
+/// then Python onnxruntime packages found on this system.
+std::vector<RuntimeCandidate> runtime_candidates(const std::string& explicit_library = {});
+
+/// Loads the first usable candidate once per process (later calls return the same runtime; a call
+/// naming a different library than the loaded one throws). Throws ortfleet::Error when the library
+/// is missing, is not ONNX Runtime, or is older than 1.29.
+const RuntimeInfo& load_runtime(const std::string& explicit_library = {});
+
+/// The loaded runtime, or nullptr before load_runtime().
+const RuntimeInfo* loaded_runtime() noexcept;
+
+}  // namespace ortfleet

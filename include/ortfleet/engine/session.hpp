@@ -1,0 +1,57 @@
+#pragma once
+// One ONNX Runtime session on one device: created with the options of a RunConfig, warmed up on
+// generated inputs (so cuDNN algorithm search happens at start-up, not at the first request), and
+// run on host or device tensors.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ortfleet/engine/cuda_provider.hpp"
+#include "ortfleet/engine/devices.hpp"
+#include "ortfleet/engine/options.hpp"
+#include "ortfleet/engine/tensor.hpp"
+#include "ortfleet/engine/timeline.hpp"
+
+namespace ortfleet {
+
+struct SessionSpec {
+  std::string model_path;
+  Device device = Device::cpu();
+  RunConfig config;
+  bool map_model = false;          ///< mmap the model and create the session from memory
+  const void* model_data = nullptr;  ///< model bytes already in memory (kept alive by the caller)
+  size_t model_size = 0;
+  std::string profile_prefix;      ///< non-empty: ONNX Runtime's profiler writes <prefix>_<date>.json
+  std::string cache_dir;           ///< where the optimised-model cache lives (config.session.optimized_model_cache)
+  int64_t dynamic_dim = 1;         ///< value of dynamic dimensions in generated warm-up inputs
+};
+
+class Session {
+ public:
+  /// Creates the session; phases go into `timeline` (if any) on the device's lane.
+  explicit Session(const SessionSpec& spec, Timeline* timeline = nullptr);
+  ~Session();
+  Session(Session&&) noexcept;
+  Session& operator=(Session&&) noexcept;
+
+  const Device& device() const;
+  const std::vector<TensorSpec>& inputs() const;
+  const std::vector<TensorSpec>& outputs() const;
+  const ProviderAttachment& provider() const;
+  /// Whether the session came from the optimised-model cache.
+  bool used_model_cache() const;
+
+  /// Runs `runs` inferences on generated inputs; the first one pays cuDNN algorithm search.
+  void warm_up(int runs = 1, uint64_t seed = 1);
+  /// Runs one inference. Inputs may live on the host or on this session's GPU (bound with IO binding,
+  /// no copy); outputs come back on the host, or on the GPU when outputs_on_device is true.
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs, bool outputs_on_device = false);
+  /// Ends ONNX Runtime's profiling and returns the profile's path ("" when profiling was off).
+  std::string end_profiling();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ortfleet

@@ -1,0 +1,63 @@
+#pragma once
+// Tensors crossing ortfleet's API: host or device memory, owned or borrowed, with ONNX's element types.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ortfleet/engine/devices.hpp"
+
+namespace ortfleet {
+
+/// ONNX TensorProto element types (same numbering).
+enum class ElementType : int {
+  undefined = 0, float32 = 1, uint8 = 2, int8 = 3, uint16 = 4, int16 = 5, int32 = 6, int64 = 7,
+  string = 8, boolean = 9, float16 = 10, float64 = 11, uint32 = 12, uint64 = 13, bfloat16 = 16
+};
+
+size_t element_size(ElementType type);    ///< bytes per element; 0 for string/undefined
+std::string to_string(ElementType type);  ///< "float32", ...
+ElementType parse_element_type(const std::string& name);
+
+/// A model input or output as the model declares it; -1 marks a dynamic dimension.
+struct TensorSpec {
+  std::string name;
+  ElementType type = ElementType::undefined;
+  std::vector<int64_t> shape;
+  std::vector<std::string> dim_names;  ///< symbolic names of dynamic dimensions ("batch"), "" otherwise
+};
+
+/// A tensor: `data` points at `bytes` bytes in host memory or on `device` (a GPU). `owner` keeps the
+/// memory alive when the tensor owns it (a std::vector, an ONNX Runtime value, a shared-memory
+/// mapping); a null owner means the caller keeps the memory alive for as long as the tensor is used.
+struct Tensor {
+  std::string name;
+  ElementType type = ElementType::float32;
+  std::vector<int64_t> shape;
+  void* data = nullptr;
+  size_t bytes = 0;
+  Device device = Device::cpu();  ///< where `data` lives; cpu = host memory
+  std::shared_ptr<void> owner;
+
+  int64_t element_count() const;
+  bool on_gpu() const { return device.is_gpu(); }
+
+  /// A host tensor owning a copy of `bytes` (zero-filled when src is null).
+  static Tensor host_copy(std::string name, ElementType type, std::vector<int64_t> shape, const void* src);
+  /// A tensor over memory the caller owns.
+  static Tensor borrow(std::string name, ElementType type, std::vector<int64_t> shape, void* data, Device device = Device::cpu());
+
+  template <typename T>
+  T* values() { return static_cast<T*>(data); }
+  template <typename T>
+  const T* values() const { return static_cast<const T*>(data); }
+};
+
+/// Inputs with random values matching `specs`, deterministic from `seed`: what warm-up runs feed the
+/// model. Dynamic dimensions take `dynamic_dim`; integer inputs take values in
+/// `int_ranges[name]` = {lo, hi} when given (e.g. a vocabulary), else {0, 1}.
+std::vector<Tensor> random_inputs(const std::vector<TensorSpec>& specs, uint64_t seed, int64_t dynamic_dim = 1,
+                                  const std::vector<std::pair<std::string, std::pair<int64_t, int64_t>>>& int_ranges = {});
+
+}  // namespace ortfleet

@@ -1,0 +1,90 @@
+#pragma once
+// The fleet: one model, one ready session per device, brought up as fast as the machine allows.
+// "Ready" means created and warmed up on generated inputs, so that cuDNN's algorithm search and
+// other first-run costs are paid at start-up, not by the first user request.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ortfleet/engine/devices.hpp"
+#include "ortfleet/engine/options.hpp"
+#include "ortfleet/engine/tensor.hpp"
+#include "ortfleet/engine/timeline.hpp"
+
+namespace ortfleet {
+
+/// How the sessions are brought up.
+enum class Strategy {
+  sequential,  ///< one device after another, in this process (what a plain loop does)
+  threads,     ///< one thread per device, in this process, nothing shared up front (the naive parallel start)
+  processes,   ///< one worker process per device, each starting on its own (a multiprocessing pool)
+  fleet,       ///< ours: library load, cuInit, GPU contexts and model read overlapped; tuned threads;
+               ///< one worker process per GPU where GPUs would contend inside one process
+  automatic,   ///< fleet
+};
+std::string to_string(Strategy s);
+Strategy parse_strategy(const std::string& s);
+const std::vector<Strategy>& all_strategies();  ///< the four concrete ones, in table order
+
+struct FleetOptions {
+  std::vector<Device> devices;       ///< empty: every GPU, else one CPU session
+  Strategy strategy = Strategy::automatic;
+  RunConfig config;
+  int warmup_runs = 1;
+  int64_t dynamic_dim = 1;           ///< value of dynamic dimensions in warm-up inputs
+  std::string ort_library;           ///< --ort-lib, passed on to worker processes
+  std::string worker_executable;     ///< ortfleet-worker; empty: found next to this binary or via $ORTFLEET_WORKER
+  std::string cache_dir;             ///< optimised-model cache folder (config.session.optimized_model_cache)
+  std::string profile_dir;           ///< non-empty: ONNX Runtime profiles per device are written here
+};
+
+enum class DeviceState { pending, starting, ready, failed, stopped };
+std::string to_string(DeviceState s);
+
+struct DeviceStatus {
+  Device device;
+  DeviceState state = DeviceState::pending;
+  std::string error;        ///< one line, when failed
+  std::string provider;     ///< "cpu", "plugin", "builtin", "legacy"
+  std::string provider_note;
+  double ready_ms = 0;      ///< from Fleet::start() to ready
+  int64_t ready_ns = 0;     ///< when it became ready, on the monotonic clock
+  int pid = 0;              ///< the process the session lives in
+  std::string profile_path; ///< ONNX Runtime's profile, when profiling was on
+  uint64_t memory_bytes = 0;  ///< at ready: GPU memory in use on the device, or the process's peak RSS for CPU
+};
+
+class Fleet {
+ public:
+  Fleet(std::string model_path, FleetOptions options);
+  ~Fleet();  ///< shuts down
+  Fleet(const Fleet&) = delete;
+  Fleet& operator=(const Fleet&) = delete;
+
+  /// Begins bringing every device to ready and returns at once. Failures stay per device.
+  void start();
+  /// Blocks until every device is ready or failed; true when all are ready.
+  bool wait();
+  bool ready(const Device& device) const;
+  std::vector<DeviceStatus> status() const;
+  const std::vector<Device>& devices() const;
+  Strategy strategy() const;  ///< the strategy used (automatic resolved)
+
+  /// Runs one inference on `device`. Host tensors, or GPU tensors of that device (in-process sessions
+  /// read them in place; worker processes receive them through shared memory after a copy).
+  /// outputs_on_device leaves the outputs on the GPU (in-process sessions only).
+  std::vector<Tensor> run(const Device& device, const std::vector<Tensor>& inputs, bool outputs_on_device = false);
+  std::vector<TensorSpec> inputs() const;   ///< the model's inputs (empty until the first device is ready)
+  std::vector<TensorSpec> outputs() const;
+
+  /// Phases of the start-up, all devices, on one clock (origin: start()).
+  Timeline timeline() const;
+  /// Stops every session and worker. Idempotent.
+  void shutdown();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ortfleet

@@ -1,0 +1,27 @@
+#include "ortfleet/base/error.hpp"
+
+namespace ortfleet {
+namespace {
+std::string one_line(const std::string& what_failed, const std::string& hint, const std::string& where) {
+  std::string text = what_failed;
+  if (!where.empty()) text += " (on " + where + ")";
+  if (!hint.empty()) text += ". " + hint;
+  for (char& c : text) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return text;
+}
+}  // namespace
+
+Error::Error(std::string what_failed, std::string hint, std::string where)
+    : std::runtime_error(one_line(what_failed, hint, where)),
+      what_failed_(std::move(what_failed)),
+      hint_(std::move(hint)),
+      where_(std::move(where)) {}
+
+Error Error::from(const std::exception& e) {
+  if (const auto* error = dynamic_cast<const Error*>(&e)) return *error;
+  return Error(e.what());
+}
+
+}  // namespace ortfleet

@@ -1,0 +1,387 @@
+#include "ortfleet/diagnostics/bench.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "diagnostics/cold_start.hpp"
+#include "process/child_process.hpp"
+#include "ortfleet/base/error.hpp"
+#include "ortfleet/diagnostics/statistics.hpp"
+#include "ortfleet/engine/model_file.hpp"
+#include "ortfleet/engine/cuda_provider.hpp"
+#include "ortfleet/engine/runtime.hpp"
+#include "base/system_paths.hpp"
+
+#ifndef ORTFLEET_SOURCE_DIR
+#define ORTFLEET_SOURCE_DIR ""
+#endif
+
+namespace ortfleet {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+struct Case {
+  BenchRow row;
+  detail::ColdStartRequest start;
+};
+
+std::string device_list(const std::vector<Device>& devices) {
+  std::string out;
+  for (const auto& d : devices) out += (out.empty() ? "" : ",") + d.to_string();
+  return out;
+}
+
+std::string count_label(const std::vector<Device>& devices) {
+  const bool gpu = !devices.empty() && devices.front().is_gpu();
+  return fmt::format("{} {}{}", devices.size(), gpu ? "GPU" : "CPU session", devices.size() == 1 ? "" : "s");
+}
+
+std::optional<std::string> find_anchor_script() {
+  std::vector<fs::path> candidates;
+  if (auto v = detail::env_var("ORTFLEET_PYTHON_ANCHOR")) candidates.emplace_back(*v);
+  const fs::path here = detail::own_binary_dir();
+  candidates.push_back(here / ".." / "share" / "ortfleet" / "onnxruntime_python.py");
+  candidates.push_back(here / "anchors" / "onnxruntime_python.py");
+  if (*ORTFLEET_SOURCE_DIR != '\0') candidates.push_back(fs::path(ORTFLEET_SOURCE_DIR) / "bench" / "anchors" / "onnxruntime_python.py");
+  for (const auto& c : candidates) {
+    std::error_code ec;
+    if (fs::exists(c, ec)) return fs::weakly_canonical(c).string();
+  }
+  return std::nullopt;
+}
+
+std::string machine_description(const std::vector<Device>& devices) {
+  const int cpus = static_cast<int>(std::thread::hardware_concurrency());
+  const auto& driver = probe_cuda_driver();
+  if (devices.empty() || !devices.front().is_gpu() || driver.gpus.empty()) return fmt::format("CPU only, {} CPUs", cpus);
+  return fmt::format("{} x {}, {} CPUs", driver.gpus.size(), driver.gpus.front().name, cpus);
+}
+
+std::vector<Case> plan_cases(const BenchOptions& o, const std::string& ortfleet, const std::optional<std::string>& anchor) {
+  auto request = [&](const std::vector<Device>& devices) {
+    detail::ColdStartRequest r;
+    r.model = o.model;
+    r.devices = devices;
+    r.ortfleet_executable = ortfleet;
+    r.ort_library = o.ort_library;
+    r.arguments = o.config_arguments;
+    r.timeout_s = o.timeout_s;
+    return r;
+  };
+  std::vector<Case> cases;
+  const auto& all = o.devices;
+  const std::vector<Device> one = {all.front()};
+  const bool multi = all.size() > 1;
+  auto ortfleet_case = [&](Strategy s, const std::vector<Device>& devices, std::string label) {
+    Case c;
+    c.row.label = std::move(label);
+    c.row.family = "ortfleet";
+    c.row.strategy = to_string(s);
+    c.row.device_count = static_cast<int>(devices.size());
+    c.start = request(devices);
+    c.start.strategy = to_string(s);
+    cases.push_back(std::move(c));
+  };
+  auto python_case = [&](const std::string& mode, const std::vector<Device>& devices, std::string label) {
+    Case c;
+    c.row.label = std::move(label);
+    c.row.family = "onnxruntime-python";
+    c.row.strategy = "python-" + mode;
+    c.row.device_count = static_cast<int>(devices.size());
+    c.start = request(devices);
+    c.start.command = {o.python, *anchor, o.model, "--devices", device_list(devices), "--mode", mode,
+                       "--conv-algo", to_string(o.config.cuda.conv_algo_search)};
+    if (devices.front().is_gpu()) {
+      if (auto ep = find_cuda_ep()) c.start.command.insert(c.start.command.end(), {"--cuda-ep", ep->path});
+    }
+    cases.push_back(std::move(c));
+  };
+  if (anchor && o.python_ortfleet) python_case("ortfleet", all, "fleet from Python");
+  if (anchor) {
+    python_case("sequential", all, "python sequential");
+    if (multi) {
+      python_case("threads", all, "python threads");
+      python_case("spawn", all, "python spawn pool");
+      python_case("sequential", one, "python (1 device)");
+    }
+  }
+  for (Strategy s : o.strategies) ortfleet_case(s, all, to_string(s));
+  if (multi) {
+    ortfleet_case(Strategy::sequential, one, "plain (1 device)");
+    ortfleet_case(Strategy::fleet, one, "fleet (1 device)");
+  }
+  // Each multi-device row is compared with starting one device the same way.
+  for (auto& c : cases) {
+    if (!multi || c.row.device_count == 1) continue;
+    c.row.baseline = c.row.strategy == "python-ortfleet"     ? "fleet (1 device)"
+                     : c.row.family == "onnxruntime-python" ? "python (1 device)"
+                     : c.row.strategy == "fleet"            ? "fleet (1 device)"
+                                                            : "plain (1 device)";
+  }
+  return cases;
+}
+
+/// Exec until main() in one start: the dynamic loader, or for a Python row the interpreter's start.
+double process_start_ms(const StartReport& report) {
+  for (const auto& e : report.timeline.events()) {
+    if (e.name == phase::process_start && e.lane == "process") return e.duration_ms();
+  }
+  return 0;
+}
+
+json row_json(const BenchRow& r) {
+  json j = {{"label", r.label},         {"family", r.family},           {"strategy", r.strategy},
+            {"devices", r.device_count}, {"wall_ms", r.wall_ms},         {"min_ms", r.min_ms},
+            {"median_ms", r.median_ms},  {"max_ms", r.max_ms},           {"baseline", r.baseline},
+            {"ratio_to_one_device", r.ratio_to_one}, {"efficiency", r.efficiency}, {"error", r.error},
+            {"process_start_ms", r.process_start_ms}};
+  if (r.ok()) j["median_run"] = json::parse(r.median_report.to_json());
+  return j;
+}
+
+}  // namespace
+
+std::optional<std::string> python_fleet_note(const std::vector<BenchRow>& rows) {
+  const auto from_python = std::find_if(rows.begin(), rows.end(), [](const BenchRow& r) { return r.strategy == "python-ortfleet" && r.ok(); });
+  if (from_python == rows.end()) return std::nullopt;
+  const auto cli = std::find_if(rows.begin(), rows.end(), [&](const BenchRow& r) {
+    return r.family == "ortfleet" && r.strategy == "fleet" && r.device_count == from_python->device_count && r.ok();
+  });
+  if (cli == rows.end()) return std::nullopt;
+  const double interpreter = summarize(from_python->process_start_ms).median;
+  const double after = from_python->median_ms - interpreter;
+  return fmt::format("fleet from Python: {:.0f} ms of its {:.0f} ms went to starting the Python interpreter, before `import ortfleet`; "
+                     "from there to ready: {:.0f} ms, {:.2f}x the command line's fleet ({:.0f} ms)",
+                     interpreter, from_python->median_ms, after, after / cli->median_ms, cli->median_ms);
+}
+
+BenchReport run_bench(const BenchOptions& options) {
+  BenchOptions o = options;
+  if (o.devices.empty()) o.devices = parse_devices("all", gpu_count());
+  if (o.runs < 1) throw Error("bench needs at least one timed run", "Use --runs 1 or more");
+  validate_model_file(o.model);
+  auto say = [&](const std::string& s) {
+    if (o.progress) o.progress(s);
+  };
+
+  const std::string ortfleet = detail::ortfleet_executable(o.ortfleet_executable);
+  load_runtime(o.ort_library);  // for the report, and to find the CUDA EP next to it for the anchors
+  BenchReport report;
+  report.model = o.model;
+  report.machine = machine_description(o.devices);
+  if (const RuntimeInfo* rt = loaded_runtime()) report.ort_version = rt->version;
+
+  std::optional<std::string> anchor;
+  if (o.anchors) {
+    anchor = find_anchor_script();
+    if (!anchor) {
+      report.skipped.push_back("onnxruntime Python anchors: bench/anchors/onnxruntime_python.py not found (set ORTFLEET_PYTHON_ANCHOR)");
+    } else {
+      say("checking that " + o.python + " can import onnxruntime");
+      const auto probe = detail::run_child({o.python, "-c", "import onnxruntime, numpy; print(onnxruntime.__version__)"}, {}, "", 120);
+      if (probe.exit_code != 0) {
+        report.skipped.push_back("onnxruntime Python anchors: " + o.python + " cannot import onnxruntime and numpy (" + probe.describe() + ")");
+        anchor.reset();
+      } else if (detail::run_child({o.python, "-c", "import ortfleet"}, {}, "", 60).exit_code == 0) {
+        o.python_ortfleet = true;  // ortfleet's Python module is importable: time the fleet from Python too
+      } else {
+        report.skipped.push_back("fleet from Python: " + o.python + " cannot import ortfleet (pip install . first)");
+      }
+    }
+  } else {
+    report.skipped.push_back("onnxruntime Python anchors: turned off (--no-anchors)");
+  }
+
+  std::vector<Case> cases = plan_cases(o, ortfleet, anchor);
+  const int rounds = o.warmup_rounds + o.runs;
+  // Round-robin: every case runs once per round, so slow drifts of the machine touch all alike.
+  for (int round = 0; round < rounds; ++round) {
+    const bool timed = round >= o.warmup_rounds;
+    for (auto& c : cases) {
+      if (!c.row.error.empty()) continue;
+      say(fmt::format("{} {}/{}: {} on {}", timed ? "round" : "untimed round", timed ? round - o.warmup_rounds + 1 : round + 1,
+                      timed ? o.runs : o.warmup_rounds, c.row.label, count_label(std::vector<Device>(o.devices.begin(), o.devices.begin() + c.row.device_count))));
+      const detail::ColdStart result = detail::run_cold_start(c.start);
+      if (!result.ok()) {
+        c.row.error = result.error;
+        continue;
+      }
+      const StartReport& start = *result.report;
+      if (!timed) continue;
+      c.row.wall_ms.push_back(start.wall_ms());
+      c.row.process_start_ms.push_back(process_start_ms(start));
+      const Summary s = summarize(c.row.wall_ms);
+      if (c.row.wall_ms.size() == 1 || std::abs(start.wall_ms() - s.median) <= std::abs(c.row.median_report.wall_ms() - s.median)) {
+        c.row.median_report = start;
+      }
+    }
+  }
+
+  std::map<std::string, double> medians;
+  for (auto& c : cases) {
+    const Summary s = summarize(c.row.wall_ms);
+    c.row.min_ms = s.min;
+    c.row.median_ms = s.median;
+    c.row.max_ms = s.max;
+    if (c.row.ok()) medians[c.row.label] = s.median;
+  }
+  for (auto& c : cases) {
+    auto base = medians.find(c.row.baseline);
+    if (c.row.ok() && base != medians.end()) {
+      c.row.ratio_to_one = c.row.median_ms / base->second;
+      c.row.efficiency = base->second / c.row.median_ms;
+    }
+    report.rows.push_back(c.row);
+  }
+  // The fastest way to bring up all N devices, and how it compares with each alternative.
+  const BenchRow* fastest = nullptr;
+  for (const auto& r : report.rows) {
+    if (r.ok() && r.device_count == static_cast<int>(o.devices.size()) && (!fastest || r.median_ms < fastest->median_ms)) fastest = &r;
+  }
+  if (fastest != nullptr) {
+    report.fastest = fastest->label;
+    for (const auto& r : report.rows) {
+      if (&r == fastest || !r.ok() || r.device_count != fastest->device_count) continue;
+      report.comparisons.push_back(fmt::format("{} is {:.2f}x faster than {}", fastest->label, r.median_ms / fastest->median_ms, r.label));
+    }
+  }
+  if (auto note = python_fleet_note(report.rows)) report.notes.push_back(*note);
+  return report;
+}
+
+std::string BenchReport::to_json() const {
+  json rows_json = json::array();
+  for (const auto& r : rows) rows_json.push_back(row_json(r));
+  return json{{"ortfleet_bench", 1}, {"model", model}, {"machine", machine}, {"onnxruntime", ort_version},
+              {"rows", rows_json}, {"skipped", skipped}, {"fastest", fastest}, {"comparisons", comparisons}, {"notes", notes}}
+      .dump(2);
+}
+
+std::string BenchReport::to_markdown() const {
+  std::string out = fmt::format("Model `{}` on {} (ONNX Runtime {}): wall time from exec until every session is created and has run one inference.\n\n",
+                                fs::path(model).filename().string(), machine, ort_version);
+  out += "| start-up | devices | min | median | max | vs 1 device | efficiency |\n|---|---:|---:|---:|---:|---:|---:|\n";
+  for (const auto& r : rows) {
+    if (!r.ok()) {
+      out += fmt::format("| {} | {} | failed: {} | | | | |\n", r.label, r.device_count, r.error);
+      continue;
+    }
+    out += fmt::format("| {} | {} | {:.2f} s | {:.2f} s | {:.2f} s | {} | {} |\n", r.label, r.device_count, r.min_ms / 1e3,
+                       r.median_ms / 1e3, r.max_ms / 1e3, r.ratio_to_one > 0 ? fmt::format("{:.2f}x", r.ratio_to_one) : "",
+                       r.efficiency > 0 ? fmt::format("{:.0f}%", r.efficiency * 100) : "");
+  }
+  for (const auto& c : comparisons) out += "\n- " + c;
+  for (const auto& n : notes) out += "\n- " + n;
+  for (const auto& s : skipped) out += "\n- not run: " + s;
+  return out + "\n";
+}
+
+// --- inference throughput -------------------------------------------------------------------------
+
+namespace {
+
+/// Each thread runs inferences on its device until the deadline; returns per-inference latencies.
+std::vector<std::vector<double>> hammer(Fleet& fleet, const std::vector<Device>& per_thread, double seconds) {
+  const auto inputs = random_inputs(fleet.inputs(), 7);
+  std::vector<std::vector<double>> latencies(per_thread.size());
+  std::vector<std::thread> threads;
+  std::atomic<bool> go{false};
+  int64_t deadline = 0;
+  for (size_t t = 0; t < per_thread.size(); ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 3; ++i) fleet.run(per_thread[t], inputs);  // warm, untimed
+      while (!go.load()) std::this_thread::yield();
+      while (monotonic_ns() < deadline) {
+        const int64_t start = monotonic_ns();
+        fleet.run(per_thread[t], inputs);
+        latencies[t].push_back(static_cast<double>(monotonic_ns() - start) / 1e6);
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // let every thread finish its warm-up
+  deadline = monotonic_ns() + static_cast<int64_t>(seconds * 1e9);
+  go = true;
+  for (auto& th : threads) th.join();
+  return latencies;
+}
+
+ThroughputRow measure(const std::string& label, Fleet& fleet, const std::vector<Device>& per_thread, double seconds, int devices) {
+  const auto latencies = hammer(fleet, per_thread, seconds);
+  std::vector<double> all;
+  for (const auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
+  ThroughputRow row;
+  row.label = label;
+  row.devices = devices;
+  row.threads = static_cast<int>(per_thread.size());
+  row.inferences_per_s = static_cast<double>(all.size()) / seconds;
+  row.p50_ms = percentile(all, 50);
+  row.p99_ms = percentile(all, 99);
+  return row;
+}
+
+}  // namespace
+
+ThroughputReport run_throughput(const ThroughputOptions& options) {
+  ThroughputOptions o = options;
+  if (o.devices.empty()) o.devices = parse_devices("all", gpu_count());
+  auto say = [&](const std::string& s) {
+    if (o.progress) o.progress(s);
+  };
+  FleetOptions fo;
+  fo.config = o.config;
+  fo.ort_library = o.ort_library;
+  fo.strategy = Strategy::fleet;
+  ThroughputReport report;
+  const Device first = o.devices.front();
+  const int n = static_cast<int>(o.devices.size());
+  {
+    fo.devices = {first};
+    say("starting one session on " + first.to_string());
+    Fleet one(o.model, fo);
+    one.start();
+    if (!one.wait()) throw Error("the session on " + first.to_string() + " failed: " + one.status().front().error);
+    say(fmt::format("1 session, 1 thread, {:.0f} s", o.seconds));
+    report.rows.push_back(measure("1 device, 1 thread", one, {first}, o.seconds, 1));
+    if (n > 1) {
+      say(fmt::format("1 session, {} threads, {:.0f} s", n, o.seconds));
+      report.rows.push_back(measure(fmt::format("1 device, {} threads on one session", n), one,
+                                    std::vector<Device>(static_cast<size_t>(n), first), o.seconds, 1));
+    }
+  }
+  if (n > 1) {
+    // Where the sessions live changes what a call costs: a worker process answers through shared
+    // memory (the fleet's start-up), a session in this process is called directly (threads).
+    fo.devices = o.devices;
+    for (const auto& [strategy, where] : {std::pair{Strategy::fleet, "a worker process each"}, std::pair{Strategy::threads, "in this process"}}) {
+      fo.strategy = strategy;
+      say(fmt::format("starting {} sessions, one per device, {}", n, where));
+      Fleet all(o.model, fo);
+      all.start();
+      if (!all.wait()) throw Error(fmt::format("the {} strategy failed to start on every device", to_string(strategy)));
+      say(fmt::format("{} sessions, {}, one thread each, {:.0f} s", n, where, o.seconds));
+      report.rows.push_back(measure(fmt::format("{} devices, one session each, {}", n, where), all, o.devices, o.seconds, n));
+    }
+  }
+  for (auto& r : report.rows) r.speedup = r.inferences_per_s / report.rows.front().inferences_per_s;
+  return report;
+}
+
+std::string ThroughputReport::to_json() const {
+  json out = json::array();
+  for (const auto& r : rows) {
+    out.push_back({{"label", r.label}, {"devices", r.devices}, {"threads", r.threads}, {"inferences_per_s", r.inferences_per_s},
+                   {"p50_ms", r.p50_ms}, {"p99_ms", r.p99_ms}, {"speedup", r.speedup}});
+  }
+  return json{{"ortfleet_throughput", 1}, {"rows", out}}.dump(2);
+}
+
+}  // namespace ortfleet

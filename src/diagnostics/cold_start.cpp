@@ -1,0 +1,39 @@
+#include "diagnostics/cold_start.hpp"
+
+#include "ortfleet/base/error.hpp"
+#include "process/child_process.hpp"
+
+namespace ortfleet::detail {
+
+std::vector<std::string> cold_start_command(const ColdStartRequest& r) {
+  if (!r.command.empty()) return r.command;
+  std::string devices;
+  for (const auto& d : r.devices) devices += (devices.empty() ? "" : ",") + d.to_string();
+  std::vector<std::string> argv = {r.ortfleet_executable, "-q"};
+  if (!r.ort_library.empty()) argv.insert(argv.end(), {"--ort-lib", r.ort_library});
+  argv.insert(argv.end(), {"start", r.model, "--devices", devices, "--strategy", r.strategy, "--ready-line"});
+  if (r.warmup_runs > 0) argv.insert(argv.end(), {"--warmup", std::to_string(r.warmup_runs)});
+  argv.insert(argv.end(), r.arguments.begin(), r.arguments.end());
+  return argv;
+}
+
+ColdStart run_cold_start(const ColdStartRequest& request) {
+  ColdStart out;
+  const ChildResult child = run_child(cold_start_command(request), request.environment, "{", request.timeout_s);
+  if (child.report_line.empty()) {
+    out.error = child.describe();
+    return out;
+  }
+  try {
+    out.report = StartReport::from_json(child.report_line);
+  } catch (const Error& e) {
+    out.error = e.what();
+    return out;
+  }
+  for (const auto& d : out.report->devices) {
+    if (d.state != DeviceState::ready) out.error += (out.error.empty() ? "" : "; ") + d.device.to_string() + ": " + d.error;
+  }
+  return out;
+}
+
+}  // namespace ortfleet::detail

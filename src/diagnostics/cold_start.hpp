@@ -1,0 +1,44 @@
+#pragma once
+// One cold start, timed from outside: `ortfleet start --ready-line` (or a program that prints the same
+// report line, such as the Python anchors) run as a fresh process, its report read back. bench,
+// profile and tune all measure start-up this way: a second start inside one process reuses loaded
+// libraries and CUDA contexts and looks several times faster than it is.
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ortfleet/engine/devices.hpp"
+#include "ortfleet/fleet/start_report.hpp"
+
+namespace ortfleet::detail {
+
+struct ColdStartRequest {
+  std::string model;
+  std::vector<Device> devices;
+  std::string strategy = "fleet";
+  int warmup_runs = 0;                         ///< inferences before ready; 0 leaves `start`'s default
+  std::vector<std::string> arguments;          ///< further `ortfleet start` flags (config, profile, log)
+  std::string ortfleet_executable;             ///< resolved by the caller (ortfleet_executable())
+  std::string ort_library;
+  std::map<std::string, std::string> environment;  ///< added to the child's environment
+  double timeout_s = 3600;
+  /// Non-empty: run this instead of `ortfleet start` (it must print the same report line).
+  std::vector<std::string> command;
+};
+
+struct ColdStart {
+  std::optional<StartReport> report;  ///< what the child reported, when it did
+  std::string error;                  ///< why it did not, or which devices failed and why
+  bool ok() const { return report && report->all_ready && error.empty(); }
+};
+
+/// The command line of the request: `ortfleet -q [--ort-lib L] start MODEL --devices D --strategy S
+/// --ready-line [--warmup N] ARGUMENTS...`, or `command` when given.
+std::vector<std::string> cold_start_command(const ColdStartRequest& request);
+
+/// Runs one cold start and reads its report. Never throws for a failed start (see ColdStart::error);
+/// throws ortfleet::Error when the program cannot be run at all.
+ColdStart run_cold_start(const ColdStartRequest& request);
+
+}  // namespace ortfleet::detail

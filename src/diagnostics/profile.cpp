@@ -1,0 +1,407 @@
+#include "ortfleet/diagnostics/profile.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <cstring>
+#include <set>
+#include <sstream>
+
+#include "diagnostics/cold_start.hpp"
+#include "process/child_process.hpp"
+#include "ortfleet/diagnostics/statistics.hpp"
+#include "ortfleet/engine/model_file.hpp"
+#include "ortfleet/base/error.hpp"
+
+namespace ortfleet {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// --- parsers ----------------------------------------------------------------------------------------
+
+std::vector<OrtProfileEvent> parse_ort_profile(const std::string& text, const std::string& source) {
+  auto bad = [&](const std::string& why) {
+    return Error("malformed ONNX Runtime profile " + source + ": " + why,
+                 "It should be the JSON file ONNX Runtime writes when profiling is enabled");
+  };
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw bad(std::string("not JSON (") + e.what() + ")");
+  }
+  if (!j.is_array()) throw bad("expected an array of trace events");
+  std::vector<OrtProfileEvent> events;
+  for (size_t i = 0; i < j.size(); ++i) {
+    const auto& e = j[i];
+    if (!e.is_object()) throw bad("event " + std::to_string(i) + " is not an object");
+    for (const char* key : {"cat", "name", "ts", "dur"}) {
+      if (!e.contains(key)) throw bad("event " + std::to_string(i) + " has no \"" + key + "\"");
+    }
+    if (!e["ts"].is_number() || !e["dur"].is_number() || !e["cat"].is_string() || !e["name"].is_string()) {
+      throw bad("event " + std::to_string(i) + " has a field of the wrong type");
+    }
+    OrtProfileEvent ev;
+    ev.category = e["cat"].get<std::string>();
+    ev.name = e["name"].get<std::string>();
+    ev.ts_us = e["ts"].get<int64_t>();
+    ev.dur_us = e["dur"].get<int64_t>();
+    if (ev.dur_us < 0) throw bad("event " + std::to_string(i) + " has a negative duration");
+    if (e.contains("args") && e["args"].is_object()) {
+      ev.op = e["args"].value("op_name", "");
+      ev.provider = e["args"].value("provider", "");
+    }
+    events.push_back(std::move(ev));
+  }
+  return events;
+}
+
+std::vector<OrtLogLine> parse_ort_log(const std::string& text, const std::string& source) {
+  std::vector<OrtLogLine> lines;
+  std::istringstream in(text);
+  std::string line;
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (line.empty()) continue;
+    try {
+      const json j = json::parse(line);
+      lines.push_back({j.at("t").get<int64_t>(), j.at("severity").get<int>(), j.at("message").get<std::string>()});
+    } catch (const json::exception& e) {
+      throw Error("malformed ONNX Runtime log " + source + " line " + std::to_string(number) + ": " + e.what(),
+                  "It should come from 'ortfleet start --ort-log'");
+    }
+  }
+  return lines;
+}
+
+// --- the report -------------------------------------------------------------------------------------
+
+namespace {
+
+struct Advice {
+  const char* name;
+  const char* label;
+  const char* advice;
+};
+
+constexpr Advice kAdvice[] = {
+    {"process.start", "process start (exec to main)", "dynamic loading of the executable; rarely worth attention"},
+    {"tool.setup", "ortfleet set-up (arguments, device list)", "fixed cost of the command line"},
+    {"runtime.load", "ONNX Runtime library load", "a fleet loads it beside CUDA initialisation, once per process"},
+    {"ep.register", "CUDA EP library load, registration and cuInit",
+     "the 230 MB CUDA EP library and cuInit: a fleet loads the library, runs cuInit and reads the model in parallel"},
+    {"cuda.context", "CUDA context creation",
+     "about 0.1 s per GPU and serialised by the driver across GPUs: keep one long-lived process per GPU "
+     "(ortfleet's worker processes) and GPU persistence mode on"},
+    {"model.load", "model read and parse",
+     "protobuf parsing copies every weight: keep large weights as external data, or use the optimised-model cache "
+     "(--model-cache), which stores them that way"},
+    {"session.setup", "execution provider and allocator set-up", "creating the EP instance, its streams and handles"},
+    {"graph.optimization", "graph optimisation",
+     "pay it once: the optimised-model cache (--model-cache) loads a pre-optimised copy; or lower --graph-opt "
+     "('ortfleet tune' measures the speed it costs)"},
+    {"partitioning", "partitioning, placement and session state",
+     "grows with the node count; the optimised-model cache removes the work of fusing nodes first"},
+    {"initializer.upload", "initializer upload", "copying weights into device memory; external data (mmap) avoids a host copy"},
+    {"kernel.creation", "kernel creation and memory planning", "one-time per session; shrinks with fewer nodes"},
+    {"session.other", "rest of session creation", "session creation outside the steps ONNX Runtime logs"},
+    {"warmup", "first inference (warm-up)",
+     "cuDNN algorithm search runs per convolution shape at the first inference: HEURISTIC or DEFAULT "
+     "(--conv-algo) cut it; 'ortfleet tune' shows what they cost in latency"},
+};
+
+const Advice& advice_for(const std::string& name) {
+  for (const auto& a : kAdvice) {
+    if (name == a.name) return a;
+  }
+  static const Advice unknown{"", "", ""};
+  return unknown;
+}
+
+bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
+
+bool is_transformer_message(const std::string& m) {
+  return starts_with(m, "Applying graph transformer") || starts_with(m, "GraphTransformer ") ||
+         starts_with(m, "Graph transformer step") || starts_with(m, "Skipping graph transformer") ||
+         starts_with(m, "Stopping graph transformer") || starts_with(m, "Running graph optimizations") ||
+         starts_with(m, "No graph transformers") ||
+         (starts_with(m, "Applying ") && m.find(" graph transformer(s) for level") != std::string::npos);
+}
+
+/// The transformer a message names: "Applying graph transformer X on step 1." and
+/// "GraphTransformer X modified: 0 with status: OK" both give X (empty for other messages).
+std::string transformer_named(const std::string& m, const char* prefix, const char* suffix) {
+  if (!starts_with(m, prefix)) return {};
+  const size_t begin = std::strlen(prefix);
+  const size_t end = m.find(suffix, begin);
+  return end == std::string::npos ? std::string{} : m.substr(begin, end - begin);
+}
+
+}  // namespace
+
+ProfileReport build_profile(const StartReport& start, const std::vector<OrtLogLine>& log,
+                            const std::vector<OrtProfileEvent>& ort_profile, const ModelFacts& facts) {
+  ProfileReport r;
+  r.model = start.model;
+  if (start.devices.empty()) throw Error("the profiled start has no device");
+  r.device = start.devices.front().device.to_string();
+  r.initializer_bytes = facts.initializer_bytes;
+  r.timeline = start.timeline;
+  const auto events = start.timeline.events();
+
+  auto find = [&](const char* name, int run = 0) -> const TimelineEvent* {
+    for (const auto& e : events) {
+      if (e.name != name) continue;
+      if (run > 0 && e.args.count("run") && e.args.at("run") != std::to_string(run)) continue;
+      return &e;
+    }
+    return nullptr;
+  };
+  const TimelineEvent* create = find(phase::session_create);
+  const TimelineEvent* first_run = find(phase::warmup, 1);
+  if (create == nullptr || first_run == nullptr) {
+    throw Error("the profiled start has no session creation or first inference (did it fail?)");
+  }
+  r.wall_ms = static_cast<double>(first_run->end_ns - start.spawn_ns) / 1e6;
+
+  auto add = [&](const std::string& name, int64_t from, int64_t to, std::string detail = {}) {
+    if (to <= from) return;
+    const Advice& a = advice_for(name);
+    r.phases.push_back({name, a.label[0] ? a.label : name, static_cast<double>(to - from) / 1e6, 0, std::move(detail), a.advice});
+  };
+
+  // Before the session: our own phases.
+  int64_t first_ortfleet_ns = create->start_ns;
+  for (const auto& e : events) {
+    if (e.name != phase::process_start) first_ortfleet_ns = std::min(first_ortfleet_ns, e.start_ns);
+  }
+  for (const auto& e : events) {
+    if (e.end_ns > create->start_ns) continue;
+    if (e.name == phase::process_start) add("process.start", e.start_ns, e.end_ns);
+    if (e.name == phase::runtime_load || e.name == phase::ep_register || e.name == phase::cuda_context ||
+        e.name == phase::cuda_init || e.name == phase::ep_library_load || e.name == phase::model_read) {
+      add(e.name, e.start_ns, e.end_ns);
+    }
+  }
+  const TimelineEvent* proc = find(phase::process_start);
+  const int64_t main_ns = proc ? proc->end_ns : start.main_ns;
+  add("tool.setup", main_ns, first_ortfleet_ns);
+
+  // Inside session creation: ONNX Runtime's own log markers.
+  auto at = [&](const char* prefix, bool last = false) -> int64_t {
+    int64_t found = 0;
+    for (const auto& l : log) {
+      if (l.t_ns < create->start_ns || l.t_ns > create->end_ns || !starts_with(l.message, prefix)) continue;
+      found = l.t_ns;
+      if (!last) break;
+    }
+    return found;
+  };
+  const int64_t t_init = at("Initializing session.");
+  const int64_t t_save = at("Saving initialized tensors.");
+  const int64_t t_saved = at("Done saving initialized tensors");
+  const int64_t t_done = at("Session successfully initialized.");
+  int64_t graph_begin = 0;
+  std::map<std::string, double> per_transformer;
+  std::map<std::string, int64_t> open_transformer;
+  for (const auto& l : log) {
+    if (l.t_ns < create->start_ns || l.t_ns > create->end_ns || !is_transformer_message(l.message)) continue;
+    if (graph_begin == 0) graph_begin = l.t_ns;
+    if (auto name = transformer_named(l.message, "Applying graph transformer ", " on step"); !name.empty()) {
+      open_transformer[name] = l.t_ns;
+    } else if (auto done = transformer_named(l.message, "GraphTransformer ", " modified"); !done.empty() && open_transformer.count(done)) {
+      per_transformer[done] += static_cast<double>(l.t_ns - open_transformer[done]) / 1e6;
+      open_transformer.erase(done);
+    }
+  }
+  for (const auto& [name, ms] : per_transformer) r.transformers.emplace_back(name, ms);
+  std::sort(r.transformers.begin(), r.transformers.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+
+  if (t_init != 0 && graph_begin != 0 && t_save != 0 && t_saved != 0 && t_done != 0) {
+    double transformers_ms = 0;
+    for (const auto& [n, ms] : r.transformers) transformers_ms += ms;
+    add("model.load", create->start_ns, t_init);
+    add("session.setup", t_init, graph_begin);
+    // Graph optimisation is the time inside transformers; the gaps between them (partitioning,
+    // layout and memcpy insertion) count with what follows up to the session state.
+    const auto optimisation_ns = static_cast<int64_t>(transformers_ms * 1e6);
+    add("graph.optimization", graph_begin, graph_begin + optimisation_ns,
+        r.transformers.empty() ? "" : fmt::format("largest: {} {:.0f} ms", r.transformers.front().first, r.transformers.front().second));
+    add("partitioning", graph_begin + optimisation_ns, t_save);
+    const double upload_s = static_cast<double>(t_saved - t_save) / 1e9;
+    r.upload_gb_per_s = upload_s > 0 ? static_cast<double>(facts.initializer_bytes) / 1e9 / upload_s : 0;
+    add("initializer.upload", t_save, t_saved, fmt::format("{:.2f} GB at {:.1f} GB/s", static_cast<double>(facts.initializer_bytes) / 1e9, r.upload_gb_per_s));
+    add("kernel.creation", t_saved, t_done);
+    add("session.other", t_done, create->end_ns);
+  } else {
+    add("session.create", create->start_ns, create->end_ns, "ONNX Runtime's log lacked the markers to split it");
+  }
+
+  // The inferences: per node from ONNX Runtime's profile, runs told apart by its model_run events.
+  std::vector<std::pair<int64_t, int64_t>> runs;
+  const OrtProfileEvent* session_init = nullptr;
+  for (const auto& e : ort_profile) {
+    if (e.category == "Session" && e.name == "model_run") runs.emplace_back(e.ts_us, e.ts_us + e.dur_us);
+    if (e.category == "Session" && e.name == "session_initialization") session_init = &e;
+  }
+  std::sort(runs.begin(), runs.end());
+  std::map<std::string, NodeCost> nodes;
+  std::map<std::string, std::vector<double>> later;
+  std::set<std::string> fallback;
+  const bool gpu = start.devices.front().device.is_gpu();
+  for (const auto& e : ort_profile) {
+    if (e.category != "Node") continue;
+    size_t run = runs.size();
+    for (size_t i = 0; i < runs.size(); ++i) {
+      if (e.ts_us >= runs[i].first && e.ts_us <= runs[i].second) run = i;
+    }
+    if (run == runs.size()) continue;
+    std::string name = e.name;
+    if (const auto k = name.rfind("_kernel_time"); k != std::string::npos) name.erase(k);
+    auto& n = nodes[name];
+    n.node = name;
+    n.op = e.op;
+    n.provider = e.provider;
+    if (run == 0) {
+      n.first_ms += static_cast<double>(e.dur_us) / 1e3;
+      ++r.placement[e.provider];
+      if (e.op == "MemcpyFromHost" || e.op == "MemcpyToHost") ++r.memcpy_nodes;
+      else if (gpu && e.provider == "CPUExecutionProvider") fallback.insert(e.op);
+    } else {
+      later[name].push_back(static_cast<double>(e.dur_us) / 1e3);
+    }
+  }
+  for (auto& [name, n] : nodes) {
+    n.steady_ms = summarize(later[name]).median;
+    if (n.op == "Conv" || n.op == "FusedConv") {
+      ++r.conv_nodes;
+      r.conv_first_ms += n.first_ms;
+      r.conv_steady_ms += n.steady_ms;
+    }
+    r.nodes.push_back(n);
+  }
+  std::sort(r.nodes.begin(), r.nodes.end(),
+            [](const NodeCost& a, const NodeCost& b) { return a.first_ms - a.steady_ms > b.first_ms - b.steady_ms; });
+  if (r.nodes.size() > 15) r.nodes.resize(15);
+  r.cpu_fallback.assign(fallback.begin(), fallback.end());
+
+  std::string warm_detail;
+  if (r.conv_nodes > 0) {
+    warm_detail = fmt::format("{} conv nodes: {:.0f} ms in this run vs {:.1f} ms later (cuDNN algorithm search)", r.conv_nodes,
+                              r.conv_first_ms, r.conv_steady_ms);
+  }
+  add("warmup", first_run->start_ns, first_run->end_ns, warm_detail);
+
+  std::vector<double> steady;
+  for (const auto& e : events) {
+    if (e.name == phase::warmup && e.args.count("run") && e.args.at("run") != "1") steady.push_back(e.duration_ms());
+  }
+  r.steady_p50_ms = percentile(steady, 50);
+  r.steady_p99_ms = percentile(steady, 99);
+
+  for (auto& p : r.phases) {
+    p.share = r.wall_ms > 0 ? p.ms / r.wall_ms : 0;
+    r.attributed_ms += p.ms;
+  }
+  std::vector<const ProfilePhase*> order;
+  for (const auto& p : r.phases) order.push_back(&p);
+  std::sort(order.begin(), order.end(), [](const auto* a, const auto* b) { return a->ms > b->ms; });
+  for (size_t i = 0; i < order.size() && i < 3; ++i) {
+    r.top_costs.push_back(fmt::format("{}: {:.0f} ms ({:.0f}%) - {}", order[i]->label, order[i]->ms, order[i]->share * 100, order[i]->advice));
+  }
+
+  // ONNX Runtime's events on our clock: its session_initialization ends when our session.create does.
+  if (session_init != nullptr) {
+    const int64_t offset = create->end_ns - (session_init->ts_us + session_init->dur_us) * 1000;
+    std::vector<TimelineEvent> ort_events;
+    for (const auto& e : ort_profile) {
+      TimelineEvent t;
+      t.name = e.category == "Node" ? e.op + " " + e.name : e.name;
+      t.lane = r.device + " onnxruntime";
+      t.start_ns = offset + e.ts_us * 1000;
+      t.end_ns = t.start_ns + e.dur_us * 1000;
+      t.pid = start.devices.front().pid;
+      if (!e.provider.empty()) t.args["provider"] = e.provider;
+      ort_events.push_back(std::move(t));
+    }
+    r.timeline.add_all(ort_events);
+  }
+  return r;
+}
+
+std::string ProfileReport::to_json() const {
+  json phases_json = json::array();
+  for (const auto& p : phases) {
+    phases_json.push_back({{"name", p.name}, {"label", p.label}, {"ms", p.ms}, {"share", p.share}, {"detail", p.detail}, {"advice", p.advice}});
+  }
+  json transformers_json = json::array();
+  for (const auto& [n, ms] : transformers) transformers_json.push_back({{"name", n}, {"ms", ms}});
+  json nodes_json = json::array();
+  for (const auto& n : nodes) {
+    nodes_json.push_back({{"node", n.node}, {"op", n.op}, {"provider", n.provider}, {"first_ms", n.first_ms}, {"steady_ms", n.steady_ms}});
+  }
+  return json{{"ortfleet_profile", 1},
+              {"model", model},
+              {"device", device},
+              {"config", json::parse(config.to_json())},
+              {"wall_ms", wall_ms},
+              {"attributed_ms", attributed_ms},
+              {"attributed_share", attributed_share()},
+              {"phases", phases_json},
+              {"top_costs", top_costs},
+              {"graph_transformers", transformers_json},
+              {"nodes_first_run", nodes_json},
+              {"conv_nodes", conv_nodes},
+              {"conv_first_run_ms", conv_first_ms},
+              {"conv_steady_ms", conv_steady_ms},
+              {"placement", placement},
+              {"cpu_fallback_ops", cpu_fallback},
+              {"memcpy_nodes", memcpy_nodes},
+              {"initializer_bytes", initializer_bytes},
+              {"upload_gb_per_s", upload_gb_per_s},
+              {"steady_p50_ms", steady_p50_ms},
+              {"steady_p99_ms", steady_p99_ms},
+              {"ort_profile", ort_profile_path}}
+      .dump(2);
+}
+
+ProfileReport run_profile(const ProfileOptions& options) {
+  const ProfileOptions& o = options;
+  const ModelFacts facts = inspect_model(o.model);
+  const std::string ortfleet = detail::ortfleet_executable(o.ortfleet_executable);
+  const fs::path dir = o.work_dir.empty() ? fs::temp_directory_path() / ("ortfleet-profile-" + std::to_string(::getpid())) : fs::path(o.work_dir);
+  fs::create_directories(dir);
+  const std::string log_path = (dir / "ort-log.jsonl").string();
+  detail::ColdStartRequest request;
+  request.model = o.model;
+  request.devices = {o.device};
+  request.strategy = "sequential";
+  request.warmup_runs = 1 + o.steady_runs;
+  request.arguments = {"--profile-dir", dir.string(), "--ort-log", log_path};
+  request.arguments.insert(request.arguments.end(), o.config_arguments.begin(), o.config_arguments.end());
+  request.ortfleet_executable = ortfleet;
+  request.ort_library = o.ort_library;
+  request.timeout_s = o.timeout_s;
+  const detail::ColdStart child = detail::run_cold_start(request);
+  if (!child.ok()) throw Error("the profiled start failed: " + child.error, {}, o.device.to_string());
+  const StartReport& start = *child.report;
+  auto read = [](const std::string& path) {
+    std::ifstream in(path);
+    if (!in) throw Error("cannot read " + path);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  };
+  const std::string profile_path = start.devices.front().profile_path;
+  auto report = build_profile(start, parse_ort_log(read(log_path), log_path),
+                              profile_path.empty() ? std::vector<OrtProfileEvent>{} : parse_ort_profile(read(profile_path), profile_path), facts);
+  report.config = o.config;
+  report.ort_profile_path = profile_path;
+  return report;
+}
+
+}  // namespace ortfleet

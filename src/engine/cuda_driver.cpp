@@ -1,0 +1,217 @@
+#include "engine/cuda_driver.hpp"
+
+#include <dlfcn.h>
+#include <link.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "ortfleet/base/error.hpp"
+
+namespace ortfleet::detail {
+
+CudaDriver& CudaDriver::instance() {
+  static CudaDriver driver;  // constructed once, thread-safely; never unloaded
+  return driver;
+}
+
+CudaDriver::CudaDriver() {
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) {
+    const char* reason = dlerror();
+    error_ = std::string("libcuda.so.1 (the NVIDIA driver) is not loadable: ") + (reason ? reason : "not found");
+    return;
+  }
+  link_map* map = nullptr;
+  if (dlinfo(lib, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr) path_ = map->l_name;
+
+  auto bind = [&](auto& fn, const char* name) {
+    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
+    if (fn == nullptr && error_.empty()) error_ = std::string("libcuda.so.1 lacks ") + name + " (driver too old?)";
+  };
+  bind(cuInit_, "cuInit");
+  bind(cuDriverGetVersion_, "cuDriverGetVersion");
+  bind(cuDeviceGetCount_, "cuDeviceGetCount");
+  bind(cuDeviceGet_, "cuDeviceGet");
+  bind(cuDeviceGetName_, "cuDeviceGetName");
+  bind(cuDeviceGetUuid_, "cuDeviceGetUuid_v2");
+  bind(cuDeviceTotalMem_, "cuDeviceTotalMem_v2");
+  bind(cuDeviceGetAttribute_, "cuDeviceGetAttribute");
+  bind(cuDevicePrimaryCtxRetain_, "cuDevicePrimaryCtxRetain");
+  bind(cuDevicePrimaryCtxRelease_, "cuDevicePrimaryCtxRelease_v2");
+  bind(cuCtxSetCurrent_, "cuCtxSetCurrent");
+  bind(cuMemGetInfo_, "cuMemGetInfo_v2");
+  bind(cuGetErrorString_, "cuGetErrorString");
+  bind(cuMemcpyDtoH_, "cuMemcpyDtoH_v2");
+  bind(cuCtxSynchronize_, "cuCtxSynchronize");
+  bind(cuMemAlloc_, "cuMemAlloc_v2");
+  bind(cuMemFree_, "cuMemFree_v2");
+  bind(cuMemcpyHtoD_, "cuMemcpyHtoD_v2");
+  bind(cuMemcpyDtoD_, "cuMemcpyDtoD_v2");
+  if (!error_.empty()) return;
+
+  const auto start = std::chrono::steady_clock::now();
+  const CUresult r = cuInit_(0);
+  init_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  if (r != 0) {
+    error_ = "cuInit failed: " + describe(r) +
+             (r == 100 ? " (no CUDA-capable GPU is visible; check CUDA_VISIBLE_DEVICES)" : "");
+    return;
+  }
+  ok_ = true;
+}
+
+std::string CudaDriver::describe(CUresult r) const {
+  const char* text = nullptr;
+  if (cuGetErrorString_ != nullptr && cuGetErrorString_(r, &text) == 0 && text != nullptr) {
+    return std::string(text) + " (CUDA error " + std::to_string(r) + ")";
+  }
+  return "CUDA error " + std::to_string(r);
+}
+
+void CudaDriver::check(CUresult r, const char* call, int ordinal) const {
+  if (r == 0) return;
+  std::string hint = "Run 'ortfleet doctor' to see the GPUs and the driver state";
+  if (r == 2) hint = "The GPU is out of memory: free memory on it or use another GPU";
+  if (r == 101) hint = "That GPU does not exist; 'ortfleet doctor' lists the GPUs (CUDA_VISIBLE_DEVICES may hide some)";
+  throw Error(std::string(call) + " failed: " + describe(r), hint, ordinal >= 0 ? "cuda:" + std::to_string(ordinal) : "");
+}
+
+int CudaDriver::device_count() const {
+  if (!ok_) return 0;
+  int n = 0;
+  return cuDeviceGetCount_(&n) == 0 ? n : 0;
+}
+
+int CudaDriver::driver_version() const {
+  int v = 0;
+  if (ok_) check(cuDriverGetVersion_(&v), "cuDriverGetVersion", -1);
+  return v;
+}
+
+std::string CudaDriver::device_name(int ordinal) const {
+  CUdevice dev = 0;
+  check(cuDeviceGet_(&dev, ordinal), "cuDeviceGet", ordinal);
+  char name[256] = {};
+  check(cuDeviceGetName_(name, sizeof(name), dev), "cuDeviceGetName", ordinal);
+  return name;
+}
+
+std::string CudaDriver::device_uuid(int ordinal) const {
+  CUdevice dev = 0;
+  check(cuDeviceGet_(&dev, ordinal), "cuDeviceGet", ordinal);
+  unsigned char b[16] = {};
+  check(cuDeviceGetUuid_(b, dev), "cuDeviceGetUuid", ordinal);
+  char text[64];
+  std::snprintf(text, sizeof(text), "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+                b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+  return text;
+}
+
+int CudaDriver::attribute(int ordinal, int attr) const {
+  CUdevice dev = 0;
+  check(cuDeviceGet_(&dev, ordinal), "cuDeviceGet", ordinal);
+  int value = 0;
+  check(cuDeviceGetAttribute_(&value, attr, dev), "cuDeviceGetAttribute", ordinal);
+  return value;
+}
+
+std::string CudaDriver::pci_bus_id(int ordinal) const {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%08x:%02x:%02x.0", attribute(ordinal, kPciDomainId), attribute(ordinal, kPciBusId),
+                attribute(ordinal, kPciDeviceId));
+  return text;
+}
+
+uint64_t CudaDriver::total_memory(int ordinal) const {
+  CUdevice dev = 0;
+  check(cuDeviceGet_(&dev, ordinal), "cuDeviceGet", ordinal);
+  size_t bytes = 0;
+  check(cuDeviceTotalMem_(&bytes, dev), "cuDeviceTotalMem", ordinal);
+  return bytes;
+}
+
+CudaDriver::CUcontext CudaDriver::retain_primary_context(int ordinal) const {
+  if (!ok_) throw Error("no CUDA driver: " + error_, "Run 'ortfleet doctor'", "cuda:" + std::to_string(ordinal));
+  CUdevice dev = 0;
+  check(cuDeviceGet_(&dev, ordinal), "cuDeviceGet", ordinal);
+  CUcontext ctx = nullptr;
+  check(cuDevicePrimaryCtxRetain_(&ctx, dev), "cuDevicePrimaryCtxRetain", ordinal);
+  check(cuCtxSetCurrent_(ctx), "cuCtxSetCurrent", ordinal);
+  std::lock_guard lock(mutex_);
+  ++retained_[ordinal];
+  return ctx;
+}
+
+void CudaDriver::release_primary_context(int ordinal) const {
+  CUdevice dev = 0;
+  if (!ok_ || cuDeviceGet_(&dev, ordinal) != 0) return;
+  cuDevicePrimaryCtxRelease_(dev);
+  std::lock_guard lock(mutex_);
+  if (--retained_[ordinal] <= 0) retained_.erase(ordinal);
+}
+
+bool CudaDriver::holds_context(int ordinal) const {
+  std::lock_guard lock(mutex_);
+  return retained_.count(ordinal) > 0;
+}
+
+void CudaDriver::synchronize(int ordinal) const {
+  retain_primary_context(ordinal);
+  const CUresult r = cuCtxSynchronize_();
+  release_primary_context(ordinal);
+  check(r, "cuCtxSynchronize", ordinal);
+}
+
+void* CudaDriver::allocate(int ordinal, size_t bytes) const {
+  retain_primary_context(ordinal);  // held until release(): the memory lives in this context
+  uintptr_t p = 0;
+  const CUresult r = cuMemAlloc_(&p, std::max<size_t>(bytes, 1));
+  if (r != 0) release_primary_context(ordinal);
+  check(r, "cuMemAlloc", ordinal);
+  return reinterpret_cast<void*>(p);
+}
+
+void CudaDriver::release(int ordinal, void* pointer) const {
+  if (pointer == nullptr) return;
+  retain_primary_context(ordinal);
+  cuMemFree_(reinterpret_cast<uintptr_t>(pointer));
+  release_primary_context(ordinal);
+  release_primary_context(ordinal);  // the retain of allocate()
+}
+
+void CudaDriver::copy_to_device(int ordinal, void* dst, const void* src, size_t bytes) const {
+  retain_primary_context(ordinal);
+  const CUresult r = cuMemcpyHtoD_(reinterpret_cast<uintptr_t>(dst), src, bytes);
+  release_primary_context(ordinal);
+  check(r, "cuMemcpyHtoD", ordinal);
+}
+
+void CudaDriver::copy_to_host(int ordinal, void* dst, const void* src, size_t bytes) const {
+  retain_primary_context(ordinal);
+  const CUresult r = cuMemcpyDtoH_(dst, reinterpret_cast<uintptr_t>(src), bytes);
+  release_primary_context(ordinal);
+  check(r, "cuMemcpyDtoH", ordinal);
+}
+
+void CudaDriver::copy_on_device(int ordinal, void* dst, const void* src, size_t bytes) const {
+  retain_primary_context(ordinal);
+  CUresult r = cuMemcpyDtoD_(reinterpret_cast<uintptr_t>(dst), reinterpret_cast<uintptr_t>(src), bytes);
+  // A device-to-device copy returns before it is done; the caller reads or overwrites right after.
+  if (r == 0) r = cuCtxSynchronize_();
+  release_primary_context(ordinal);
+  check(r, "cuMemcpyDtoD", ordinal);
+}
+
+std::pair<uint64_t, uint64_t> CudaDriver::memory_info(int ordinal) const {
+  retain_primary_context(ordinal);
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+  const CUresult r = cuMemGetInfo_(&free_bytes, &total_bytes);
+  release_primary_context(ordinal);
+  check(r, "cuMemGetInfo", ordinal);
+  return {free_bytes, total_bytes};
+}
+
+}  // namespace ortfleet::detail

@@ -1,0 +1,301 @@
+#include "ortfleet/engine/options.hpp"
+
+#include <algorithm>
+#include <functional>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "ortfleet/base/error.hpp"
+
+namespace ortfleet {
+using nlohmann::json;
+
+namespace {
+std::string upper(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  return s;
+}
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+}  // namespace
+
+std::string to_string(ConvAlgoSearch v) {
+  switch (v) {
+    case ConvAlgoSearch::exhaustive: return "EXHAUSTIVE";
+    case ConvAlgoSearch::heuristic: return "HEURISTIC";
+    case ConvAlgoSearch::default_algo: return "DEFAULT";
+  }
+  return "?";
+}
+
+std::string to_string(GraphOptimization v) {
+  switch (v) {
+    case GraphOptimization::disabled: return "disabled";
+    case GraphOptimization::basic: return "basic";
+    case GraphOptimization::extended: return "extended";
+    case GraphOptimization::layout: return "layout";
+    case GraphOptimization::all: return "all";
+  }
+  return "?";
+}
+
+std::string to_string(ArenaExtendStrategy v) {
+  return v == ArenaExtendStrategy::next_power_of_two ? "kNextPowerOfTwo" : "kSameAsRequested";
+}
+
+ConvAlgoSearch parse_conv_algo_search(const std::string& s) {
+  const std::string u = upper(s);
+  if (u == "EXHAUSTIVE") return ConvAlgoSearch::exhaustive;
+  if (u == "HEURISTIC") return ConvAlgoSearch::heuristic;
+  if (u == "DEFAULT") return ConvAlgoSearch::default_algo;
+  throw Error("unknown conv algorithm search '" + s + "'", "Use EXHAUSTIVE, HEURISTIC or DEFAULT");
+}
+
+GraphOptimization parse_graph_optimization(const std::string& s) {
+  const std::string l = lower(s);
+  if (l == "disabled" || l == "disable" || l == "none") return GraphOptimization::disabled;
+  if (l == "basic") return GraphOptimization::basic;
+  if (l == "extended") return GraphOptimization::extended;
+  if (l == "layout") return GraphOptimization::layout;
+  if (l == "all") return GraphOptimization::all;
+  throw Error("unknown graph optimization level '" + s + "'", "Use disabled, basic, extended, layout or all");
+}
+
+std::vector<std::pair<std::string, std::string>> CudaOptions::provider_options() const {
+  // The single mapping from our typed fields to the CUDA EP's option keys.
+  std::vector<std::pair<std::string, std::string>> out = {
+      {"cudnn_conv_algo_search", to_string(conv_algo_search)},
+      {"cudnn_conv_use_max_workspace", conv_use_max_workspace ? "1" : "0"},
+      {"arena_extend_strategy", to_string(arena_extend)},
+      {"enable_cuda_graph", cuda_graph ? "1" : "0"},
+      {"use_tf32", tf32 ? "1" : "0"},
+      {"do_copy_in_default_stream", copy_in_default_stream ? "1" : "0"},
+      {"prefer_nhwc", prefer_nhwc ? "1" : "0"},
+  };
+  if (gpu_mem_limit) out.emplace_back("gpu_mem_limit", std::to_string(*gpu_mem_limit));
+  if (user_compute_stream != 0) {
+    out.emplace_back("has_user_compute_stream", "1");
+    out.emplace_back("user_compute_stream", std::to_string(user_compute_stream));
+  }
+  for (const auto& [k, v] : extra) {
+    auto same = std::find_if(out.begin(), out.end(), [&](const auto& kv) { return kv.first == k; });
+    if (same != out.end()) same->second = v;
+    else out.emplace_back(k, v);
+  }
+  return out;
+}
+
+// --- config file -------------------------------------------------------------------------------
+
+namespace {
+
+constexpr int kConfigFormat = 1;
+
+json session_json(const SessionOptions& s) {
+  return {{"graph_optimization", to_string(s.graph_optimization)},
+          {"memory_pattern", s.memory_pattern},
+          {"cpu_arena", s.cpu_arena},
+          {"intra_op_threads", s.intra_op_threads},
+          {"inter_op_threads", s.inter_op_threads},
+          {"thread_spinning", s.thread_spinning},
+          {"optimized_model_cache", s.optimized_model_cache ? json(*s.optimized_model_cache) : json(nullptr)},
+          {"cuda_module_loading", s.cuda_module_loading},
+          {"cuda_max_connections", s.cuda_max_connections},
+          {"config_entries", s.config_entries}};
+}
+
+json cuda_json(const CudaOptions& c) {
+  json j = {{"conv_algo_search", to_string(c.conv_algo_search)},
+            {"conv_use_max_workspace", c.conv_use_max_workspace},
+            {"gpu_mem_limit", c.gpu_mem_limit ? json(*c.gpu_mem_limit) : json(nullptr)},
+            {"arena_extend_strategy", c.arena_extend == ArenaExtendStrategy::next_power_of_two ? "next_power_of_two"
+                                                                                               : "same_as_requested"},
+            {"cuda_graph", c.cuda_graph},
+            {"tf32", c.tf32},
+            {"copy_in_default_stream", c.copy_in_default_stream},
+            {"prefer_nhwc", c.prefer_nhwc},
+            {"extra", c.extra}};
+  return j;
+}
+
+/// Reads the keys of one JSON object section, complaining about any it does not know.
+class Section {
+ public:
+  Section(const json& j, std::string path, std::string source) : j_(j), path_(std::move(path)), source_(std::move(source)) {
+    if (!j_.is_object()) fail(path_, "must be an object");
+  }
+  ~Section() = default;
+  Section(const Section&) = delete;
+  Section& operator=(const Section&) = delete;
+
+  template <typename T>
+  void read(const char* key, T& out, const char* expected) {
+    known_.insert(key);
+    if (!j_.contains(key)) return;
+    try {
+      out = j_.at(key).get<T>();
+    } catch (const json::exception&) {
+      fail(path_ + "." + key, std::string("must be ") + expected);
+    }
+  }
+  void read_enum(const char* key, const std::function<void(const std::string&)>& apply, const char* allowed) {
+    known_.insert(key);
+    if (!j_.contains(key)) return;
+    if (!j_.at(key).is_string()) fail(path_ + "." + key, std::string("must be one of ") + allowed);
+    try {
+      apply(j_.at(key).get<std::string>());
+    } catch (const Error&) {
+      fail(path_ + "." + key, std::string("must be one of ") + allowed);
+    }
+  }
+  void allow(const char* key) { known_.insert(key); }
+  void finish() const {
+    for (const auto& [key, value] : j_.items()) {
+      if (!known_.count(key)) {
+        std::string known;
+        for (const auto& k : known_) known += (known.empty() ? "" : ", ") + k;
+        fail(path_ + "." + key, "is not a known key (known: " + known + ")");
+      }
+    }
+  }
+  [[noreturn]] void fail(const std::string& key, const std::string& why) const {
+    throw Error("invalid config " + source_ + ": '" + key + "' " + why,
+                "Fix the file, or write a fresh one with 'ortfleet tune --write-config'");
+  }
+
+ private:
+  const json& j_;
+  std::string path_;
+  std::string source_;
+  std::set<std::string> known_;
+};
+
+}  // namespace
+
+std::string RunConfig::to_json() const {
+  json j = {{"ortfleet_config", kConfigFormat}, {"name", name}, {"session", session_json(session)}, {"cuda", cuda_json(cuda)}};
+  return j.dump(2) + "\n";
+}
+
+RunConfig RunConfig::from_json(const std::string& text, const std::string& source) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw Error("invalid config " + source + ": not JSON (" + std::string(e.what()) + ")",
+                "Write a fresh one with 'ortfleet tune --write-config'");
+  }
+  RunConfig config;
+  Section top(j, "config", source);
+  int format = 0;
+  top.read("ortfleet_config", format, "a format number");
+  if (format != kConfigFormat) {
+    top.fail("ortfleet_config", "must be " + std::to_string(kConfigFormat) + " (this file is not an ortfleet config, or is from another version)");
+  }
+  top.read("name", config.name, "a string");
+  if (j.contains("session")) {
+    Section s(j.at("session"), "session", source);
+    auto& o = config.session;
+    s.read_enum("graph_optimization", [&](const std::string& v) { o.graph_optimization = parse_graph_optimization(v); },
+                "disabled, basic, extended, layout, all");
+    s.read("memory_pattern", o.memory_pattern, "true or false");
+    s.read("cpu_arena", o.cpu_arena, "true or false");
+    s.read("intra_op_threads", o.intra_op_threads, "a whole number");
+    s.read("inter_op_threads", o.inter_op_threads, "a whole number");
+    s.read("thread_spinning", o.thread_spinning, "true or false");
+    if (j.at("session").contains("optimized_model_cache") && !j.at("session").at("optimized_model_cache").is_null()) {
+      bool cache = false;
+      s.read("optimized_model_cache", cache, "true, false or null");
+      o.optimized_model_cache = cache;
+    } else {
+      s.allow("optimized_model_cache");
+    }
+    s.read_enum("cuda_module_loading", [&](const std::string& v) {
+      const std::string u = upper(v);
+      if (!u.empty() && u != "LAZY" && u != "EAGER") throw Error("bad value");
+      o.cuda_module_loading = u;
+    }, "\"\", LAZY, EAGER");
+    s.read("cuda_max_connections", o.cuda_max_connections, "a whole number (0 leaves it as is)");
+    if (o.cuda_max_connections < 0 || o.cuda_max_connections > 32) s.fail("session.cuda_max_connections", "must be 0 to 32");
+    s.read("config_entries", o.config_entries, "an object of strings");
+    if (o.intra_op_threads < 0 || o.inter_op_threads < 0) s.fail("session.intra_op_threads", "must not be negative");
+    s.finish();
+  }
+  if (j.contains("cuda")) {
+    Section c(j.at("cuda"), "cuda", source);
+    auto& o = config.cuda;
+    c.read_enum("conv_algo_search", [&](const std::string& v) { o.conv_algo_search = parse_conv_algo_search(v); },
+                "EXHAUSTIVE, HEURISTIC, DEFAULT");
+    c.read("conv_use_max_workspace", o.conv_use_max_workspace, "true or false");
+    if (j.at("cuda").contains("gpu_mem_limit") && !j.at("cuda").at("gpu_mem_limit").is_null()) {
+      if (!j.at("cuda").at("gpu_mem_limit").is_number_unsigned()) c.fail("cuda.gpu_mem_limit", "must be a number of bytes or null");
+      uint64_t limit = 0;
+      c.read("gpu_mem_limit", limit, "a number of bytes or null");
+      o.gpu_mem_limit = limit;
+    } else {
+      c.allow("gpu_mem_limit");
+    }
+    c.read_enum("arena_extend_strategy", [&](const std::string& v) {
+      if (v == "next_power_of_two") o.arena_extend = ArenaExtendStrategy::next_power_of_two;
+      else if (v == "same_as_requested") o.arena_extend = ArenaExtendStrategy::same_as_requested;
+      else throw Error("bad value");
+    }, "next_power_of_two, same_as_requested");
+    c.read("cuda_graph", o.cuda_graph, "true or false");
+    c.read("tf32", o.tf32, "true or false");
+    c.read("copy_in_default_stream", o.copy_in_default_stream, "true or false");
+    c.read("prefer_nhwc", o.prefer_nhwc, "true or false");
+    c.read("extra", o.extra, "an object of strings");
+    c.finish();
+  }
+  top.allow("session");  // read above
+  top.allow("cuda");
+  top.finish();
+  return config;
+}
+
+RunConfig RunConfig::load(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error("cannot read config " + path, "Check the path");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return from_json(buffer.str(), path);
+}
+
+void RunConfig::save(const std::string& path) const {
+  std::ofstream out(path, std::ios::trunc);
+  out << to_json();
+  if (!out) throw Error("cannot write config " + path, "Check that the folder exists and is writable");
+}
+
+std::string RunConfig::summary() const {
+  const RunConfig d;
+  std::vector<std::string> parts;
+  if (cuda.conv_algo_search != d.cuda.conv_algo_search) parts.push_back("conv=" + to_string(cuda.conv_algo_search));
+  if (cuda.conv_use_max_workspace != d.cuda.conv_use_max_workspace) parts.push_back("max_workspace=0");
+  if (cuda.gpu_mem_limit) parts.push_back("gpu_mem_limit=" + std::to_string(*cuda.gpu_mem_limit >> 20) + "MiB");
+  if (cuda.arena_extend != d.cuda.arena_extend) parts.push_back("arena=same_as_requested");
+  if (cuda.cuda_graph) parts.push_back("cuda_graph");
+  if (!cuda.tf32) parts.push_back("tf32=0");
+  if (cuda.prefer_nhwc) parts.push_back("nhwc");
+  for (const auto& [k, v] : cuda.extra) parts.push_back(k + "=" + v);
+  if (session.graph_optimization != d.session.graph_optimization) parts.push_back("opt=" + to_string(session.graph_optimization));
+  if (!session.memory_pattern) parts.push_back("mem_pattern=0");
+  if (!session.cpu_arena) parts.push_back("cpu_arena=0");
+  if (session.intra_op_threads != 0) parts.push_back("intra=" + std::to_string(session.intra_op_threads));
+  if (session.inter_op_threads != 0) parts.push_back("inter=" + std::to_string(session.inter_op_threads));
+  if (!session.thread_spinning) parts.push_back("spin=0");
+  if (session.optimized_model_cache) parts.push_back(*session.optimized_model_cache ? "model_cache" : "no_model_cache");
+  if (!session.cuda_module_loading.empty()) parts.push_back("module_loading=" + session.cuda_module_loading);
+  if (session.cuda_max_connections != 0) parts.push_back("connections=" + std::to_string(session.cuda_max_connections));
+  for (const auto& [k, v] : session.config_entries) parts.push_back(k + "=" + v);
+  if (parts.empty()) return "defaults";
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : " ") + p;
+  return out;
+}
+
+}  // namespace ortfleet

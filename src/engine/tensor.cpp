@@ -1,0 +1,126 @@
+#include "ortfleet/engine/tensor.hpp"
+
+#include <cstring>
+#include <numeric>
+#include <random>
+
+#include "ortfleet/base/error.hpp"
+
+namespace ortfleet {
+
+size_t element_size(ElementType type) {
+  switch (type) {
+    case ElementType::float32: case ElementType::int32: case ElementType::uint32: return 4;
+    case ElementType::uint8: case ElementType::int8: case ElementType::boolean: return 1;
+    case ElementType::uint16: case ElementType::int16: case ElementType::float16: case ElementType::bfloat16: return 2;
+    case ElementType::int64: case ElementType::float64: case ElementType::uint64: return 8;
+    case ElementType::string: case ElementType::undefined: return 0;
+  }
+  return 0;
+}
+
+namespace {
+constexpr std::pair<ElementType, const char*> kNames[] = {
+    {ElementType::float32, "float32"}, {ElementType::uint8, "uint8"},     {ElementType::int8, "int8"},
+    {ElementType::uint16, "uint16"},   {ElementType::int16, "int16"},     {ElementType::int32, "int32"},
+    {ElementType::int64, "int64"},     {ElementType::string, "string"},   {ElementType::boolean, "bool"},
+    {ElementType::float16, "float16"}, {ElementType::float64, "float64"}, {ElementType::uint32, "uint32"},
+    {ElementType::uint64, "uint64"},   {ElementType::bfloat16, "bfloat16"}};
+}  // namespace
+
+std::string to_string(ElementType type) {
+  for (const auto& [t, n] : kNames) {
+    if (t == type) return n;
+  }
+  return "undefined";
+}
+
+ElementType parse_element_type(const std::string& name) {
+  for (const auto& [t, n] : kNames) {
+    if (name == n) return t;
+  }
+  throw Error("unknown element type '" + name + "'", "Use float32, float16, int64, int32, uint8, bool, ...");
+}
+
+int64_t Tensor::element_count() const {
+  return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
+}
+
+Tensor Tensor::host_copy(std::string name, ElementType type, std::vector<int64_t> shape, const void* src) {
+  Tensor t;
+  t.name = std::move(name);
+  t.type = type;
+  t.shape = std::move(shape);
+  t.bytes = static_cast<size_t>(t.element_count()) * element_size(type);
+  auto storage = std::make_shared<std::vector<std::byte>>(t.bytes);
+  if (src != nullptr && t.bytes > 0) std::memcpy(storage->data(), src, t.bytes);
+  t.data = storage->data();
+  t.owner = storage;
+  return t;
+}
+
+Tensor Tensor::borrow(std::string name, ElementType type, std::vector<int64_t> shape, void* data, Device device) {
+  Tensor t;
+  t.name = std::move(name);
+  t.type = type;
+  t.shape = std::move(shape);
+  t.bytes = static_cast<size_t>(t.element_count()) * element_size(type);
+  t.data = data;
+  t.device = device;
+  return t;
+}
+
+std::vector<Tensor> random_inputs(const std::vector<TensorSpec>& specs, uint64_t seed, int64_t dynamic_dim,
+                                  const std::vector<std::pair<std::string, std::pair<int64_t, int64_t>>>& int_ranges) {
+  std::vector<Tensor> out;
+  std::mt19937_64 rng(seed);
+  for (const auto& spec : specs) {
+    if (element_size(spec.type) == 0) {
+      throw Error("input '" + spec.name + "' has type " + to_string(spec.type) + ", which warm-up cannot generate",
+                  "Give the session real inputs instead of generated ones");
+    }
+    std::vector<int64_t> shape = spec.shape;
+    for (auto& d : shape) {
+      if (d < 0) d = dynamic_dim;
+    }
+    Tensor t = Tensor::host_copy(spec.name, spec.type, shape, nullptr);
+    const int64_t n = t.element_count();
+    std::pair<int64_t, int64_t> range{0, 1};
+    for (const auto& [name, r] : int_ranges) {
+      if (name == spec.name) range = r;
+    }
+    std::uniform_int_distribution<int64_t> ints(range.first, range.second);
+    std::uniform_real_distribution<float> reals(-1.0f, 1.0f);
+    switch (spec.type) {
+      case ElementType::float32:
+        for (int64_t i = 0; i < n; ++i) t.values<float>()[i] = reals(rng);
+        break;
+      case ElementType::float64:
+        for (int64_t i = 0; i < n; ++i) t.values<double>()[i] = reals(rng);
+        break;
+      case ElementType::int64:
+        for (int64_t i = 0; i < n; ++i) t.values<int64_t>()[i] = ints(rng);
+        break;
+      case ElementType::int32:
+        for (int64_t i = 0; i < n; ++i) t.values<int32_t>()[i] = static_cast<int32_t>(ints(rng));
+        break;
+      case ElementType::boolean:
+      case ElementType::uint8:
+      case ElementType::int8:
+        for (int64_t i = 0; i < n; ++i) t.values<uint8_t>()[i] = static_cast<uint8_t>(ints(rng));
+        break;
+      case ElementType::float16:
+      case ElementType::bfloat16:
+        // Small random half-precision values: a zero exponent field keeps them finite (subnormal).
+        for (int64_t i = 0; i < n; ++i) t.values<uint16_t>()[i] = static_cast<uint16_t>(rng() & 0x83ff);
+        break;
+      default:
+        for (size_t i = 0; i < t.bytes; ++i) static_cast<uint8_t*>(t.data)[i] = static_cast<uint8_t>(ints(rng));
+        break;
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+}  // namespace ortfleet

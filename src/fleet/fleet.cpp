@@ -1,0 +1,297 @@
+#include "ortfleet/fleet/fleet.hpp"
+
+#include <algorithm>
+#include <condition_variable>
+#include <thread>
+
+#include "fleet/local_start.hpp"
+#include "fleet/worker.hpp"
+#include "ortfleet/base/error.hpp"
+#include "ortfleet/engine/runtime.hpp"
+#include "ortfleet/engine/model_file.hpp"
+
+namespace ortfleet {
+
+std::string to_string(Strategy s) {
+  switch (s) {
+    case Strategy::sequential: return "sequential";
+    case Strategy::threads: return "threads";
+    case Strategy::processes: return "processes";
+    case Strategy::fleet: return "fleet";
+    case Strategy::automatic: return "auto";
+  }
+  return "?";
+}
+
+Strategy parse_strategy(const std::string& s) {
+  for (Strategy v : {Strategy::sequential, Strategy::threads, Strategy::processes, Strategy::fleet, Strategy::automatic}) {
+    if (s == to_string(v)) return v;
+  }
+  throw Error("unknown strategy '" + s + "'", "Use sequential, threads, processes, fleet or auto");
+}
+
+const std::vector<Strategy>& all_strategies() {
+  static const std::vector<Strategy> all = {Strategy::sequential, Strategy::threads, Strategy::processes, Strategy::fleet};
+  return all;
+}
+
+std::string to_string(DeviceState s) {
+  switch (s) {
+    case DeviceState::pending: return "pending";
+    case DeviceState::starting: return "starting";
+    case DeviceState::ready: return "ready";
+    case DeviceState::failed: return "failed";
+    case DeviceState::stopped: return "stopped";
+  }
+  return "?";
+}
+
+struct Fleet::Impl {
+  std::string model;
+  FleetOptions options;
+  Strategy strategy = Strategy::fleet;
+  bool use_workers = false;
+
+  mutable std::mutex mutex;
+  std::condition_variable changed;
+  Timeline timeline;
+  int64_t start_ns = 0;
+  std::vector<DeviceStatus> status;
+  std::vector<std::optional<Error>> failures;  // why each failed device failed, as the error said it
+  std::vector<detail::LocalDeviceResult> local;               // in-process sessions
+  std::vector<std::unique_ptr<detail::WorkerProcess>> workers;  // or one worker per device
+  std::vector<TensorSpec> inputs;
+  std::vector<TensorSpec> outputs;
+  std::thread coordinator;
+  bool started = false;
+  bool shut_down = false;
+
+  size_t index_of(const Device& d) const {
+    for (size_t i = 0; i < options.devices.size(); ++i) {
+      if (options.devices[i] == d) return i;
+    }
+    throw Error("device " + d.to_string() + " is not part of this fleet", "Use one of the devices the fleet was started on");
+  }
+
+  void mark_starting(size_t i) {
+    std::lock_guard lock(mutex);
+    status[i].state = DeviceState::starting;
+    changed.notify_all();
+  }
+
+  void mark_failed(size_t i, const Error& error) {
+    std::lock_guard lock(mutex);
+    status[i].state = DeviceState::failed;
+    status[i].error = error.what();
+    failures[i] = error;
+    changed.notify_all();
+  }
+
+  /// The one place a device becomes ready, wherever its session lives.
+  void mark_ready(size_t i, DeviceStatus ready, const std::vector<TensorSpec>& model_inputs, const std::vector<TensorSpec>& model_outputs) {
+    std::lock_guard lock(mutex);
+    ready.ready_ms = static_cast<double>(ready.ready_ns - start_ns) / 1e6;
+    status[i] = std::move(ready);
+    if (inputs.empty()) {
+      inputs = model_inputs;
+      outputs = model_outputs;
+    }
+    changed.notify_all();
+  }
+
+  detail::LocalStartPlan plan_for(std::vector<Device> devices, detail::LocalMode mode) const {
+    detail::LocalStartPlan plan;
+    plan.model_path = model;
+    plan.devices = std::move(devices);
+    plan.config = options.config;
+    plan.mode = mode;
+    plan.warmup_runs = options.warmup_runs;
+    plan.dynamic_dim = options.dynamic_dim;
+    plan.fleet_size = static_cast<int>(options.devices.size());
+    plan.ort_library = options.ort_library;
+    plan.cache_dir = options.cache_dir;
+    plan.profile_dir = options.profile_dir;
+    return plan;
+  }
+
+  void run_local(detail::LocalMode mode) {
+    for (size_t i = 0; i < status.size(); ++i) mark_starting(i);
+    // The sessions land in `local` in place: run() may use a device as soon as it is marked ready,
+    // while the others are still starting.
+    detail::start_locally(plan_for(options.devices, mode), timeline, local, [&](size_t i) {
+      const auto& r = local[i];
+      if (r.session) mark_ready(i, detail::ready_status(r), r.session->inputs(), r.session->outputs());
+      else mark_failed(i, *r.error);
+    });
+  }
+
+  void run_workers(detail::LocalMode mode) {
+    std::string executable;
+    try {
+      executable = detail::find_worker_executable(options.worker_executable);
+    } catch (const Error& e) {
+      for (size_t i = 0; i < status.size(); ++i) mark_failed(i, e);
+      return;
+    }
+    // The workers must load the ONNX Runtime this process would: resolve it once, here.
+    std::string ort_library = options.ort_library;
+    if (ort_library.empty()) {
+      for (const auto& c : runtime_candidates()) {
+        if (c.exists) {
+          ort_library = c.path;
+          break;
+        }
+      }
+    }
+    workers.resize(options.devices.size());
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < options.devices.size(); ++i) {
+      mark_starting(i);
+      threads.emplace_back([&, i, ort_library] {
+        const Device device = options.devices[i];
+        try {
+          auto worker = std::make_unique<detail::WorkerProcess>(executable, device);
+          {
+            std::lock_guard lock(mutex);
+            status[i].pid = worker->pid();
+          }
+          auto plan = plan_for({device}, mode);
+          plan.ort_library = ort_library;
+          auto ready = worker->start(plan);
+          timeline.add_all(ready.timeline);
+          {
+            std::lock_guard lock(mutex);
+            workers[i] = std::move(worker);
+          }
+          mark_ready(i, std::move(ready.status), ready.inputs, ready.outputs);
+        } catch (const std::exception& e) {
+          mark_failed(i, Error::from(e).at(device.to_string()));
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+  }
+};
+
+Fleet::Fleet(std::string model_path, FleetOptions options) : impl_(std::make_unique<Impl>()) {
+  auto& s = *impl_;
+  s.model = std::move(model_path);
+  validate_model_file(s.model);
+  if (options.devices.empty()) options.devices = parse_devices("all", gpu_count());
+  if (options.warmup_runs < 0) throw Error("warm-up runs must not be negative", "Use 0 or more");
+  s.options = std::move(options);
+  s.strategy = s.options.strategy == Strategy::automatic ? Strategy::fleet : s.options.strategy;
+  const auto gpus = std::count_if(s.options.devices.begin(), s.options.devices.end(), [](const Device& d) { return d.is_gpu(); });
+  // Several GPUs in one process contend inside the CUDA driver and ONNX Runtime (module loading,
+  // cuDNN/cuBLAS handle creation, allocation): the fleet gives each GPU its own process.
+  s.use_workers = s.strategy == Strategy::processes || (s.strategy == Strategy::fleet && gpus > 1);
+  for (const auto& d : s.options.devices) {
+    DeviceStatus st;
+    st.device = d;
+    s.status.push_back(st);
+  }
+  s.failures.resize(s.status.size());
+}
+
+Fleet::~Fleet() { shutdown(); }
+
+void Fleet::start() {
+  auto& s = *impl_;
+  {
+    std::lock_guard lock(s.mutex);
+    if (s.started) throw Error("this fleet was already started", "Make a new Fleet to start again");
+    s.started = true;
+    s.start_ns = monotonic_ns();
+    s.timeline.set_origin_ns(s.start_ns);
+  }
+  s.coordinator = std::thread([&s] {
+    switch (s.strategy) {
+      case Strategy::sequential: s.run_local(detail::LocalMode::sequential); break;
+      case Strategy::threads: s.run_local(detail::LocalMode::threads); break;
+      case Strategy::processes: s.run_workers(detail::LocalMode::threads); break;
+      case Strategy::fleet:
+      case Strategy::automatic:
+        if (s.use_workers) s.run_workers(detail::LocalMode::overlapped);
+        else s.run_local(detail::LocalMode::overlapped);
+        break;
+    }
+  });
+}
+
+bool Fleet::wait() {
+  auto& s = *impl_;
+  if (!s.started) throw Error("wait() before start()", "Call start() first");
+  std::unique_lock lock(s.mutex);
+  s.changed.wait(lock, [&] {
+    return std::all_of(s.status.begin(), s.status.end(),
+                       [](const DeviceStatus& d) { return d.state == DeviceState::ready || d.state == DeviceState::failed; });
+  });
+  return std::all_of(s.status.begin(), s.status.end(), [](const DeviceStatus& d) { return d.state == DeviceState::ready; });
+}
+
+bool Fleet::ready(const Device& device) const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->status[impl_->index_of(device)].state == DeviceState::ready;
+}
+
+std::vector<DeviceStatus> Fleet::status() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->status;
+}
+
+const std::vector<Device>& Fleet::devices() const { return impl_->options.devices; }
+Strategy Fleet::strategy() const { return impl_->strategy; }
+
+std::vector<TensorSpec> Fleet::inputs() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->inputs;
+}
+std::vector<TensorSpec> Fleet::outputs() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->outputs;
+}
+
+std::vector<Tensor> Fleet::run(const Device& device, const std::vector<Tensor>& inputs, bool outputs_on_device) {
+  auto& s = *impl_;
+  Session* session = nullptr;
+  detail::WorkerProcess* worker = nullptr;
+  {
+    std::unique_lock lock(s.mutex);
+    const size_t i = s.index_of(device);
+    // A device still starting is waited for; one that failed says why.
+    s.changed.wait(lock, [&] { return s.status[i].state != DeviceState::pending && s.status[i].state != DeviceState::starting; });
+    if (s.status[i].state == DeviceState::failed) {
+      const Error& why = *s.failures[i];
+      throw Error(device.to_string() + " failed to start: " + why.what_failed(), why.hint(), device.to_string());
+    }
+    if (s.status[i].state != DeviceState::ready) throw Error("the fleet is shut down", {}, device.to_string());
+    if (s.use_workers) worker = s.workers[i].get();
+    else session = s.local[i].session.get();
+  }
+  if (worker != nullptr) {
+    if (outputs_on_device) {
+      throw Error("outputs stay on the GPU only for sessions in this process, and " + device.to_string() + " runs in a worker process",
+                  "Start the fleet with strategy threads or sequential for device outputs", device.to_string());
+    }
+    return worker->run(inputs);
+  }
+  return session->run(inputs, outputs_on_device);
+}
+
+Timeline Fleet::timeline() const { return impl_->timeline; }
+
+void Fleet::shutdown() {
+  auto& s = *impl_;
+  if (s.coordinator.joinable()) s.coordinator.join();
+  std::lock_guard lock(s.mutex);
+  if (s.shut_down) return;
+  s.shut_down = true;
+  s.local.clear();
+  s.workers.clear();
+  for (auto& st : s.status) {
+    if (st.state == DeviceState::ready) st.state = DeviceState::stopped;
+  }
+  s.changed.notify_all();
+}
+
+}  // namespace ortfleet

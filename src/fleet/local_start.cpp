@@ -1,0 +1,259 @@
+#include "fleet/local_start.hpp"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <future>
+#include <optional>
+#include <thread>
+
+#include "engine/cuda_driver.hpp"
+#include "engine/cuda_environment.hpp"
+#include "engine/mapped_file.hpp"
+#include "engine/ort_environment.hpp"
+#include "ortfleet/base/error.hpp"
+#include "ortfleet/engine/cuda_provider.hpp"
+#include "ortfleet/engine/runtime.hpp"
+#include "ortfleet/engine/model_file.hpp"
+
+namespace ortfleet::detail {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kProcessLane = "process";
+
+std::string profile_prefix(const LocalStartPlan& plan, const Device& device) {
+  if (plan.profile_dir.empty()) return {};
+  fs::create_directories(plan.profile_dir);
+  std::string name = device.to_string();
+  std::replace(name.begin(), name.end(), ':', '-');
+  return (fs::path(plan.profile_dir) / ("ort-profile-" + name)).string();
+}
+
+/// Device memory in use (GPU: the whole device, as the driver reports it) or this process's peak RSS.
+uint64_t memory_in_use(const Device& device) {
+  if (device.is_gpu()) {
+    const auto [free_bytes, total_bytes] = CudaDriver::instance().memory_info(device.index);
+    return total_bytes - free_bytes;
+  }
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  return static_cast<uint64_t>(usage.ru_maxrss) * 1024;
+}
+
+/// Creates and warms up one device's session; never throws (the error lands in `result`).
+void bring_up(const LocalStartPlan& plan, const RunConfig& config, const void* model_data, size_t model_size,
+              Timeline& timeline, LocalDeviceResult& result) {
+  try {
+    SessionSpec spec;
+    spec.model_path = plan.model_path;
+    spec.device = result.device;
+    spec.config = config;
+    spec.model_data = model_data;
+    spec.model_size = model_size;
+    spec.cache_dir = plan.cache_dir;
+    spec.dynamic_dim = plan.dynamic_dim;
+    spec.profile_prefix = profile_prefix(plan, result.device);
+    result.session = std::make_unique<Session>(spec, &timeline);
+    result.session->warm_up(plan.warmup_runs);
+    result.profile_path = result.session->end_profiling();
+    result.ready_ns = monotonic_ns();
+    result.memory_bytes = memory_in_use(result.device);
+    timeline.add({phase::ready, result.device.to_string(), result.ready_ns, result.ready_ns, 0, {}});
+  } catch (const std::exception& e) {
+    result.session.reset();
+    result.error = Error::from(e);
+  }
+}
+
+int hardware_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
+
+}  // namespace
+
+DeviceStatus ready_status(const LocalDeviceResult& r) {
+  DeviceStatus s;
+  s.device = r.device;
+  s.state = DeviceState::ready;
+  s.ready_ns = r.ready_ns;
+  s.provider = r.session->provider().path;
+  s.provider_note = r.session->provider().note;
+  s.profile_path = r.profile_path;
+  s.memory_bytes = r.memory_bytes;
+  s.pid = static_cast<int>(::getpid());
+  return s;
+}
+
+RunConfig tuned_for_fleet(const RunConfig& config, const Device& device, int fleet_size) {
+  RunConfig tuned = config;
+  const RunConfig defaults;
+  const int share = std::max(1, hardware_threads() / std::max(1, fleet_size));
+  if (config.session.intra_op_threads == defaults.session.intra_op_threads) {
+    tuned.session.intra_op_threads = device.is_gpu() ? std::min(4, share) : share;
+  }
+  if (device.is_gpu() && config.session.thread_spinning == defaults.session.thread_spinning) {
+    tuned.session.thread_spinning = false;
+  }
+  // The pre-optimised model: its first start fills the cache, every later one skips graph
+  // optimisation and maps the weights instead of parsing them.
+  if (!config.session.optimized_model_cache) tuned.session.optimized_model_cache = true;
+  if (device.is_gpu() && config.session.cuda_max_connections == 0 && std::getenv("CUDA_DEVICE_MAX_CONNECTIONS") == nullptr) {
+    tuned.session.cuda_max_connections = 1;
+  }
+  return tuned;
+}
+
+void start_locally(const LocalStartPlan& plan, Timeline& timeline, std::vector<LocalDeviceResult>& results,
+                   const std::function<void(size_t)>& on_done) {
+  results.clear();
+  for (const auto& d : plan.devices) {
+    LocalDeviceResult r;
+    r.device = d;
+    results.push_back(std::move(r));
+  }
+
+  auto fail_all = [&](const Error& error) {
+    for (size_t i = 0; i < results.size(); ++i) {
+      if (results[i].session == nullptr && !results[i].error) {
+        results[i].error = error;
+        on_done(i);
+      }
+    }
+  };
+
+  if (plan.mode != LocalMode::overlapped) {
+    try {
+      auto p = timeline.scope(phase::runtime_load, kProcessLane);
+      load_runtime(plan.ort_library);
+      ort_env();
+    } catch (const std::exception& e) {
+      fail_all(Error::from(e));
+      return;
+    }
+    if (plan.mode == LocalMode::sequential) {
+      for (size_t i = 0; i < results.size(); ++i) {
+        bring_up(plan, plan.config, nullptr, 0, timeline, results[i]);
+        on_done(i);
+      }
+      return;
+    }
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < results.size(); ++i) {
+      threads.emplace_back([&, i] {
+        bring_up(plan, plan.config, nullptr, 0, timeline, results[i]);
+        on_done(i);
+      });
+    }
+    for (auto& t : threads) t.join();
+    return;
+  }
+
+  // Overlapped: everything that does not depend on anything else starts at once.
+  const bool any_gpu = std::any_of(plan.devices.begin(), plan.devices.end(), [](const Device& d) { return d.is_gpu(); });
+  std::unique_ptr<MappedFile> model;
+  std::optional<Error> model_error;
+  std::thread read_model([&] {
+    try {
+      validate_model_file(plan.model_path);
+      auto p = timeline.scope(phase::model_read, kProcessLane);
+      model = std::make_unique<MappedFile>(plan.model_path, /*populate=*/true);
+      p.arg("bytes", std::to_string(model->size()));
+    } catch (const std::exception& e) {
+      model_error = Error::from(e);
+    }
+  });
+  std::thread load_ep_library;
+  std::thread init_cuda;
+  std::vector<std::shared_future<std::optional<Error>>> contexts(results.size());
+  if (any_gpu) {
+    // Before cuInit, which the next threads start: the fleet's CUDA settings for this process.
+    const auto gpu = std::find_if(plan.devices.begin(), plan.devices.end(), [](const Device& d) { return d.is_gpu(); });
+    apply_cuda_environment(tuned_for_fleet(plan.config, *gpu, plan.fleet_size));
+    load_ep_library = std::thread([&] {
+      auto p = timeline.scope(phase::ep_library_load, kProcessLane);
+      if (!preload_cuda_ep_library()) p.arg("loaded", "false");
+    });
+    // cuInit, then every GPU's primary context in parallel (contexts of different GPUs do not wait
+    // for each other inside the driver).
+    std::vector<std::shared_ptr<std::promise<std::optional<Error>>>> promises;
+    for (size_t i = 0; i < results.size(); ++i) {
+      auto promise = std::make_shared<std::promise<std::optional<Error>>>();
+      contexts[i] = promise->get_future().share();
+      promises.push_back(promise);
+    }
+    init_cuda = std::thread([&, promises] {
+      {
+        auto p = timeline.scope(phase::cuda_init, kProcessLane);
+        CudaDriver::instance();
+      }
+      std::vector<std::thread> per_gpu;
+      for (size_t i = 0; i < results.size(); ++i) {
+        if (!results[i].device.is_gpu()) {
+          promises[i]->set_value(std::nullopt);
+          continue;
+        }
+        per_gpu.emplace_back([&, i, promise = promises[i]] {
+          try {
+            auto p = timeline.scope(phase::cuda_context, results[i].device.to_string());
+            CudaDriver::instance().retain_primary_context(results[i].device.index);
+            promise->set_value(std::nullopt);
+          } catch (const std::exception& e) {
+            promise->set_value(Error::from(e));
+          }
+        });
+      }
+      for (auto& t : per_gpu) t.join();
+    });
+  }
+  std::optional<Error> runtime_error;
+  try {
+    auto p = timeline.scope(phase::runtime_load, kProcessLane);
+    load_runtime(plan.ort_library);
+    ort_env();
+  } catch (const std::exception& e) {
+    runtime_error = Error::from(e);
+  }
+  if (load_ep_library.joinable()) load_ep_library.join();
+  if (any_gpu && !runtime_error) {
+    try {
+      // Registration finds the library loaded; cuInit may still be running, in which case the EP's
+      // device query waits for it inside the driver.
+      auto p = timeline.scope(phase::ep_register, kProcessLane);
+      p.arg("path", prepare_cuda_provider().path);
+    } catch (const std::exception& e) {
+      runtime_error = Error::from(e);
+    }
+  }
+  read_model.join();
+  if (runtime_error || model_error) {
+    if (init_cuda.joinable()) init_cuda.join();
+    fail_all(runtime_error ? *runtime_error : *model_error);
+    return;
+  }
+
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < results.size(); ++i) {
+    threads.emplace_back([&, i] {
+      if (contexts[i].valid()) {
+        const std::optional<Error> error = contexts[i].get();
+        if (error) {
+          results[i].error = error;
+          on_done(i);
+          return;
+        }
+      }
+      const RunConfig config = tuned_for_fleet(plan.config, results[i].device, plan.fleet_size);
+      bring_up(plan, config, model->data(), model->size(), timeline, results[i]);
+      on_done(i);
+    });
+  }
+  for (auto& t : threads) t.join();
+  if (init_cuda.joinable()) init_cuda.join();
+  // The sessions hold their own copies of everything they need from the model bytes.
+  model.reset();
+}
+
+}  // namespace ortfleet::detail

@@ -1,0 +1,58 @@
+#pragma once
+// Bringing sessions up inside this process: the sequential and threads strategies, and the
+// overlapped start that the fleet strategy runs (in this process, or in each worker process).
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ortfleet/base/error.hpp"
+#include "ortfleet/engine/devices.hpp"
+#include "ortfleet/engine/options.hpp"
+#include "ortfleet/engine/session.hpp"
+#include "ortfleet/engine/timeline.hpp"
+#include "ortfleet/fleet/fleet.hpp"
+
+namespace ortfleet::detail {
+
+enum class LocalMode { sequential, threads, overlapped };
+
+struct LocalStartPlan {
+  std::string model_path;
+  std::vector<Device> devices;
+  RunConfig config;
+  LocalMode mode = LocalMode::overlapped;
+  int warmup_runs = 1;
+  int64_t dynamic_dim = 1;
+  int fleet_size = 1;          ///< sessions in the whole fleet (all processes): sizes thread pools
+  std::string ort_library;
+  std::string cache_dir;
+  std::string profile_dir;
+};
+
+struct LocalDeviceResult {
+  Device device;
+  std::unique_ptr<Session> session;
+  std::optional<Error> error;  ///< set when the device failed
+  int64_t ready_ns = 0;
+  std::string profile_path;
+  uint64_t memory_bytes = 0;   ///< see DeviceStatus::memory_bytes
+};
+
+/// The status of a device that became ready (state, provider, when, memory, pid of this process).
+DeviceStatus ready_status(const LocalDeviceResult& result);
+
+/// Brings every device of the plan to ready. `results` gets one entry per device before any work
+/// starts, filled in place; `on_done(i)` is called (from any thread) as device i becomes ready or
+/// fails; a failure never stops the other devices. Phases go into `timeline`.
+void start_locally(const LocalStartPlan& plan, Timeline& timeline, std::vector<LocalDeviceResult>& results,
+                   const std::function<void(size_t)>& on_done);
+
+/// The options the overlapped start tunes when the user left them at their defaults: a GPU session
+/// gets a small intra-op pool without spinning (its CPU threads mostly wait for the GPU), and the
+/// fleet's CPU sessions share the cores instead of each claiming all of them; the optimised-model
+/// cache is on unless the config says otherwise.
+RunConfig tuned_for_fleet(const RunConfig& config, const Device& device, int fleet_size);
+
+}  // namespace ortfleet::detail

@@ -1,0 +1,75 @@
+#include "ortfleet/fleet/start_report.hpp"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "ortfleet/base/error.hpp"
+#include "base/system_paths.hpp"
+#include "fleet/wire.hpp"
+#include "process/spawn.hpp"
+
+namespace ortfleet {
+using nlohmann::json;
+
+StartReport make_start_report(const Fleet& fleet, const std::string& model, int64_t main_ns) {
+  StartReport r;
+  r.model = model;
+  r.strategy = to_string(fleet.strategy());
+  r.devices = fleet.status();
+  r.main_ns = main_ns;
+  r.spawn_ns = main_ns;
+  if (auto v = detail::env_var(detail::kSpawnTimeVariable)) r.spawn_ns = std::stoll(*v);
+  r.timeline = fleet.timeline();
+  r.timeline.set_origin_ns(r.spawn_ns);
+  if (r.spawn_ns < main_ns) r.timeline.add({phase::process_start, "process", r.spawn_ns, main_ns, 0, {}});
+  r.all_ready = std::all_of(r.devices.begin(), r.devices.end(), [](const DeviceStatus& d) { return d.state == DeviceState::ready; });
+  r.ready_ns = main_ns;
+  for (const auto& e : r.timeline.events()) {
+    if (e.name == std::string(phase::ready)) r.ready_ns = std::max(r.ready_ns, e.end_ns);
+  }
+  if (!r.all_ready) r.ready_ns = std::max(r.ready_ns, monotonic_ns());
+  return r;
+}
+
+std::string StartReport::to_json() const {
+  json devices_json = json::array();
+  for (const auto& d : devices) devices_json.push_back(detail::status_to_json(d));
+  return json{{"ortfleet_start", 1},
+              {"model", model},
+              {"strategy", strategy},
+              {"devices", devices_json},
+              {"spawn_ns", spawn_ns},
+              {"main_ns", main_ns},
+              {"ready_ns", ready_ns},
+              {"wall_ms", wall_ms()},
+              {"all_ready", all_ready},
+              {"timeline", json::parse(timeline.to_json())}}
+      .dump();
+}
+
+StartReport StartReport::from_json(const std::string& text) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw Error(std::string("malformed start report: ") + e.what(), "It should be one line from 'ortfleet start --ready-line'");
+  }
+  try {
+    if (j.value("ortfleet_start", 0) != 1) throw Error("not a start report (no \"ortfleet_start\": 1)");
+    StartReport r;
+    r.model = j.at("model").get<std::string>();
+    r.strategy = j.at("strategy").get<std::string>();
+    r.spawn_ns = j.at("spawn_ns").get<int64_t>();
+    r.main_ns = j.at("main_ns").get<int64_t>();
+    r.ready_ns = j.at("ready_ns").get<int64_t>();
+    r.all_ready = j.at("all_ready").get<bool>();
+    for (const auto& d : j.at("devices")) r.devices.push_back(detail::status_from_json(d));
+    r.timeline = Timeline::from_json(j.at("timeline").dump());
+    if (r.ready_ns < r.spawn_ns) throw Error("ready_ns lies before spawn_ns");
+    return r;
+  } catch (const json::exception& e) {
+    throw Error(std::string("malformed start report: ") + e.what(), "It should be one line from 'ortfleet start --ready-line'");
+  }
+}
+
+}  // namespace ortfleet

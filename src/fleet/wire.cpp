@@ -1,0 +1,127 @@
+#include "fleet/wire.hpp"
+
+#include <cstring>
+
+namespace ortfleet::detail {
+using nlohmann::json;
+
+namespace {
+constexpr size_t kAlignment = 64;
+}  // namespace
+
+json plan_to_json(const LocalStartPlan& plan) {
+  json devices = json::array();
+  for (const auto& d : plan.devices) devices.push_back(d.to_string());
+  const char* mode = plan.mode == LocalMode::sequential ? "sequential" : plan.mode == LocalMode::threads ? "threads" : "overlapped";
+  return {{"model", plan.model_path}, {"devices", devices}, {"config", json::parse(plan.config.to_json())},
+          {"mode", mode}, {"warmup_runs", plan.warmup_runs}, {"dynamic_dim", plan.dynamic_dim},
+          {"fleet_size", plan.fleet_size}, {"ort_library", plan.ort_library}, {"cache_dir", plan.cache_dir},
+          {"profile_dir", plan.profile_dir}};
+}
+
+LocalStartPlan plan_from_json(const json& j) {
+  LocalStartPlan plan;
+  plan.model_path = j.at("model").get<std::string>();
+  for (const auto& d : j.at("devices")) plan.devices.push_back(Device::parse(d.get<std::string>()));
+  plan.config = RunConfig::from_json(j.at("config").dump(), "the fleet's start request");
+  const std::string mode = j.at("mode").get<std::string>();
+  plan.mode = mode == "sequential" ? LocalMode::sequential : mode == "threads" ? LocalMode::threads : LocalMode::overlapped;
+  plan.warmup_runs = j.at("warmup_runs").get<int>();
+  plan.dynamic_dim = j.at("dynamic_dim").get<int64_t>();
+  plan.fleet_size = j.at("fleet_size").get<int>();
+  plan.ort_library = j.at("ort_library").get<std::string>();
+  plan.cache_dir = j.at("cache_dir").get<std::string>();
+  plan.profile_dir = j.at("profile_dir").get<std::string>();
+  return plan;
+}
+
+json status_to_json(const DeviceStatus& d) {
+  return {{"device", d.device.to_string()}, {"state", to_string(d.state)},    {"error", d.error},
+          {"provider", d.provider},         {"provider_note", d.provider_note}, {"ready_ms", d.ready_ms},
+          {"ready_ns", d.ready_ns},         {"pid", d.pid},                   {"profile_path", d.profile_path},
+          {"memory_bytes", d.memory_bytes}};
+}
+
+DeviceStatus status_from_json(const json& j) {
+  DeviceStatus s;
+  s.device = Device::parse(j.at("device").get<std::string>());
+  const std::string state = j.at("state").get<std::string>();
+  s.state = state == "ready" ? DeviceState::ready : state == "stopped" ? DeviceState::stopped : DeviceState::failed;
+  s.error = j.value("error", "");
+  s.provider = j.value("provider", "");
+  s.provider_note = j.value("provider_note", "");
+  s.ready_ms = j.value("ready_ms", 0.0);
+  s.ready_ns = j.value("ready_ns", int64_t{0});
+  s.pid = j.value("pid", 0);
+  s.profile_path = j.value("profile_path", "");
+  s.memory_bytes = j.value("memory_bytes", uint64_t{0});
+  return s;
+}
+
+json error_to_json(const std::exception& e) {
+  if (const auto* error = dynamic_cast<const Error*>(&e)) {
+    return {{"what_failed", error->what_failed()}, {"hint", error->hint()}, {"where", error->where()}};
+  }
+  return {{"what_failed", e.what()}, {"hint", ""}, {"where", ""}};
+}
+
+Error error_from_json(const json& j, const std::string& where) {
+  if (!j.is_object()) return Error("the worker failed without saying why", {}, where);
+  const std::string sender_where = j.value("where", "");
+  return Error(j.value("what_failed", std::string("the worker failed without saying why")), j.value("hint", ""),
+               sender_where.empty() ? where : sender_where);
+}
+
+json pack_tensors(const std::vector<Tensor>& tensors, std::shared_ptr<SharedBuffer>& buffer) {
+  size_t total = 0;
+  for (const auto& t : tensors) total += (t.bytes + kAlignment - 1) / kAlignment * kAlignment;
+  if (!buffer || buffer->size() < total) buffer = SharedBuffer::create(total);
+  json out = json::array();
+  size_t offset = 0;
+  for (const auto& t : tensors) {
+    if (t.on_gpu()) throw Error("pack_tensors takes host tensors; '" + t.name + "' is on " + t.device.to_string());
+    if (t.bytes > 0) std::memcpy(buffer->data() + offset, t.data, t.bytes);
+    out.push_back({{"name", t.name}, {"type", static_cast<int>(t.type)}, {"shape", t.shape}, {"offset", offset}, {"bytes", t.bytes}});
+    offset += (t.bytes + kAlignment - 1) / kAlignment * kAlignment;
+  }
+  return out;
+}
+
+std::vector<Tensor> unpack_tensors(const json& descriptions, const std::shared_ptr<SharedBuffer>& buffer) {
+  std::vector<Tensor> out;
+  for (const auto& d : descriptions) {
+    Tensor t;
+    t.name = d.at("name").get<std::string>();
+    t.type = static_cast<ElementType>(d.at("type").get<int>());
+    t.shape = d.at("shape").get<std::vector<int64_t>>();
+    const auto offset = d.at("offset").get<size_t>();
+    t.bytes = d.at("bytes").get<size_t>();
+    if (!buffer || offset + t.bytes > buffer->size()) throw Error("tensor '" + t.name + "' lies outside its shared buffer");
+    if (t.bytes != static_cast<size_t>(t.element_count()) * element_size(t.type)) {
+      throw Error("tensor '" + t.name + "' has " + std::to_string(t.bytes) + " bytes, which does not match its shape");
+    }
+    t.data = buffer->data() + offset;
+    t.owner = buffer;
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+json specs_to_json(const std::vector<TensorSpec>& specs) {
+  json out = json::array();
+  for (const auto& s : specs) {
+    out.push_back({{"name", s.name}, {"type", static_cast<int>(s.type)}, {"shape", s.shape}, {"dim_names", s.dim_names}});
+  }
+  return out;
+}
+
+std::vector<TensorSpec> specs_from_json(const json& j) {
+  std::vector<TensorSpec> out;
+  for (const auto& s : j) {
+    out.push_back({s.at("name").get<std::string>(), static_cast<ElementType>(s.at("type").get<int>()),
+                   s.at("shape").get<std::vector<int64_t>>(), s.value("dim_names", std::vector<std::string>{})});
+  }
+  return out;
+}
+
+}  // namespace ortfleet::detail

@@ -1,0 +1,147 @@
+#include "process/ipc.hpp"
+
+#include <algorithm>
+
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "ortfleet/base/error.hpp"
+
+namespace ortfleet::detail {
+using nlohmann::json;
+
+namespace {
+constexpr size_t kMaxMessage = 4u << 20;  // socket buffer asked for; messages are a few KiB
+constexpr size_t kMaxFds = 8;
+}  // namespace
+
+std::pair<UniqueFd, UniqueFd> MessageChannel::socket_pair() {
+  int fds[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) != 0) {
+    throw Error(std::string("socketpair failed: ") + std::strerror(errno), "Check the process's file-descriptor limit (ulimit -n)");
+  }
+  // Messages may be large (timelines); let the kernel buffer a whole one.
+  int size = static_cast<int>(kMaxMessage);
+  ::setsockopt(fds[0], SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
+  ::setsockopt(fds[1], SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
+  return {UniqueFd(fds[0]), UniqueFd(fds[1])};
+}
+
+void MessageChannel::send(const json& body, const std::vector<int>& fds) {
+  const std::string text = body.dump();
+  iovec iov{const_cast<char*>(text.data()), text.size()};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)] = {};
+  if (!fds.empty()) {
+    if (fds.size() > kMaxFds) throw Error("too many descriptors in one message");
+    msg.msg_control = control;
+    msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+  }
+  ssize_t sent;
+  do {
+    sent = ::sendmsg(socket_.get(), &msg, MSG_NOSIGNAL);
+  } while (sent < 0 && errno == EINTR);
+  if (sent < 0) throw Error(std::string("sending to the worker process failed: ") + std::strerror(errno));
+}
+
+std::optional<Message> MessageChannel::receive() {
+  // Peek at the length first, so each message costs a buffer of its own size.
+  ssize_t length;
+  do {
+    length = ::recv(socket_.get(), nullptr, 0, MSG_PEEK | MSG_TRUNC);
+  } while (length < 0 && errno == EINTR);
+  if (length == 0) return std::nullopt;
+  if (length < 0) {
+    if (errno == ECONNRESET) return std::nullopt;
+    throw Error(std::string("receiving from the worker process failed: ") + std::strerror(errno));
+  }
+  std::string buffer(static_cast<size_t>(length), '\0');
+  iovec iov{buffer.data(), buffer.size()};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)] = {};
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  ssize_t got;
+  do {
+    got = ::recvmsg(socket_.get(), &msg, MSG_CMSG_CLOEXEC);
+  } while (got < 0 && errno == EINTR);
+  if (got == 0) return std::nullopt;
+  if (got < 0) {
+    if (errno == ECONNRESET) return std::nullopt;
+    throw Error(std::string("receiving from the worker process failed: ") + std::strerror(errno));
+  }
+  Message m;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    const size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < n; ++i) {
+      int fd;
+      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+      m.fds.emplace_back(fd);
+    }
+  }
+  if ((msg.msg_flags & MSG_TRUNC) != 0) throw Error("a worker message was truncated");
+  try {
+    m.body = json::parse(buffer.begin(), buffer.begin() + got);
+  } catch (const json::parse_error& e) {
+    throw Error(std::string("malformed message from the worker process: ") + e.what());
+  }
+  return m;
+}
+
+std::shared_ptr<SharedBuffer> SharedBuffer::create(size_t bytes) {
+  UniqueFd fd(::memfd_create("ortfleet-tensors", MFD_CLOEXEC));
+  if (!fd) throw Error(std::string("memfd_create failed: ") + std::strerror(errno));
+  const size_t size = std::max<size_t>(bytes, 1);
+  if (::ftruncate(fd.get(), static_cast<off_t>(size)) != 0) {
+    throw Error(std::string("cannot size shared memory: ") + std::strerror(errno), "Check free memory (/dev/shm, RAM)");
+  }
+  void* data = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  if (data == MAP_FAILED) throw Error(std::string("cannot map shared memory: ") + std::strerror(errno));
+  return std::shared_ptr<SharedBuffer>(new SharedBuffer(std::move(fd), data, size));
+}
+
+std::shared_ptr<SharedBuffer> SharedBuffer::attach(UniqueFd fd) {
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) throw Error(std::string("cannot stat shared memory: ") + std::strerror(errno));
+  const auto size = static_cast<size_t>(st.st_size);
+  void* data = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  if (data == MAP_FAILED) throw Error(std::string("cannot map shared memory: ") + std::strerror(errno));
+  return std::shared_ptr<SharedBuffer>(new SharedBuffer(std::move(fd), data, size));
+}
+
+SharedBuffer::SharedBuffer(UniqueFd fd, void* data, size_t size) : fd_(std::move(fd)), data_(data), size_(size) {
+  struct stat st {};
+  if (::fstat(fd_.get(), &st) == 0) inode_ = st.st_ino;
+}
+
+bool SharedBuffer::is(int fd) const {
+  struct stat st {};
+  return ::fstat(fd, &st) == 0 && st.st_ino == inode_ && static_cast<size_t>(st.st_size) == size_;
+}
+
+std::shared_ptr<SharedBuffer> ReceivedBuffer::map(UniqueFd fd) {
+  if (last_ && last_->is(fd.get())) return last_;  // fd closes here; the mapping stays
+  last_ = SharedBuffer::attach(std::move(fd));
+  return last_;
+}
+
+SharedBuffer::~SharedBuffer() {
+  if (data_ != nullptr) ::munmap(data_, size_);
+}
+
+}  // namespace ortfleet::detail

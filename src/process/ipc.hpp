@@ -1,0 +1,69 @@
+#pragma once
+// Talking to another process: JSON messages over a SOCK_SEQPACKET socket (message boundaries kept,
+// file descriptors passed along), and shared memory (memfd) that the receiver maps instead of
+// copying bytes through the socket. What the messages mean is the fleet's business (fleet/wire.hpp).
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "process/unique_fd.hpp"
+
+namespace ortfleet::detail {
+
+struct Message {
+  nlohmann::json body;
+  std::vector<UniqueFd> fds;
+};
+
+class MessageChannel {
+ public:
+  explicit MessageChannel(UniqueFd socket) : socket_(std::move(socket)) {}
+  /// A connected pair: [0] for this process, [1] for the child.
+  static std::pair<UniqueFd, UniqueFd> socket_pair();
+
+  void send(const nlohmann::json& body, const std::vector<int>& fds = {});
+  /// Blocks for the next message; nullopt when the peer has closed its end (exited).
+  std::optional<Message> receive();
+  int fd() const { return socket_.get(); }
+
+ private:
+  UniqueFd socket_;
+};
+
+/// Anonymous shared memory (memfd) mapped read-write into this process.
+class SharedBuffer {
+ public:
+  static std::shared_ptr<SharedBuffer> create(size_t bytes);
+  /// Maps a buffer received from another process (takes the descriptor).
+  static std::shared_ptr<SharedBuffer> attach(UniqueFd fd);
+  ~SharedBuffer();
+  SharedBuffer(const SharedBuffer&) = delete;
+  SharedBuffer& operator=(const SharedBuffer&) = delete;
+
+  std::byte* data() const { return static_cast<std::byte*>(data_); }
+  size_t size() const { return size_; }
+  int fd() const { return fd_.get(); }
+  /// Whether `fd` (received from another process) is this very buffer: its mapping can be reused.
+  bool is(int fd) const;
+
+ private:
+  SharedBuffer(UniqueFd fd, void* data, size_t size);
+  UniqueFd fd_;
+  void* data_;
+  size_t size_;
+  uint64_t inode_ = 0;
+};
+
+/// A buffer received again and again (the same memfd, sent with every message): mapped once.
+class ReceivedBuffer {
+ public:
+  /// The mapping of `fd`, reusing the last one when `fd` is the same buffer (the descriptor is closed).
+  std::shared_ptr<SharedBuffer> map(UniqueFd fd);
+
+ private:
+  std::shared_ptr<SharedBuffer> last_;
+};
+
+}  // namespace ortfleet::detail

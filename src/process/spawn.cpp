@@ -1,0 +1,93 @@
+#include "process/spawn.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "ortfleet/base/clock.hpp"
+#include "ortfleet/base/error.hpp"
+#include "process/unique_fd.hpp"
+
+extern char** environ;
+
+namespace ortfleet::detail {
+
+namespace {
+/// posix_spawn_file_actions as an owner.
+class FileActions {
+ public:
+  FileActions() { posix_spawn_file_actions_init(&actions_); }
+  ~FileActions() { posix_spawn_file_actions_destroy(&actions_); }
+  FileActions(const FileActions&) = delete;
+  FileActions& operator=(const FileActions&) = delete;
+  posix_spawn_file_actions_t* get() { return &actions_; }
+
+ private:
+  posix_spawn_file_actions_t actions_;
+};
+}  // namespace
+
+Spawned spawn_process(const SpawnRequest& request) {
+  if (request.argv.empty()) throw Error("spawn_process needs a program");
+  FileActions actions;
+  std::vector<UniqueFd> moved;  // descriptors that already sit at their target number, moved away first
+  for (const auto& [here, there] : request.descriptors) {
+    int source = here;
+    if (source == there) {
+      // dup2 onto the same number would keep close-on-exec set: hand over a copy instead.
+      moved.emplace_back(::fcntl(here, F_DUPFD_CLOEXEC, there + 1));
+      source = moved.back().get();
+    }
+    posix_spawn_file_actions_adddup2(actions.get(), source, there);  // dup2 clears close-on-exec
+  }
+
+  std::map<std::string, std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string kv = *e;
+    const auto eq = kv.find('=');
+    if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  for (const auto& name : request.unset_environment) env.erase(name);
+  for (const auto& [k, v] : request.environment) env[k] = v;
+  Spawned spawned;
+  spawned.spawn_ns = monotonic_ns();
+  env[kSpawnTimeVariable] = std::to_string(spawned.spawn_ns);
+  std::vector<std::string> env_strings;
+  env_strings.reserve(env.size());
+  for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
+  std::vector<char*> envp;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> args = request.argv;
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  pid_t pid = -1;
+  const int rc = request.search_path ? posix_spawnp(&pid, args[0].c_str(), actions.get(), nullptr, argv.data(), envp.data())
+                                     : posix_spawn(&pid, args[0].c_str(), actions.get(), nullptr, argv.data(), envp.data());
+  if (rc != 0) {
+    throw Error("cannot run " + args[0] + ": " + std::strerror(rc), "Check that it is installed and executable");
+  }
+  spawned.pid = pid;
+  return spawned;
+}
+
+std::string describe_signal(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return "was killed by signal " + (abbrev != nullptr ? "SIG" + std::string(abbrev) : std::to_string(sig)) + " (" + strsignal(sig) +
+         ")" + (sig == SIGKILL ? ", possibly by the out-of-memory killer" : "");
+}
+
+std::string describe_exit_status(int status) {
+  if (WIFEXITED(status)) return "exited with code " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return describe_signal(WTERMSIG(status));
+  return "ended (status " + std::to_string(status) + ")";
+}
+
+}  // namespace ortfleet::detail

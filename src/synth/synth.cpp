@@ -1,0 +1,450 @@
+#include "ortfleet/synth/synth.hpp"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <set>
+#include <map>
+#include <tuple>
+
+#include <unistd.h>
+
+#include "synth/onnx_writer.hpp"
+#include "ortfleet/base/error.hpp"
+
+namespace ortfleet::synth {
+namespace fs = std::filesystem;
+using onnx::Attribute;
+using onnx::DataType;
+using onnx::Dim;
+
+namespace {
+
+constexpr uint64_t kInlineLimit = (uint64_t{2} << 30) - (uint64_t{64} << 20);  // protobuf's 2 GB, with room for the graph
+constexpr uint64_t kExternalAlignment = 4096;  // lets ONNX Runtime mmap external weights
+
+/// splitmix64: tiny, fast, and well distributed; one stream per weight so weights are distinct.
+struct SplitMix64 {
+  uint64_t state;
+  uint64_t next() {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+};
+
+/// Uniform floats in [lo, hi), generated and written in chunks so no weight is ever held whole.
+void write_uniform_floats(std::ostream& out, uint64_t count, float lo, float hi, uint64_t seed,
+                          const std::function<void(uint64_t)>& advance) {
+  SplitMix64 rng{seed};
+  std::vector<float> chunk(1 << 18);
+  const float span = hi - lo;
+  uint64_t left = count;
+  while (left > 0) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(left, chunk.size()));
+    for (size_t i = 0; i < n; i += 2) {
+      const uint64_t r = rng.next();
+      // 23 random mantissa bits each: a float in [1, 2), mapped onto [lo, hi).
+      const float a = std::bit_cast<float>(0x3f800000u | static_cast<uint32_t>(r & 0x7fffff)) - 1.0f;
+      const float b = std::bit_cast<float>(0x3f800000u | static_cast<uint32_t>((r >> 32) & 0x7fffff)) - 1.0f;
+      chunk[i] = lo + span * a;
+      if (i + 1 < n) chunk[i + 1] = lo + span * b;
+    }
+    out.write(reinterpret_cast<const char*>(chunk.data()), static_cast<std::streamsize>(n * sizeof(float)));
+    left -= n;
+    advance(n * sizeof(float));
+  }
+}
+
+class GraphBuilder {
+ public:
+  GraphBuilder(std::string name, uint64_t seed) : name_(std::move(name)), seed_(seed) {}
+
+  /// A float32 weight with uniform random values in [lo, hi).
+  std::string weight(const std::string& name, std::vector<int64_t> dims, float lo, float hi) {
+    const uint64_t count = std::accumulate(dims.begin(), dims.end(), uint64_t{1},
+                                           [](uint64_t a, int64_t d) { return a * static_cast<uint64_t>(d); });
+    weights_.push_back({name, std::move(dims), lo, hi, count});
+    parameters_ += count;
+    return name;
+  }
+  /// He-style initialisation: keeps activations bounded through deep stacks.
+  std::string fan_in_weight(const std::string& name, std::vector<int64_t> dims, int64_t fan_in) {
+    const float bound = std::sqrt(3.0f / static_cast<float>(std::max<int64_t>(fan_in, 1)));
+    return weight(name, std::move(dims), -bound, bound);
+  }
+  std::string int64s(const std::string& name, const std::vector<int64_t>& values) {
+    if (constants_.insert(name).second) {
+      small_.push_back(onnx::int64_tensor(name, {static_cast<int64_t>(values.size())}, values));
+    }
+    return name;
+  }
+  std::string scalar(const std::string& name, float value) {
+    if (constants_.insert(name).second) small_.push_back(onnx::float_scalar_tensor(name, value));
+    return name;
+  }
+
+  std::string op(const std::string& type, const std::vector<std::string>& inputs, const std::vector<Attribute>& attrs = {}) {
+    const std::string name = type + "_" + std::to_string(nodes_.size());
+    nodes_.push_back(onnx::node(type, name, inputs, {name}, attrs));
+    if (type == "Conv") ++convs_;
+    return name;
+  }
+
+  void input(const std::string& name, DataType type, const std::vector<Dim>& shape) {
+    inputs_.push_back(onnx::value_info(name, type, shape));
+  }
+  void output(const std::string& name, DataType type, const std::vector<Dim>& shape) {
+    outputs_.push_back(onnx::value_info(name, type, shape));
+  }
+  void set_distinct_convs(int n) { distinct_convs_ = n; }
+
+  ModelSummary write(const std::string& path, const std::string& kind, const WriteOptions& options,
+                     std::vector<std::pair<std::string, std::string>> metadata = {}) {
+    ModelSummary summary;
+    summary.path = path;
+    summary.kind = kind;
+    summary.parameters = parameters_;
+    summary.weight_bytes = parameters_ * sizeof(float);
+    summary.nodes = static_cast<int>(nodes_.size());
+    summary.conv_nodes = convs_;
+    summary.distinct_convs = std::max(distinct_convs_, 0);
+
+    const bool external = options.external_data == ExternalData::always ||
+                          (options.external_data == ExternalData::automatic && summary.weight_bytes > kInlineLimit);
+    if (!external && summary.weight_bytes > kInlineLimit) {
+      throw Error("a model of " + std::to_string(summary.weight_bytes >> 20) + " MiB of weights cannot be one .onnx file",
+                  "Allow external data (drop --external-data never)");
+    }
+    const fs::path model_path(path);
+    if (model_path.has_parent_path()) fs::create_directories(model_path.parent_path());
+
+    uint64_t done = 0;
+    auto advance = [&](uint64_t n) {
+      done += n;
+      if (options.progress) options.progress(done, summary.weight_bytes);
+    };
+
+    onnx::GraphParts parts;
+    parts.name = name_;
+    parts.nodes = std::move(nodes_);
+    parts.inputs = std::move(inputs_);
+    parts.outputs = std::move(outputs_);
+    parts.initializers = std::move(small_);
+
+    if (external) {
+      const std::string data_name = model_path.filename().string() + ".data";
+      summary.external_data_path = (model_path.parent_path() / data_name).string();
+      std::ofstream data(summary.external_data_path, std::ios::binary | std::ios::trunc);
+      if (!data) throw Error("cannot write " + summary.external_data_path, "Check that the folder is writable");
+      uint64_t offset = 0;
+      for (size_t i = 0; i < weights_.size(); ++i) {
+        const auto& w = weights_[i];
+        const uint64_t padding = (kExternalAlignment - offset % kExternalAlignment) % kExternalAlignment;
+        const std::string zeros(padding, '\0');
+        data.write(zeros.data(), static_cast<std::streamsize>(padding));
+        offset += padding;
+        const uint64_t length = w.count * sizeof(float);
+        write_uniform_floats(data, w.count, w.lo, w.hi, stream_seed(i), advance);
+        parts.initializers.push_back(onnx::external_tensor(w.name, DataType::float32, w.dims, {data_name, offset, length}));
+        offset += length;
+      }
+      data.flush();
+      if (!data) throw Error("writing " + summary.external_data_path + " failed", "Check the free disk space");
+    } else {
+      for (size_t i = 0; i < weights_.size(); ++i) {
+        const auto& w = weights_[i];
+        const uint64_t seed = stream_seed(i);
+        parts.initializers.push_back(onnx::tensor(
+            w.name, DataType::float32, w.dims, w.count * sizeof(float),
+            [w, seed, &advance](std::ostream& out) { write_uniform_floats(out, w.count, w.lo, w.hi, seed, advance); }));
+      }
+    }
+
+    metadata.emplace_back("ortfleet.synth.kind", kind);
+    metadata.emplace_back("ortfleet.synth.seed", std::to_string(options.seed));
+    onnx::ProtoMessage proto = onnx::model(std::move(parts), kOpset, metadata);
+    {
+      std::ofstream out(path, std::ios::binary | std::ios::trunc);
+      if (!out) throw Error("cannot write " + path, "Check that the folder exists and is writable");
+      std::vector<char> buffer(1 << 20);
+      out.rdbuf()->pubsetbuf(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+      proto.write(out);
+      out.flush();
+      if (!out) throw Error("writing " + path + " failed", "Check the free disk space");
+    }
+    summary.file_bytes = fs::file_size(path) + (external ? fs::file_size(summary.external_data_path) : 0);
+    weights_.clear();
+    return summary;
+  }
+
+  static constexpr int64_t kOpset = 17;
+
+ private:
+  struct Weight {
+    std::string name;
+    std::vector<int64_t> dims;
+    float lo;
+    float hi;
+    uint64_t count;
+  };
+  uint64_t stream_seed(size_t index) const { return seed_ * 0x100000001b3ULL + index * 0x9e3779b97f4a7c15ULL + 1; }
+
+  std::string name_;
+  uint64_t seed_;
+  std::vector<Weight> weights_;
+  std::vector<onnx::ProtoMessage> small_;
+  std::set<std::string> constants_;
+  std::vector<onnx::ProtoMessage> nodes_;
+  std::vector<onnx::ProtoMessage> inputs_;
+  std::vector<onnx::ProtoMessage> outputs_;
+  uint64_t parameters_ = 0;
+  int convs_ = 0;
+  int distinct_convs_ = -1;
+};
+
+Dim batch_dim(int batch, bool dynamic) { return dynamic ? Dim("batch") : Dim(batch); }
+
+void require(bool ok, const std::string& what) {
+  if (!ok) throw Error("invalid synth parameters: " + what, "See 'ortfleet synth --help' for the allowed ranges");
+}
+
+// --- ResNet ----------------------------------------------------------------------------------------
+
+struct ResNetBuilder {
+  GraphBuilder& g;
+  int index = 0;
+
+  std::string conv_bn(const std::string& x, int64_t in_ch, int64_t out_ch, int64_t k, int64_t stride, bool relu) {
+    const std::string p = "layer" + std::to_string(index++);
+    const std::string w = g.fan_in_weight(p + ".conv.weight", {out_ch, in_ch, k, k}, in_ch * k * k);
+    const int64_t pad = k / 2;
+    std::string y = g.op("Conv", {x, w},
+                         {Attribute::Ints("kernel_shape", {k, k}), Attribute::Ints("strides", {stride, stride}),
+                          Attribute::Ints("pads", {pad, pad, pad, pad}), Attribute::Ints("dilations", {1, 1}),
+                          Attribute::Int("group", 1)});
+    const std::string scale = g.weight(p + ".bn.weight", {out_ch}, 0.5f, 1.0f);
+    const std::string bias = g.weight(p + ".bn.bias", {out_ch}, -0.1f, 0.1f);
+    const std::string mean = g.weight(p + ".bn.running_mean", {out_ch}, -0.1f, 0.1f);
+    const std::string var = g.weight(p + ".bn.running_var", {out_ch}, 0.5f, 1.5f);
+    y = g.op("BatchNormalization", {y, scale, bias, mean, var}, {Attribute::Float("epsilon", 1e-5f)});
+    return relu ? g.op("Relu", {y}) : y;
+  }
+};
+
+int64_t scaled(int64_t channels, double width) {
+  return std::max<int64_t>(8, static_cast<int64_t>(std::lround(static_cast<double>(channels) * width / 8.0)) * 8);
+}
+
+}  // namespace
+
+ModelSummary write_resnet(const std::string& path, const ResNetSpec& spec, const WriteOptions& options) {
+  static const std::map<int, std::pair<bool, std::array<int, 4>>> kLayouts = {
+      {18, {false, {2, 2, 2, 2}}}, {34, {false, {3, 4, 6, 3}}}, {50, {true, {3, 4, 6, 3}}},
+      {101, {true, {3, 4, 23, 3}}}, {152, {true, {3, 8, 36, 3}}}};
+  const auto layout = kLayouts.find(spec.depth);
+  require(layout != kLayouts.end(), "ResNet depth must be 18, 34, 50, 101 or 152");
+  require(spec.width > 0.05 && spec.width <= 8, "width must be in (0.05, 8]");
+  require(spec.image_size >= 32 && spec.image_size <= 1024, "image size must be 32..1024");
+  require(spec.batch >= 1 && spec.batch <= 4096, "batch must be 1..4096");
+  const bool bottleneck = layout->second.first;
+  const int expansion = bottleneck ? 4 : 1;
+
+  GraphBuilder g("resnet" + std::to_string(spec.depth), options.seed);
+  ResNetBuilder b{g};
+  const Dim batch = batch_dim(spec.batch, spec.dynamic_batch);
+  g.input("input", DataType::float32, {batch, 3, spec.image_size, spec.image_size});
+
+  int64_t in_ch = scaled(64, spec.width);
+  std::string x = b.conv_bn("input", 3, in_ch, 7, 2, true);
+  x = g.op("MaxPool", {x}, {Attribute::Ints("kernel_shape", {3, 3}), Attribute::Ints("strides", {2, 2}),
+                            Attribute::Ints("pads", {1, 1, 1, 1})});
+  const std::array<int64_t, 4> stage_width = {64, 128, 256, 512};
+  for (size_t stage = 0; stage < 4; ++stage) {
+    const int64_t mid = scaled(stage_width[stage], spec.width);
+    const int64_t out_ch = mid * expansion;
+    for (int block = 0; block < layout->second.second[stage]; ++block) {
+      const int64_t stride = (stage > 0 && block == 0) ? 2 : 1;
+      std::string shortcut = x;
+      if (stride != 1 || in_ch != out_ch) shortcut = b.conv_bn(x, in_ch, out_ch, 1, stride, false);
+      std::string y;
+      if (bottleneck) {
+        y = b.conv_bn(x, in_ch, mid, 1, 1, true);
+        y = b.conv_bn(y, mid, mid, 3, stride, true);  // stride on the 3x3, as torchvision's ResNet v1.5
+        y = b.conv_bn(y, mid, out_ch, 1, 1, false);
+      } else {
+        y = b.conv_bn(x, in_ch, mid, 3, stride, true);
+        y = b.conv_bn(y, mid, out_ch, 3, 1, false);
+      }
+      x = g.op("Relu", {g.op("Add", {y, shortcut})});
+      in_ch = out_ch;
+    }
+  }
+  x = g.op("Flatten", {g.op("GlobalAveragePool", {x})}, {Attribute::Int("axis", 1)});
+  const std::string fc_w = g.fan_in_weight("fc.weight", {1000, in_ch}, in_ch);
+  const std::string fc_b = g.weight("fc.bias", {1000}, -0.01f, 0.01f);
+  const std::string logits = g.op("Gemm", {x, fc_w, fc_b}, {Attribute::Int("transB", 1)});
+  g.output(logits, DataType::float32, {batch, 1000});
+  return g.write(path, "resnet" + std::to_string(spec.depth), options);
+}
+
+ModelSummary write_conv_zoo(const std::string& path, const ConvZooSpec& spec, const WriteOptions& options) {
+  require(spec.convs >= 1 && spec.convs <= 2000, "convs must be 1..2000");
+  require(spec.max_channels >= 8 && spec.max_channels <= 512, "max channels must be 8..512");
+  require(spec.max_spatial >= 14 && spec.max_spatial <= 512, "max spatial size must be 14..512");
+  require(spec.batch >= 1 && spec.batch <= 1024, "batch must be 1..1024");
+
+  // Every (in, out, kernel, stride, dilation, spatial, depthwise) combination is a distinct cuDNN problem.
+  using Shape = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool>;
+  std::vector<Shape> shapes;
+  const int64_t spatials[] = {spec.max_spatial / 4, spec.max_spatial / 2, spec.max_spatial};
+  for (int64_t in : {3, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512}) {
+    if (in > spec.max_channels) continue;
+    for (int64_t out : {8, 16, 32, 48, 64, 96, 128}) {
+      for (int64_t k : {1, 3, 5, 7}) {
+        for (int64_t stride : {1, 2}) {
+          for (int64_t dilation : {1, 2}) {
+            if (k == 1 && dilation > 1) continue;
+            for (int64_t s : spatials) {
+              shapes.emplace_back(in, out, k, stride, dilation, s, false);
+              if (in == out && k == 3) shapes.emplace_back(in, out, k, stride, dilation, s, true);
+            }
+          }
+        }
+      }
+    }
+  }
+  require(static_cast<size_t>(spec.convs) <= shapes.size(),
+          "at most " + std::to_string(shapes.size()) + " distinct convolutions with these limits");
+  SplitMix64 rng{options.seed};
+  for (size_t i = shapes.size() - 1; i > 0; --i) std::swap(shapes[i], shapes[rng.next() % (i + 1)]);  // Fisher-Yates
+  shapes.resize(static_cast<size_t>(spec.convs));
+
+  // One input per (channels, size) the convolutions need, each conv's output pooled to [N, C] and
+  // all of them concatenated: only ops that every execution provider runs (Conv, GlobalAveragePool,
+  // Flatten, Concat).
+  GraphBuilder g("convzoo", options.seed);
+  std::map<std::pair<int64_t, int64_t>, std::string> inputs;
+  std::vector<std::string> pooled;
+  int64_t out_channels = 0;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const auto [in, out, k, stride, dilation, s, depthwise] = shapes[i];
+    auto [it, added] = inputs.emplace(std::make_pair(in, s), "input_c" + std::to_string(in) + "_s" + std::to_string(s));
+    if (added) g.input(it->second, DataType::float32, {spec.batch, in, s, s});
+    const int64_t group = depthwise ? in : 1;
+    const std::string w = g.fan_in_weight("conv" + std::to_string(i) + ".weight", {out, in / group, k, k}, in / group * k * k);
+    const int64_t pad = dilation * (k - 1) / 2;
+    const std::string y = g.op("Conv", {it->second, w},
+                               {Attribute::Ints("kernel_shape", {k, k}), Attribute::Ints("strides", {stride, stride}),
+                                Attribute::Ints("pads", {pad, pad, pad, pad}), Attribute::Ints("dilations", {dilation, dilation}),
+                                Attribute::Int("group", group)});
+    pooled.push_back(g.op("Flatten", {g.op("GlobalAveragePool", {y})}, {Attribute::Int("axis", 1)}));
+    out_channels += out;
+  }
+  const std::string all = pooled.size() == 1 ? pooled.front() : g.op("Concat", pooled, {Attribute::Int("axis", 1)});
+  g.output(all, DataType::float32, {spec.batch, out_channels});
+  g.set_distinct_convs(spec.convs);
+  return g.write(path, "convzoo", options);
+}
+
+ModelSummary write_transformer(const std::string& path, const TransformerSpec& spec, const WriteOptions& options) {
+  require(spec.layers >= 1 && spec.layers <= 256, "layers must be 1..256");
+  require(spec.hidden >= 16 && spec.hidden <= 16384, "hidden width must be 16..16384");
+  require(spec.heads >= 1 && spec.hidden % spec.heads == 0, "hidden width must be a multiple of heads");
+  require(spec.sequence >= 1 && spec.sequence <= 65536, "sequence must be 1..65536");
+  require(spec.vocabulary >= 2, "vocabulary must be at least 2");
+  require(spec.ffn_multiplier >= 1 && spec.ffn_multiplier <= 16, "ffn multiplier must be 1..16");
+  require(spec.batch >= 1 && spec.batch <= 4096, "batch must be 1..4096");
+
+  const int64_t h = spec.hidden;
+  const int64_t n = spec.heads;
+  const int64_t d = h / n;
+  const int64_t ffn = h * spec.ffn_multiplier;
+  GraphBuilder g("transformer", options.seed);
+  const Dim batch = batch_dim(spec.batch, spec.dynamic_batch);
+  g.input("input_ids", DataType::int64, {batch, spec.sequence});
+
+  auto linear = [&](const std::string& x, const std::string& name, int64_t in, int64_t out) {
+    const std::string w = g.fan_in_weight(name + ".weight", {in, out}, in);
+    const std::string b = g.weight(name + ".bias", {out}, -0.02f, 0.02f);
+    return g.op("Add", {g.op("MatMul", {x, w}), b});
+  };
+  auto layer_norm = [&](const std::string& x, const std::string& name) {
+    const std::string gamma = g.weight(name + ".weight", {h}, 0.9f, 1.1f);
+    const std::string beta = g.weight(name + ".bias", {h}, -0.02f, 0.02f);
+    return g.op("LayerNormalization", {x, gamma, beta},
+                {Attribute::Int("axis", -1), Attribute::Float("epsilon", 1e-5f)});
+  };
+
+  const std::string table = g.weight("embeddings.word", {spec.vocabulary, h}, -0.05f, 0.05f);
+  const std::string positions = g.weight("embeddings.position", {spec.sequence, h}, -0.05f, 0.05f);
+  std::string x = g.op("Add", {g.op("Gather", {table, "input_ids"}, {Attribute::Int("axis", 0)}), positions});
+  x = layer_norm(x, "embeddings.norm");
+
+  const std::string heads_shape = g.int64s("shape_heads", {0, 0, n, d});
+  const std::string hidden_shape = g.int64s("shape_hidden", {0, 0, h});
+  const std::string scale = g.scalar("attention_scale", std::sqrt(static_cast<float>(d)));
+  for (int l = 0; l < spec.layers; ++l) {
+    const std::string p = "layer" + std::to_string(l);
+    auto split_heads = [&](const std::string& t, std::vector<int64_t> perm) {
+      return g.op("Transpose", {g.op("Reshape", {t, heads_shape})}, {Attribute::Ints("perm", std::move(perm))});
+    };
+    const std::string q = split_heads(linear(x, p + ".attention.query", h, h), {0, 2, 1, 3});
+    const std::string k = split_heads(linear(x, p + ".attention.key", h, h), {0, 2, 3, 1});
+    const std::string v = split_heads(linear(x, p + ".attention.value", h, h), {0, 2, 1, 3});
+    const std::string scores = g.op("Div", {g.op("MatMul", {q, k}), scale});
+    const std::string probs = g.op("Softmax", {scores}, {Attribute::Int("axis", -1)});
+    std::string context = g.op("Transpose", {g.op("MatMul", {probs, v})}, {Attribute::Ints("perm", {0, 2, 1, 3})});
+    context = g.op("Reshape", {context, hidden_shape});
+    const std::string attention = linear(context, p + ".attention.output", h, h);
+    x = layer_norm(g.op("Add", {attention, x}), p + ".attention.norm");
+
+    // GELU written out with Erf, as exporters emit it (ONNX Runtime fuses it back into one kernel).
+    const std::string up = linear(x, p + ".ffn.up", h, ffn);
+    const std::string erf = g.op("Erf", {g.op("Div", {up, g.scalar("sqrt2", std::sqrt(2.0f))})});
+    const std::string gelu = g.op("Mul", {g.op("Mul", {up, g.op("Add", {erf, g.scalar("one", 1.0f)})}),
+                                          g.scalar("half", 0.5f)});
+    const std::string down = linear(gelu, p + ".ffn.down", ffn, h);
+    x = layer_norm(g.op("Add", {down, x}), p + ".ffn.norm");
+  }
+  g.output(x, DataType::float32, {batch, spec.sequence, h});
+  return g.write(path, "transformer", options,
+                 {{"ortfleet.input_range.input_ids", "0," + std::to_string(spec.vocabulary - 1)}});
+}
+
+ModelSummary write_mlp(const std::string& path, const MlpSpec& spec, const WriteOptions& options) {
+  require(spec.layers >= 1 && spec.layers <= 1000, "layers must be 1..1000");
+  require(spec.width >= 1 && spec.width <= 65536, "width must be 1..65536");
+  require(spec.batch >= 1, "batch must be at least 1");
+  GraphBuilder g("mlp", options.seed);
+  g.input("input", DataType::float32, {spec.batch, spec.width});
+  std::string x = "input";
+  for (int l = 0; l < spec.layers; ++l) {
+    const std::string p = "layer" + std::to_string(l);
+    const std::string w = g.fan_in_weight(p + ".weight", {spec.width, spec.width}, spec.width);
+    const std::string b = g.weight(p + ".bias", {spec.width}, -0.1f, 0.1f);
+    x = g.op("Relu", {g.op("Add", {g.op("MatMul", {x, w}), b})});
+  }
+  g.output(x, DataType::float32, {spec.batch, spec.width});
+  return g.write(path, "mlp", options);
+}
+
+std::string default_model(const std::string& cache_dir) {
+  const fs::path path = fs::path(cache_dir) / "resnet50-seed1.onnx";
+  std::error_code ec;
+  if (fs::exists(path, ec) && fs::file_size(path, ec) > 0) return path.string();
+  fs::create_directories(cache_dir);
+  // Write under a temporary name and rename, so that a concurrent or interrupted run never leaves
+  // a half-written default model behind.
+  const fs::path partial = path.string() + ".partial-" + std::to_string(::getpid());
+  write_resnet(partial.string(), ResNetSpec{});
+  fs::rename(partial, path);
+  return path.string();
+}
+
+}  // namespace ortfleet::synth

@@ -1,0 +1,109 @@
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "ortfleet/diagnostics/bench.hpp"
+#include "ortfleet/base/error.hpp"
+#include "test_support.hpp"
+
+namespace ortfleet {
+
+TEST(Bench, TimesEveryStrategyInFreshProcessesWithBaselines) {
+  BenchOptions o;
+  o.model = test::mlp_model();
+  o.devices = {Device::cpu(0), Device::cpu(1)};
+  o.runs = 2;
+  o.warmup_rounds = 0;
+  o.anchors = false;
+  o.ortfleet_executable = test::bin("ortfleet");
+  const BenchReport r = run_bench(o);
+  // Four strategies on 2 devices, then the two one-device baselines.
+  ASSERT_EQ(r.rows.size(), 6u);
+  for (const auto& row : r.rows) {
+    ASSERT_TRUE(row.ok()) << row.label << ": " << row.error;
+    EXPECT_EQ(row.wall_ms.size(), 2u);
+    EXPECT_LE(row.min_ms, row.median_ms);
+    EXPECT_LE(row.median_ms, row.max_ms);
+    EXPECT_GT(row.min_ms, 0.0);
+    EXPECT_FALSE(row.median_report.timeline.events().empty());
+  }
+  EXPECT_EQ(r.rows[3].label, "fleet");
+  EXPECT_EQ(r.rows[3].baseline, "fleet (1 device)");
+  EXPECT_EQ(r.rows[0].baseline, "plain (1 device)");
+  EXPECT_NEAR(r.rows[3].ratio_to_one * r.rows[3].efficiency, 1.0, 1e-9);
+  EXPECT_FALSE(r.fastest.empty());
+  EXPECT_EQ(r.comparisons.size(), 3u);
+  EXPECT_FALSE(r.skipped.empty());  // the anchors were turned off, and the report says so
+  const auto j = nlohmann::json::parse(r.to_json());
+  EXPECT_EQ(j["rows"].size(), 6u);
+  EXPECT_NE(r.to_markdown().find("| fleet | 2 |"), std::string::npos);
+}
+
+TEST(Bench, AFailingCaseIsReportedNotFatal) {
+  BenchOptions o;
+  o.model = test::mlp_model();
+  o.devices = {Device::cpu(0), Device::cuda(9)};
+  o.strategies = {Strategy::sequential};
+  o.runs = 1;
+  o.warmup_rounds = 0;
+  o.anchors = false;
+  o.ortfleet_executable = test::bin("ortfleet");
+  const BenchReport r = run_bench(o);
+  ASSERT_FALSE(r.rows.empty());
+  EXPECT_FALSE(r.rows[0].ok());
+  EXPECT_FALSE(r.rows[0].error.empty());
+}
+
+TEST(Bench, InferenceThroughputOverDevicesAndThreads) {
+  ThroughputOptions o;
+  o.model = test::mlp_model();
+  o.devices = {Device::cpu(0), Device::cpu(1)};
+  o.seconds = 0.3;
+  const ThroughputReport r = run_throughput(o);
+  ASSERT_EQ(r.rows.size(), 4u);  // 1 thread, 2 threads on one session, 2 worker processes, 2 sessions in process
+  for (const auto& row : r.rows) {
+    EXPECT_GT(row.inferences_per_s, 0.0) << row.label;
+    EXPECT_LE(row.p50_ms, row.p99_ms);
+  }
+  EXPECT_DOUBLE_EQ(r.rows[0].speedup, 1.0);
+  EXPECT_EQ(r.rows[2].devices, 2);
+  EXPECT_EQ(r.rows[3].devices, 2);
+  EXPECT_NE(r.rows[2].label, r.rows[3].label);
+  EXPECT_EQ(nlohmann::json::parse(r.to_json())["rows"].size(), 4u);
+}
+
+TEST(Bench, RejectsNonsense) {
+  BenchOptions o;
+  o.model = test::mlp_model();
+  o.runs = 0;
+  EXPECT_THROW(run_bench(o), Error);
+  o.runs = 1;
+  o.model = "/nonexistent.onnx";
+  EXPECT_THROW(run_bench(o), Error);
+}
+
+TEST(Bench, TheFleetFromPythonIsComparedWithoutTheInterpretersStart) {
+  BenchRow python;
+  python.label = "fleet from Python";
+  python.family = "onnxruntime-python";
+  python.strategy = "python-ortfleet";
+  python.device_count = 2;
+  python.wall_ms = {650, 660, 640};
+  python.median_ms = 650;
+  python.process_start_ms = {50, 60, 52};
+  BenchRow cli;
+  cli.label = "fleet";
+  cli.family = "ortfleet";
+  cli.strategy = "fleet";
+  cli.device_count = 2;
+  cli.wall_ms = {570};
+  cli.median_ms = 570;
+  const auto note = python_fleet_note({python, cli});
+  ASSERT_TRUE(note.has_value());
+  EXPECT_EQ(*note, "fleet from Python: 52 ms of its 650 ms went to starting the Python interpreter, before `import ortfleet`; "
+                   "from there to ready: 598 ms, 1.05x the command line's fleet (570 ms)");
+  cli.device_count = 1;  // a fleet on another number of devices is no comparison
+  EXPECT_FALSE(python_fleet_note({python, cli}).has_value());
+}
+
+}  // namespace ortfleet

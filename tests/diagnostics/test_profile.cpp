@@ -1,0 +1,149 @@
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "ortfleet/base/error.hpp"
+#include "ortfleet/diagnostics/profile.hpp"
+#include "test_support.hpp"
+#include "ortfleet/engine/model_file.hpp"
+
+namespace ortfleet {
+
+namespace {
+std::string profile_error(const std::string& text) {
+  try {
+    parse_ort_profile(text, "p.json");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+constexpr int64_t ms = 1'000'000;
+}  // namespace
+
+TEST(Profile, OrtProfileParserAcceptsWhatOnnxRuntimeWrites) {
+  const auto events = parse_ort_profile(R"([
+    {"cat":"Session","name":"model_loading_uri","ts":1,"dur":100,"ph":"X","args":{}},
+    {"cat":"Node","name":"conv1_kernel_time","ts":150,"dur":40,"ph":"X","args":{"op_name":"Conv","provider":"CUDAExecutionProvider"}}
+  ])", "p.json");
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[1].op, "Conv");
+  EXPECT_EQ(events[1].provider, "CUDAExecutionProvider");
+  EXPECT_EQ(events[1].dur_us, 40);
+}
+
+TEST(Profile, OrtProfileParserRejectsMalformedInput) {
+  EXPECT_NE(profile_error("{").find("malformed ONNX Runtime profile p.json: not JSON"), std::string::npos);
+  EXPECT_NE(profile_error(R"({"cat": "Node"})").find("expected an array"), std::string::npos);
+  EXPECT_NE(profile_error("[1]").find("event 0 is not an object"), std::string::npos);
+  EXPECT_NE(profile_error(R"([{"cat":"Node","name":"x","ts":1}])").find("event 0 has no \"dur\""), std::string::npos);
+  EXPECT_NE(profile_error(R"([{"cat":"Node","name":"x","ts":"1","dur":2}])").find("wrong type"), std::string::npos);
+  EXPECT_NE(profile_error(R"([{"cat":"Node","name":"x","ts":1,"dur":-2}])").find("negative duration"), std::string::npos);
+}
+
+TEST(Profile, LogParserNamesTheBadLine) {
+  EXPECT_EQ(parse_ort_log(R"({"t":5,"severity":1,"message":"hi"})" "\n\n", "l").size(), 1u);
+  try {
+    parse_ort_log(R"({"t":5,"severity":1,"message":"hi"})" "\n{\"t\": 6}\n", "log.jsonl");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("log.jsonl line 2"), std::string::npos) << e.what();
+  }
+}
+
+// Phases from a start whose timings are known exactly: every millisecond lands where it belongs.
+TEST(Profile, AttributesTheColdStartToNamedPhases) {
+  StartReport start;
+  start.model = "m.onnx";
+  start.spawn_ns = 0;
+  start.main_ns = 2 * ms;
+  DeviceStatus d;
+  d.device = Device::cuda(0);
+  d.state = DeviceState::ready;
+  start.devices = {d};
+  start.timeline = Timeline(0);
+  start.timeline.add({phase::process_start, "process", 0, 2 * ms, 1, {}});
+  start.timeline.add({phase::runtime_load, "process", 10 * ms, 40 * ms, 1, {}});
+  start.timeline.add({phase::ep_register, "cuda:0", 40 * ms, 140 * ms, 1, {}});
+  start.timeline.add({phase::cuda_context, "cuda:0", 140 * ms, 240 * ms, 1, {}});
+  start.timeline.add({phase::session_create, "cuda:0", 240 * ms, 1240 * ms, 1, {}});
+  start.timeline.add({phase::warmup, "cuda:0", 1240 * ms, 1740 * ms, 1, {{"run", "1"}}});
+  start.timeline.add({phase::warmup, "cuda:0", 1740 * ms, 1750 * ms, 1, {{"run", "2"}}});
+  start.timeline.add({phase::warmup, "cuda:0", 1750 * ms, 1762 * ms, 1, {{"run", "3"}}});
+  const std::vector<OrtLogLine> log = {
+      {440 * ms, 1, "Initializing session."},
+      {500 * ms, 1, "Applying graph transformer ConstantFolding on step 1."},
+      {700 * ms, 1, "GraphTransformer ConstantFolding modified: 1 with status: OK"},
+      {700 * ms, 1, "Applying graph transformer GeluFusion on step 1."},
+      {750 * ms, 1, "GraphTransformer GeluFusion modified: 0 with status: OK"},
+      {900 * ms, 1, "Saving initialized tensors."},
+      {1100 * ms, 1, "Done saving initialized tensors"},
+      {1200 * ms, 1, "Session successfully initialized."},
+  };
+  const std::vector<OrtProfileEvent> ort = {
+      {"Session", "session_initialization", 0, 1000, "", ""},
+      {"Session", "model_run", 2000, 500, "", ""},
+      {"Node", "conv_kernel_time", 2010, 400, "Conv", "CUDAExecutionProvider"},
+      {"Node", "shape_kernel_time", 2450, 5, "Shape", "CPUExecutionProvider"},
+      {"Session", "model_run", 3000, 10, "", ""},
+      {"Node", "conv_kernel_time", 3001, 4, "Conv", "CUDAExecutionProvider"},
+      {"Node", "shape_kernel_time", 3006, 1, "Shape", "CPUExecutionProvider"},
+  };
+  ModelFacts facts;
+  facts.initializer_bytes = 400'000'000;
+  const ProfileReport r = build_profile(start, log, ort, facts);
+  std::map<std::string, double> p;
+  for (const auto& phase : r.phases) p[phase.name] = phase.ms;
+  EXPECT_DOUBLE_EQ(r.wall_ms, 1740);
+  EXPECT_DOUBLE_EQ(p["process.start"], 2);
+  EXPECT_DOUBLE_EQ(p["tool.setup"], 8);
+  EXPECT_DOUBLE_EQ(p["runtime.load"], 30);
+  EXPECT_DOUBLE_EQ(p["ep.register"], 100);
+  EXPECT_DOUBLE_EQ(p["cuda.context"], 100);
+  EXPECT_DOUBLE_EQ(p["model.load"], 200);
+  EXPECT_DOUBLE_EQ(p["session.setup"], 60);
+  EXPECT_DOUBLE_EQ(p["graph.optimization"], 250);
+  EXPECT_DOUBLE_EQ(p["partitioning"], 150);
+  EXPECT_DOUBLE_EQ(p["initializer.upload"], 200);
+  EXPECT_DOUBLE_EQ(p["kernel.creation"], 100);
+  EXPECT_DOUBLE_EQ(p["session.other"], 40);
+  EXPECT_DOUBLE_EQ(p["warmup"], 500);
+  EXPECT_NEAR(r.attributed_ms, 1740, 1e-9);  // every millisecond from exec to the first inference's end
+  EXPECT_NEAR(r.upload_gb_per_s, 2.0, 1e-9);
+  ASSERT_EQ(r.transformers.size(), 2u);
+  EXPECT_EQ(r.transformers[0].first, "ConstantFolding");
+  EXPECT_DOUBLE_EQ(r.transformers[0].second, 200);
+  EXPECT_EQ(r.conv_nodes, 1);
+  EXPECT_DOUBLE_EQ(r.conv_first_ms, 0.4);
+  EXPECT_DOUBLE_EQ(r.conv_steady_ms, 0.004);
+  EXPECT_EQ(r.cpu_fallback, std::vector<std::string>{"Shape"});
+  EXPECT_EQ(r.placement.at("CUDAExecutionProvider"), 1);
+  EXPECT_DOUBLE_EQ(r.steady_p50_ms, 11);
+  ASSERT_EQ(r.top_costs.size(), 3u);
+  EXPECT_EQ(r.top_costs[0].rfind("first inference (warm-up): 500 ms", 0), 0u) << r.top_costs[0];
+  EXPECT_TRUE(nlohmann::json::parse(r.to_json()).contains("phases"));
+  // ONNX Runtime's events joined our timeline, aligned on the end of session creation.
+  bool aligned = false;
+  for (const auto& e : r.timeline.events()) aligned = aligned || (e.name == "session_initialization" && e.end_ns == 1240 * ms);
+  EXPECT_TRUE(aligned);
+}
+
+TEST(Profile, RunsAColdStartInAFreshProcessAndAttributesMostOfIt) {
+  ProfileOptions o;
+  o.model = test::resnet18_model();
+  o.steady_runs = 3;
+  o.ortfleet_executable = test::bin("ortfleet");
+  const ProfileReport r = run_profile(o);
+  EXPECT_GT(r.wall_ms, 0.0);
+  EXPECT_GE(r.attributed_share(), 0.9) << r.to_json();
+  EXPECT_LE(r.attributed_share(), 1.0 + 1e-9);
+  bool graph = false;
+  for (const auto& p : r.phases) graph = graph || p.name == "graph.optimization";
+  EXPECT_TRUE(graph);
+  EXPECT_GT(r.conv_nodes, 0);
+  EXPECT_FALSE(r.ort_profile_path.empty());
+  EXPECT_GT(r.steady_p50_ms, 0.0);
+}
+
+}  // namespace ortfleet

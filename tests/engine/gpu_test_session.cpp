@@ -1,0 +1,164 @@
+// GPU tests: they skip themselves where no GPU is present (ctest label "gpu").
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "ortfleet/base/error.hpp"
+#include "ortfleet/engine/session.hpp"
+#include "ortfleet/synth/synth.hpp"
+#include "test_support.hpp"
+
+namespace ortfleet {
+namespace fs = std::filesystem;
+
+namespace {
+std::vector<float> output_of(const std::string& model, const Device& device, const RunConfig& config, const std::vector<Tensor>* inputs = nullptr) {
+  SessionSpec spec;
+  spec.model_path = model;
+  spec.device = device;
+  spec.config = config;
+  Session s(spec);
+  const auto in = inputs ? *inputs : random_inputs(s.inputs(), 11);
+  const auto out = s.run(in);
+  return {out[0].values<float>(), out[0].values<float>() + out[0].element_count()};
+}
+
+double relative_error(const std::vector<float>& got, const std::vector<float>& want) {
+  double diff = 0;
+  double norm = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    diff += (got[i] - want[i]) * static_cast<double>(got[i] - want[i]);
+    norm += want[i] * static_cast<double>(want[i]);
+  }
+  return std::sqrt(diff / std::max(norm, 1e-30));
+}
+
+RunConfig exact() {
+  RunConfig c;
+  c.cuda.tf32 = false;  // compare against the CPU in full float32
+  return c;
+}
+
+SessionSpec on_first_gpu(const std::string& model) {
+  SessionSpec spec;
+  spec.model_path = model;
+  spec.device = Device::cuda(0);
+  spec.config = exact();
+  return spec;
+}
+}  // namespace
+
+TEST(GpuSession, ResNetOnTheGpuMatchesTheCpu) {
+  ORTFLEET_REQUIRE_GPU();
+  SessionSpec cpu;
+  cpu.model_path = test::resnet18_model();
+  Session reference(cpu);
+  const auto inputs = random_inputs(reference.inputs(), 5);
+  const auto want = output_of(test::resnet18_model(), Device::cpu(), {}, &inputs);
+  const auto got = output_of(test::resnet18_model(), Device::cuda(0), exact(), &inputs);
+  ASSERT_EQ(got.size(), want.size());
+  EXPECT_LT(relative_error(got, want), 1e-3);
+}
+
+TEST(GpuSession, ConvZooRunsWithEveryConvAlgorithmSearch) {
+  ORTFLEET_REQUIRE_GPU();
+  for (auto search : {ConvAlgoSearch::exhaustive, ConvAlgoSearch::heuristic, ConvAlgoSearch::default_algo}) {
+    RunConfig c = exact();
+    c.cuda.conv_algo_search = search;
+    const auto out = output_of(test::conv_zoo_model(), Device::cuda(0), c);
+    ASSERT_GT(out.size(), 120u);
+    for (float v : out) ASSERT_TRUE(std::isfinite(v)) << to_string(search);
+  }
+}
+
+TEST(GpuSession, DeviceTensorsGoInAndOutWithoutHostCopies) {
+  ORTFLEET_REQUIRE_GPU();
+  SessionSpec spec = on_first_gpu(test::mlp_model());  // input and output are both [1, 64] float32
+  Session s(spec);
+  const auto host_in = random_inputs(s.inputs(), 2);
+  auto on_gpu = s.run(host_in, /*outputs_on_device=*/true);
+  ASSERT_TRUE(on_gpu[0].on_gpu());
+  on_gpu[0].name = "input";
+  const auto again = s.run({on_gpu[0]});  // a device tensor bound as input (IO binding)
+  const auto first = s.run(host_in);
+  const auto twice = s.run({first[0].name == "input" ? first[0] : Tensor::host_copy("input", ElementType::float32, first[0].shape, first[0].data)});
+  ASSERT_EQ(again[0].element_count(), twice[0].element_count());
+  for (int64_t i = 0; i < again[0].element_count(); ++i) EXPECT_NEAR(again[0].values<float>()[i], twice[0].values<float>()[i], 1e-5f);
+}
+
+TEST(GpuSession, ACapturedCudaGraphFollowsItsInputs) {
+  ORTFLEET_REQUIRE_GPU();
+  SessionSpec spec = on_first_gpu(test::resnet18_model());
+  Session plain(spec);
+  spec.config.cuda.cuda_graph = true;
+  Session graph(spec);
+  graph.warm_up(1);  // captures the graph on the warm-up inputs
+  // Two different inputs after the capture: a replay that ignored them would repeat the warm-up output.
+  for (uint64_t seed : {21u, 22u}) {
+    const auto inputs = random_inputs(plain.inputs(), seed);
+    const auto want = plain.run(inputs);
+    const auto got = graph.run(inputs);
+    ASSERT_EQ(got[0].element_count(), want[0].element_count());
+    std::vector<float> g(got[0].values<float>(), got[0].values<float>() + got[0].element_count());
+    std::vector<float> w(want[0].values<float>(), want[0].values<float>() + want[0].element_count());
+    EXPECT_LT(relative_error(g, w), 1e-4) << "seed " << seed;
+    const auto on_device = graph.run(inputs, /*outputs_on_device=*/true);  // device outputs are copies, not the graph's buffer
+    ASSERT_TRUE(on_device[0].on_gpu());
+    EXPECT_NE(on_device[0].data, graph.run(inputs, true)[0].data);
+  }
+  auto wrong = random_inputs(plain.inputs(), 1);
+  wrong[0].shape[0] += 1;  // another batch size: refused before anything is copied
+  try {
+    graph.run(wrong);
+    ADD_FAILURE() << "a shape other than the captured one was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("captured"), std::string::npos) << e.what();
+  }
+}
+
+TEST(GpuSession, GigabyteTransformerRunsOnTheGpu) {
+  ORTFLEET_REQUIRE_GPU();
+  const auto path = (test::scratch_dir() / "transformer-1gb-gpu.onnx").string();
+  const auto summary = synth::write_transformer(path, {});
+  EXPECT_GE(summary.file_bytes, 1'000'000'000u);
+  const auto out = output_of(path, Device::cuda(0), {});
+  EXPECT_EQ(out.size(), 128u * 1024u);
+  for (size_t i = 0; i < out.size(); i += 101) ASSERT_TRUE(std::isfinite(out[i]));
+  fs::remove(path);
+}
+
+TEST(GpuSession, ModelCacheHitOnTheGpuGivesTheSameResults) {
+  ORTFLEET_REQUIRE_GPU();
+  SessionSpec spec = on_first_gpu(test::resnet18_model());
+  spec.config.session.optimized_model_cache = true;
+  spec.cache_dir = (test::scratch_dir() / "gpu-cache").string();
+  std::vector<float> first;
+  std::vector<Tensor> inputs;
+  {
+    Session miss(spec);
+    EXPECT_FALSE(miss.used_model_cache());
+    inputs = random_inputs(miss.inputs(), 3);
+    const auto out = miss.run(inputs);
+    first.assign(out[0].values<float>(), out[0].values<float>() + out[0].element_count());
+  }
+  Session hit(spec);
+  EXPECT_TRUE(hit.used_model_cache());
+  const auto out = hit.run(inputs);
+  const std::vector<float> second(out[0].values<float>(), out[0].values<float>() + out[0].element_count());
+  EXPECT_LT(relative_error(second, first), 1e-4);
+}
+
+TEST(GpuSession, ADeviceThatDoesNotExistFailsWithItsName) {
+  ORTFLEET_REQUIRE_GPU();
+  SessionSpec spec;
+  spec.model_path = test::mlp_model();
+  spec.device = Device::cuda(64);
+  try {
+    Session s(spec);
+    FAIL() << "cuda:64 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cuda:64"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace ortfleet

@@ -1,0 +1,83 @@
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "ortfleet/engine/devices.hpp"
+#include "ortfleet/base/error.hpp"
+
+namespace ortfleet {
+
+TEST(Devices, AllMeansEveryGpuOrOneCpuSession) {
+  EXPECT_EQ(parse_devices("all", 0), std::vector<Device>{Device::cpu()});
+  EXPECT_EQ(parse_devices("", 2), (std::vector<Device>{Device::cuda(0), Device::cuda(1)}));
+}
+
+TEST(Devices, ListsRangesAndPrefixes) {
+  EXPECT_EQ(parse_devices("0,2", 4), (std::vector<Device>{Device::cuda(0), Device::cuda(2)}));
+  EXPECT_EQ(parse_devices("1-3", 4), (std::vector<Device>{Device::cuda(1), Device::cuda(2), Device::cuda(3)}));
+  EXPECT_EQ(parse_devices("cuda:0, cuda:3", 4), (std::vector<Device>{Device::cuda(0), Device::cuda(3)}));
+  EXPECT_EQ(parse_devices("cpu*3", 0), (std::vector<Device>{Device::cpu(0), Device::cpu(1), Device::cpu(2)}));
+  EXPECT_EQ(parse_devices("cpu,cpu:1", 0), (std::vector<Device>{Device::cpu(0), Device::cpu(1)}));
+}
+
+TEST(Devices, AGpuThatDoesNotExistNamesTheOnesThatDo) {
+  try {
+    parse_devices("4", 4);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no GPU cuda:4 (this machine has 4 GPUs: cuda:0 to cuda:3)"), std::string::npos) << e.what();
+  }
+  try {
+    parse_devices("0", 0);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("use --devices cpu"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Devices, MalformedListsAreRejected) {
+  for (const char* bad : {"gpu0", "1-", "3-1", "cpu*0", "cpu*x", ",", "0,,1", "-1", "cuda:", "cpu:x"}) {
+    EXPECT_THROW(parse_devices(bad, 4), Error) << bad;
+  }
+  EXPECT_THROW(parse_devices("0,0", 4), Error);
+}
+
+TEST(Devices, ToStringAndParseRoundTrip) {
+  for (const Device& d : {Device::cpu(), Device::cpu(3), Device::cuda(0), Device::cuda(7)}) {
+    EXPECT_EQ(Device::parse(d.to_string()), d) << d.to_string();
+  }
+  EXPECT_EQ(Device::cpu().to_string(), "cpu");
+  EXPECT_THROW(Device::parse("cuda:x"), Error);
+}
+
+TEST(Devices, GpuCountHonoursCudaVisibleDevicesWithoutInitialisingCuda) {
+  const char* original = std::getenv("CUDA_VISIBLE_DEVICES");
+  const std::string saved = original ? original : "";
+  ::unsetenv("CUDA_VISIBLE_DEVICES");
+  const int all = gpu_count();
+  ::setenv("CUDA_VISIBLE_DEVICES", "", 1);
+  EXPECT_EQ(gpu_count(), 0);
+  ::setenv("CUDA_VISIBLE_DEVICES", "-1", 1);
+  EXPECT_EQ(gpu_count(), 0);
+  ::setenv("CUDA_VISIBLE_DEVICES", "0", 1);
+  EXPECT_EQ(gpu_count(), std::min(all, 1));
+  ::unsetenv("CUDA_VISIBLE_DEVICES");
+  EXPECT_EQ(gpu_count(), all);
+  if (original != nullptr) ::setenv("CUDA_VISIBLE_DEVICES", saved.c_str(), 1);
+}
+
+TEST(Devices, ProbeNeverThrowsAndExplainsAMissingDriver) {
+  const CudaDriverInfo& info = probe_cuda_driver();
+  if (!info.loaded) {
+    EXPECT_FALSE(info.error.empty());
+    EXPECT_TRUE(info.gpus.empty());
+  } else {
+    for (const auto& g : info.gpus) {
+      EXPECT_FALSE(g.name.empty());
+      EXPECT_GT(g.total_memory, 0u);
+      EXPECT_GE(g.compute_major, 3);
+    }
+  }
+}
+
+}  // namespace ortfleet

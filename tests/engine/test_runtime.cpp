@@ -1,0 +1,55 @@
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "ortfleet/base/error.hpp"
+#include "ortfleet/engine/runtime.hpp"
+
+namespace ortfleet {
+
+TEST(Runtime, LoadsTheFetchedRuntimeAndReportsIt) {
+  const RuntimeInfo& rt = load_runtime();
+  EXPECT_FALSE(rt.library_path.empty());
+  EXPECT_FALSE(rt.source.empty());
+  int major = 0, minor = 0;
+  ASSERT_EQ(std::sscanf(rt.version.c_str(), "%d.%d", &major, &minor), 2) << rt.version;
+  EXPECT_TRUE(major > 1 || minor >= kOldestSupportedOrtMinor) << rt.version;
+  EXPECT_NE(std::find(rt.providers.begin(), rt.providers.end(), "CPUExecutionProvider"), rt.providers.end());
+  EXPECT_EQ(loaded_runtime(), &rt);
+}
+
+TEST(Runtime, LoadingAgainReturnsTheSameRuntime) {
+  const RuntimeInfo& a = load_runtime();
+  const RuntimeInfo& b = load_runtime();
+  EXPECT_EQ(&a, &b);
+}
+
+TEST(Runtime, AskingForAnotherLibraryOnceLoadedIsAnError) {
+  load_runtime();
+  EXPECT_THROW(load_runtime("/nonexistent/libonnxruntime.so"), Error);
+}
+
+TEST(Runtime, CandidatesFollowTheDocumentedOrder) {
+  ::setenv("ORTFLEET_ORT_LIB", "/from/env/libonnxruntime.so", 1);
+  const auto c = runtime_candidates("/from/flag/libonnxruntime.so");
+  ::unsetenv("ORTFLEET_ORT_LIB");
+  ASSERT_GE(c.size(), 2u);
+  EXPECT_EQ(c[0].source, "--ort-lib");
+  EXPECT_EQ(c[0].path, "/from/flag/libonnxruntime.so");
+  EXPECT_TRUE(c[0].explicit_choice);
+  EXPECT_FALSE(c[0].exists);
+  EXPECT_EQ(c[1].source, "ORTFLEET_ORT_LIB");
+  EXPECT_TRUE(c[1].explicit_choice);
+}
+
+TEST(Runtime, AFolderGivenAsLibraryIsSearchedForTheLibrary) {
+  const RuntimeInfo& rt = load_runtime();
+  const std::string folder = std::filesystem::path(rt.library_path).parent_path().string();
+  const auto c = runtime_candidates(folder);
+  ASSERT_FALSE(c.empty());
+  EXPECT_TRUE(c[0].exists);
+  EXPECT_NE(c[0].path.find("libonnxruntime.so"), std::string::npos);
+}
+
+}  // namespace ortfleet

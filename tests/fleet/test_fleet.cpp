@@ -1,0 +1,185 @@
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <nlohmann/json.hpp>
+
+#include "ortfleet/base/error.hpp"
+#include "ortfleet/engine/session.hpp"
+#include "ortfleet/fleet/fleet.hpp"
+#include "ortfleet/fleet/start_report.hpp"
+#include "test_support.hpp"
+
+namespace ortfleet {
+
+namespace {
+FleetOptions cpu_fleet(Strategy s, int n = 2) {
+  FleetOptions o;
+  o.strategy = s;
+  for (int i = 0; i < n; ++i) o.devices.push_back(Device::cpu(i));
+  return o;
+}
+
+std::vector<float> reference_output(const std::vector<Tensor>& inputs) {
+  SessionSpec spec;
+  spec.model_path = test::mlp_model();
+  Session s(spec);
+  const auto out = s.run(inputs);
+  return {out[0].values<float>(), out[0].values<float>() + out[0].element_count()};
+}
+}  // namespace
+
+class FleetStrategies : public ::testing::TestWithParam<Strategy> {};
+
+TEST_P(FleetStrategies, EveryDeviceBecomesReadyAndComputesTheSameAsOneSession) {
+  Fleet fleet(test::mlp_model(), cpu_fleet(GetParam()));
+  EXPECT_EQ(fleet.strategy(), GetParam());
+  fleet.start();
+  ASSERT_TRUE(fleet.wait());
+  const auto inputs = random_inputs(fleet.inputs(), 4);
+  const auto want = reference_output(inputs);
+  for (const auto& d : fleet.devices()) {
+    EXPECT_TRUE(fleet.ready(d));
+    const auto out = fleet.run(d, inputs);
+    ASSERT_EQ(out.size(), 1u);
+    ASSERT_EQ(static_cast<size_t>(out[0].element_count()), want.size());
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_FLOAT_EQ(out[0].values<float>()[i], want[i]);
+  }
+  for (const auto& s : fleet.status()) {
+    EXPECT_EQ(s.state, DeviceState::ready);
+    EXPECT_EQ(s.provider, "cpu");
+    EXPECT_GT(s.ready_ms, 0.0);
+    EXPECT_GT(s.pid, 0);
+  }
+  // Every device's session creation, warm-up and ready mark are on the timeline, on its lane.
+  const Timeline timeline = fleet.timeline();
+  for (const auto& d : fleet.devices()) {
+    const auto totals = timeline.phase_totals_ms(d.to_string());
+    EXPECT_TRUE(totals.count(phase::session_create)) << d.to_string();
+    EXPECT_TRUE(totals.count(phase::warmup)) << d.to_string();
+    EXPECT_TRUE(totals.count(phase::ready)) << d.to_string();
+  }
+  const auto trace = nlohmann::json::parse(timeline.to_chrome_trace());
+  EXPECT_GT(trace.at("traceEvents").size(), 6u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cpu, FleetStrategies,
+                         ::testing::Values(Strategy::sequential, Strategy::threads, Strategy::processes, Strategy::fleet),
+                         [](const auto& param_info) { return to_string(param_info.param); });
+
+TEST(Fleet, ProcessesRunInWorkerProcesses) {
+  Fleet fleet(test::mlp_model(), cpu_fleet(Strategy::processes));
+  fleet.start();
+  ASSERT_TRUE(fleet.wait());
+  const auto s = fleet.status();
+  EXPECT_NE(s[0].pid, ::getpid());
+  EXPECT_NE(s[0].pid, s[1].pid);
+  // Worker phases line up with ours: the monotonic clock is shared across processes.
+  for (const auto& e : fleet.timeline().events()) EXPECT_GE(e.end_ns, e.start_ns);
+}
+
+TEST(Fleet, AFailingDeviceDoesNotTakeTheOthersDown) {
+  for (Strategy s : {Strategy::threads, Strategy::processes}) {
+    FleetOptions o = cpu_fleet(s, 1);
+    o.devices.push_back(Device::cuda(7));  // no such GPU here (or anywhere likely)
+    Fleet fleet(test::mlp_model(), o);
+    fleet.start();
+    EXPECT_FALSE(fleet.wait());
+    const auto st = fleet.status();
+    EXPECT_EQ(st[0].state, DeviceState::ready) << to_string(s);
+    EXPECT_EQ(st[1].state, DeviceState::failed) << to_string(s);
+    EXPECT_FALSE(st[1].error.empty());
+    EXPECT_EQ(fleet.run(Device::cpu(), random_inputs(fleet.inputs(), 1)).size(), 1u);
+    try {
+      fleet.run(Device::cuda(7), random_inputs(fleet.inputs(), 1));
+      ADD_FAILURE() << "running on a failed device succeeded";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("failed to start"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(Fleet, AWorkerThatDiesIsReportedAndTheRestKeepWorking) {
+  Fleet fleet(test::mlp_model(), cpu_fleet(Strategy::processes));
+  fleet.start();
+  ASSERT_TRUE(fleet.wait());
+  ::kill(fleet.status()[0].pid, SIGKILL);
+  const auto inputs = random_inputs(fleet.inputs(), 1);
+  try {
+    fleet.run(Device::cpu(0), inputs);
+    FAIL() << "a dead worker answered";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("was killed by signal SIGKILL"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(fleet.run(Device::cpu(1), inputs).size(), 1u);
+}
+
+TEST(Fleet, StartIsNonBlockingAndRunWaitsForReadiness) {
+  Fleet fleet(test::resnet18_model(), cpu_fleet(Strategy::threads, 1));
+  fleet.start();
+  // run() before wait(): it blocks until the device is ready instead of failing.
+  const auto out = fleet.run(Device::cpu(), random_inputs({{"input", ElementType::float32, {1, 3, 64, 64}, {}}}, 1));
+  EXPECT_EQ(out[0].shape, (std::vector<int64_t>{1, 1000}));
+  EXPECT_TRUE(fleet.ready(Device::cpu()));
+}
+
+TEST(Fleet, MisuseIsReported) {
+  EXPECT_THROW(Fleet("/nonexistent.onnx", cpu_fleet(Strategy::fleet)), Error);
+  Fleet fleet(test::mlp_model(), cpu_fleet(Strategy::sequential, 1));
+  EXPECT_THROW(fleet.wait(), Error);
+  fleet.start();
+  EXPECT_THROW(fleet.start(), Error);
+  fleet.wait();
+  EXPECT_THROW(fleet.run(Device::cpu(5), {}), Error);
+  fleet.shutdown();
+  fleet.shutdown();  // idempotent
+  EXPECT_EQ(fleet.status()[0].state, DeviceState::stopped);
+}
+
+TEST(Fleet, StrategiesParseAndPrint) {
+  for (Strategy s : all_strategies()) EXPECT_EQ(parse_strategy(to_string(s)), s);
+  EXPECT_EQ(parse_strategy("auto"), Strategy::automatic);
+  EXPECT_THROW(parse_strategy("fastest"), Error);
+}
+
+TEST(Fleet, StartReportsRoundTripAndRejectMalformedInput) {
+  Fleet fleet(test::mlp_model(), cpu_fleet(Strategy::fleet, 1));
+  fleet.start();
+  fleet.wait();
+  const StartReport r = make_start_report(fleet, test::mlp_model(), monotonic_ns() - 1000);
+  const StartReport back = StartReport::from_json(r.to_json());
+  EXPECT_EQ(back.strategy, "fleet");
+  EXPECT_TRUE(back.all_ready);
+  EXPECT_EQ(back.devices.size(), 1u);
+  EXPECT_EQ(back.ready_ns, r.ready_ns);
+  EXPECT_EQ(back.timeline.events().size(), r.timeline.events().size());
+  EXPECT_THROW(StartReport::from_json("{\"x\": 1}"), Error);
+  EXPECT_THROW(StartReport::from_json("not json"), Error);
+}
+
+}  // namespace ortfleet
+
+#include "fleet/local_start.hpp"
+
+namespace ortfleet {
+
+TEST(Fleet, TheFleetStrategyTunesOnlyWhatTheUserLeftUnset) {
+  const RunConfig defaults;
+  const RunConfig gpu = detail::tuned_for_fleet(defaults, Device::cuda(0), 4);
+  EXPECT_EQ(gpu.session.optimized_model_cache, true);
+  EXPECT_FALSE(gpu.session.thread_spinning);
+  EXPECT_GE(gpu.session.intra_op_threads, 1);
+  EXPECT_LE(gpu.session.intra_op_threads, 4);
+  RunConfig mine;
+  mine.session.optimized_model_cache = false;
+  mine.session.intra_op_threads = 7;
+  const RunConfig kept = detail::tuned_for_fleet(mine, Device::cpu(), 2);
+  EXPECT_EQ(kept.session.optimized_model_cache, false);
+  EXPECT_EQ(kept.session.intra_op_threads, 7);
+  EXPECT_TRUE(detail::tuned_for_fleet(defaults, Device::cpu(), 2).session.thread_spinning);  // CPU sessions keep spinning
+  if (std::getenv("CUDA_DEVICE_MAX_CONNECTIONS") == nullptr) {
+    EXPECT_EQ(gpu.session.cuda_max_connections, 1);
+  }
+  EXPECT_EQ(detail::tuned_for_fleet(defaults, Device::cpu(), 2).session.cuda_max_connections, 0);
+}
+
+}  // namespace ortfleet
