@@ -48,60 +48,29 @@ struct DLManagedTensor {
 
 ElementType dlpack_type(const DLDataType& t) {
   if (t.lanes != 1) throw Error("DLPack tensors with vector lanes are not supported");
-  switch (t.code) {
-    case 2:
-      if (t.bits == 32) return ElementType::float32;
-      if (t.bits == 16) return ElementType::float16;
-      if (t.bits == 64) return ElementType::float64;
-      break;
-    case 0:
-      if (t.bits == 64) return ElementType::int64;
-      if (t.bits == 32) return ElementType::int32;
-      if (t.bits == 16) return ElementType::int16;
-      if (t.bits == 8) return ElementType::int8;
-      break;
-    case 1:
-      if (t.bits == 8) return ElementType::uint8;
-      break;
-    case 4:
-      if (t.bits == 16) return ElementType::bfloat16;
-      break;
-    case 6:
-      if (t.bits == 8) return ElementType::boolean;
-      break;
-    default: break;
+  for (const auto& row : element_types()) {
+    if (row.dlpack_code == t.code && row.size * 8 == t.bits) return row.type;
   }
   throw Error("unsupported DLPack element type (code " + std::to_string(t.code) + ", " + std::to_string(t.bits) + " bits)");
 }
 
+DLDataType dlpack_dtype(ElementType type) {
+  const auto* info = element_type_info(type);
+  if (info == nullptr || info->dlpack_code < 0) throw Error("output type " + to_string(type) + " cannot be shared through DLPack");
+  return {static_cast<uint8_t>(info->dlpack_code), static_cast<uint8_t>(info->size * 8), 1};
+}
+
 ElementType numpy_type(const py::dtype& d) {
-  const char kind = d.kind();
-  const auto size = d.itemsize();
-  if (kind == 'f' && size == 4) return ElementType::float32;
-  if (kind == 'f' && size == 2) return ElementType::float16;
-  if (kind == 'f' && size == 8) return ElementType::float64;
-  if (kind == 'i' && size == 8) return ElementType::int64;
-  if (kind == 'i' && size == 4) return ElementType::int32;
-  if (kind == 'i' && size == 2) return ElementType::int16;
-  if (kind == 'i' && size == 1) return ElementType::int8;
-  if (kind == 'u' && size == 1) return ElementType::uint8;
-  if (kind == 'b') return ElementType::boolean;
+  for (const auto& row : element_types()) {
+    if (row.numpy_kind != 0 && row.numpy_kind == d.kind() && static_cast<py::ssize_t>(row.size) == d.itemsize()) return row.type;
+  }
   throw Error("unsupported numpy dtype " + py::repr(d).cast<std::string>(), "Use float32, float16, float64, int64, int32, int8, uint8 or bool");
 }
 
 py::dtype numpy_dtype(ElementType t) {
-  switch (t) {
-    case ElementType::float32: return py::dtype("float32");
-    case ElementType::float16: return py::dtype("float16");
-    case ElementType::float64: return py::dtype("float64");
-    case ElementType::int64: return py::dtype("int64");
-    case ElementType::int32: return py::dtype("int32");
-    case ElementType::int16: return py::dtype("int16");
-    case ElementType::int8: return py::dtype("int8");
-    case ElementType::uint8: return py::dtype("uint8");
-    case ElementType::boolean: return py::dtype("bool");
-    default: throw Error("output type " + to_string(t) + " has no numpy equivalent");
-  }
+  const auto* info = element_type_info(t);
+  if (info == nullptr || info->numpy_kind == 0) throw Error("output type " + to_string(t) + " has no numpy equivalent");
+  return py::dtype(info->name);
 }
 
 /// Inputs for one run, and the Python objects and DLPack capsules that keep their memory alive.
@@ -182,16 +151,11 @@ class DeviceTensor {
     t.shape = h->shape.data();
     t.strides = nullptr;
     t.byte_offset = 0;
-    switch (tensor_.type) {
-      case ElementType::float32: t.dtype = {2, 32, 1}; break;
-      case ElementType::float16: t.dtype = {2, 16, 1}; break;
-      case ElementType::float64: t.dtype = {2, 64, 1}; break;
-      case ElementType::int64: t.dtype = {0, 64, 1}; break;
-      case ElementType::int32: t.dtype = {0, 32, 1}; break;
-      case ElementType::int8: t.dtype = {0, 8, 1}; break;
-      case ElementType::uint8: t.dtype = {1, 8, 1}; break;
-      case ElementType::boolean: t.dtype = {6, 8, 1}; break;
-      default: delete h; throw Error("output type " + to_string(tensor_.type) + " cannot be shared through DLPack");
+    try {
+      t.dtype = dlpack_dtype(tensor_.type);
+    } catch (...) {
+      delete h;
+      throw;
     }
     h->managed.manager_ctx = h;
     h->managed.deleter = [](DLManagedTensor* m) { delete static_cast<Holder*>(m->manager_ctx); };

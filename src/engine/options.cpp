@@ -5,7 +5,11 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <limits>
+#include <optional>
 #include <sstream>
+#include <thread>
+#include <type_traits>
 
 #include "ortfleet/base/error.hpp"
 
@@ -95,6 +99,10 @@ namespace {
 
 constexpr int kConfigFormat = 1;
 
+/// The most threads a config may ask for: far more than useful, far less than what exhausts memory
+/// (100000 intra-op threads did).
+int max_threads() { return std::max(64, 4 * static_cast<int>(std::thread::hardware_concurrency())); }
+
 json session_json(const SessionOptions& s) {
   return {{"graph_optimization", to_string(s.graph_optimization)},
           {"memory_pattern", s.memory_pattern},
@@ -135,12 +143,22 @@ class Section {
   template <typename T>
   void read(const char* key, T& out, const char* expected) {
     known_.insert(key);
+    if (j_.contains(key)) out = value_of<T>(key, expected);
+  }
+  /// A field that may be null (or absent): nullopt then.
+  template <typename T>
+  void read_optional(const char* key, std::optional<T>& out, const char* expected) {
+    known_.insert(key);
+    if (!j_.contains(key) || j_.at(key).is_null()) return;
+    out = value_of<T>(key, expected);
+  }
+  /// An integer field within [lo, hi].
+  template <typename T>
+  void read_range(const char* key, T& out, T lo, T hi, const char* expected) {
+    read(key, out, expected);
     if (!j_.contains(key)) return;
-    try {
-      out = j_.at(key).get<T>();
-    } catch (const json::exception&) {
-      fail(path_ + "." + key, std::string("must be ") + expected);
-    }
+    if (out < lo && lo == 0) fail(path_ + "." + key, "must not be negative (got " + std::to_string(out) + ")");
+    if (out < lo || out > hi) fail(path_ + "." + key, "must be " + std::to_string(lo) + " to " + std::to_string(hi) + " (got " + std::to_string(out) + ")");
   }
   void read_enum(const char* key, const std::function<void(const std::string&)>& apply, const char* allowed) {
     known_.insert(key);
@@ -168,6 +186,32 @@ class Section {
   }
 
  private:
+  /// The value of `key` as T, refusing what would change on the way: a fraction or a too-large
+  /// number for an integer, a number for a boolean, anything but a string for a string.
+  template <typename T>
+  T value_of(const char* key, const char* expected) const {
+    const json& v = j_.at(key);
+    const std::string where = path_ + "." + key;
+    if constexpr (std::is_same_v<T, bool>) {
+      if (!v.is_boolean()) fail(where, std::string("must be ") + expected);
+      return v.get<bool>();
+    } else if constexpr (std::is_integral_v<T>) {
+      if (!v.is_number_integer()) fail(where, std::string("must be ") + expected);
+      if (v.is_number_unsigned() ? v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<T>::max())
+                                 : (v.get<int64_t>() < static_cast<int64_t>(std::numeric_limits<T>::min()) ||
+                                    (v.get<int64_t>() > 0 && static_cast<uint64_t>(v.get<int64_t>()) > static_cast<uint64_t>(std::numeric_limits<T>::max())))) {
+        fail(where, std::string("must be ") + expected + " (" + v.dump() + " is out of range)");
+      }
+      return v.get<T>();
+    } else {
+      try {
+        return v.get<T>();
+      } catch (const json::exception&) {
+        fail(where, std::string("must be ") + expected);
+      }
+    }
+  }
+
   const json& j_;
   std::string path_;
   std::string source_;
@@ -185,14 +229,14 @@ RunConfig RunConfig::from_json(const std::string& text, const std::string& sourc
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     throw Error("invalid config " + source + ": not JSON (" + std::string(e.what()) + ")",
                 "Write a fresh one with 'ortfleet tune --write-config'");
   }
   RunConfig config;
   Section top(j, "config", source);
   int format = 0;
-  top.read("ortfleet_config", format, "a format number");
+  top.read("ortfleet_config", format, "the format number 1");
   if (format != kConfigFormat) {
     top.fail("ortfleet_config", "must be " + std::to_string(kConfigFormat) + " (this file is not an ortfleet config, or is from another version)");
   }
@@ -204,25 +248,17 @@ RunConfig RunConfig::from_json(const std::string& text, const std::string& sourc
                 "disabled, basic, extended, layout, all");
     s.read("memory_pattern", o.memory_pattern, "true or false");
     s.read("cpu_arena", o.cpu_arena, "true or false");
-    s.read("intra_op_threads", o.intra_op_threads, "a whole number");
-    s.read("inter_op_threads", o.inter_op_threads, "a whole number");
+    s.read_range("intra_op_threads", o.intra_op_threads, 0, max_threads(), "a whole number of threads");
+    s.read_range("inter_op_threads", o.inter_op_threads, 0, max_threads(), "a whole number of threads");
     s.read("thread_spinning", o.thread_spinning, "true or false");
-    if (j.at("session").contains("optimized_model_cache") && !j.at("session").at("optimized_model_cache").is_null()) {
-      bool cache = false;
-      s.read("optimized_model_cache", cache, "true, false or null");
-      o.optimized_model_cache = cache;
-    } else {
-      s.allow("optimized_model_cache");
-    }
+    s.read_optional("optimized_model_cache", o.optimized_model_cache, "true, false or null");
     s.read_enum("cuda_module_loading", [&](const std::string& v) {
       const std::string u = upper(v);
       if (!u.empty() && u != "LAZY" && u != "EAGER") throw Error("bad value");
       o.cuda_module_loading = u;
     }, "\"\", LAZY, EAGER");
-    s.read("cuda_max_connections", o.cuda_max_connections, "a whole number (0 leaves it as is)");
-    if (o.cuda_max_connections < 0 || o.cuda_max_connections > 32) s.fail("session.cuda_max_connections", "must be 0 to 32");
+    s.read_range("cuda_max_connections", o.cuda_max_connections, 0, 32, "a whole number (0 leaves it as is)");
     s.read("config_entries", o.config_entries, "an object of strings");
-    if (o.intra_op_threads < 0 || o.inter_op_threads < 0) s.fail("session.intra_op_threads", "must not be negative");
     s.finish();
   }
   if (j.contains("cuda")) {
@@ -231,14 +267,7 @@ RunConfig RunConfig::from_json(const std::string& text, const std::string& sourc
     c.read_enum("conv_algo_search", [&](const std::string& v) { o.conv_algo_search = parse_conv_algo_search(v); },
                 "EXHAUSTIVE, HEURISTIC, DEFAULT");
     c.read("conv_use_max_workspace", o.conv_use_max_workspace, "true or false");
-    if (j.at("cuda").contains("gpu_mem_limit") && !j.at("cuda").at("gpu_mem_limit").is_null()) {
-      if (!j.at("cuda").at("gpu_mem_limit").is_number_unsigned()) c.fail("cuda.gpu_mem_limit", "must be a number of bytes or null");
-      uint64_t limit = 0;
-      c.read("gpu_mem_limit", limit, "a number of bytes or null");
-      o.gpu_mem_limit = limit;
-    } else {
-      c.allow("gpu_mem_limit");
-    }
+    c.read_optional("gpu_mem_limit", o.gpu_mem_limit, "a number of bytes or null");
     c.read_enum("arena_extend_strategy", [&](const std::string& v) {
       if (v == "next_power_of_two") o.arena_extend = ArenaExtendStrategy::next_power_of_two;
       else if (v == "same_as_requested") o.arena_extend = ArenaExtendStrategy::same_as_requested;

@@ -8,36 +8,38 @@
 
 namespace ortfleet {
 
-size_t element_size(ElementType type) {
-  switch (type) {
-    case ElementType::float32: case ElementType::int32: case ElementType::uint32: return 4;
-    case ElementType::uint8: case ElementType::int8: case ElementType::boolean: return 1;
-    case ElementType::uint16: case ElementType::int16: case ElementType::float16: case ElementType::bfloat16: return 2;
-    case ElementType::int64: case ElementType::float64: case ElementType::uint64: return 8;
-    case ElementType::string: case ElementType::undefined: return 0;
-  }
-  return 0;
+const std::vector<ElementTypeInfo>& element_types() {
+  static const std::vector<ElementTypeInfo> table = {
+      {ElementType::float32, "float32", 4, 'f', 2}, {ElementType::float16, "float16", 2, 'f', 2},
+      {ElementType::float64, "float64", 8, 'f', 2}, {ElementType::bfloat16, "bfloat16", 2, 0, 4},
+      {ElementType::int64, "int64", 8, 'i', 0},     {ElementType::int32, "int32", 4, 'i', 0},
+      {ElementType::int16, "int16", 2, 'i', 0},     {ElementType::int8, "int8", 1, 'i', 0},
+      {ElementType::uint64, "uint64", 8, 'u', 1},   {ElementType::uint32, "uint32", 4, 'u', 1},
+      {ElementType::uint16, "uint16", 2, 'u', 1},   {ElementType::uint8, "uint8", 1, 'u', 1},
+      {ElementType::boolean, "bool", 1, 'b', 6},    {ElementType::string, "string", 0, 0, -1}};
+  return table;
 }
 
-namespace {
-constexpr std::pair<ElementType, const char*> kNames[] = {
-    {ElementType::float32, "float32"}, {ElementType::uint8, "uint8"},     {ElementType::int8, "int8"},
-    {ElementType::uint16, "uint16"},   {ElementType::int16, "int16"},     {ElementType::int32, "int32"},
-    {ElementType::int64, "int64"},     {ElementType::string, "string"},   {ElementType::boolean, "bool"},
-    {ElementType::float16, "float16"}, {ElementType::float64, "float64"}, {ElementType::uint32, "uint32"},
-    {ElementType::uint64, "uint64"},   {ElementType::bfloat16, "bfloat16"}};
-}  // namespace
+const ElementTypeInfo* element_type_info(ElementType type) {
+  for (const auto& row : element_types()) {
+    if (row.type == type) return &row;
+  }
+  return nullptr;
+}
+
+size_t element_size(ElementType type) {
+  const auto* info = element_type_info(type);
+  return info != nullptr ? info->size : 0;
+}
 
 std::string to_string(ElementType type) {
-  for (const auto& [t, n] : kNames) {
-    if (t == type) return n;
-  }
-  return "undefined";
+  const auto* info = element_type_info(type);
+  return info != nullptr ? info->name : "undefined";
 }
 
 ElementType parse_element_type(const std::string& name) {
-  for (const auto& [t, n] : kNames) {
-    if (name == n) return t;
+  for (const auto& row : element_types()) {
+    if (name == row.name) return row.type;
   }
   throw Error("unknown element type '" + name + "'", "Use float32, float16, int64, int32, uint8, bool, ...");
 }

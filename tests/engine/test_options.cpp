@@ -95,6 +95,37 @@ TEST(Options, MalformedConfigsSayWhichKeyAndWhy) {
   EXPECT_NE(error_of(R"({"ortfleet_config": 1, "session": {"cuda_max_connections": 99}})").find("must be 0 to 32"), std::string::npos);
 }
 
+TEST(Options, NumbersAreNeverNarrowedSilently) {
+  auto session = [](const std::string& body) { return error_of(R"({"ortfleet_config": 1, "session": {)" + body + "}}"); };
+  // Too large for an int: once reported as "must not be negative", or a bad_alloc.
+  EXPECT_NE(session(R"("intra_op_threads": 2147483648)").find("'session.intra_op_threads' must be a whole number of threads (2147483648 is out of range)"),
+            std::string::npos);
+  EXPECT_NE(session(R"("intra_op_threads": 99999999999)").find("out of range"), std::string::npos);
+  EXPECT_NE(session(R"("intra_op_threads": 1e30)").find("'session.intra_op_threads' must be a whole number"), std::string::npos);
+  // Fractions and booleans are not whole numbers (2.7 became 2, true became 1).
+  EXPECT_NE(session(R"("intra_op_threads": 2.7)").find("must be a whole number"), std::string::npos);
+  EXPECT_NE(session(R"("intra_op_threads": true)").find("must be a whole number"), std::string::npos);
+  // Each key is named for itself (inter_op_threads was reported as intra_op_threads).
+  EXPECT_NE(session(R"("inter_op_threads": -1)").find("'session.inter_op_threads' must not be negative"), std::string::npos);
+  // 4294967296 wrapped to 0 and passed the 0..32 check.
+  EXPECT_NE(session(R"("cuda_max_connections": 4294967296)").find("'session.cuda_max_connections'"), std::string::npos);
+  // More threads than the machine could use: 100000 ran it out of memory.
+  EXPECT_NE(session(R"("intra_op_threads": 100000)").find("'session.intra_op_threads' must be 0 to"), std::string::npos);
+  EXPECT_NE(error_of(R"({"ortfleet_config": 1.9})").find("'config.ortfleet_config' must be the format number 1"), std::string::npos);
+  EXPECT_NE(error_of(R"({"ortfleet_config": 1, "cuda": {"tf32": 1}})").find("'cuda.tf32' must be true or false"), std::string::npos);
+  // A number JSON cannot hold: the file is named (once a raw parser error).
+  EXPECT_NE(error_of(R"({"ortfleet_config": 1, "session": {"intra_op_threads": 1e400}})").find("invalid config test.json"), std::string::npos);
+}
+
+TEST(Options, NullableFieldsTakeNullOrTheirType) {
+  const RunConfig c = RunConfig::from_json(R"({"ortfleet_config": 1, "session": {"optimized_model_cache": null}, "cuda": {"gpu_mem_limit": 1024}})", "t");
+  EXPECT_FALSE(c.session.optimized_model_cache.has_value());
+  EXPECT_EQ(c.cuda.gpu_mem_limit, 1024u);
+  EXPECT_NE(error_of(R"({"ortfleet_config": 1, "session": {"optimized_model_cache": 1}})").find("'session.optimized_model_cache' must be true, false or null"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"ortfleet_config": 1, "cuda": {"gpu_mem_limit": 1.5}})").find("'cuda.gpu_mem_limit'"), std::string::npos);
+}
+
 TEST(Options, LoadReportsAMissingFile) { EXPECT_THROW(RunConfig::load("/nonexistent/config.json"), Error); }
 
 TEST(Options, SummaryNamesOnlyWhatDiffersFromDefaults) {

@@ -47,28 +47,46 @@ std::string format_bytes(uint64_t b) {
   return fmt::format("{} B", b);
 }
 
-Device one_device(const std::string& spec) {
-  if (spec == "auto") return default_device();
-  const auto devices = parse_devices(spec, gpu_count());
-  if (devices.size() != 1) throw Error("this command takes one device, and '" + spec + "' names " + std::to_string(devices.size()),
-                                       "Give one device: 0, cuda:1 or cpu");
-  return devices.front();
+void TargetFlags::add_to(CLI::App* app, bool one_device) {
+  app->add_option("model", model, "The .onnx model (default: the built-in ResNet-50)");
+  if (one_device) {
+    devices = "auto";
+    app->add_option("-d,--device", devices, "One device: 0, cuda:1 or cpu (default: GPU 0, else the CPU)");
+  } else {
+    devices = "all";
+    app->add_option("-d,--devices", devices, "Devices: all (every GPU, else the CPU), 0,1,2, 0-3, cuda:0, cpu, cpu*4");
+  }
 }
 
-std::string model_or_default(const std::string& given, bool quiet) {
-  if (!given.empty()) return given;
+std::string TargetFlags::model_path(bool quiet) const {
+  if (!model.empty()) return model;
   const std::string dir = (fs::path(ModelCache::default_root()) / "default-model").string();
   const bool exists = fs::exists(fs::path(dir) / "resnet50-seed1.onnx");
   if (!exists && !quiet) std::cerr << "ortfleet: no model given: writing the built-in default (ResNet-50, 102 MB) to " << dir << "\n";
   return synth::default_model(dir);
 }
 
+std::vector<Device> TargetFlags::device_list() const {
+  if (devices.find_first_not_of(" \t") == std::string::npos) throw Error("--devices is empty", "Name devices (all, 0,1, cpu) or leave the flag out for all");
+  return parse_devices(devices, gpu_count());
+}
+
+Device TargetFlags::device() const {
+  if (devices == "auto") return default_device();
+  const auto list = device_list();
+  if (list.size() != 1) {
+    throw Error("this command takes one device, and '" + devices + "' names " + std::to_string(list.size()),
+                "Give one device: 0, cuda:1 or cpu");
+  }
+  return list.front();
+}
+
 void RunConfigFlags::add_to(CLI::App* app) {
   app->add_option("--config", config_file, "Config file (from 'ortfleet tune --write-config')")->check(CLI::ExistingFile);
   app->add_option("--conv-algo", conv_algo, "cuDNN conv algorithm search: EXHAUSTIVE, HEURISTIC or DEFAULT");
   app->add_option("--graph-opt", graph_opt, "Graph optimisation level: disabled, basic, extended, layout, all");
-  app->add_option("--intra-threads", intra_threads, "Intra-op threads per session (0 = ONNX Runtime's choice)");
-  app->add_option("--inter-threads", inter_threads, "Inter-op threads per session");
+  app->add_option("--intra-threads", intra_threads, "Intra-op threads per session (0 = ONNX Runtime's choice)")->check(CLI::Range(0, 4096));
+  app->add_option("--inter-threads", inter_threads, "Inter-op threads per session")->check(CLI::Range(0, 4096));
   app->add_flag("--model-cache", model_cache, "Use the cache of pre-optimised models");
   app->add_flag("--no-model-cache", no_model_cache, "Never use it (the fleet strategy does by default)");
   app->add_flag("--cuda-graph", cuda_graph, "Enable CUDA graph capture in the CUDA EP");

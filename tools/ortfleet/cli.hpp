@@ -57,11 +57,18 @@ void print_json(const nlohmann::json& j);
 std::string format_ms(double ms);      ///< "850 ms", "1.23 s", "2 min 3 s"
 std::string format_bytes(uint64_t b);  ///< "1.27 GB"
 
-/// The one device of profile and tune: "auto" is GPU 0 if there is a GPU, else the CPU.
-Device one_device(const std::string& spec);
-
-/// The model to use: `given`, or the built-in default (written once into the cache).
-std::string model_or_default(const std::string& given, bool quiet);
+/// The model and the devices a command works on: `MODEL` and `--devices` (several) or `--device` (one).
+struct TargetFlags {
+  std::string model;
+  std::string devices;
+  void add_to(CLI::App* app, bool one_device);
+  /// The model to use: the one given, or the built-in default (written once into the cache).
+  std::string model_path(bool quiet) const;
+  /// --devices: "all" is every GPU, else one CPU session. Throws ortfleet::Error for a bad list.
+  std::vector<Device> device_list() const;
+  /// --device: "auto" is GPU 0 if there is a GPU, else the CPU; more than one is an error.
+  Device device() const;
+};
 
 /// One status line on stderr, redrawn in place when stderr is a terminal (plain lines otherwise,
 /// at most one every few seconds, so logs stay readable).

@@ -15,8 +15,7 @@ namespace ortfleet::cli {
 namespace {
 
 struct BenchFlags {
-  std::string model;
-  std::string devices = "all";
+  TargetFlags target;
   std::string strategies = "sequential,threads,processes,fleet";
   int runs = 3;
   int warmup_rounds = 1;
@@ -62,8 +61,8 @@ void print_report(const BenchReport& r, std::ostream& out) {
 
 int run_bench_command(const BenchFlags& f, const Globals& g) {
   ProgressLine progress(!g.quiet);
-  const std::string model = model_or_default(f.model, g.quiet);
-  const auto devices = parse_devices(f.devices, gpu_count());
+  const std::string model = f.target.model_path(g.quiet);
+  const auto devices = f.target.device_list();
   if (f.inference) {
     ThroughputOptions o;
     o.model = model;
@@ -118,8 +117,7 @@ int run_bench_command(const BenchFlags& f, const Globals& g) {
 void register_bench(CLI::App& app, Globals& globals, Action& action) {
   auto* cmd = app.add_subcommand("bench", "Time every start-up strategy in fresh processes, next to onnxruntime's Python API");
   auto f = std::make_shared<BenchFlags>();
-  cmd->add_option("model", f->model, "The .onnx model (default: the built-in ResNet-50)");
-  cmd->add_option("-d,--devices", f->devices, "Devices: all (every GPU, else CPU), 0,1,2, 0-3, cpu, cpu*4");
+  f->target.add_to(cmd, /*one_device=*/false);
   cmd->add_option("--strategies", f->strategies, "Comma-separated: sequential,threads,processes,fleet");
   cmd->add_option("-r,--runs", f->runs, "Timed rounds (each case once per round, fresh process each)")->check(CLI::Range(1, 1000));
   cmd->add_option("-w,--warmup", f->warmup_rounds, "Untimed rounds first (page cache, JIT cache)")->check(CLI::Range(0, 100));

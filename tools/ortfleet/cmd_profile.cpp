@@ -14,8 +14,7 @@ namespace ortfleet::cli {
 namespace {
 
 struct ProfileFlags {
-  std::string model;
-  std::string device = "auto";
+  TargetFlags target;
   int steady_runs = 20;
   std::string trace;
   std::string keep_dir;
@@ -60,8 +59,8 @@ void print_profile(const ProfileReport& r, std::ostream& out) {
 
 int run_profile_command(const ProfileFlags& f, const Globals& g) {
   ProfileOptions o;
-  o.model = model_or_default(f.model, g.quiet);
-  o.device = one_device(f.device);
+  o.model = f.target.model_path(g.quiet);
+  o.device = f.target.device();
   o.config = f.config.resolve();
   o.config_arguments = f.config.as_arguments();
   o.steady_runs = f.steady_runs;
@@ -89,8 +88,7 @@ int run_profile_command(const ProfileFlags& f, const Globals& g) {
 void register_profile(CLI::App& app, Globals& globals, Action& action) {
   auto* cmd = app.add_subcommand("profile", "Break one cold start into phases: what costs the most, and the fix");
   auto f = std::make_shared<ProfileFlags>();
-  cmd->add_option("model", f->model, "The .onnx model (default: the built-in ResNet-50)");
-  cmd->add_option("-d,--device", f->device, "One device: 0, cuda:1 or cpu (default: GPU 0, else the CPU)");
+  f->target.add_to(cmd, /*one_device=*/true);
   cmd->add_option("--runs", f->steady_runs, "Inferences after the first, for steady-state times")->check(CLI::Range(1, 10000));
   cmd->add_option("--trace", f->trace, "Write a Chrome/Perfetto trace with ortfleet's and ONNX Runtime's events");
   cmd->add_option("--keep", f->keep_dir, "Keep ONNX Runtime's profile and log in this folder");

@@ -19,8 +19,7 @@ namespace ortfleet::cli {
 namespace {
 
 struct StartFlags {
-  std::string model;
-  std::string devices = "all";
+  TargetFlags target;
   std::string strategy = "auto";
   int warmup = 1;
   std::string timeline_file;
@@ -86,8 +85,8 @@ int run_start(const StartFlags& f, const Globals& g) {
   options.warmup_runs = f.warmup;
   options.ort_library = g.ort_lib;
   options.profile_dir = f.profile_dir;
-  const std::string model = model_or_default(f.model, g.quiet || f.ready_line);
-  options.devices = parse_devices(f.devices, gpu_count());
+  const std::string model = f.target.model_path(g.quiet || f.ready_line);
+  options.devices = f.target.device_list();
 
   std::unique_ptr<OrtLogCapture> capture;
   if (!f.ort_log.empty()) capture = std::make_unique<OrtLogCapture>(f.ort_log, g.ort_lib);
@@ -114,8 +113,7 @@ int run_start(const StartFlags& f, const Globals& g) {
 void register_start(CLI::App& app, Globals& globals, Action& action) {
   auto* cmd = app.add_subcommand("start", "Start one session per device once; show the start-up timeline");
   auto f = std::make_shared<StartFlags>();
-  cmd->add_option("model", f->model, "The .onnx model (default: the built-in ResNet-50)");
-  cmd->add_option("-d,--devices", f->devices, "Devices: all, 0,1,2, 0-3, cuda:0, cpu, cpu*4");
+  f->target.add_to(cmd, /*one_device=*/false);
   cmd->add_option("-s,--strategy", f->strategy, "sequential, threads, processes, fleet or auto")
       ->check(CLI::IsMember({"sequential", "threads", "processes", "fleet", "auto"}));
   cmd->add_option("--warmup", f->warmup, "Warm-up inferences per device before it counts as ready");

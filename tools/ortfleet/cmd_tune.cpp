@@ -13,8 +13,7 @@ namespace ortfleet::cli {
 namespace {
 
 struct TuneFlags {
-  std::string model;
-  std::string device = "auto";
+  TargetFlags target;
   bool quick = false;
   int repetitions = 1;
   int steady_runs = 30;
@@ -54,8 +53,8 @@ void print_tune(const TuneReport& r, std::ostream& out) {
 
 int run_tune_command(const TuneFlags& f, const Globals& g) {
   TuneOptions o;
-  o.model = model_or_default(f.model, g.quiet);
-  o.device = one_device(f.device);
+  o.model = f.target.model_path(g.quiet);
+  o.device = f.target.device();
   o.base = f.config.resolve();
   o.quick = f.quick;
   o.repetitions = f.repetitions;
@@ -85,8 +84,7 @@ int run_tune_command(const TuneFlags& f, const Globals& g) {
 void register_tune(CLI::App& app, Globals& globals, Action& action) {
   auto* cmd = app.add_subcommand("tune", "Sweep session and CUDA options: start-up vs inference speed, and the best of each");
   auto f = std::make_shared<TuneFlags>();
-  cmd->add_option("model", f->model, "The .onnx model (default: the built-in ResNet-50)");
-  cmd->add_option("-d,--device", f->device, "One device: 0, cuda:1 or cpu (default: GPU 0, else the CPU)");
+  f->target.add_to(cmd, /*one_device=*/true);
   cmd->add_flag("--quick", f->quick, "Only the options that matter most (conv search, model cache, graph level)");
   cmd->add_option("--repeat", f->repetitions, "Timed cold starts per configuration")->check(CLI::Range(1, 100));
   cmd->add_option("--runs", f->steady_runs, "Inferences after the first, for p50/p99")->check(CLI::Range(2, 100000));

@@ -16,6 +16,20 @@ enum class ElementType : int {
   string = 8, boolean = 9, float16 = 10, float64 = 11, uint32 = 12, uint64 = 13, bfloat16 = 16
 };
 
+/// One row of the element-type table: how each type is named and stored, and what it is called in
+/// numpy and DLPack (the exchange protocols of the Python module).
+struct ElementTypeInfo {
+  ElementType type;
+  const char* name;     ///< "float32", ...; also numpy's name where numpy has the type
+  size_t size;          ///< bytes per element; 0 for string
+  char numpy_kind;      ///< numpy's dtype.kind ('f', 'i', 'u', 'b'), 0 where numpy lacks the type
+  int dlpack_code;      ///< DLPack's type code (0 int, 1 uint, 2 float, 4 bfloat, 6 bool), -1 where none
+};
+/// Every element type ortfleet handles.
+const std::vector<ElementTypeInfo>& element_types();
+/// The row of `type`; nullptr for undefined.
+const ElementTypeInfo* element_type_info(ElementType type);
+
 size_t element_size(ElementType type);    ///< bytes per element; 0 for string/undefined
 std::string to_string(ElementType type);  ///< "float32", ...
 ElementType parse_element_type(const std::string& name);
