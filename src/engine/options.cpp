@@ -93,6 +93,59 @@ std::vector<std::pair<std::string, std::string>> CudaOptions::provider_options()
   return out;
 }
 
+// --- shapes --------------------------------------------------------------------------------------
+
+namespace {
+constexpr const char* kShapeHint = "Write shapes as name=1x3x224x224, several inputs as a=1x128,b=1x128 (see 'ortfleet start --help')";
+
+int64_t positive_dim(const std::string& text, const std::string& context) {
+  size_t used = 0;
+  long long value = 0;
+  try {
+    value = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size()) throw Error("'" + text + "' in " + context + " is not a whole number", kShapeHint);
+  if (value <= 0) throw Error("dims must be positive, and " + context + " has " + text, kShapeHint);
+  return value;
+}
+}  // namespace
+
+std::vector<InputShapes> parse_shape_list(const std::string& text) {
+  std::vector<InputShapes> out;
+  std::stringstream items(text);
+  for (std::string item; std::getline(items, item, ',');) {
+    const auto eq = item.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size()) throw Error("'" + item + "' is not name=dims", kShapeHint);
+    const std::string name = item.substr(0, eq);
+    std::vector<int64_t> dims;
+    std::stringstream parts(item.substr(eq + 1));
+    for (std::string d; std::getline(parts, d, 'x');) dims.push_back(positive_dim(d, "'" + item + "'"));
+    if (out.empty() || out.back().count(name)) out.emplace_back();
+    out.back()[name] = dims;
+  }
+  if (out.empty()) throw Error("no shape given", kShapeHint);
+  return out;
+}
+
+std::vector<int64_t> parse_batch_list(const std::string& text) {
+  std::vector<int64_t> out;
+  std::stringstream items(text);
+  for (std::string item; std::getline(items, item, ',');) out.push_back(positive_dim(item, "the batch list '" + text + "'"));
+  if (out.empty()) throw Error("no batch size given", "Write batch sizes as 1,2,4,8");
+  return out;
+}
+
+std::string to_string(const InputShapes& shapes) {
+  std::string out;
+  for (const auto& [name, dims] : shapes) {
+    out += (out.empty() ? "" : ",") + name + "=";
+    for (size_t i = 0; i < dims.size(); ++i) out += (i ? "x" : "") + std::to_string(dims[i]);
+  }
+  return out;
+}
+
 // --- config file -------------------------------------------------------------------------------
 
 namespace {
@@ -220,8 +273,15 @@ class Section {
 
 }  // namespace
 
+json shapes_json(const ShapeOptions& s) {
+  json declared = json::array();
+  for (const auto& d : s.declared) declared.push_back(to_string(d));
+  return {{"declared", declared}, {"batches", s.batches}, {"max_sessions", s.max_sessions}, {"pad_batch", s.pad_batch}};
+}
+
 std::string RunConfig::to_json() const {
-  json j = {{"ortfleet_config", kConfigFormat}, {"name", name}, {"session", session_json(session)}, {"cuda", cuda_json(cuda)}};
+  json j = {{"ortfleet_config", kConfigFormat}, {"name", name},          {"session", session_json(session)},
+            {"cuda", cuda_json(cuda)},          {"shapes", shapes_json(shapes)}};
   return j.dump(2) + "\n";
 }
 
@@ -280,6 +340,28 @@ RunConfig RunConfig::from_json(const std::string& text, const std::string& sourc
     c.read("extra", o.extra, "an object of strings");
     c.finish();
   }
+  if (j.contains("shapes")) {
+    Section s(j.at("shapes"), "shapes", source);
+    auto& o = config.shapes;
+    std::vector<std::string> declared;
+    s.read("declared", declared, "a list of shapes such as \"input=1x3x224x224\"");
+    for (const auto& d : declared) {
+      try {
+        const auto parsed = parse_shape_list(d);
+        o.declared.insert(o.declared.end(), parsed.begin(), parsed.end());
+      } catch (const Error& e) {
+        s.fail("shapes.declared", "has a bad shape: " + e.what_failed());
+      }
+    }
+    s.read("batches", o.batches, "a list of batch sizes");
+    for (const auto b : o.batches) {
+      if (b <= 0) s.fail("shapes.batches", "must be positive (got " + std::to_string(b) + ")");
+    }
+    s.read_range("max_sessions", o.max_sessions, 1, 256, "a whole number of sessions");
+    s.read("pad_batch", o.pad_batch, "true or false");
+    s.finish();
+  }
+  top.allow("shapes");
   top.allow("session");  // read above
   top.allow("cuda");
   top.finish();
@@ -321,6 +403,11 @@ std::string RunConfig::summary() const {
   if (!session.cuda_module_loading.empty()) parts.push_back("module_loading=" + session.cuda_module_loading);
   if (session.cuda_max_connections != 0) parts.push_back("connections=" + std::to_string(session.cuda_max_connections));
   for (const auto& [k, v] : session.config_entries) parts.push_back(k + "=" + v);
+  if (!shapes.declared.empty() || !shapes.batches.empty()) {
+    parts.push_back("shapes=" + std::to_string(shapes.declared.size() + shapes.batches.size()));
+  }
+  if (shapes.max_sessions != ShapeOptions{}.max_sessions) parts.push_back("max_shape_sessions=" + std::to_string(shapes.max_sessions));
+  if (shapes.pad_batch) parts.push_back("pad_batch");
   if (parts.empty()) return "defaults";
   std::string out;
   for (const auto& p : parts) out += (out.empty() ? "" : " ") + p;

@@ -1,22 +1,28 @@
 #include "ortfleet/engine/session.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
-#include <cstdlib>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <mutex>
 #include <optional>
 
+#include "engine/cache_use.hpp"
 #include "engine/cuda_driver.hpp"
-#include "engine/cuda_provider.hpp"
-#include "engine/file_lock.hpp"
 #include "engine/cuda_environment.hpp"
+#include "engine/cuda_provider.hpp"
 #include "engine/mapped_file.hpp"
-#include "engine/ort_errors.hpp"
 #include "engine/ort_environment.hpp"
-#include "ortfleet/engine/cache.hpp"
+#include "engine/ort_errors.hpp"
 #include "ortfleet/base/error.hpp"
-#include "ortfleet/engine/cuda_provider.hpp"
-#include "ortfleet/engine/runtime.hpp"
 #include "ortfleet/engine/model_file.hpp"
+#include "ortfleet/engine/runtime.hpp"
+#include "ortfleet/engine/shapes.hpp"
 
 namespace ortfleet {
 namespace fs = std::filesystem;
@@ -33,11 +39,6 @@ GraphOptimizationLevel ort_level(GraphOptimization level) {
   }
   return ORT_ENABLE_ALL;
 }
-
-// The optimised copy keeps every initializer of at least this size in a side file: ONNX Runtime then
-// maps the weights instead of parsing them out of the protobuf (the transformer's 1.27 GB: 12.2 s of
-// session creation on the CPU without, 4.4 s with, measured with `ortfleet start`).
-constexpr const char* kExternalInitializerMinBytes = "1024";
 
 void apply_session_options(Ort::SessionOptions& so, const SessionOptions& o) {
   so.SetGraphOptimizationLevel(ort_level(o.graph_optimization));
@@ -68,48 +69,6 @@ TensorSpec spec_of(const std::string& name, const Ort::TypeInfo& info) {
   return spec;
 }
 
-}  // namespace
-
-struct Session::Impl {
-  SessionSpec spec;
-  Timeline* timeline = nullptr;
-  std::string lane;
-  std::unique_ptr<detail::MappedFile> mapping;
-  Ort::Session session{nullptr};
-  std::vector<TensorSpec> inputs;
-  std::vector<TensorSpec> outputs;
-  ProviderAttachment provider;
-  bool used_cache = false;
-  bool retained_context = false;
-  std::vector<std::pair<std::string, std::pair<int64_t, int64_t>>> int_ranges;
-  // A captured CUDA graph replays fixed device addresses: the inputs it reads and the outputs it
-  // writes stay allocated, at the same place, for the session's life.
-  std::vector<Tensor> graph_inputs;
-  std::vector<Ort::Value> graph_outputs;  // filled by the first run, before ONNX Runtime captures
-
-  std::optional<Timeline::Scope> phase(const char* name) {
-    if (timeline == nullptr) return std::nullopt;
-    return timeline->scope(name, lane);
-  }
-
-  Ort::MemoryInfo gpu_memory() const {
-    return Ort::MemoryInfo("Cuda", OrtArenaAllocator, spec.device.index, OrtMemTypeDefault);
-  }
-
-  void create();
-  void read_metadata();
-  std::vector<Tensor> run_graph(const std::vector<Tensor>& given, bool outputs_on_device);
-  /// Throws when `t` is a GPU tensor of another device than this session's.
-  void check_device_of(const Tensor& t) const {
-    if (t.on_gpu() && t.device != spec.device) {
-      throw Error("input '" + t.name + "' lives on " + t.device.to_string() + ", not on this session's device",
-                  "Copy it to " + lane + " first", lane);
-    }
-  }
-};
-
-namespace {
-
 /// `bytes` of device memory on `device`, freed with the last copy of the tensor.
 Tensor allocate_on_gpu(const std::string& name, ElementType type, const std::vector<int64_t>& shape, size_t bytes,
                        const Device& device) {
@@ -121,26 +80,133 @@ Tensor allocate_on_gpu(const std::string& name, ElementType type, const std::vec
   return t;
 }
 
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i) text += (i ? "," : "") + std::to_string(shape[i]);
-  return text + "]";
+/// Memory in use where `device` keeps a session's state: the GPU's, or this process's resident set.
+uint64_t memory_in_use(const Device& device) {
+  if (device.is_gpu()) {
+    const auto [free_bytes, total_bytes] = detail::CudaDriver::instance().memory_info(device.index);
+    return total_bytes - free_bytes;
+  }
+  std::ifstream statm("/proc/self/statm");
+  uint64_t size = 0;
+  uint64_t resident = 0;
+  statm >> size >> resident;
+  return resident * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
 }  // namespace
+
+/// One ONNX Runtime session of a Session, serving one input-shape signature.
+struct ShapeSession {
+  std::string signature;  // to_string(InputShapes); "" until its first call binds it
+  bool declared = false;
+  Ort::Session session{nullptr};
+  uint64_t last_used = 0;
+  std::atomic<int64_t> calls{0};
+  double create_ms = 0;
+  uint64_t memory_before = 0;  // memory in use before it was made; its cost is measured after its first call
+  uint64_t memory_bytes = 0;
+  // A captured CUDA graph replays fixed device addresses: the inputs it reads and the outputs it
+  // writes stay allocated, at the same place, for the ONNX Runtime session's life, and replays take
+  // turns on them.
+  std::mutex graph_mutex;
+  std::vector<Tensor> graph_inputs;
+  std::vector<Ort::Value> graph_outputs;  // filled by the first run, before ONNX Runtime captures
+};
+
+struct Session::Impl {
+  SessionSpec spec;
+  Timeline* timeline = nullptr;
+  std::string lane;
+  std::unique_ptr<detail::MappedFile> mapping;
+  std::vector<TensorSpec> inputs;
+  std::vector<TensorSpec> outputs;
+  ProviderAttachment provider;
+  bool used_cache = false;
+  bool retained_context = false;
+  std::vector<std::pair<std::string, std::pair<int64_t, int64_t>>> int_ranges;
+  std::vector<InputShapes> declared;     // resolved config.shapes
+  std::vector<int64_t> pad_batches;      // declared batch sizes, when config.shapes.pad_batch
+  // What shape sessions after the first load: the optimised cache entry once there is one (graph
+  // optimisation off, weights mapped), else the model file.
+  std::string later_source;
+  bool later_source_optimised = false;
+
+  std::shared_ptr<ShapeSession> profiled;  // the session whose profile end_profiling() ends, when profiling
+  mutable std::mutex mutex;  // guards `sessions` and `clock`
+  std::mutex create_mutex;   // one new ONNX Runtime session at a time
+  std::vector<std::shared_ptr<ShapeSession>> sessions;
+  uint64_t clock = 0;
+
+  std::optional<Timeline::Scope> phase(const char* name) {
+    if (timeline == nullptr) return std::nullopt;
+    return timeline->scope(name, lane);
+  }
+
+  Ort::MemoryInfo gpu_memory() const {
+    return Ort::MemoryInfo("Cuda", OrtArenaAllocator, spec.device.index, OrtMemTypeDefault);
+  }
+  bool graph_mode() const { return spec.device.is_gpu() && spec.config.cuda.cuda_graph; }
+  int max_sessions() const { return std::max(1, spec.config.shapes.max_sessions); }
+
+  void create();
+  Ort::SessionOptions make_options(bool first);
+  Ort::Session open(const std::string& source, const void* data, size_t size, Ort::SessionOptions& options);
+  void read_metadata(const Ort::Session& session);
+  std::shared_ptr<ShapeSession> session_for(const InputShapes& shapes);
+  std::shared_ptr<ShapeSession> make_shape_session(const std::string& signature);
+  std::vector<Tensor> run_plain(ShapeSession& s, const std::vector<Tensor>& given, bool outputs_on_device);
+  std::vector<Tensor> run_graph(ShapeSession& s, const std::vector<Tensor>& given, bool outputs_on_device);
+  /// The call's batch and the declared batch it is padded to, when config.shapes.pad_batch applies.
+  std::optional<std::pair<int64_t, int64_t>> padded_batch(const std::vector<Tensor>& given) const;
+  std::vector<Tensor> pad(const std::vector<Tensor>& given, int64_t batch) const;
+
+  /// Throws when `t` is a GPU tensor of another device than this session's.
+  void check_device_of(const Tensor& t) const {
+    if (t.on_gpu() && t.device != spec.device) {
+      throw Error("input '" + t.name + "' lives on " + t.device.to_string() + ", not on this session's device",
+                  "Copy it to " + lane + " first", lane);
+    }
+  }
+};
+
+Ort::SessionOptions Session::Impl::make_options(bool first) {
+  Ort::SessionOptions so;
+  apply_session_options(so, spec.config.session);
+  so.SetLogId(lane.c_str());
+  // One profile per device: the first session's, which the start-up runs.
+  if (first && !spec.profile_prefix.empty()) so.EnableProfiling(spec.profile_prefix.c_str());
+  if (spec.device.is_gpu()) {
+    try {
+      ProviderAttachment attached = detail::attach_cuda(so, spec.device.index, spec.config.cuda);
+      if (first) provider = std::move(attached);
+    } catch (const Error& e) {
+      throw e.at(lane);
+    }
+  }
+  return so;
+}
+
+Ort::Session Session::Impl::open(const std::string& source, const void* data, size_t size, Ort::SessionOptions& so) {
+  if (data != nullptr) {
+    // External data files are found relative to the model's folder, which bytes in memory lack.
+    const std::string folder = fs::absolute(source).parent_path().string();
+    so.AddConfigEntry("session.model_external_initializers_file_folder_path", folder.c_str());
+    return Ort::Session(detail::ort_env(), data, size, so);
+  }
+  return Ort::Session(detail::ort_env(), source.c_str(), so);
+}
 
 void Session::Impl::create() {
   const std::string& model = spec.model_path;
   validate_model_file(model);
   load_runtime();
-  Ort::Env& env = detail::ort_env();
+  detail::ort_env();
   // Only effective before the process's first CUDA call (the fleet sets them before cuInit).
   detail::apply_cuda_environment(spec.config);
-
-  Ort::SessionOptions so;
-  apply_session_options(so, spec.config.session);
-  so.SetLogId(lane.c_str());
-  if (!spec.profile_prefix.empty()) so.EnableProfiling(spec.profile_prefix.c_str());
 
   if (spec.device.is_gpu()) {
     // Phases a fleet has already done up front are not recorded again (they cost nothing here).
@@ -150,87 +216,64 @@ void Session::Impl::create() {
       if (p) p->arg("path", state.path);
     }
     auto& driver = detail::CudaDriver::instance();
-    {
-      // Creating the primary context here, outside ONNX Runtime, makes its cost visible and lets a
-      // fleet create the contexts of several GPUs in parallel.
-      auto p = driver.holds_context(spec.device.index) ? std::nullopt : phase(phase::cuda_context);
-      driver.retain_primary_context(spec.device.index);
-      retained_context = true;
-    }
-    try {
-      provider = detail::attach_cuda(so, spec.device.index, spec.config.cuda);
-    } catch (const Error& e) {
-      throw e.at(lane);
-    }
+    // Creating the primary context here, outside ONNX Runtime, makes its cost visible and lets a
+    // fleet create the contexts of several GPUs in parallel.
+    auto p = driver.holds_context(spec.device.index) ? std::nullopt : phase(phase::cuda_context);
+    driver.retain_primary_context(spec.device.index);
+    retained_context = true;
   } else {
     provider.path = "cpu";
   }
 
-  // The optimised-model cache: on a hit, load the optimised copy with optimisation off; on a miss,
-  // have ONNX Runtime save its optimised graph as the new entry.
-  std::string source = model;
-  std::string cache_entry;
-  std::string cache_partial;
-  detail::FileLock cache_writer;
+  Ort::SessionOptions so = make_options(/*first=*/true);
   const bool use_cache = spec.config.session.optimized_model_cache.value_or(false);
-  if (use_cache) {
-    const ModelCache cache(spec.cache_dir);
-    cache_entry = cache.entry_path(model, spec.device, spec.config);
-    std::error_code ec;
-    if (fs::exists(cache_entry, ec)) {
-      source = cache_entry;
-      used_cache = true;
-      so.SetGraphOptimizationLevel(ORT_DISABLE_ALL);
-    } else if (fs::create_directories(cache.dir(), ec), cache_writer.try_lock(cache_entry + ".lock")) {
-      // One process writes an entry; others starting the same model meanwhile skip the cache.
-      cache_partial = cache_entry + ".partial-" + std::to_string(::getpid());
-      so.SetOptimizedModelFilePath(cache_partial.c_str());
-      // The data file is named after the final entry: the rename below moves only the .onnx file.
-      so.AddConfigEntry("session.optimized_model_external_initializers_file_name",
-                        (fs::path(cache_entry).filename().string() + ".data").c_str());
-      so.AddConfigEntry("session.optimized_model_external_initializers_min_size_in_bytes", kExternalInitializerMinBytes);
-    }
-  }
+  auto cache = use_cache ? std::make_unique<detail::CacheUse>(spec.cache_dir, model, spec.device, spec.config, so)
+                         : std::make_unique<detail::CacheUse>(model);
+  used_cache = cache->hit();
 
-  const void* model_data = spec.model_data;
+  const void* model_data = cache->hit() ? nullptr : spec.model_data;  // a cached copy is read from its own file
   size_t model_size = spec.model_size;
-  if (used_cache) model_data = nullptr;  // the cached copy is read from its own file
   if (model_data == nullptr && spec.map_model) {
     auto p = phase(phase::model_read);
-    mapping = std::make_unique<detail::MappedFile>(source, /*populate=*/true);
+    mapping = std::make_unique<detail::MappedFile>(cache->source(), /*populate=*/true);
     if (p) p->arg("bytes", std::to_string(mapping->size()));
     model_data = mapping->data();
     model_size = mapping->size();
   }
-  if (model_data != nullptr) {
-    // External data files are found relative to the model's folder, which bytes in memory lack.
-    const std::string folder = fs::absolute(source).parent_path().string();
-    so.AddConfigEntry("session.model_external_initializers_file_folder_path", folder.c_str());
-  }
 
+  auto first = std::make_shared<ShapeSession>();
   {
     auto p = phase(phase::session_create);
     if (p) {
       p->arg("provider", provider.path);
-      if (use_cache) p->arg("model_cache", used_cache ? "hit" : "miss");
+      if (use_cache) p->arg("model_cache", cache->outcome());
     }
     try {
-      session = model_data != nullptr ? Ort::Session(env, model_data, model_size, so) : Ort::Session(env, source.c_str(), so);
+      first->session = open(cache->source(), model_data, model_size, so);
     } catch (const Ort::Exception& e) {
-      std::error_code ec;
-      if (!cache_partial.empty()) fs::remove(cache_partial, ec);
-      detail::rethrow_ort_error(e, "creating the session for " + model, lane);
+      if (!cache->writing()) detail::rethrow_ort_error(e, "creating the session for " + model, lane);
+      // Writing the cache entry is what failed (a full disk, a read-only folder): start without it.
+      cache->abandon();
+      spdlog::warn("the optimised-model cache could not be written ({}); starting {} on {} without it", e.what(), model, lane);
+      Ort::SessionOptions plain = make_options(/*first=*/false);
+      try {
+        first->session = open(model, model_data, model_size, plain);
+      } catch (const Ort::Exception& again) {
+        detail::rethrow_ort_error(again, "creating the session for " + model, lane);
+      }
     }
   }
-  if (!cache_partial.empty()) {
-    std::error_code ec;
-    fs::rename(cache_partial, cache_entry, ec);  // atomic: readers see a whole entry or none
-    if (ec) fs::remove(cache_partial, ec);
-  }
-  read_metadata();
+  later_source_optimised = cache->hit() || cache->commit();
+  later_source = later_source_optimised ? cache->entry() : model;
+  read_metadata(first->session);
+  if (!spec.profile_prefix.empty()) profiled = first;
+  sessions.push_back(std::move(first));
+
+  declared = resolve_shapes(inputs, spec.config.shapes, spec.dynamic_dim);
+  if (spec.config.shapes.pad_batch) pad_batches = declared_batches(inputs, declared);
 }
 
-void Session::Impl::read_metadata() {
+void Session::Impl::read_metadata(const Ort::Session& session) {
   Ort::AllocatorWithDefaultOptions allocator;
   for (size_t i = 0; i < session.GetInputCount(); ++i) {
     inputs.push_back(spec_of(session.GetInputNameAllocated(i, allocator).get(), session.GetInputTypeInfo(i)));
@@ -254,6 +297,67 @@ void Session::Impl::read_metadata() {
   }
 }
 
+std::shared_ptr<ShapeSession> Session::Impl::make_shape_session(const std::string& signature) {
+  auto s = std::make_shared<ShapeSession>();
+  s->signature = signature;
+  s->memory_before = memory_in_use(spec.device);
+  const auto start = std::chrono::steady_clock::now();
+  auto p = phase(phase::shape_session);
+  if (p) p->arg("shapes", signature);
+  Ort::SessionOptions so = make_options(/*first=*/false);
+  if (later_source_optimised) so.SetGraphOptimizationLevel(ORT_DISABLE_ALL);
+  try {
+    s->session = open(later_source, nullptr, 0, so);
+  } catch (const Ort::Exception& e) {
+    detail::rethrow_ort_error(e, "creating the session for shapes " + signature + " of " + spec.model_path, lane);
+  }
+  s->create_ms = ms_since(start);
+  return s;
+}
+
+std::shared_ptr<ShapeSession> Session::Impl::session_for(const InputShapes& shapes) {
+  const std::string signature = to_string(shapes);
+  auto find = [&]() -> std::shared_ptr<ShapeSession> {
+    if (max_sessions() == 1) return sessions.front();
+    for (auto& s : sessions) {
+      if (s->signature == signature) return s;
+    }
+    for (auto& s : sessions) {
+      if (s->signature.empty()) {  // the first session, before its first call
+        s->signature = signature;
+        return s;
+      }
+    }
+    return nullptr;
+  };
+  {
+    std::lock_guard lock(mutex);
+    if (auto s = find()) {
+      s->last_used = ++clock;
+      return s;
+    }
+  }
+  std::lock_guard creating(create_mutex);
+  {
+    std::lock_guard lock(mutex);
+    if (auto s = find()) {  // made by another thread meanwhile
+      s->last_used = ++clock;
+      return s;
+    }
+    // Make room first, so that the evicted session's memory is free for the new one (a call still
+    // running on it keeps it alive until it returns).
+    while (static_cast<int>(sessions.size()) >= max_sessions()) {
+      auto lru = std::min_element(sessions.begin(), sessions.end(), [](const auto& a, const auto& b) { return a->last_used < b->last_used; });
+      sessions.erase(lru);
+    }
+  }
+  auto made = make_shape_session(signature);
+  std::lock_guard lock(mutex);
+  made->last_used = ++clock;
+  sessions.push_back(made);
+  return made;
+}
+
 Session::Session(const SessionSpec& spec, Timeline* timeline) : impl_(std::make_unique<Impl>()) {
   impl_->spec = spec;
   impl_->timeline = timeline;
@@ -263,9 +367,7 @@ Session::Session(const SessionSpec& spec, Timeline* timeline) : impl_(std::make_
 
 Session::~Session() {
   if (impl_ && impl_->retained_context) {
-    impl_->graph_outputs.clear();
-    impl_->session = Ort::Session(nullptr);
-    impl_->graph_inputs.clear();
+    impl_->sessions.clear();  // their graph buffers and sessions go before the context they live in
     detail::CudaDriver::instance().release_primary_context(impl_->spec.device.index);
   }
 }
@@ -277,48 +379,181 @@ const std::vector<TensorSpec>& Session::inputs() const { return impl_->inputs; }
 const std::vector<TensorSpec>& Session::outputs() const { return impl_->outputs; }
 const ProviderAttachment& Session::provider() const { return impl_->provider; }
 bool Session::used_model_cache() const { return impl_->used_cache; }
+const std::vector<InputShapes>& Session::declared_shapes() const { return impl_->declared; }
+
+std::vector<ShapeSessionInfo> Session::shape_sessions() const {
+  std::lock_guard lock(impl_->mutex);
+  auto sorted = impl_->sessions;
+  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a->last_used < b->last_used; });
+  std::vector<ShapeSessionInfo> out;
+  for (const auto& s : sorted) out.push_back({s->signature, s->declared, s->calls.load(), s->create_ms, s->memory_bytes});
+  return out;
+}
 
 void Session::warm_up(int runs, uint64_t seed) {
   auto& s = *impl_;
-  auto inputs = random_inputs(s.inputs, seed, s.spec.dynamic_dim, s.int_ranges);
-  const bool graph = s.spec.device.is_gpu() && s.spec.config.cuda.cuda_graph;
-  if (graph) {
-    // The warm-up inputs become the buffers the captured graph reads; later runs copy into them.
-    auto& driver = detail::CudaDriver::instance();
-    for (auto& t : inputs) {
-      Tensor on_gpu = allocate_on_gpu(t.name, t.type, t.shape, t.bytes, s.spec.device);
-      driver.copy_to_device(s.spec.device.index, on_gpu.data, t.data, t.bytes);
-      t = std::move(on_gpu);
+  // The shapes to be ready for: the declared ones, else the one generated inputs have.
+  std::vector<InputShapes> shapes = s.declared;
+  if (shapes.empty()) shapes.push_back(shapes_of(random_inputs(s.inputs, seed, s.spec.dynamic_dim, s.int_ranges)));
+  // ONNX Runtime's CUDA EP runs a graph normally once or twice (to size its memory) and captures it
+  // on the next run: three runs make "ready" include the capture.
+  if (s.graph_mode()) runs = std::max(runs, 3);
+  for (const auto& shape : shapes) {
+    const auto inputs = random_inputs(with_shapes(s.inputs, shape), seed, s.spec.dynamic_dim, s.int_ranges);
+    for (int i = 0; i < runs; ++i) {
+      auto p = s.phase(phase::warmup);
+      if (p) {
+        p->arg("run", std::to_string(i + 1));
+        if (shapes.size() > 1) p->arg("shapes", to_string(shape));
+      }
+      run(inputs, /*outputs_on_device=*/s.graph_mode());
     }
-    s.graph_inputs = inputs;
-    // ONNX Runtime's CUDA EP runs the graph normally once or twice (to size its memory) and captures
-    // it on the next run: three runs make "ready" include the capture.
-    runs = std::max(runs, 3);
   }
-  for (int i = 0; i < runs; ++i) {
-    auto p = s.phase(phase::warmup);
-    if (p) p->arg("run", std::to_string(i + 1));
-    run(inputs, /*outputs_on_device=*/graph);
+  std::lock_guard lock(s.mutex);
+  for (auto& session : s.sessions) {
+    session->declared = std::find_if(s.declared.begin(), s.declared.end(),
+                                     [&](const InputShapes& d) { return to_string(d) == session->signature; }) != s.declared.end();
   }
 }
 
-std::vector<Tensor> Session::Impl::run_graph(const std::vector<Tensor>& given, bool outputs_on_device) {
+std::optional<std::pair<int64_t, int64_t>> Session::Impl::padded_batch(const std::vector<Tensor>& given) const {
+  if (pad_batches.empty()) return std::nullopt;
+  for (const auto& t : given) {
+    const auto input = std::find_if(inputs.begin(), inputs.end(), [&](const TensorSpec& i) { return i.name == t.name; });
+    if (input == inputs.end() || input->shape.empty() || input->shape.front() >= 0 || t.shape.empty()) continue;
+    const int64_t batch = t.shape.front();
+    if (std::binary_search(pad_batches.begin(), pad_batches.end(), batch)) return std::nullopt;
+    const auto next = std::upper_bound(pad_batches.begin(), pad_batches.end(), batch);
+    if (next == pad_batches.end()) return std::nullopt;  // larger than every declared batch: its own session
+    return std::pair{batch, *next};
+  }
+  return std::nullopt;
+}
+
+std::vector<Tensor> Session::Impl::pad(const std::vector<Tensor>& given, int64_t batch) const {
+  std::vector<Tensor> out;
+  for (const auto& t : given) {
+    const auto input = std::find_if(inputs.begin(), inputs.end(), [&](const TensorSpec& i) { return i.name == t.name; });
+    if (input->shape.empty() || input->shape.front() >= 0) {
+      out.push_back(t);
+      continue;
+    }
+    std::vector<int64_t> shape = t.shape;
+    shape.front() = batch;
+    const size_t bytes = checked_bytes(shape, t.type, "input '" + t.name + "' padded");
+    if (!t.on_gpu()) {
+      Tensor padded = Tensor::host_copy(t.name, t.type, shape, nullptr);  // zero-filled
+      if (t.bytes > 0) std::memcpy(padded.data, t.data, t.bytes);
+      out.push_back(std::move(padded));
+      continue;
+    }
+    auto& driver = detail::CudaDriver::instance();
+    Tensor padded = allocate_on_gpu(t.name, t.type, shape, bytes, t.device);
+    driver.copy_on_device(t.device.index, padded.data, t.data, t.bytes);
+    const std::vector<std::byte> zeros(bytes - t.bytes);
+    if (!zeros.empty()) driver.copy_to_device(t.device.index, static_cast<std::byte*>(padded.data) + t.bytes, zeros.data(), zeros.size());
+    out.push_back(std::move(padded));
+  }
+  return out;
+}
+
+std::vector<Tensor> Session::run(const std::vector<Tensor>& given, bool outputs_on_device) {
+  auto& s = *impl_;
+  for (const auto& t : given) s.check_device_of(t);
+  try {
+    check_shapes(s.inputs, shapes_of(given));
+  } catch (const Error& e) {
+    throw Error("running " + s.spec.model_path + ": " + e.what_failed(), e.hint(), s.lane);
+  }
+  if (const auto padding = s.padded_batch(given)) {
+    const auto [real, batch] = *padding;
+    std::vector<Tensor> out = run(s.pad(given, batch), outputs_on_device);
+    // Batch is the outermost dim: the first rows of each output are the real ones.
+    for (size_t i = 0; i < out.size() && i < s.outputs.size(); ++i) {
+      const auto& spec = s.outputs[i];
+      if (spec.shape.empty() || spec.shape.front() >= 0 || out[i].shape.empty() || out[i].shape.front() != batch) continue;
+      out[i].shape.front() = real;
+      out[i].bytes = checked_bytes(out[i].shape, out[i].type, "output '" + out[i].name + "'");
+    }
+    return out;
+  }
+  const auto session = s.session_for(shapes_of(given));
+  std::vector<Tensor> out = s.graph_mode() ? s.run_graph(*session, given, outputs_on_device) : s.run_plain(*session, given, outputs_on_device);
+  if (session->calls.fetch_add(1) == 0) session->memory_bytes = memory_in_use(s.spec.device) - std::min(session->memory_before, memory_in_use(s.spec.device));
+  return out;
+}
+
+std::vector<Tensor> Session::Impl::run_plain(ShapeSession& shape_session, const std::vector<Tensor>& given, bool outputs_on_device) {
+  Ort::Session& session = shape_session.session;
+  std::vector<const char*> in_names;
+  std::vector<Ort::Value> in_values;
+  bool any_on_gpu = outputs_on_device;
+  for (const auto& t : given) {
+    any_on_gpu = any_on_gpu || t.on_gpu();
+    const Ort::MemoryInfo info = t.on_gpu() ? gpu_memory() : Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault);
+    in_names.push_back(t.name.c_str());
+    in_values.push_back(Ort::Value::CreateTensor(info, t.data, t.bytes, t.shape.data(), t.shape.size(),
+                                                 static_cast<ONNXTensorElementDataType>(t.type)));
+  }
+  if (std::any_of(given.begin(), given.end(), [](const Tensor& t) { return t.on_gpu(); })) {
+    // GPU inputs may have been written on another stream (PyTorch's, CuPy's): let that work finish
+    // before ONNX Runtime's stream reads them.
+    detail::CudaDriver::instance().synchronize(spec.device.index);
+  }
+  std::vector<Ort::Value> out_values;
+  try {
+    if (!any_on_gpu) {
+      std::vector<const char*> out_names;
+      for (const auto& o : outputs) out_names.push_back(o.name.c_str());
+      out_values = session.Run(Ort::RunOptions{nullptr}, in_names.data(), in_values.data(), in_values.size(), out_names.data(),
+                               out_names.size());
+    } else {
+      // Device tensors go through IO binding: ONNX Runtime reads and writes GPU memory in place.
+      Ort::IoBinding binding(session);
+      for (size_t i = 0; i < in_values.size(); ++i) binding.BindInput(in_names[i], in_values[i]);
+      const Ort::MemoryInfo out_info = outputs_on_device ? gpu_memory() : Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault);
+      for (const auto& o : outputs) binding.BindOutput(o.name.c_str(), out_info);
+      session.Run(Ort::RunOptions{nullptr}, binding);
+      binding.SynchronizeOutputs();
+      out_values = binding.GetOutputValues();
+    }
+  } catch (const Ort::Exception& e) {
+    detail::rethrow_ort_error(e, "running " + spec.model_path, lane);
+  }
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < out_values.size(); ++i) {
+    auto value = std::make_shared<Ort::Value>(std::move(out_values[i]));
+    auto info = value->GetTensorTypeAndShapeInfo();
+    Tensor t;
+    t.name = outputs[i].name;
+    t.type = static_cast<ElementType>(info.GetElementType());
+    t.shape = info.GetShape();
+    t.bytes = checked_bytes(t.shape, t.type, "output '" + t.name + "'");
+    t.data = value->GetTensorMutableRawData();
+    t.device = outputs_on_device ? spec.device : Device::cpu();
+    t.owner = value;
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+std::vector<Tensor> Session::Impl::run_graph(ShapeSession& g, const std::vector<Tensor>& given, bool outputs_on_device) {
   auto& driver = detail::CudaDriver::instance();
   const int ordinal = spec.device.index;
-  if (given.size() != graph_inputs.size()) {
-    throw Error("got " + std::to_string(given.size()) + " inputs, the model has " + std::to_string(graph_inputs.size()),
-                "Give every input of the model", lane);
+  std::lock_guard replay(g.graph_mutex);
+  if (g.graph_inputs.empty()) {
+    // The buffers this session's graph will be captured on: the inputs of its first call, copied.
+    for (const auto& t : given) g.graph_inputs.push_back(allocate_on_gpu(t.name, t.type, t.shape, t.bytes, spec.device));
   }
   for (const auto& t : given) {
-    const auto fixed = std::find_if(graph_inputs.begin(), graph_inputs.end(), [&](const Tensor& g) { return g.name == t.name; });
-    if (fixed == graph_inputs.end()) throw Error("'" + t.name + "' is not an input of this model", "Check the input names", lane);
+    const auto fixed = std::find_if(g.graph_inputs.begin(), g.graph_inputs.end(), [&](const Tensor& f) { return f.name == t.name; });
+    if (fixed == g.graph_inputs.end()) throw Error("'" + t.name + "' is not an input of this model", "Check the input names", lane);
     if (t.shape != fixed->shape || t.type != fixed->type) {
       throw Error("input '" + t.name + "' has shape " + shape_text(t.shape) + ", and this session's CUDA graph was captured with " +
                       shape_text(fixed->shape),
-                  "Feed the captured shape, or start without cuda_graph to serve varying shapes", lane);
+                  "Feed the captured shape, or let the session keep one graph per shape (shapes.max_sessions above 1)", lane);
     }
     if (t.data == fixed->data) continue;
-    check_device_of(t);
     if (t.on_gpu()) {
       driver.synchronize(ordinal);  // the input may have been written on another stream (PyTorch's, CuPy's)
       driver.copy_on_device(ordinal, fixed->data, t.data, t.bytes);
@@ -328,36 +563,35 @@ std::vector<Tensor> Session::Impl::run_graph(const std::vector<Tensor>& given, b
   }
 
   const Ort::MemoryInfo gpu = gpu_memory();
-  Ort::IoBinding binding(session);
-  for (const auto& t : graph_inputs) {
+  Ort::IoBinding binding(g.session);
+  for (const auto& t : g.graph_inputs) {
     binding.BindInput(t.name.c_str(), Ort::Value::CreateTensor(gpu, t.data, t.bytes, t.shape.data(), t.shape.size(),
                                                               static_cast<ONNXTensorElementDataType>(t.type)));
   }
   for (size_t i = 0; i < outputs.size(); ++i) {
-    if (graph_outputs.empty()) {
+    if (g.graph_outputs.empty()) {
       binding.BindOutput(outputs[i].name.c_str(), gpu);
     } else {
-      binding.BindOutput(outputs[i].name.c_str(), graph_outputs[i]);
+      binding.BindOutput(outputs[i].name.c_str(), g.graph_outputs[i]);
     }
   }
   try {
-    session.Run(Ort::RunOptions{nullptr}, binding);
+    g.session.Run(Ort::RunOptions{nullptr}, binding);
     binding.SynchronizeOutputs();
   } catch (const Ort::Exception& e) {
     detail::rethrow_ort_error(e, "running " + spec.model_path + " as a CUDA graph", lane);
   }
-  if (graph_outputs.empty()) graph_outputs = binding.GetOutputValues();
+  if (g.graph_outputs.empty()) g.graph_outputs = binding.GetOutputValues();
 
   // The next run overwrites the graph's output buffers: callers get copies.
   std::vector<Tensor> out;
-  for (size_t i = 0; i < graph_outputs.size(); ++i) {
-    const auto info = graph_outputs[i].GetTensorTypeAndShapeInfo();
+  for (size_t i = 0; i < g.graph_outputs.size(); ++i) {
+    const auto info = g.graph_outputs[i].GetTensorTypeAndShapeInfo();
     const auto type = static_cast<ElementType>(info.GetElementType());
     const std::vector<int64_t> shape = info.GetShape();
-    const void* source = graph_outputs[i].GetTensorRawData();
+    const void* source = g.graph_outputs[i].GetTensorRawData();
     if (outputs_on_device) {
-      const size_t bytes = info.GetElementCount() * element_size(type);
-      Tensor t = allocate_on_gpu(outputs[i].name, type, shape, bytes, spec.device);
+      Tensor t = allocate_on_gpu(outputs[i].name, type, shape, checked_bytes(shape, type, "output '" + outputs[i].name + "'"), spec.device);
       driver.copy_on_device(ordinal, t.data, source, t.bytes);
       out.push_back(std::move(t));
     } else {
@@ -369,66 +603,10 @@ std::vector<Tensor> Session::Impl::run_graph(const std::vector<Tensor>& given, b
   return out;
 }
 
-std::vector<Tensor> Session::run(const std::vector<Tensor>& inputs, bool outputs_on_device) {
-  auto& s = *impl_;
-  if (!s.graph_inputs.empty()) return s.run_graph(inputs, outputs_on_device);
-  std::vector<const char*> in_names;
-  std::vector<Ort::Value> in_values;
-  bool any_on_gpu = outputs_on_device;
-  for (const auto& t : inputs) {
-    s.check_device_of(t);
-    any_on_gpu = any_on_gpu || t.on_gpu();
-    const Ort::MemoryInfo info = t.on_gpu() ? s.gpu_memory() : Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault);
-    in_names.push_back(t.name.c_str());
-    in_values.push_back(Ort::Value::CreateTensor(info, t.data, t.bytes, t.shape.data(), t.shape.size(),
-                                                 static_cast<ONNXTensorElementDataType>(t.type)));
-  }
-  if (any_on_gpu && std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.on_gpu(); })) {
-    // GPU inputs may have been written on another stream (PyTorch's, CuPy's): let that work finish
-    // before ONNX Runtime's stream reads them.
-    detail::CudaDriver::instance().synchronize(s.spec.device.index);
-  }
-  std::vector<Ort::Value> out_values;
-  try {
-    if (!any_on_gpu) {
-      std::vector<const char*> out_names;
-      for (const auto& o : s.outputs) out_names.push_back(o.name.c_str());
-      out_values = s.session.Run(Ort::RunOptions{nullptr}, in_names.data(), in_values.data(), in_values.size(),
-                                 out_names.data(), out_names.size());
-    } else {
-      // Device tensors go through IO binding: ONNX Runtime reads and writes GPU memory in place.
-      Ort::IoBinding binding(s.session);
-      for (size_t i = 0; i < in_values.size(); ++i) binding.BindInput(in_names[i], in_values[i]);
-      const Ort::MemoryInfo out_info = outputs_on_device ? s.gpu_memory() : Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault);
-      for (const auto& o : s.outputs) binding.BindOutput(o.name.c_str(), out_info);
-      s.session.Run(Ort::RunOptions{nullptr}, binding);
-      binding.SynchronizeOutputs();
-      out_values = binding.GetOutputValues();
-    }
-  } catch (const Ort::Exception& e) {
-    detail::rethrow_ort_error(e, "running " + s.spec.model_path, s.lane);
-  }
-  std::vector<Tensor> out;
-  for (size_t i = 0; i < out_values.size(); ++i) {
-    auto value = std::make_shared<Ort::Value>(std::move(out_values[i]));
-    auto info = value->GetTensorTypeAndShapeInfo();
-    Tensor t;
-    t.name = s.outputs[i].name;
-    t.type = static_cast<ElementType>(info.GetElementType());
-    t.shape = info.GetShape();
-    t.bytes = static_cast<size_t>(t.element_count()) * element_size(t.type);
-    t.data = value->GetTensorMutableRawData();
-    t.device = outputs_on_device ? s.spec.device : Device::cpu();
-    t.owner = value;
-    out.push_back(std::move(t));
-  }
-  return out;
-}
-
 std::string Session::end_profiling() {
   if (impl_->spec.profile_prefix.empty()) return {};
   Ort::AllocatorWithDefaultOptions allocator;
-  return impl_->session.EndProfilingAllocated(allocator).get();
+  return impl_->profiled->session.EndProfilingAllocated(allocator).get();
 }
 
 }  // namespace ortfleet

@@ -1,10 +1,10 @@
 #include "ortfleet/engine/tensor.hpp"
 
 #include <cstring>
-#include <numeric>
 #include <random>
 
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/engine/shapes.hpp"
 
 namespace ortfleet {
 
@@ -44,16 +44,14 @@ ElementType parse_element_type(const std::string& name) {
   throw Error("unknown element type '" + name + "'", "Use float32, float16, int64, int32, uint8, bool, ...");
 }
 
-int64_t Tensor::element_count() const {
-  return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
-}
+int64_t Tensor::element_count() const { return checked_element_count(shape, "tensor '" + name + "'"); }
 
 Tensor Tensor::host_copy(std::string name, ElementType type, std::vector<int64_t> shape, const void* src) {
   Tensor t;
   t.name = std::move(name);
   t.type = type;
   t.shape = std::move(shape);
-  t.bytes = static_cast<size_t>(t.element_count()) * element_size(type);
+  t.bytes = checked_bytes(t.shape, type, "tensor '" + t.name + "'");
   auto storage = std::make_shared<std::vector<std::byte>>(t.bytes);
   if (src != nullptr && t.bytes > 0) std::memcpy(storage->data(), src, t.bytes);
   t.data = storage->data();
@@ -66,7 +64,7 @@ Tensor Tensor::borrow(std::string name, ElementType type, std::vector<int64_t> s
   t.name = std::move(name);
   t.type = type;
   t.shape = std::move(shape);
-  t.bytes = static_cast<size_t>(t.element_count()) * element_size(type);
+  t.bytes = checked_bytes(t.shape, type, "tensor '" + t.name + "'");
   t.data = data;
   t.device = device;
   return t;

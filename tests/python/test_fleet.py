@@ -101,7 +101,7 @@ def test_a_dead_worker_is_reported_and_the_others_keep_working(models):
         victim = fleet.status()[0]
         assert victim["pid"] != os.getpid()
         os.kill(victim["pid"], signal.SIGKILL)
-        with pytest.raises(ortfleet.Error, match="killed by signal 9"):
+        with pytest.raises(ortfleet.Error, match="killed by signal SIGKILL"):
             fleet.run("cpu", x)
         fleet.run("cpu:1", x)
 

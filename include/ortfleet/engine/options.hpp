@@ -52,11 +52,38 @@ struct SessionOptions {
   bool operator==(const SessionOptions&) const = default;
 };
 
+/// The dims of every input of one call, by input name: a shape signature ("input=8x3x224x224").
+using InputShapes = std::map<std::string, std::vector<int64_t>>;
+
+/// The input shapes a session serves. ONNX Runtime 1.29's CUDA EP rebuilds every convolution's cuDNN
+/// plan whenever a call's shape differs from the previous call's, so a session keeps one ONNX
+/// Runtime session per shape signature (ortfleet/engine/session.hpp).
+struct ShapeOptions {
+  std::vector<InputShapes> declared;  ///< made and warmed up at start-up; inputs left out take the model's dims
+  std::vector<int64_t> batches;       ///< shorthand: these sizes of the first dim of every input that has it dynamic
+  /// ONNX Runtime sessions per device at most (least recently used evicted); 1 serves every shape
+  /// from one session, as ONNX Runtime alone does.
+  int max_sessions = 8;
+  /// A call whose batch is not declared runs padded to the next declared batch, its outputs sliced
+  /// back: a fixed number of sessions, whatever the batches.
+  bool pad_batch = false;
+  bool operator==(const ShapeOptions&) const = default;
+};
+
+/// "input=1x3x224x224" -> one signature; "ids=1x128,mask=1x128" -> one signature of two inputs; a
+/// name given again starts the next signature ("x=1x3,x=8x3" -> two). Throws ortfleet::Error.
+std::vector<InputShapes> parse_shape_list(const std::string& text);
+/// "1,2,4,8" -> {1, 2, 4, 8}; every size positive. Throws ortfleet::Error.
+std::vector<int64_t> parse_batch_list(const std::string& text);
+/// "ids=1x128,mask=1x128": inputs in name order, dims joined by 'x'.
+std::string to_string(const InputShapes& shapes);
+
 /// Everything that configures one session; what the config file holds.
 struct RunConfig {
   std::string name;  ///< a label, e.g. "start-fast"
   SessionOptions session;
   CudaOptions cuda;
+  ShapeOptions shapes;
   bool operator==(const RunConfig&) const = default;
 
   std::string to_json() const;

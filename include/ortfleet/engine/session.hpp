@@ -23,7 +23,16 @@ struct SessionSpec {
   size_t model_size = 0;
   std::string profile_prefix;      ///< non-empty: ONNX Runtime's profiler writes <prefix>_<date>.json
   std::string cache_dir;           ///< where the optimised-model cache lives (config.session.optimized_model_cache)
-  int64_t dynamic_dim = 1;         ///< value of dynamic dimensions in generated warm-up inputs
+  int64_t dynamic_dim = 1;         ///< value of dynamic dimensions in generated warm-up inputs (when no shape is declared)
+};
+
+/// One ONNX Runtime session of a Session and the shapes it serves.
+struct ShapeSessionInfo {
+  std::string shapes;         ///< its signature, "input=2x3x224x224" ("" before its first call)
+  bool declared = false;      ///< made at start-up for a declared shape
+  int64_t calls = 0;
+  double create_ms = 0;       ///< creating it (0 for the first, which the start-up timeline shows)
+  uint64_t memory_bytes = 0;  ///< device memory (GPU) or resident memory (CPU) it added, creation and first call
 };
 
 class Session {
@@ -48,6 +57,10 @@ class Session {
   std::vector<Tensor> run(const std::vector<Tensor>& inputs, bool outputs_on_device = false);
   /// Ends ONNX Runtime's profiling and returns the profile's path ("" when profiling was off).
   std::string end_profiling();
+  /// The ONNX Runtime sessions it holds now, least recently used first.
+  std::vector<ShapeSessionInfo> shape_sessions() const;
+  /// The shapes made and warmed up at start-up (config.shapes, resolved against the model).
+  const std::vector<InputShapes>& declared_shapes() const;
 
  private:
   struct Impl;

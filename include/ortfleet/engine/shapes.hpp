@@ -1,0 +1,42 @@
+#pragma once
+// Input shapes against a model's declared inputs: which calls fit, which shapes a session makes at
+// start-up, and the sizes computed from them, with checked arithmetic (a model may declare a dim
+// of 2^40).
+#include <cstdint>
+#include <vector>
+
+#include "ortfleet/engine/options.hpp"
+#include "ortfleet/engine/tensor.hpp"
+
+namespace ortfleet {
+
+/// The dims of each tensor, by name.
+InputShapes shapes_of(const std::vector<Tensor>& tensors);
+
+/// Checks one call's shapes against the model's inputs: every input given and no other, ranks as
+/// declared, fixed dims as declared, every dim positive. Throws ortfleet::Error naming the input,
+/// what it got and the shape the model expects ("[batch, 3, 224, 224]").
+void check_shapes(const std::vector<TensorSpec>& inputs, const InputShapes& given);
+
+/// The signatures a session makes and warms up at start-up: `options.declared` (inputs left out
+/// take the model's dims, dynamic ones `dynamic_dim`) and one per `options.batches` entry (the
+/// first dim of every input whose first dim is dynamic). Empty when nothing is declared. Each is
+/// checked; more than options.max_sessions is an error.
+std::vector<InputShapes> resolve_shapes(const std::vector<TensorSpec>& inputs, const ShapeOptions& options, int64_t dynamic_dim);
+
+/// The model's inputs with the concrete dims of `shapes` (for generating inputs of that shape).
+std::vector<TensorSpec> with_shapes(const std::vector<TensorSpec>& inputs, const InputShapes& shapes);
+
+/// The declared batch sizes of resolved shapes (first dims of inputs with a dynamic first dim), sorted.
+std::vector<int64_t> declared_batches(const std::vector<TensorSpec>& inputs, const std::vector<InputShapes>& shapes);
+
+/// Elements in a tensor of `shape`, and its bytes for `type`; throws ortfleet::Error naming `what`
+/// when a dim is negative or the size overflows.
+int64_t checked_element_count(const std::vector<int64_t>& shape, const std::string& what);
+size_t checked_bytes(const std::vector<int64_t>& shape, ElementType type, const std::string& what);
+
+/// "[batch, 3, 224, 224]": dims, dynamic ones by name (or '?').
+std::string shape_text(const TensorSpec& spec);
+std::string shape_text(const std::vector<int64_t>& dims);
+
+}  // namespace ortfleet
