@@ -36,6 +36,15 @@ const std::string& mlp_model() {
   return path;
 }
 
+const std::string& dynamic_mlp_model() {
+  static const std::string path = [] {
+    synth::MlpSpec spec;
+    spec.dynamic_batch = true;
+    return synth::write_mlp((scratch_dir() / "mlp-dynamic.onnx").string(), spec).path;
+  }();
+  return path;
+}
+
 const std::string& resnet18_model() {
   static const std::string path = [] {
     synth::ResNetSpec spec;

@@ -335,7 +335,13 @@ ModelSummary write_conv_zoo(const std::string& path, const ConvZooSpec& spec, co
   for (size_t i = 0; i < shapes.size(); ++i) {
     const auto [in, out, k, stride, dilation, s, depthwise] = shapes[i];
     auto [it, added] = inputs.emplace(std::make_pair(in, s), "input_c" + std::to_string(in) + "_s" + std::to_string(s));
-    if (added) g.input(it->second, DataType::float32, {spec.batch, in, s, s});
+    if (added) {
+      const std::string height = "height_" + it->second;  // each input's size varies on its own
+      const std::string width = "width_" + it->second;
+      g.input(it->second, DataType::float32,
+              {batch_dim(spec.batch, spec.dynamic_batch), in, spec.dynamic_spatial ? Dim(height.c_str()) : Dim(s),
+               spec.dynamic_spatial ? Dim(width.c_str()) : Dim(s)});
+    }
     const int64_t group = depthwise ? in : 1;
     const std::string w = g.fan_in_weight("conv" + std::to_string(i) + ".weight", {out, in / group, k, k}, in / group * k * k);
     const int64_t pad = dilation * (k - 1) / 2;
@@ -347,7 +353,7 @@ ModelSummary write_conv_zoo(const std::string& path, const ConvZooSpec& spec, co
     out_channels += out;
   }
   const std::string all = pooled.size() == 1 ? pooled.front() : g.op("Concat", pooled, {Attribute::Int("axis", 1)});
-  g.output(all, DataType::float32, {spec.batch, out_channels});
+  g.output(all, DataType::float32, {batch_dim(spec.batch, spec.dynamic_batch), out_channels});
   g.set_distinct_convs(spec.convs);
   return g.write(path, "convzoo", options);
 }
@@ -422,7 +428,8 @@ ModelSummary write_mlp(const std::string& path, const MlpSpec& spec, const Write
   require(spec.width >= 1 && spec.width <= 65536, "width must be 1..65536");
   require(spec.batch >= 1, "batch must be at least 1");
   GraphBuilder g("mlp", options.seed);
-  g.input("input", DataType::float32, {spec.batch, spec.width});
+  const Dim batch = batch_dim(spec.batch, spec.dynamic_batch);
+  g.input("input", DataType::float32, {batch, spec.width});
   std::string x = "input";
   for (int l = 0; l < spec.layers; ++l) {
     const std::string p = "layer" + std::to_string(l);
@@ -430,7 +437,7 @@ ModelSummary write_mlp(const std::string& path, const MlpSpec& spec, const Write
     const std::string b = g.weight(p + ".bias", {spec.width}, -0.1f, 0.1f);
     x = g.op("Relu", {g.op("Add", {g.op("MatMul", {x, w}), b})});
   }
-  g.output(x, DataType::float32, {spec.batch, spec.width});
+  g.output(x, DataType::float32, {batch, spec.width});
   return g.write(path, "mlp", options);
 }
 

@@ -91,6 +91,14 @@ void RunConfigFlags::add_to(CLI::App* app) {
   app->add_flag("--no-model-cache", no_model_cache, "Never use it (the fleet strategy does by default)");
   app->add_flag("--cuda-graph", cuda_graph, "Enable CUDA graph capture in the CUDA EP");
   app->add_option("--module-loading", module_loading, "CUDA_MODULE_LOADING for the sessions' process: LAZY or EAGER");
+  app->add_option("--shapes", shapes,
+                  "Input shapes to make and warm up at start-up, each with an ONNX Runtime session of its own: "
+                  "input=1x3x224x224,input=8x3x224x224 (a=1x128,b=1x128 for several inputs)");
+  app->add_option("--batches", batches, "Batch sizes to make and warm up at start-up, for a model whose first dim is dynamic: 1,2,4,8");
+  app->add_option("--max-shape-sessions", max_shape_sessions,
+                  "ONNX Runtime sessions per device at most, one per input shape (1: one session for every shape)")
+      ->check(CLI::Range(1, 256));
+  app->add_flag("--pad-batch", pad_batch, "Pad a batch up to the next declared batch (--batches), outputs sliced back");
 }
 
 RunConfig RunConfigFlags::resolve() const {
@@ -107,6 +115,13 @@ RunConfig RunConfigFlags::resolve() const {
     if (module_loading != "LAZY" && module_loading != "EAGER") throw Error("--module-loading takes LAZY or EAGER");
     c.session.cuda_module_loading = module_loading;
   }
+  if (!shapes.empty()) c.shapes.declared = parse_shape_list(shapes);
+  if (!batches.empty()) c.shapes.batches = parse_batch_list(batches);
+  if (max_shape_sessions > 0) c.shapes.max_sessions = max_shape_sessions;
+  if (pad_batch) c.shapes.pad_batch = true;
+  if (c.shapes.pad_batch && c.shapes.batches.empty() && c.shapes.declared.empty()) {
+    throw Error("--pad-batch needs declared batches to pad to", "Add --batches 1,2,4,8");
+  }
   return c;
 }
 
@@ -121,6 +136,10 @@ std::vector<std::string> RunConfigFlags::as_arguments() const {
   if (no_model_cache) args.emplace_back("--no-model-cache");
   if (cuda_graph) args.emplace_back("--cuda-graph");
   if (!module_loading.empty()) args.insert(args.end(), {"--module-loading", module_loading});
+  if (!shapes.empty()) args.insert(args.end(), {"--shapes", shapes});
+  if (!batches.empty()) args.insert(args.end(), {"--batches", batches});
+  if (max_shape_sessions > 0) args.insert(args.end(), {"--max-shape-sessions", std::to_string(max_shape_sessions)});
+  if (pad_batch) args.emplace_back("--pad-batch");
   return args;
 }
 

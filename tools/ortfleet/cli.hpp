@@ -43,6 +43,10 @@ struct RunConfigFlags {
   bool no_model_cache = false;
   bool cuda_graph = false;
   std::string module_loading;
+  std::string shapes;
+  std::string batches;
+  int max_shape_sessions = 0;
+  bool pad_batch = false;
   void add_to(CLI::App* app);
   /// The config file (or defaults), with the flags given on top.
   RunConfig resolve() const;

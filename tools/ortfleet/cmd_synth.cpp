@@ -80,6 +80,8 @@ void register_synth(CLI::App& app, Globals& globals, Action& action) {
   zoo->add_option("--max-channels", f->zoo.max_channels, "Largest input channel count");
   zoo->add_option("--max-spatial", f->zoo.max_spatial, "Largest feature-map size");
   zoo->add_option("--batch", f->zoo.batch, "Batch size");
+  zoo->add_flag("--dynamic-batch", f->zoo.dynamic_batch, "Make the batch dimension symbolic");
+  zoo->add_flag("--dynamic-spatial", f->zoo.dynamic_spatial, "Make every input's height and width symbolic");
 
   auto* tf = model_command(synth, "transformer", "A BERT-style encoder; 24 x 1024 weighs about 1.27 GB", *f);
   tf->add_option("--layers", f->transformer.layers, "Encoder layers");
@@ -95,6 +97,7 @@ void register_synth(CLI::App& app, Globals& globals, Action& action) {
   mlp->add_option("--layers", f->mlp.layers, "Layers");
   mlp->add_option("--width", f->mlp.width, "Width");
   mlp->add_option("--batch", f->mlp.batch, "Batch size");
+  mlp->add_flag("--dynamic-batch", f->mlp.dynamic_batch, "Make the batch dimension symbolic");
 
   auto bind = [&globals, &action, f](CLI::App* cmd, auto writer) {
     cmd->callback([&globals, &action, f, writer] {

@@ -23,6 +23,8 @@ struct ConvZooSpec {
   int batch = 1;
   int max_channels = 64;
   int max_spatial = 56;
+  bool dynamic_batch = false;
+  bool dynamic_spatial = false;  ///< height and width of every input symbolic (variable-resolution images)
 };
 
 /// A BERT-style encoder (embeddings, then layers of attention + GELU feed-forward, LayerNorm).
@@ -43,6 +45,7 @@ struct MlpSpec {
   int layers = 3;
   int width = 64;
   int batch = 1;
+  bool dynamic_batch = false;
 };
 
 enum class ExternalData { automatic, always, never };  ///< automatic: external when over 2 GB
