@@ -8,7 +8,10 @@ that starting a fleet from Python costs what the command line's fleet does). The
 register_execution_provider_library + get_ep_devices + SessionOptions.add_provider_for_devices.
 
 Prints one JSON line in the shape of `ortfleet start --ready-line` when every device is ready
-(session created and one inference run on generated inputs).
+(session created and one inference run on generated inputs). With --shape-mix it instead streams
+inferences whose batch size cycles through the mix on one session of the first device, the status
+quo that `ortfleet bench --inference --shape-mix` compares shape-aware sessions with, and prints one
+JSON line with the throughput and latencies.
 """
 import time
 
@@ -22,7 +25,8 @@ _REGISTER_LOCK = threading.Lock()
 _REGISTERED = []
 
 
-def make_inputs(session, seed):
+def make_inputs(session, seed, batch=1):
+    """Generated inputs; a dynamic first dim takes `batch`, other dynamic dims 1."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
@@ -31,7 +35,7 @@ def make_inputs(session, seed):
               "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(bool)": np.bool_, "tensor(uint8)": np.uint8}
     feeds = {}
     for i in session.get_inputs():
-        shape = [d if isinstance(d, int) and d > 0 else 1 for d in i.shape]
+        shape = [d if isinstance(d, int) and d > 0 else (batch if k == 0 else 1) for k, d in enumerate(i.shape)]
         dtype = dtypes[i.type]
         if np.issubdtype(dtype, np.floating):
             feeds[i.name] = rng.uniform(-1, 1, shape).astype(dtype)
@@ -75,6 +79,41 @@ def spawn_worker(args):
         return device, time.monotonic_ns(), os.getpid(), str(e)
 
 
+def shape_mix(a, device):
+    """One session, a stream of calls whose batch cycles through the mix (or is drawn from it)."""
+    import random
+
+    session, _ = start_one(a.model, device, a.cuda_ep, a.conv_algo)
+    batches = [int(b) for b in a.shape_mix.split(",")]
+    feeds = {b: make_inputs(session, 7, b) for b in batches}
+    first = {}
+    for b in batches:  # the first call of each shape after ready, as a user's first requests meet it
+        start = time.monotonic_ns()
+        session.run(None, feeds[b])
+        first[b] = (time.monotonic_ns() - start) / 1e6
+    rng = random.Random(7)
+    latencies = []
+    deadline = time.monotonic() + a.seconds
+    i = 0
+    while time.monotonic() < deadline:
+        b = rng.choice(batches) if a.order == "random" else batches[i % len(batches)]
+        i += 1
+        start = time.monotonic_ns()
+        session.run(None, feeds[b])
+        latencies.append((time.monotonic_ns() - start) / 1e6)
+    latencies.sort()
+
+    def pct(p):
+        if not latencies:
+            return 0.0
+        rank = p / 100 * (len(latencies) - 1)
+        lo, hi = int(rank), min(int(rank) + 1, len(latencies) - 1)
+        return latencies[lo] + (latencies[hi] - latencies[lo]) * (rank - lo)
+
+    print(json.dumps({"ortfleet_throughput_row": 1, "inferences_per_s": len(latencies) / a.seconds, "p50_ms": pct(50),
+                      "p99_ms": pct(99), "first_call_ms": max(first.values())}), flush=True)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("model")
@@ -82,8 +121,14 @@ def main():
     p.add_argument("--mode", choices=["sequential", "threads", "spawn", "ortfleet"], required=True)
     p.add_argument("--cuda-ep", default="", help="path of libonnxruntime_providers_cuda.so")
     p.add_argument("--conv-algo", default="EXHAUSTIVE")
+    p.add_argument("--shape-mix", default="", help="batch sizes, e.g. 1,2: stream them through one session instead")
+    p.add_argument("--order", choices=["cycle", "random"], default="cycle")
+    p.add_argument("--seconds", type=float, default=5)
     a = p.parse_args()
     devices = a.devices.split(",")
+    if a.shape_mix:
+        shape_mix(a, devices[0])
+        return
     results = {}  # device -> (ready_ns, pid, error)
     sessions = []
 

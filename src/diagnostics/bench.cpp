@@ -11,6 +11,8 @@
 #include <thread>
 
 #include "diagnostics/cold_start.hpp"
+#include "diagnostics/machine.hpp"
+#include "diagnostics/python_anchor.hpp"
 #include "process/child_process.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/diagnostics/statistics.hpp"
@@ -18,10 +20,6 @@
 #include "ortfleet/engine/cuda_provider.hpp"
 #include "ortfleet/engine/runtime.hpp"
 #include "base/system_paths.hpp"
-
-#ifndef ORTFLEET_SOURCE_DIR
-#define ORTFLEET_SOURCE_DIR ""
-#endif
 
 namespace ortfleet {
 namespace fs = std::filesystem;
@@ -43,27 +41,6 @@ std::string device_list(const std::vector<Device>& devices) {
 std::string count_label(const std::vector<Device>& devices) {
   const bool gpu = !devices.empty() && devices.front().is_gpu();
   return fmt::format("{} {}{}", devices.size(), gpu ? "GPU" : "CPU session", devices.size() == 1 ? "" : "s");
-}
-
-std::optional<std::string> find_anchor_script() {
-  std::vector<fs::path> candidates;
-  if (auto v = detail::env_var("ORTFLEET_PYTHON_ANCHOR")) candidates.emplace_back(*v);
-  const fs::path here = detail::own_binary_dir();
-  candidates.push_back(here / ".." / "share" / "ortfleet" / "onnxruntime_python.py");
-  candidates.push_back(here / "anchors" / "onnxruntime_python.py");
-  if (*ORTFLEET_SOURCE_DIR != '\0') candidates.push_back(fs::path(ORTFLEET_SOURCE_DIR) / "bench" / "anchors" / "onnxruntime_python.py");
-  for (const auto& c : candidates) {
-    std::error_code ec;
-    if (fs::exists(c, ec)) return fs::weakly_canonical(c).string();
-  }
-  return std::nullopt;
-}
-
-std::string machine_description(const std::vector<Device>& devices) {
-  const int cpus = static_cast<int>(std::thread::hardware_concurrency());
-  const auto& driver = probe_cuda_driver();
-  if (devices.empty() || !devices.front().is_gpu() || driver.gpus.empty()) return fmt::format("CPU only, {} CPUs", cpus);
-  return fmt::format("{} x {}, {} CPUs", driver.gpus.size(), driver.gpus.front().name, cpus);
 }
 
 std::vector<Case> plan_cases(const BenchOptions& o, const std::string& ortfleet, const std::optional<std::string>& anchor) {
@@ -177,19 +154,18 @@ BenchReport run_bench(const BenchOptions& options) {
   load_runtime(o.ort_library);  // for the report, and to find the CUDA EP next to it for the anchors
   BenchReport report;
   report.model = o.model;
-  report.machine = machine_description(o.devices);
+  report.machine = detail::machine_description(o.devices);
   if (const RuntimeInfo* rt = loaded_runtime()) report.ort_version = rt->version;
 
   std::optional<std::string> anchor;
   if (o.anchors) {
-    anchor = find_anchor_script();
+    anchor = detail::find_anchor_script();
     if (!anchor) {
       report.skipped.push_back("onnxruntime Python anchors: bench/anchors/onnxruntime_python.py not found (set ORTFLEET_PYTHON_ANCHOR)");
     } else {
       say("checking that " + o.python + " can import onnxruntime");
-      const auto probe = detail::run_child({o.python, "-c", "import onnxruntime, numpy; print(onnxruntime.__version__)"}, {}, "", 120);
-      if (probe.exit_code != 0) {
-        report.skipped.push_back("onnxruntime Python anchors: " + o.python + " cannot import onnxruntime and numpy (" + probe.describe() + ")");
+      if (const auto problem = detail::anchor_problem(o.python)) {
+        report.skipped.push_back("onnxruntime Python anchors: " + *problem);
         anchor.reset();
       } else if (detail::run_child({o.python, "-c", "import ortfleet"}, {}, "", 60).exit_code == 0) {
         o.python_ortfleet = true;  // ortfleet's Python module is importable: time the fleet from Python too
@@ -283,105 +259,6 @@ std::string BenchReport::to_markdown() const {
   for (const auto& n : notes) out += "\n- " + n;
   for (const auto& s : skipped) out += "\n- not run: " + s;
   return out + "\n";
-}
-
-// --- inference throughput -------------------------------------------------------------------------
-
-namespace {
-
-/// Each thread runs inferences on its device until the deadline; returns per-inference latencies.
-std::vector<std::vector<double>> hammer(Fleet& fleet, const std::vector<Device>& per_thread, double seconds) {
-  const auto inputs = random_inputs(fleet.inputs(), 7);
-  std::vector<std::vector<double>> latencies(per_thread.size());
-  std::vector<std::thread> threads;
-  std::atomic<bool> go{false};
-  int64_t deadline = 0;
-  for (size_t t = 0; t < per_thread.size(); ++t) {
-    threads.emplace_back([&, t] {
-      for (int i = 0; i < 3; ++i) fleet.run(per_thread[t], inputs);  // warm, untimed
-      while (!go.load()) std::this_thread::yield();
-      while (monotonic_ns() < deadline) {
-        const int64_t start = monotonic_ns();
-        fleet.run(per_thread[t], inputs);
-        latencies[t].push_back(static_cast<double>(monotonic_ns() - start) / 1e6);
-      }
-    });
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // let every thread finish its warm-up
-  deadline = monotonic_ns() + static_cast<int64_t>(seconds * 1e9);
-  go = true;
-  for (auto& th : threads) th.join();
-  return latencies;
-}
-
-ThroughputRow measure(const std::string& label, Fleet& fleet, const std::vector<Device>& per_thread, double seconds, int devices) {
-  const auto latencies = hammer(fleet, per_thread, seconds);
-  std::vector<double> all;
-  for (const auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
-  ThroughputRow row;
-  row.label = label;
-  row.devices = devices;
-  row.threads = static_cast<int>(per_thread.size());
-  row.inferences_per_s = static_cast<double>(all.size()) / seconds;
-  row.p50_ms = percentile(all, 50);
-  row.p99_ms = percentile(all, 99);
-  return row;
-}
-
-}  // namespace
-
-ThroughputReport run_throughput(const ThroughputOptions& options) {
-  ThroughputOptions o = options;
-  if (o.devices.empty()) o.devices = parse_devices("all", gpu_count());
-  auto say = [&](const std::string& s) {
-    if (o.progress) o.progress(s);
-  };
-  FleetOptions fo;
-  fo.config = o.config;
-  fo.ort_library = o.ort_library;
-  fo.strategy = Strategy::fleet;
-  ThroughputReport report;
-  const Device first = o.devices.front();
-  const int n = static_cast<int>(o.devices.size());
-  {
-    fo.devices = {first};
-    say("starting one session on " + first.to_string());
-    Fleet one(o.model, fo);
-    one.start();
-    if (!one.wait()) throw Error("the session on " + first.to_string() + " failed: " + one.status().front().error);
-    say(fmt::format("1 session, 1 thread, {:.0f} s", o.seconds));
-    report.rows.push_back(measure("1 device, 1 thread", one, {first}, o.seconds, 1));
-    if (n > 1) {
-      say(fmt::format("1 session, {} threads, {:.0f} s", n, o.seconds));
-      report.rows.push_back(measure(fmt::format("1 device, {} threads on one session", n), one,
-                                    std::vector<Device>(static_cast<size_t>(n), first), o.seconds, 1));
-    }
-  }
-  if (n > 1) {
-    // Where the sessions live changes what a call costs: a worker process answers through shared
-    // memory (the fleet's start-up), a session in this process is called directly (threads).
-    fo.devices = o.devices;
-    for (const auto& [strategy, where] : {std::pair{Strategy::fleet, "a worker process each"}, std::pair{Strategy::threads, "in this process"}}) {
-      fo.strategy = strategy;
-      say(fmt::format("starting {} sessions, one per device, {}", n, where));
-      Fleet all(o.model, fo);
-      all.start();
-      if (!all.wait()) throw Error(fmt::format("the {} strategy failed to start on every device", to_string(strategy)));
-      say(fmt::format("{} sessions, {}, one thread each, {:.0f} s", n, where, o.seconds));
-      report.rows.push_back(measure(fmt::format("{} devices, one session each, {}", n, where), all, o.devices, o.seconds, n));
-    }
-  }
-  for (auto& r : report.rows) r.speedup = r.inferences_per_s / report.rows.front().inferences_per_s;
-  return report;
-}
-
-std::string ThroughputReport::to_json() const {
-  json out = json::array();
-  for (const auto& r : rows) {
-    out.push_back({{"label", r.label}, {"devices", r.devices}, {"threads", r.threads}, {"inferences_per_s", r.inferences_per_s},
-                   {"p50_ms", r.p50_ms}, {"p99_ms", r.p99_ms}, {"speedup", r.speedup}});
-  }
-  return json{{"ortfleet_throughput", 1}, {"rows", out}}.dump(2);
 }
 
 }  // namespace ortfleet

@@ -242,6 +242,7 @@ void Session::Impl::create() {
   }
 
   auto first = std::make_shared<ShapeSession>();
+  first->memory_before = memory_in_use(spec.device);
   {
     auto p = phase(phase::session_create);
     if (p) {
@@ -479,7 +480,10 @@ std::vector<Tensor> Session::run(const std::vector<Tensor>& given, bool outputs_
   }
   const auto session = s.session_for(shapes_of(given));
   std::vector<Tensor> out = s.graph_mode() ? s.run_graph(*session, given, outputs_on_device) : s.run_plain(*session, given, outputs_on_device);
-  if (session->calls.fetch_add(1) == 0) session->memory_bytes = memory_in_use(s.spec.device) - std::min(session->memory_before, memory_in_use(s.spec.device));
+  if (session->calls.fetch_add(1) == 0) {
+    const uint64_t now = memory_in_use(s.spec.device);
+    session->memory_bytes = now - std::min(session->memory_before, now);
+  }
   return out;
 }
 

@@ -54,24 +54,6 @@ TEST(Bench, AFailingCaseIsReportedNotFatal) {
   EXPECT_FALSE(r.rows[0].error.empty());
 }
 
-TEST(Bench, InferenceThroughputOverDevicesAndThreads) {
-  ThroughputOptions o;
-  o.model = test::mlp_model();
-  o.devices = {Device::cpu(0), Device::cpu(1)};
-  o.seconds = 0.3;
-  const ThroughputReport r = run_throughput(o);
-  ASSERT_EQ(r.rows.size(), 4u);  // 1 thread, 2 threads on one session, 2 worker processes, 2 sessions in process
-  for (const auto& row : r.rows) {
-    EXPECT_GT(row.inferences_per_s, 0.0) << row.label;
-    EXPECT_LE(row.p50_ms, row.p99_ms);
-  }
-  EXPECT_DOUBLE_EQ(r.rows[0].speedup, 1.0);
-  EXPECT_EQ(r.rows[2].devices, 2);
-  EXPECT_EQ(r.rows[3].devices, 2);
-  EXPECT_NE(r.rows[2].label, r.rows[3].label);
-  EXPECT_EQ(nlohmann::json::parse(r.to_json())["rows"].size(), 4u);
-}
-
 TEST(Bench, RejectsNonsense) {
   BenchOptions o;
   o.model = test::mlp_model();

@@ -8,6 +8,7 @@
 
 #include "cli.hpp"
 #include "ortfleet/diagnostics/bench.hpp"
+#include "ortfleet/diagnostics/throughput.hpp"
 #include "ortfleet/base/error.hpp"
 
 namespace ortfleet::cli {
@@ -25,6 +26,8 @@ struct BenchFlags {
   std::string export_markdown;
   bool inference = false;
   double seconds = 5;
+  std::string shape_mix;
+  std::string shape_order = "cycle";
   RunConfigFlags config;
 };
 
@@ -59,33 +62,63 @@ void print_report(const BenchReport& r, std::ostream& out) {
   for (const auto& s : r.skipped) out << "not run: " << s << "\n";
 }
 
+void print_throughput(const ThroughputReport& r, std::ostream& out) {
+  const bool mix = std::any_of(r.rows.begin(), r.rows.end(), [](const ThroughputRow& row) { return row.sessions > 0; });
+  std::vector<std::string> headers = {"inference", "inferences/s", "p50", "p99", "speed-up"};
+  if (mix) headers.insert(headers.end(), {"first call", "sessions", "memory"});
+  std::vector<bool> right(headers.size(), true);
+  right[0] = false;
+  Table t(headers, right);
+  for (const auto& row : r.rows) {
+    if (!row.error.empty()) {
+      t.add({row.label, "failed"});
+      continue;
+    }
+    std::vector<std::string> cells = {row.label, fmt::format("{:.1f}", row.inferences_per_s), format_ms(row.p50_ms),
+                                      format_ms(row.p99_ms), fmt::format("{:.2f}x", row.speedup)};
+    if (mix) {
+      cells.insert(cells.end(), {format_ms(row.first_call_ms), std::to_string(row.sessions),
+                                 row.memory_bytes > 0 ? format_bytes(row.memory_bytes) : "-"});
+    }
+    t.add(cells);
+  }
+  t.print(out);
+  for (const auto& row : r.rows) {
+    if (!row.error.empty()) out << "\n" << row.label << " failed: " << row.error;
+  }
+  for (const auto& n : r.notes) out << "\n" << n;
+  out << "\n";
+}
+
+int run_inference(const BenchFlags& f, const Globals& g, const std::string& model, const std::vector<Device>& devices,
+                  ProgressLine& progress) {
+  ThroughputOptions o;
+  o.model = model;
+  o.devices = devices;
+  o.seconds = f.seconds;
+  o.config = f.config.resolve();
+  o.ort_library = g.ort_lib;
+  if (!f.shape_mix.empty()) o.shape_mix = parse_batch_list(f.shape_mix);
+  o.random_order = f.shape_order == "random";
+  o.anchors = !f.no_anchors;
+  o.python = f.python;
+  o.progress = [&](const std::string& s) { progress.update(s); };
+  const ThroughputReport r = run_throughput(o);
+  progress.clear();
+  export_to(f.export_json, r.to_json());
+  if (g.json) std::cout << r.to_json() << std::endl;
+  else print_throughput(r, std::cout);
+  for (const auto& row : r.rows) {
+    if (!row.error.empty()) return 3;
+  }
+  return 0;
+}
+
 int run_bench_command(const BenchFlags& f, const Globals& g) {
   ProgressLine progress(!g.quiet);
   const std::string model = f.target.model_path(g.quiet);
   const auto devices = f.target.device_list();
-  if (f.inference) {
-    ThroughputOptions o;
-    o.model = model;
-    o.devices = devices;
-    o.seconds = f.seconds;
-    o.config = f.config.resolve();
-    o.ort_library = g.ort_lib;
-    o.progress = [&](const std::string& s) { progress.update(s); };
-    const ThroughputReport r = run_throughput(o);
-    progress.clear();
-    export_to(f.export_json, r.to_json());
-    if (g.json) {
-      std::cout << r.to_json() << std::endl;
-      return 0;
-    }
-    Table t({"inference", "inferences/s", "p50", "p99", "speed-up"}, {false, true, true, true, true});
-    for (const auto& row : r.rows) {
-      t.add({row.label, fmt::format("{:.1f}", row.inferences_per_s), format_ms(row.p50_ms), format_ms(row.p99_ms),
-             fmt::format("{:.2f}x", row.speedup)});
-    }
-    t.print(std::cout);
-    return 0;
-  }
+  if (f.inference) return run_inference(f, g, model, devices, progress);
   BenchOptions o;
   o.model = model;
   o.devices = devices;
@@ -127,6 +160,11 @@ void register_bench(CLI::App& app, Globals& globals, Action& action) {
   cmd->add_option("--export-markdown", f->export_markdown, "Also write the table as Markdown here");
   cmd->add_flag("--inference", f->inference, "Measure inference throughput over the devices instead of start-up");
   cmd->add_option("--seconds", f->seconds, "With --inference: seconds per measurement")->check(CLI::Range(0.1, 3600.0));
+  cmd->add_option("--shape-mix", f->shape_mix,
+                  "With --inference: batch sizes a stream of calls cycles through (1,2 or 1,8,32): one ONNX Runtime session "
+                  "against shape-aware sessions, on the first device (the model needs a dynamic first dim)");
+  cmd->add_option("--shape-order", f->shape_order, "With --shape-mix: cycle through the sizes, or draw them at random")
+      ->check(CLI::IsMember({"cycle", "random"}));
   f->config.add_to(cmd);
   cmd->callback([&globals, &action, f] { action = [&globals, f] { return run_bench_command(*f, globals); }; });
 }

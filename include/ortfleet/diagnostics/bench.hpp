@@ -69,32 +69,4 @@ BenchReport run_bench(const BenchOptions& options);
 /// paid long before it imports ortfleet. Nothing when either row is missing or failed.
 std::optional<std::string> python_fleet_note(const std::vector<BenchRow>& rows);
 
-/// Inference throughput: a stream of batches over N devices at once vs one device, and N threads
-/// over one device's session vs one session per device (`bench --inference`).
-struct ThroughputOptions {
-  std::string model;
-  std::vector<Device> devices;
-  double seconds = 5;
-  RunConfig config;
-  std::string ort_library;
-  std::function<void(const std::string&)> progress;
-};
-
-struct ThroughputRow {
-  std::string label;
-  int devices = 0;
-  int threads = 0;
-  double inferences_per_s = 0;
-  double p50_ms = 0;
-  double p99_ms = 0;
-  double speedup = 0;  ///< vs the one-device, one-thread row
-};
-
-struct ThroughputReport {
-  std::vector<ThroughputRow> rows;
-  std::string to_json() const;
-};
-
-ThroughputReport run_throughput(const ThroughputOptions& options);
-
 }  // namespace ortfleet
