@@ -5,6 +5,7 @@
 
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/session.hpp"
+#include "ortfleet/engine/shapes.hpp"
 #include "ortfleet/synth/synth.hpp"
 #include "test_support.hpp"
 
@@ -158,6 +159,51 @@ TEST(GpuSession, ADeviceThatDoesNotExistFailsWithItsName) {
     FAIL() << "cuda:64 accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("cuda:64"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace ortfleet
+
+namespace ortfleet {
+
+TEST(GpuSession, ShapeAwareSessionsMatchTheCpuForEveryShapeAndCudaGraph) {
+  ORTFLEET_REQUIRE_GPU();
+  synth::ResNetSpec r;
+  r.depth = 18;
+  r.image_size = 64;
+  r.dynamic_batch = true;
+  const std::string model = synth::write_resnet((test::scratch_dir() / "resnet18-dynamic.onnx").string(), r).path;
+  for (const bool graph : {false, true}) {
+    SessionSpec gpu;
+    gpu.model_path = model;
+    gpu.device = Device::cuda(0);
+    gpu.config.cuda.tf32 = false;
+    gpu.config.cuda.cuda_graph = graph;
+    gpu.config.shapes.batches = {1, 3};
+    Session on_gpu(gpu);
+    on_gpu.warm_up(1);
+    SessionSpec cpu;
+    cpu.model_path = model;
+    Session on_cpu(cpu);
+    for (int round = 0; round < 2; ++round) {
+      for (const int64_t batch : {1, 3, 2}) {  // 2 was not declared: a session made on demand
+        ShapeOptions one;
+        one.batches = {batch};
+        const auto in = random_inputs(with_shapes(on_gpu.inputs(), resolve_shapes(on_gpu.inputs(), one, 1).front()), 100 + static_cast<uint64_t>(batch));
+        const auto got = on_gpu.run(in);
+        const auto want = on_cpu.run(in);
+        ASSERT_EQ(got[0].shape, want[0].shape);
+        const std::vector<float> g(got[0].values<float>(), got[0].values<float>() + got[0].element_count());
+        const std::vector<float> w(want[0].values<float>(), want[0].values<float>() + want[0].element_count());
+        EXPECT_LT(relative_error(g, w), 1e-4) << "batch " << batch << (graph ? " (cuda graph)" : "");
+      }
+    }
+    const auto sessions = on_gpu.shape_sessions();
+    EXPECT_EQ(sessions.size(), 3u);
+    for (const auto& s : sessions) {
+      EXPECT_EQ(s.calls, s.declared ? (graph ? 5 : 3) : 2) << s.shapes;  // warm-up runs of a declared shape (3 to capture a graph), then two rounds
+      EXPECT_GT(s.memory_bytes, 0u) << s.shapes;
+    }
   }
 }
 
