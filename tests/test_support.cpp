@@ -55,6 +55,17 @@ const std::string& resnet18_model() {
   return path;
 }
 
+const std::string& dynamic_resnet18_model() {
+  static const std::string path = [] {
+    synth::ResNetSpec spec;
+    spec.depth = 18;
+    spec.image_size = 64;
+    spec.dynamic_batch = true;
+    return synth::write_resnet((scratch_dir() / "resnet18-dynamic.onnx").string(), spec).path;
+  }();
+  return path;
+}
+
 const std::string& conv_zoo_model() {
   static const std::string path = [] {
     synth::ConvZooSpec spec;

@@ -15,6 +15,7 @@ const std::filesystem::path& scratch_dir();
 const std::string& mlp_model();          ///< 3 layers, 64 wide
 const std::string& dynamic_mlp_model();  ///< the same with a dynamic batch dim
 const std::string& resnet18_model();     ///< a ResNet-18 (small enough for quick CPU runs)
+const std::string& dynamic_resnet18_model();  ///< the same with a dynamic batch dim
 const std::string& conv_zoo_model();     ///< 120 distinct conv shapes, 32x32 inputs
 const std::string& small_transformer();  ///< 2 layers x 64, with its weights in external data
 

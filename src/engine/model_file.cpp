@@ -1,5 +1,6 @@
 #include "ortfleet/engine/model_file.hpp"
 
+#include <charconv>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "engine/model_file.hpp"
 #include "ortfleet/base/error.hpp"
 
 namespace ortfleet {
@@ -236,3 +238,69 @@ ModelFacts inspect_model(const std::string& path) {
 }
 
 }  // namespace ortfleet
+
+namespace ortfleet::detail {
+
+std::vector<InitializerBytes> initializer_bytes(const std::string& path) {
+  validate_model_file(path);
+  FileReader file(path);
+  const uint64_t size = fs::file_size(path);
+  const fs::path folder = fs::absolute(path).parent_path();
+  std::vector<InitializerBytes> out;
+  ProtoCursor model(file, 0, size);
+  while (!model.done()) {
+    const auto f = model.next(path);
+    if (f.number != 7 || f.wire != 2) continue;  // the graph
+    ProtoCursor graph(file, f.offset, f.offset + f.value);
+    while (!graph.done()) {
+      const auto g = graph.next(path);
+      if (g.number != 5 || g.wire != 2) continue;  // TensorProto: dims 1, data_type 2, name 8, raw_data 9, external_data 13
+      InitializerBytes init;
+      bool located = false;
+      ProtoCursor tensor(file, g.offset, g.offset + g.value);
+      while (!tensor.done()) {
+        const auto t = tensor.next(path);
+        if (t.number == 1 && t.wire == 0) init.dims.push_back(static_cast<int64_t>(t.value));
+        if (t.number == 1 && t.wire == 2) {  // packed dims
+          uint64_t pos = t.offset;
+          while (pos < t.offset + t.value) {
+            auto d = read_varint(file, pos, t.offset + t.value);
+            if (!d) break;
+            init.dims.push_back(static_cast<int64_t>(*d));
+          }
+        }
+        if (t.number == 2 && t.wire == 0) init.type = static_cast<ElementType>(t.value);
+        if (t.number == 8 && t.wire == 2) init.name = tensor.string_of(t);
+        if (t.number == 9 && t.wire == 2) {
+          init.file = fs::absolute(path).string();
+          init.offset = t.offset;
+          init.bytes = t.value;
+          located = true;
+        }
+        if (t.number == 13 && t.wire == 2) {  // StringStringEntryProto {key 1, value 2}
+          ProtoCursor entry(file, t.offset, t.offset + t.value);
+          std::string key;
+          std::string value;
+          while (!entry.done()) {
+            const auto e = entry.next(path);
+            if (e.number == 1 && e.wire == 2) key = entry.string_of(e);
+            if (e.number == 2 && e.wire == 2) value = entry.string_of(e);
+          }
+          if (key == "location") init.file = (folder / value).string();
+          auto number = [&](uint64_t& n) {
+            if (std::from_chars(value.data(), value.data() + value.size(), n).ec != std::errc()) {
+              throw Error(path + ": initializer '" + init.name + "' has a bad external-data " + key + " '" + value + "'", kModelHint);
+            }
+          };
+          if (key == "offset") number(init.offset);
+          if (key == "length") number(init.bytes);
+          located = located || key == "location";
+        }
+      }
+      if (located && !init.name.empty()) out.push_back(std::move(init));
+    }
+  }
+  return out;
+}
+
+}  // namespace ortfleet::detail

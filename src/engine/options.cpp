@@ -276,7 +276,11 @@ class Section {
 json shapes_json(const ShapeOptions& s) {
   json declared = json::array();
   for (const auto& d : s.declared) declared.push_back(to_string(d));
-  return {{"declared", declared}, {"batches", s.batches}, {"max_sessions", s.max_sessions}, {"pad_batch", s.pad_batch}};
+  return {{"declared", declared},
+          {"batches", s.batches},
+          {"max_sessions", s.max_sessions},
+          {"pad_batch", s.pad_batch},
+          {"share_weights", s.share_weights}};
 }
 
 std::string RunConfig::to_json() const {
@@ -359,6 +363,7 @@ RunConfig RunConfig::from_json(const std::string& text, const std::string& sourc
     }
     s.read_range("max_sessions", o.max_sessions, 1, 256, "a whole number of sessions");
     s.read("pad_batch", o.pad_batch, "true or false");
+    s.read("share_weights", o.share_weights, "true or false");
     s.finish();
   }
   top.allow("shapes");
@@ -408,6 +413,7 @@ std::string RunConfig::summary() const {
   }
   if (shapes.max_sessions != ShapeOptions{}.max_sessions) parts.push_back("max_shape_sessions=" + std::to_string(shapes.max_sessions));
   if (shapes.pad_batch) parts.push_back("pad_batch");
+  if (!shapes.share_weights) parts.push_back("no_shared_weights");
   if (parts.empty()) return "defaults";
   std::string out;
   for (const auto& p : parts) out += (out.empty() ? "" : " ") + p;

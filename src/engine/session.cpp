@@ -19,6 +19,7 @@
 #include "engine/mapped_file.hpp"
 #include "engine/ort_environment.hpp"
 #include "engine/ort_errors.hpp"
+#include "engine/shared_weights.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/model_file.hpp"
 #include "ortfleet/engine/runtime.hpp"
@@ -106,6 +107,7 @@ struct ShapeSession {
   Ort::Session session{nullptr};
   uint64_t last_used = 0;
   std::atomic<int64_t> calls{0};
+  std::once_flag primed;
   double create_ms = 0;
   uint64_t memory_before = 0;  // memory in use before it was made; its cost is measured after its first call
   uint64_t memory_bytes = 0;
@@ -136,6 +138,9 @@ struct Session::Impl {
   bool later_source_optimised = false;
 
   std::shared_ptr<ShapeSession> profiled;  // the session whose profile end_profiling() ends, when profiling
+  // One copy of the weights on the GPU for the shape sessions after the first; declared before
+  // `sessions`, so that they outlive every session using them.
+  std::unique_ptr<detail::SharedWeights> shared_weights;
   mutable std::mutex mutex;  // guards `sessions` and `clock`
   std::mutex create_mutex;   // one new ONNX Runtime session at a time
   std::vector<std::shared_ptr<ShapeSession>> sessions;
@@ -158,7 +163,9 @@ struct Session::Impl {
   void read_metadata(const Ort::Session& session);
   std::shared_ptr<ShapeSession> session_for(const InputShapes& shapes);
   std::shared_ptr<ShapeSession> make_shape_session(const std::string& signature);
-  std::vector<Tensor> run_plain(ShapeSession& s, const std::vector<Tensor>& given, bool outputs_on_device);
+  std::vector<Tensor> run_plain(ShapeSession& s, const std::vector<Tensor>& given, bool outputs_on_device, bool shrink_arena = false);
+  void prime(ShapeSession& s, const std::vector<Tensor>& given);
+  std::atomic<bool> arena_shrinks{true};  // false once ONNX Runtime refused to shrink this device's arena
   std::vector<Tensor> run_graph(ShapeSession& s, const std::vector<Tensor>& given, bool outputs_on_device);
   /// The call's batch and the declared batch it is padded to, when config.shapes.pad_batch applies.
   std::optional<std::pair<int64_t, int64_t>> padded_batch(const std::vector<Tensor>& given) const;
@@ -307,6 +314,17 @@ std::shared_ptr<ShapeSession> Session::Impl::make_shape_session(const std::strin
   if (p) p->arg("shapes", signature);
   Ort::SessionOptions so = make_options(/*first=*/false);
   if (later_source_optimised) so.SetGraphOptimizationLevel(ORT_DISABLE_ALL);
+  if (later_source_optimised && spec.device.is_gpu() && spec.config.shapes.share_weights) {
+    if (!shared_weights) {
+      auto upload = phase(phase::weights_upload);
+      shared_weights = std::make_unique<detail::SharedWeights>(later_source, spec.device);
+      if (upload) {
+        upload->arg("bytes", std::to_string(shared_weights->bytes()));
+        upload->arg("initializers", std::to_string(shared_weights->count()));
+      }
+    }
+    shared_weights->add_to(so);
+  }
   try {
     s->session = open(later_source, nullptr, 0, so);
   } catch (const Ort::Exception& e) {
@@ -368,7 +386,10 @@ Session::Session(const SessionSpec& spec, Timeline* timeline) : impl_(std::make_
 
 Session::~Session() {
   if (impl_ && impl_->retained_context) {
-    impl_->sessions.clear();  // their graph buffers and sessions go before the context they live in
+    // Sessions, their graph buffers and the weights they share go before the context they live in.
+    impl_->sessions.clear();
+    impl_->profiled.reset();
+    impl_->shared_weights.reset();
     detail::CudaDriver::instance().release_primary_context(impl_->spec.device.index);
   }
 }
@@ -479,6 +500,7 @@ std::vector<Tensor> Session::run(const std::vector<Tensor>& given, bool outputs_
     return out;
   }
   const auto session = s.session_for(shapes_of(given));
+  std::call_once(session->primed, [&] { s.prime(*session, given); });
   std::vector<Tensor> out = s.graph_mode() ? s.run_graph(*session, given, outputs_on_device) : s.run_plain(*session, given, outputs_on_device);
   if (session->calls.fetch_add(1) == 0) {
     const uint64_t now = memory_in_use(s.spec.device);
@@ -487,7 +509,25 @@ std::vector<Tensor> Session::run(const std::vector<Tensor>& given, bool outputs_
   return out;
 }
 
-std::vector<Tensor> Session::Impl::run_plain(ShapeSession& shape_session, const std::vector<Tensor>& given, bool outputs_on_device) {
+void Session::Impl::prime(ShapeSession& s, const std::vector<Tensor>& given) {
+  // A session's first run pays cuDNN's algorithm search, whose workspace the memory arena keeps:
+  // hundreds of MB per session (ResNet-50 on an H100: 430 MB a shape session, 4x its weights). A
+  // second run that shrinks the arena hands the unused chunks back, and the caller's run then grows
+  // it to the working set it needs, so that its next run is already a steady one. A captured CUDA
+  // graph replays fixed addresses, which shrinking would free: graph sessions keep their arena.
+  if (graph_mode()) return;
+  run_plain(s, given, /*outputs_on_device=*/false);
+  if (!arena_shrinks) return;
+  try {
+    run_plain(s, given, /*outputs_on_device=*/false, /*shrink_arena=*/true);
+  } catch (const Error& e) {
+    arena_shrinks = false;
+    spdlog::debug("{}: ONNX Runtime did not shrink the memory arena ({}); sessions keep their search workspace", lane, e.what());
+  }
+}
+
+std::vector<Tensor> Session::Impl::run_plain(ShapeSession& shape_session, const std::vector<Tensor>& given, bool outputs_on_device,
+                                             bool shrink_arena) {
   Ort::Session& session = shape_session.session;
   std::vector<const char*> in_names;
   std::vector<Ort::Value> in_values;
@@ -504,20 +544,24 @@ std::vector<Tensor> Session::Impl::run_plain(ShapeSession& shape_session, const 
     // before ONNX Runtime's stream reads them.
     detail::CudaDriver::instance().synchronize(spec.device.index);
   }
+  Ort::RunOptions run_options;
+  if (shrink_arena) {
+    const std::string arena = spec.device.is_gpu() ? "gpu:" + std::to_string(spec.device.index) : "cpu:0";
+    run_options.AddConfigEntry("memory.enable_memory_arena_shrinkage", arena.c_str());
+  }
   std::vector<Ort::Value> out_values;
   try {
     if (!any_on_gpu) {
       std::vector<const char*> out_names;
       for (const auto& o : outputs) out_names.push_back(o.name.c_str());
-      out_values = session.Run(Ort::RunOptions{nullptr}, in_names.data(), in_values.data(), in_values.size(), out_names.data(),
-                               out_names.size());
+      out_values = session.Run(run_options, in_names.data(), in_values.data(), in_values.size(), out_names.data(), out_names.size());
     } else {
       // Device tensors go through IO binding: ONNX Runtime reads and writes GPU memory in place.
       Ort::IoBinding binding(session);
       for (size_t i = 0; i < in_values.size(); ++i) binding.BindInput(in_names[i], in_values[i]);
       const Ort::MemoryInfo out_info = outputs_on_device ? gpu_memory() : Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault);
       for (const auto& o : outputs) binding.BindOutput(o.name.c_str(), out_info);
-      session.Run(Ort::RunOptions{nullptr}, binding);
+      session.Run(run_options, binding);
       binding.SynchronizeOutputs();
       out_values = binding.GetOutputValues();
     }

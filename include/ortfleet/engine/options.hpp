@@ -67,6 +67,9 @@ struct ShapeOptions {
   /// A call whose batch is not declared runs padded to the next declared batch, its outputs sliced
   /// back: a fixed number of sessions, whatever the batches.
   bool pad_batch = false;
+  /// On a GPU, the sessions made for further shapes use one copy of the weights, uploaded once
+  /// (from the optimised-model cache's entry, whose graph is final), instead of a copy each.
+  bool share_weights = true;
   bool operator==(const ShapeOptions&) const = default;
 };
 

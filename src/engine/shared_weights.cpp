@@ -1,0 +1,70 @@
+#include "engine/shared_weights.hpp"
+
+#include <chrono>
+#include <map>
+
+#include "engine/cuda_driver.hpp"
+#include "engine/mapped_file.hpp"
+#include "engine/model_file.hpp"
+#include "ortfleet/base/error.hpp"
+
+namespace ortfleet::detail {
+
+namespace {
+constexpr uint64_t kMinBytes = 1024;  // smaller ones are shape constants and scalars: not worth a slot
+constexpr uint64_t kAlignment = 256;  // what cudaMalloc guarantees, and what cuDNN and cuBLAS prefer
+
+bool floating(ElementType t) {
+  return t == ElementType::float32 || t == ElementType::float16 || t == ElementType::bfloat16 || t == ElementType::float64;
+}
+uint64_t aligned(uint64_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
+}  // namespace
+
+SharedWeights::SharedWeights(const std::string& optimised_model, const Device& device) : device_(device) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<InitializerBytes> weights;
+  for (auto& w : initializer_bytes(optimised_model)) {
+    // Integer initializers are shapes and indices that CPU kernels read: they stay with each session.
+    if (floating(w.type) && w.bytes >= kMinBytes && w.bytes == static_cast<uint64_t>(element_size(w.type)) * [&] {
+          uint64_t n = 1;
+          for (const auto d : w.dims) n *= static_cast<uint64_t>(d);
+          return n;
+        }()) {
+      weights.push_back(std::move(w));
+    }
+  }
+  uint64_t total = 0;
+  for (const auto& w : weights) total += aligned(w.bytes);
+  if (total == 0) return;
+  auto& driver = CudaDriver::instance();
+  memory_ = driver.allocate(device.index, total);
+  bytes_ = total;
+  std::map<std::string, std::unique_ptr<MappedFile>> files;  // the .onnx and its data file, mapped once
+  const Ort::MemoryInfo gpu("Cuda", OrtArenaAllocator, device.index, OrtMemTypeDefault);
+  uint64_t offset = 0;
+  for (const auto& w : weights) {
+    auto& file = files[w.file];
+    if (!file) file = std::make_unique<MappedFile>(w.file, /*populate=*/false);
+    if (w.offset + w.bytes > file->size()) {
+      throw Error("initializer '" + w.name + "' lies outside " + w.file, "Clear the model cache: ortfleet cache clear", device.to_string());
+    }
+    auto* slot = static_cast<std::byte*>(memory_) + offset;
+    driver.copy_to_device(device.index, slot, static_cast<const std::byte*>(file->data()) + w.offset, w.bytes);
+    values_.push_back(Ort::Value::CreateTensor(gpu, slot, w.bytes, w.dims.data(), w.dims.size(),
+                                               static_cast<ONNXTensorElementDataType>(w.type)));
+    names_.push_back(w.name);
+    offset += aligned(w.bytes);
+  }
+  upload_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+SharedWeights::~SharedWeights() {
+  values_.clear();
+  if (memory_ != nullptr) CudaDriver::instance().release(device_.index, memory_);
+}
+
+void SharedWeights::add_to(Ort::SessionOptions& options) const {
+  for (size_t i = 0; i < names_.size(); ++i) options.AddInitializer(names_[i].c_str(), values_[i]);
+}
+
+}  // namespace ortfleet::detail
