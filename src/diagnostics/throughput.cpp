@@ -129,7 +129,7 @@ ThroughputRow stream_mix(const std::string& label, const ThroughputOptions& o, c
     const double steady = percentile(per_batch[b], 50);
     if (steady > 0) row.first_call_ratio = std::max(row.first_call_ratio, ms / steady);
   }
-  for (const auto& s : session.shape_sessions()) row.memory_bytes += s.memory_bytes;
+  row.memory_bytes = session.memory_bytes();
   row.sessions = static_cast<int>(session.shape_sessions().size());
   return row;
 }
@@ -195,6 +195,14 @@ ThroughputReport run_shape_mix(const ThroughputOptions& o) {
   aware.shapes.batches = batches;
   if (aware.shapes.max_sessions < static_cast<int>(batches.size())) aware.shapes.max_sessions = static_cast<int>(batches.size());
   report.rows.push_back(stream_mix(fmt::format("shape-aware, shape mix {}{}", mix, order), o, device, aware, o.shape_mix));
+  const size_t aware_index = report.rows.size() - 1;
+  if (device.is_gpu()) {
+    say(fmt::format("shape-aware sessions with a copy of the weights each, shape mix {}, {:.0f} s", mix, o.seconds));
+    RunConfig own_weights = aware;
+    own_weights.shapes.share_weights = false;
+    report.rows.push_back(stream_mix(fmt::format("shape-aware, weights not shared, shape mix {}{}", mix, order), o, device, own_weights,
+                                     o.shape_mix));
+  }
   if (o.anchors) {
     if (const auto anchor = detail::find_anchor_script(); !anchor) {
       report.notes.push_back("not run: onnxruntime Python, one session: bench/anchors/onnxruntime_python.py not found");
@@ -206,7 +214,7 @@ ThroughputReport run_shape_mix(const ThroughputOptions& o) {
     }
   }
 
-  const ThroughputRow& aware_row = report.rows[batches.size() + 1];
+  const ThroughputRow& aware_row = report.rows[aware_index];
   const ThroughputRow& one_row = report.rows[batches.size()];
   const ThroughputRow& largest_alone = report.rows[batches.size() - 1];
   for (auto& r : report.rows) r.speedup = one_row.inferences_per_s > 0 ? r.inferences_per_s / one_row.inferences_per_s : 0;
@@ -220,13 +228,16 @@ ThroughputReport run_shape_mix(const ThroughputOptions& o) {
                                      aware_row.first_call_ms, aware_row.first_call_ratio, one_row.first_call_ms));
   if (batches.size() > 1) {
     const uint64_t weights = inspect_model(o.model).initializer_bytes;
-    const double extra = (static_cast<double>(aware_row.memory_bytes) - static_cast<double>(one_row.memory_bytes)) /
-                         static_cast<double>(batches.size() - 1);
-    report.notes.push_back(fmt::format("memory: {} sessions hold {:.1f} MB, one session {:.1f} MB: {:.1f} MB for each extra shape "
-                                       "session, {:.0f}% of the model's {:.1f} MB of weights",
-                                       aware_row.sessions, static_cast<double>(aware_row.memory_bytes) / 1e6,
-                                       static_cast<double>(one_row.memory_bytes) / 1e6, extra / 1e6,
-                                       weights > 0 ? 100.0 * extra / static_cast<double>(weights) : 0.0, static_cast<double>(weights) / 1e6));
+    auto memory_note = [&](const ThroughputRow& row, const char* what) {
+      const double extra = (static_cast<double>(row.memory_bytes) - static_cast<double>(one_row.memory_bytes)) /
+                           static_cast<double>(batches.size() - 1);
+      return fmt::format("memory{}: {} sessions hold {:.1f} MB, one session {:.1f} MB: {:.1f} MB for each extra shape session, "
+                         "{:.0f}% of the model's {:.1f} MB of weights",
+                         what, row.sessions, static_cast<double>(row.memory_bytes) / 1e6, static_cast<double>(one_row.memory_bytes) / 1e6,
+                         extra / 1e6, weights > 0 ? 100.0 * extra / static_cast<double>(weights) : 0.0, static_cast<double>(weights) / 1e6);
+    };
+    report.notes.push_back(memory_note(aware_row, device.is_gpu() ? " (weights shared)" : ""));
+    if (device.is_gpu()) report.notes.push_back(memory_note(report.rows[aware_index + 1], " (a copy of the weights each)"));
   }
   return report;
 }

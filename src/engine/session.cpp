@@ -129,6 +129,7 @@ struct Session::Impl {
   ProviderAttachment provider;
   bool used_cache = false;
   bool retained_context = false;
+  uint64_t memory_at_start = 0;  // in use when creation began, the context already made
   std::vector<std::pair<std::string, std::pair<int64_t, int64_t>>> int_ranges;
   std::vector<InputShapes> declared;     // resolved config.shapes
   std::vector<int64_t> pad_batches;      // declared batch sizes, when config.shapes.pad_batch
@@ -161,6 +162,9 @@ struct Session::Impl {
   Ort::SessionOptions make_options(bool first);
   Ort::Session open(const std::string& source, const void* data, size_t size, Ort::SessionOptions& options);
   void read_metadata(const Ort::Session& session);
+  /// Has `options` use the weights of `optimised_model` uploaded once to this GPU (uploading them at
+  /// the first call), when this session shares weights; a no-op otherwise.
+  void share_weights(Ort::SessionOptions& options, const std::string& optimised_model);
   std::shared_ptr<ShapeSession> session_for(const InputShapes& shapes);
   std::shared_ptr<ShapeSession> make_shape_session(const std::string& signature);
   std::vector<Tensor> run_plain(ShapeSession& s, const std::vector<Tensor>& given, bool outputs_on_device, bool shrink_arena = false);
@@ -231,12 +235,15 @@ void Session::Impl::create() {
   } else {
     provider.path = "cpu";
   }
+  memory_at_start = memory_in_use(spec.device);
 
   Ort::SessionOptions so = make_options(/*first=*/true);
   const bool use_cache = spec.config.session.optimized_model_cache.value_or(false);
   auto cache = use_cache ? std::make_unique<detail::CacheUse>(spec.cache_dir, model, spec.device, spec.config, so)
                          : std::make_unique<detail::CacheUse>(model);
   used_cache = cache->hit();
+  // A cached graph is final: the first session can already use the weights its siblings will share.
+  if (cache->hit()) share_weights(so, cache->source());
 
   const void* model_data = cache->hit() ? nullptr : spec.model_data;  // a cached copy is read from its own file
   size_t model_size = spec.model_size;
@@ -305,6 +312,19 @@ void Session::Impl::read_metadata(const Ort::Session& session) {
   }
 }
 
+void Session::Impl::share_weights(Ort::SessionOptions& options, const std::string& optimised_model) {
+  if (!spec.device.is_gpu() || !spec.config.shapes.share_weights || max_sessions() == 1) return;
+  if (!shared_weights) {
+    auto upload = phase(phase::weights_upload);
+    shared_weights = std::make_unique<detail::SharedWeights>(optimised_model, spec.device);
+    if (upload) {
+      upload->arg("bytes", std::to_string(shared_weights->bytes()));
+      upload->arg("initializers", std::to_string(shared_weights->count()));
+    }
+  }
+  shared_weights->add_to(options);
+}
+
 std::shared_ptr<ShapeSession> Session::Impl::make_shape_session(const std::string& signature) {
   auto s = std::make_shared<ShapeSession>();
   s->signature = signature;
@@ -314,17 +334,7 @@ std::shared_ptr<ShapeSession> Session::Impl::make_shape_session(const std::strin
   if (p) p->arg("shapes", signature);
   Ort::SessionOptions so = make_options(/*first=*/false);
   if (later_source_optimised) so.SetGraphOptimizationLevel(ORT_DISABLE_ALL);
-  if (later_source_optimised && spec.device.is_gpu() && spec.config.shapes.share_weights) {
-    if (!shared_weights) {
-      auto upload = phase(phase::weights_upload);
-      shared_weights = std::make_unique<detail::SharedWeights>(later_source, spec.device);
-      if (upload) {
-        upload->arg("bytes", std::to_string(shared_weights->bytes()));
-        upload->arg("initializers", std::to_string(shared_weights->count()));
-      }
-    }
-    shared_weights->add_to(so);
-  }
+  if (later_source_optimised) share_weights(so, later_source);
   try {
     s->session = open(later_source, nullptr, 0, so);
   } catch (const Ort::Exception& e) {
@@ -402,6 +412,11 @@ const std::vector<TensorSpec>& Session::outputs() const { return impl_->outputs;
 const ProviderAttachment& Session::provider() const { return impl_->provider; }
 bool Session::used_model_cache() const { return impl_->used_cache; }
 const std::vector<InputShapes>& Session::declared_shapes() const { return impl_->declared; }
+
+uint64_t Session::memory_bytes() const {
+  const uint64_t now = memory_in_use(impl_->spec.device);
+  return now - std::min(impl_->memory_at_start, now);
+}
 
 std::vector<ShapeSessionInfo> Session::shape_sessions() const {
   std::lock_guard lock(impl_->mutex);

@@ -57,6 +57,9 @@ class Session {
   std::vector<Tensor> run(const std::vector<Tensor>& inputs, bool outputs_on_device = false);
   /// Ends ONNX Runtime's profiling and returns the profile's path ("" when profiling was off).
   std::string end_profiling();
+  /// Device memory (GPU) or resident memory (CPU) this session holds now: its ONNX Runtime sessions,
+  /// their arenas and the weights they share (the CUDA context excluded).
+  uint64_t memory_bytes() const;
   /// The ONNX Runtime sessions it holds now, least recently used first.
   std::vector<ShapeSessionInfo> shape_sessions() const;
   /// The shapes made and warmed up at start-up (config.shapes, resolved against the model).
