@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <limits>
 #include <memory>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
@@ -374,6 +376,98 @@ RunConfig to_config(const py::object& config) {
   throw Error("config is a path to a config file, a dict, or None");
 }
 
+/// `h` as a whole number: Python ints and numpy's integers, not bools, floats or strings.
+std::optional<int64_t> whole_number(py::handle h) {
+  if (py::isinstance<py::bool_>(h) || !PyIndex_Check(h.ptr())) return std::nullopt;
+  const auto index = py::reinterpret_steal<py::object>(PyNumber_Index(h.ptr()));
+  if (!index) throw py::error_already_set();
+  int overflow = 0;
+  const long long value = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
+  if (overflow != 0) return std::nullopt;
+  return value;
+}
+
+/// One dim of a shape given as a dict: a positive whole number.
+int64_t shape_dim(py::handle dim, const std::string& input) {
+  const auto value = whole_number(dim);
+  if (!value || *value <= 0) {
+    throw Error("shapes: the dims of input '" + input + "' must be positive whole numbers, not " + py::repr(dim).cast<std::string>(),
+                "Write {\"" + input + "\": (8, 3, 224, 224)}");
+  }
+  return *value;
+}
+
+/// shapes= of Fleet: a list of "input=8x3x224x224" / "a=1x128,b=1x128" strings or
+/// {"input": (8, 3, 224, 224)} dicts (one of them alone is taken as a list of one).
+std::vector<InputShapes> to_shape_list(const py::object& shapes) {
+  const auto add = [](std::vector<InputShapes>& out, py::handle item) {
+    if (py::isinstance<py::str>(item)) {
+      const auto parsed = parse_shape_list(item.cast<std::string>());
+      out.insert(out.end(), parsed.begin(), parsed.end());
+    } else if (py::isinstance<py::dict>(item)) {
+      InputShapes signature;
+      for (const auto& [name, dims] : py::reinterpret_borrow<py::dict>(item)) {
+        if (!py::isinstance<py::str>(name)) throw Error("shapes: input names are strings, not " + py::repr(name).cast<std::string>());
+        const std::string input = name.cast<std::string>();
+        if (!py::isinstance<py::sequence>(dims) || py::isinstance<py::str>(dims)) {
+          throw Error("shapes: input '" + input + "' needs a tuple of dims, not " + py::repr(dims).cast<std::string>(),
+                      "Write {\"" + input + "\": (8, 3, 224, 224)}");
+        }
+        auto& out_dims = signature[input];
+        for (const auto dim : py::reinterpret_borrow<py::sequence>(dims)) out_dims.push_back(shape_dim(dim, input));
+      }
+      if (signature.empty()) throw Error("shapes: an empty dict declares no shape");
+      out.push_back(std::move(signature));
+    } else {
+      throw Error("shapes: " + py::repr(item).cast<std::string>() + " is neither a string nor a dict",
+                  "Give shapes=[\"input=8x3x224x224\"] or shapes=[{\"input\": (8, 3, 224, 224)}]");
+    }
+  };
+  std::vector<InputShapes> out;
+  if (py::isinstance<py::str>(shapes) || py::isinstance<py::dict>(shapes)) {
+    add(out, shapes);
+  } else if (py::isinstance<py::sequence>(shapes)) {
+    for (const auto item : py::reinterpret_borrow<py::sequence>(shapes)) add(out, item);
+  } else {
+    throw Error("shapes is a list of strings (\"input=8x3x224x224\") or dicts ({\"input\": (8, 3, 224, 224)})");
+  }
+  return out;
+}
+
+/// batches= of Fleet: a list of positive batch sizes, or "1,2,4,8".
+std::vector<int64_t> to_batch_list(const py::object& batches) {
+  if (py::isinstance<py::str>(batches)) return parse_batch_list(batches.cast<std::string>());
+  if (!py::isinstance<py::sequence>(batches)) throw Error("batches is a list of batch sizes, such as [1, 2, 4, 8]");
+  std::vector<int64_t> out;
+  for (const auto b : py::reinterpret_borrow<py::sequence>(batches)) {
+    const auto size = whole_number(b);
+    if (!size || *size <= 0) {
+      throw Error("batches: batch sizes are positive whole numbers, not " + py::repr(b).cast<std::string>(), "Give batches=[1, 2, 4, 8]");
+    }
+    out.push_back(*size);
+  }
+  return out;
+}
+
+/// The shape keywords of Fleet, over what the config says (each one given replaces the config's).
+void apply_shape_keywords(ShapeOptions& o, const py::object& shapes, const py::object& batches, const py::object& max_sessions,
+                          const py::object& pad_batch) {
+  if (!shapes.is_none()) o.declared = to_shape_list(shapes);
+  if (!batches.is_none()) o.batches = to_batch_list(batches);
+  if (!max_sessions.is_none()) {
+    const auto count = whole_number(max_sessions);
+    if (!count || *count < 1 || *count > std::numeric_limits<int>::max()) {
+      throw Error("max_shape_sessions must be a whole number of sessions, at least 1, not " + py::repr(max_sessions).cast<std::string>(),
+                  "1 serves every shape from one session, as ONNX Runtime alone does");
+    }
+    o.max_sessions = static_cast<int>(*count);
+  }
+  if (!pad_batch.is_none()) {
+    if (!py::isinstance<py::bool_>(pad_batch)) throw Error("pad_batch must be True or False, not " + py::repr(pad_batch).cast<std::string>());
+    o.pad_batch = pad_batch.cast<bool>();
+  }
+}
+
 py::object parse_json(const std::string& text) { return py::module_::import("json").attr("loads")(text); }
 
 py::dict status_dict(const DeviceStatus& s) {
@@ -403,11 +497,13 @@ py::list specs_list(const std::vector<TensorSpec>& specs) {
 class PyFleet {
  public:
   PyFleet(const std::string& model, const py::object& devices, const std::string& strategy, const py::object& config,
-          int warmup, const std::string& ort_library, const std::string& profile_dir) {
+          int warmup, const std::string& ort_library, const std::string& profile_dir, const py::object& shapes,
+          const py::object& batches, const py::object& max_shape_sessions, const py::object& pad_batch) {
     FleetOptions o;
     o.devices = to_devices(devices);
     o.strategy = parse_strategy(strategy);
     o.config = to_config(config);
+    apply_shape_keywords(o.config.shapes, shapes, batches, max_shape_sessions, pad_batch);
     o.warmup_runs = warmup;
     o.ort_library = ort_library;
     o.profile_dir = profile_dir;
@@ -499,9 +595,12 @@ PYBIND11_MODULE(_ortfleet, m) {
 
   py::class_<PyFleet>(m, "Fleet", "One ready ONNX Runtime session per device")
       .def(py::init<const std::string&, const py::object&, const std::string&, const py::object&, int, const std::string&,
-                    const std::string&>(),
+                    const std::string&, const py::object&, const py::object&, const py::object&, const py::object&>(),
            py::arg("model"), py::arg("devices") = py::none(), py::arg("strategy") = "auto", py::arg("config") = py::none(),
-           py::arg("warmup") = 1, py::arg("ort_library") = "", py::arg("profile_dir") = "")
+           py::arg("warmup") = 1, py::arg("ort_library") = "", py::arg("profile_dir") = "", py::arg("shapes") = py::none(),
+           py::arg("batches") = py::none(), py::arg("max_shape_sessions") = py::none(), py::arg("pad_batch") = py::none(),
+           "shapes, batches, max_shape_sessions and pad_batch set the config's \"shapes\" section: one ONNX Runtime session "
+           "per input shape, declared shapes made and warmed at start-up")
       .def("start", &PyFleet::start, "Begin starting every device; returns at once (the GIL is released)",
            py::return_value_policy::reference_internal)
       .def("wait", &PyFleet::wait, "Block until every device is ready or failed; True when all are ready")
@@ -592,14 +691,15 @@ PYBIND11_MODULE(_ortfleet, m) {
     o.seed = seed;
     return synth::write_mlp(path, {layers, width, 1}, o).path;
   }, py::arg("path"), py::arg("layers") = 3, py::arg("width") = 64, py::arg("seed") = 1);
-  m.def("synth_resnet", [](const std::string& path, int depth, int image_size, uint64_t seed) {
+  m.def("synth_resnet", [](const std::string& path, int depth, int image_size, uint64_t seed, bool dynamic_batch) {
     synth::ResNetSpec spec;
     spec.depth = depth;
     spec.image_size = image_size;
+    spec.dynamic_batch = dynamic_batch;
     synth::WriteOptions o;
     o.seed = seed;
     return synth::write_resnet(path, spec, o).path;
-  }, py::arg("path"), py::arg("depth") = 50, py::arg("image_size") = 224, py::arg("seed") = 1);
+  }, py::arg("path"), py::arg("depth") = 50, py::arg("image_size") = 224, py::arg("seed") = 1, py::arg("dynamic_batch") = false);
 
   // A DeviceTensor over a copy of a host array: its DLPack export checked where there is no GPU.
   m.def("_host_device_tensor", [](const py::array& array) {
