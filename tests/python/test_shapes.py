@@ -28,9 +28,10 @@ def only(outputs):
     return value
 
 
-def test_declared_batches_give_what_one_session_for_every_shape_gives(resnet):
-    with ortfleet.Fleet(resnet, devices="cpu", strategy="threads", config=SLIM, batches=[1, 2]) as per_shape, \
-            ortfleet.Fleet(resnet, devices="cpu", strategy="threads", config=SLIM, batches=[1, 2], max_shape_sessions=1) as shared:
+@pytest.mark.parametrize("strategy", ["threads", "processes"])  # processes: the keywords reach the worker
+def test_declared_batches_give_what_one_session_for_every_shape_gives(resnet, strategy):
+    with ortfleet.Fleet(resnet, devices="cpu", strategy=strategy, config=SLIM, batches=[1, 2]) as per_shape, \
+            ortfleet.Fleet(resnet, devices="cpu", strategy=strategy, config=SLIM, batches=[1, 2], max_shape_sessions=1) as shared:
         assert per_shape.start().wait() and shared.start().wait()
         assert warmed_shapes(per_shape) == {"input=1x3x32x32", "input=2x3x32x32"}
         assert per_shape.inputs[0]["shape"][0] == -1
@@ -88,7 +89,9 @@ def test_keywords_override_the_config(resnet):
     ({"batches": [1, 2.5]}, r"batches: batch sizes are positive whole numbers, not 2.5"),
     ({"batches": [True]}, r"batches: batch sizes are positive whole numbers, not True"),
     ({"batches": 4}, r"batches is a list of batch sizes"),
-    ({"max_shape_sessions": 0}, r"max_shape_sessions must be a whole number of sessions, at least 1, not 0"),
+    ({"max_shape_sessions": 0}, r"max_shape_sessions must be a whole number of sessions from 1 to 256, not 0"),
+    ({"max_shape_sessions": 257}, r"from 1 to 256, not 257"),
+    ({"pad_batch": True}, r"pad_batch=True needs declared batches to pad to"),
     ({"max_shape_sessions": "8"}, r"max_shape_sessions must be a whole number"),
     ({"pad_batch": "yes"}, r"pad_batch must be True or False, not 'yes'"),
 ])
