@@ -5,7 +5,12 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <cstring>
+#include <algorithm>
+#include <cctype>
+#include <memory>
+#include <optional>
+#include <type_traits>
+#include <vector>
 
 #include "ortfleet/diagnostics/bench.hpp"
 #include "ortfleet/diagnostics/doctor.hpp"
@@ -22,8 +27,17 @@ using namespace ortfleet;
 namespace {
 
 // --- DLPack (the tensor exchange protocol of PyTorch, CuPy, JAX and NumPy), ABI as published -----
+// dlpack.h of DLPack 1.x, and the Python side as the array API standard specifies __dlpack__.
+constexpr int32_t kDLCPU = 1;
+constexpr int32_t kDLCUDA = 2;
+constexpr int32_t kDLCUDAHost = 3;  // pinned host memory
+/// The legacy default CUDA stream in __dlpack__(stream=...): the producer makes it wait for the
+/// tensor's pending work.
+constexpr int kLegacyDefaultStream = 1;
+constexpr uint32_t kDLPackMajor = 1;  // the ABI of the structs below
+
 struct DLDevice {
-  int32_t device_type;  // 1 = CPU, 2 = CUDA, 3 = CUDA host (pinned)
+  int32_t device_type;
   int32_t device_id;
 };
 struct DLDataType {
@@ -37,14 +51,32 @@ struct DLTensor {
   int32_t ndim;
   DLDataType dtype;
   int64_t* shape;
-  int64_t* strides;
+  int64_t* strides;  // in elements; null: compact row-major (allowed before DLPack 1.2)
   uint64_t byte_offset;
 };
+/// The legacy capsule's content ("dltensor").
 struct DLManagedTensor {
   DLTensor dl_tensor;
   void* manager_ctx;
   void (*deleter)(DLManagedTensor*);
 };
+/// DLPack 1.x ("dltensor_versioned").
+struct DLPackVersion {
+  uint32_t major;
+  uint32_t minor;
+};
+struct DLManagedTensorVersioned {
+  DLPackVersion version;
+  void* manager_ctx;
+  void (*deleter)(DLManagedTensorVersioned*);
+  uint64_t flags;  // bit 0: read only
+  DLTensor dl_tensor;
+};
+
+constexpr const char* kCapsule = "dltensor";
+constexpr const char* kUsedCapsule = "used_dltensor";
+constexpr const char* kVersionedCapsule = "dltensor_versioned";
+constexpr const char* kUsedVersionedCapsule = "used_dltensor_versioned";
 
 ElementType dlpack_type(const DLDataType& t) {
   if (t.lanes != 1) throw Error("DLPack tensors with vector lanes are not supported");
@@ -73,52 +105,137 @@ py::dtype numpy_dtype(ElementType t) {
   return py::dtype(info->name);
 }
 
-/// Inputs for one run, and the Python objects and DLPack capsules that keep their memory alive.
+/// A DLPack tensor taken over from its producer's capsule (legacy or versioned): read in place
+/// during the run, handed back to the producer (its deleter called) when this is destroyed.
+class TakenDlpack {
+ public:
+  /// Takes the tensor out of `capsule` and marks the capsule used, as the protocol asks, so that
+  /// the capsule's own destructor leaves the tensor to us.
+  TakenDlpack(py::handle capsule, const std::string& input) {
+    PyObject* c = capsule.ptr();
+    if (PyCapsule_IsValid(c, kVersionedCapsule)) {
+      versioned_ = static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(c, kVersionedCapsule));
+      PyCapsule_SetName(c, kUsedVersionedCapsule);
+    } else if (PyCapsule_IsValid(c, kCapsule)) {
+      legacy_ = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(c, kCapsule));
+      PyCapsule_SetName(c, kUsedCapsule);
+    } else {
+      throw Error("the __dlpack__ of input '" + input + "' returned " + py::repr(capsule).cast<std::string>() +
+                      ", not an unused DLPack capsule",
+                  "Give a numpy array or a tensor of torch, CuPy or JAX");
+    }
+  }
+  ~TakenDlpack() {
+    if (versioned_ != nullptr && versioned_->deleter != nullptr) versioned_->deleter(versioned_);
+    if (legacy_ != nullptr && legacy_->deleter != nullptr) legacy_->deleter(legacy_);
+  }
+  TakenDlpack(const TakenDlpack&) = delete;
+  TakenDlpack& operator=(const TakenDlpack&) = delete;
+
+  /// DLPack's rule: a different major version has another layout past the version field; only
+  /// the deleter (kept where it was) may be used.
+  bool layout_known() const { return versioned_ == nullptr || versioned_->version.major == kDLPackMajor; }
+  uint32_t major_version() const { return versioned_ != nullptr ? versioned_->version.major : 0; }
+  const DLTensor& tensor() const { return versioned_ != nullptr ? versioned_->dl_tensor : legacy_->dl_tensor; }
+
+ private:
+  DLManagedTensor* legacy_ = nullptr;
+  DLManagedTensorVersioned* versioned_ = nullptr;
+};
+
+/// Inputs for one run, and the Python objects and DLPack tensors that keep their memory alive.
 struct PreparedInputs {
   std::vector<Tensor> tensors;
   std::vector<py::object> keep_alive;
-  std::vector<DLManagedTensor*> consumed;  // returned to their producers (deleter) after the run
-  ~PreparedInputs() {
-    for (auto* m : consumed) {
-      if (m->deleter != nullptr) m->deleter(m);
-    }
-  }
+  std::vector<std::unique_ptr<TakenDlpack>> taken;  // handed back to their producers after the run
 };
 
-void add_input(PreparedInputs& out, const std::string& name, py::handle value, const std::vector<TensorSpec>& specs) {
-  const bool is_numpy = py::isinstance<py::array>(value);
-  if (!is_numpy && py::hasattr(value, "__dlpack__")) {
-    // torch/CuPy tensors: read in place through DLPack, wherever they live (host or GPU).
-    py::object capsule = value.attr("__dlpack__")();
-    auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
-    if (managed == nullptr) throw py::error_already_set();
-    PyCapsule_SetName(capsule.ptr(), "used_dltensor");
-    out.consumed.push_back(managed);
-    const DLTensor& t = managed->dl_tensor;
-    std::vector<int64_t> shape(t.shape, t.shape + t.ndim);
-    if (t.strides != nullptr) {  // must be C-contiguous
-      int64_t expected = 1;
-      for (int i = t.ndim - 1; i >= 0; --i) {
-        if (shape[static_cast<size_t>(i)] != 1 && t.strides[i] != expected) {
-          throw Error("input '" + name + "' is not contiguous", "Call .contiguous() on it first");
-        }
-        expected *= shape[static_cast<size_t>(i)];
-      }
-    }
-    Device device = Device::cpu();
-    if (t.device.device_type == 2) device = Device::cuda(t.device.device_id);
-    else if (t.device.device_type != 1 && t.device.device_type != 3) {
-      throw Error("input '" + name + "' lives on a DLPack device of type " + std::to_string(t.device.device_type),
-                  "Give host or CUDA tensors");
-    }
-    out.tensors.push_back(Tensor::borrow(name, dlpack_type(t.dtype), shape, static_cast<char*>(t.data) + t.byte_offset, device));
-    out.keep_alive.push_back(py::reinterpret_borrow<py::object>(value));
-    return;
+/// The context manager that makes CUDA device `ordinal` current for the library that made `value`,
+/// or None. torch and CuPy export a CUDA tensor only with its device current (torch raises
+/// "BufferError: Can't export tensors on a different CUDA device index" otherwise), and a job that
+/// feeds every GPU from one thread has device 0 current. Imported only when the tensor is theirs.
+py::object producer_device_scope(py::handle value, int ordinal) {
+  for (const py::handle cls : py::type::of(value).attr("__mro__")) {
+    const py::object module = py::getattr(cls, "__module__", py::none());
+    if (!py::isinstance<py::str>(module)) continue;
+    const std::string root = module.cast<std::string>().substr(0, module.cast<std::string>().find('.'));
+    if (root == "torch") return py::module_::import("torch").attr("cuda").attr("device")(ordinal);
+    if (root == "cupy") return py::module_::import("cupy").attr("cuda").attr("Device")(ordinal);
   }
-  // numpy arrays, C-contiguous (no copy when already so); anything else (lists, scalars) becomes an
-  // array of the type the model declares for this input.
+  return py::none();
+}
+
+/// value.__dlpack__ as a DLPack consumer calls it: a DLPack 1.x capsule asked for first (a legacy
+/// one from producers that do not take max_version), CUDA tensors exported with their device
+/// current and on the legacy default stream. That stream only orders the producer's pending work;
+/// the session synchronises the device before ONNX Runtime reads the input.
+py::object export_dlpack(py::handle value) {
+  int32_t device_type = kDLCPU;
+  int32_t device_id = 0;
+  if (py::hasattr(value, "__dlpack_device__")) {
+    const py::tuple device = value.attr("__dlpack_device__")();
+    device_type = device[0].cast<int32_t>();
+    device_id = device[1].cast<int32_t>();
+  }
+  const bool on_cuda = device_type == kDLCUDA;
+  const py::object stream = on_cuda ? py::object(py::int_(kLegacyDefaultStream)) : py::object(py::none());
+  const auto call = [&]() -> py::object {
+    try {
+      return value.attr("__dlpack__")(py::arg("stream") = stream, py::arg("max_version") = py::make_tuple(kDLPackMajor, 0));
+    } catch (py::error_already_set& e) {
+      if (!e.matches(PyExc_TypeError)) throw;  // a TypeError: a producer from before DLPack 1.0
+    }
+    return value.attr("__dlpack__")(py::arg("stream") = stream);
+  };
+  const py::object scope = on_cuda ? producer_device_scope(value, device_id) : py::object(py::none());
+  if (scope.is_none()) return call();
+  scope.attr("__enter__")();
+  py::object capsule;
+  try {
+    capsule = call();
+  } catch (...) {
+    scope.attr("__exit__")(py::none(), py::none(), py::none());
+    throw;
+  }
+  scope.attr("__exit__")(py::none(), py::none(), py::none());
+  return capsule;
+}
+
+/// A DLPack tensor (torch, CuPy, JAX), read in place wherever it lives (host or GPU).
+Tensor consume_dlpack(PreparedInputs& out, const std::string& name, py::handle value) {
+  const py::object capsule = export_dlpack(value);
+  const TakenDlpack& taken = *out.taken.emplace_back(std::make_unique<TakenDlpack>(capsule, name));
+  if (!taken.layout_known()) {
+    throw Error("input '" + name + "' is a DLPack " + std::to_string(taken.major_version()) + ".x tensor, and ortfleet reads DLPack 1.x",
+                "Update ortfleet, or give a numpy array");
+  }
+  // A read-only tensor (flags bit 0) is fine: sessions only read their inputs.
+  const DLTensor& t = taken.tensor();
+  std::vector<int64_t> shape(t.shape, t.shape + t.ndim);
+  if (t.strides != nullptr) {  // must be C-contiguous
+    int64_t expected = 1;
+    for (int i = t.ndim - 1; i >= 0; --i) {
+      if (shape[static_cast<size_t>(i)] != 1 && t.strides[i] != expected) {
+        throw Error("input '" + name + "' is not contiguous", "Call .contiguous() on it first");
+      }
+      expected *= shape[static_cast<size_t>(i)];
+    }
+  }
+  Device device = Device::cpu();
+  if (t.device.device_type == kDLCUDA) device = Device::cuda(t.device.device_id);
+  else if (t.device.device_type != kDLCPU && t.device.device_type != kDLCUDAHost) {
+    throw Error("input '" + name + "' lives on a DLPack device of type " + std::to_string(t.device.device_type),
+                "Give host or CUDA tensors");
+  }
+  out.keep_alive.push_back(py::reinterpret_borrow<py::object>(value));
+  return Tensor::borrow(name, dlpack_type(t.dtype), shape, static_cast<char*>(t.data) + t.byte_offset, device);
+}
+
+/// A numpy array, C-contiguous (no copy when already so); anything else (lists, scalars) becomes an
+/// array of the type the model declares for this input.
+Tensor numpy_input(PreparedInputs& out, const std::string& name, py::handle value, const std::vector<TensorSpec>& specs) {
   py::object source = py::reinterpret_borrow<py::object>(value);
-  if (!is_numpy) {
+  if (!py::isinstance<py::array>(value)) {
     for (const auto& s : specs) {
       if (s.name == name && element_size(s.type) > 0) {
         source = py::module_::import("numpy").attr("asarray")(value, numpy_dtype(s.type));
@@ -128,48 +245,86 @@ void add_input(PreparedInputs& out, const std::string& name, py::handle value, c
   auto array = py::array::ensure(source, py::array::c_style);
   if (!array) throw Error("input '" + name + "' is neither an array nor a DLPack tensor");
   std::vector<int64_t> shape(array.shape(), array.shape() + array.ndim());
-  out.tensors.push_back(Tensor::borrow(name, numpy_type(array.dtype()), shape, array.mutable_data()));
   out.keep_alive.push_back(array);
+  // Read-only arrays are welcome: sessions only read their inputs, so the const_cast for the
+  // borrowed Tensor (which takes void*) writes nothing.
+  return Tensor::borrow(name, numpy_type(array.dtype()), shape, const_cast<void*>(array.data()));
+}
+
+void add_input(PreparedInputs& out, const std::string& name, py::handle value, const std::vector<TensorSpec>& specs) {
+  if (value.is_none()) throw Error("input '" + name + "' is None: give a numpy array or a DLPack tensor");
+  const bool dlpack = !py::isinstance<py::array>(value) && py::hasattr(value, "__dlpack__");
+  out.tensors.push_back(dlpack ? consume_dlpack(out, name, value) : numpy_input(out, name, value, specs));
 }
 
 /// A tensor that stays where it is: on the GPU, handed to torch.from_dlpack / cupy.from_dlpack.
 class DeviceTensor {
  public:
   explicit DeviceTensor(Tensor t) : tensor_(std::move(t)) {}
-  py::tuple dlpack_device() const { return py::make_tuple(tensor_.on_gpu() ? 2 : 1, tensor_.on_gpu() ? tensor_.device.index : 0); }
-  py::capsule dlpack(const py::object& /*stream*/) const {
-    struct Holder {
-      DLManagedTensor managed;
-      Tensor tensor;
-      std::vector<int64_t> shape;
-    };
-    auto* h = new Holder{{}, tensor_, tensor_.shape};
-    DLTensor& t = h->managed.dl_tensor;
-    t.data = h->tensor.data;
-    t.device = {h->tensor.on_gpu() ? 2 : 1, h->tensor.on_gpu() ? h->tensor.device.index : 0};
-    t.ndim = static_cast<int32_t>(h->shape.size());
-    t.shape = h->shape.data();
-    t.strides = nullptr;
-    t.byte_offset = 0;
-    try {
-      t.dtype = dlpack_dtype(tensor_.type);
-    } catch (...) {
-      delete h;
-      throw;
+  DLDevice device() const { return {tensor_.on_gpu() ? kDLCUDA : kDLCPU, tensor_.on_gpu() ? tensor_.device.index : 0}; }
+  py::tuple dlpack_device() const { return py::make_tuple(device().device_type, device().device_id); }
+
+  /// __dlpack__ as the array API standard specifies it. `stream` is the consumer's: the outputs are
+  /// complete when a run returns (the session synchronises them), so any stream may read them
+  /// at once and there is nothing to order.
+  py::capsule dlpack(const py::object& stream, const py::object& max_version, const py::object& dl_device,
+                     const py::object& copy) const {
+    if (!stream.is_none() && !py::isinstance<py::int_>(stream)) throw py::type_error("stream must be an int or None");
+    if (!dl_device.is_none() && !py::tuple(dl_device).equal(dlpack_device())) {
+      throw py::buffer_error("this tensor lives on " + tensor_.device.to_string() + ", and ortfleet does not copy it elsewhere");
     }
-    h->managed.manager_ctx = h;
-    h->managed.deleter = [](DLManagedTensor* m) { delete static_cast<Holder*>(m->manager_ctx); };
-    return py::capsule(&h->managed, "dltensor", [](PyObject* capsule) {
-      // A consumer renames the capsule to "used_dltensor" and owns the tensor; if none did, free it here.
-      if (PyCapsule_IsValid(capsule, "dltensor")) {
-        auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule, "dltensor"));
-        if (m != nullptr && m->deleter != nullptr) m->deleter(m);
-      }
-    });
+    if (!copy.is_none() && py::bool_(copy)) {
+      throw py::buffer_error("ortfleet does not copy its outputs: call from_dlpack without copy=True, then copy the result");
+    }
+    const bool versioned = !max_version.is_none() && py::tuple(max_version)[0].cast<int64_t>() >= kDLPackMajor;
+    return versioned ? export_capsule<DLManagedTensorVersioned>(kVersionedCapsule) : export_capsule<DLManagedTensor>(kCapsule);
   }
   const Tensor& tensor() const { return tensor_; }
 
  private:
+  /// A capsule named `name` holding a Managed (DLManagedTensor or DLManagedTensorVersioned) that
+  /// keeps the output alive until its consumer calls the deleter.
+  template <typename Managed>
+  py::capsule export_capsule(const char* name) const {
+    struct Holder {
+      Managed managed{};
+      Tensor tensor;
+      std::vector<int64_t> shape;
+      std::vector<int64_t> strides;
+    };
+    auto holder = std::make_unique<Holder>();
+    holder->tensor = tensor_;
+    holder->shape = tensor_.shape;
+    // Strides always given (compact, row-major): DLPack 1.2 no longer lets consumers assume them.
+    holder->strides.assign(holder->shape.size(), 1);
+    for (size_t i = holder->shape.size(); i-- > 1;) holder->strides[i - 1] = holder->strides[i] * holder->shape[i];
+    DLTensor& t = holder->managed.dl_tensor;
+    t.data = holder->tensor.data;
+    t.device = device();
+    t.ndim = static_cast<int32_t>(holder->shape.size());
+    t.dtype = dlpack_dtype(tensor_.type);
+    t.shape = holder->shape.data();
+    t.strides = holder->strides.data();
+    t.byte_offset = 0;
+    if constexpr (std::is_same_v<Managed, DLManagedTensorVersioned>) {
+      holder->managed.version = {kDLPackMajor, 0};
+      holder->managed.flags = 0;  // writable: the output is the consumer's to use
+    }
+    holder->managed.manager_ctx = holder.get();
+    holder->managed.deleter = [](Managed* m) { delete static_cast<Holder*>(m->manager_ctx); };
+    py::capsule capsule(&holder->managed, name, [](PyObject* c) {
+      // A consumer renames the capsule ("used_...") and calls the deleter itself; if none took
+      // the tensor, it is freed here.
+      const char* unused = std::is_same_v<Managed, DLManagedTensorVersioned> ? kVersionedCapsule : kCapsule;
+      if (PyCapsule_IsValid(c, unused)) {
+        auto* m = static_cast<Managed*>(PyCapsule_GetPointer(c, unused));
+        if (m != nullptr && m->deleter != nullptr) m->deleter(m);
+      }
+    });
+    static_cast<void>(holder.release());  // owned by the capsule now, then by its consumer
+    return capsule;
+  }
+
   Tensor tensor_;
 };
 
@@ -189,9 +344,10 @@ Device to_device(const py::handle& h) {
     return Device::cuda(i);
   }
   if (py::isinstance<py::str>(h)) {
+    // "1" is GPU 1; anything else is parsed as written, so that errors quote what the user gave.
     const std::string s = h.cast<std::string>();
-    if (s.rfind("cuda:", 0) == 0 || s.rfind("cpu", 0) == 0) return Device::parse(s);
-    return Device::parse("cuda:" + s);
+    const bool ordinal = !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c) != 0; });
+    return Device::parse(ordinal ? "cuda:" + s : s);
   }
   throw Error("a device is a GPU ordinal (0), \"cuda:1\" or \"cpu\"");
 }
@@ -217,6 +373,102 @@ RunConfig to_config(const py::object& config) {
     return RunConfig::from_json(py::module_::import("json").attr("dumps")(d).cast<std::string>(), "the config dict");
   }
   throw Error("config is a path to a config file, a dict, or None");
+}
+
+/// `h` as a whole number: Python ints and numpy's integers, not bools, floats or strings.
+std::optional<int64_t> whole_number(py::handle h) {
+  if (py::isinstance<py::bool_>(h) || !PyIndex_Check(h.ptr())) return std::nullopt;
+  const auto index = py::reinterpret_steal<py::object>(PyNumber_Index(h.ptr()));
+  if (!index) throw py::error_already_set();
+  int overflow = 0;
+  const long long value = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
+  if (overflow != 0) return std::nullopt;
+  return value;
+}
+
+/// One dim of a shape given as a dict: a positive whole number.
+int64_t shape_dim(py::handle dim, const std::string& input) {
+  const auto value = whole_number(dim);
+  if (!value || *value <= 0) {
+    throw Error("shapes: the dims of input '" + input + "' must be positive whole numbers, not " + py::repr(dim).cast<std::string>(),
+                "Write {\"" + input + "\": (8, 3, 224, 224)}");
+  }
+  return *value;
+}
+
+/// shapes= of Fleet: a list of "input=8x3x224x224" / "a=1x128,b=1x128" strings or
+/// {"input": (8, 3, 224, 224)} dicts (one of them alone is taken as a list of one).
+std::vector<InputShapes> to_shape_list(const py::object& shapes) {
+  const auto add = [](std::vector<InputShapes>& out, py::handle item) {
+    if (py::isinstance<py::str>(item)) {
+      const auto parsed = parse_shape_list(item.cast<std::string>());
+      out.insert(out.end(), parsed.begin(), parsed.end());
+    } else if (py::isinstance<py::dict>(item)) {
+      InputShapes signature;
+      for (const auto& [name, dims] : py::reinterpret_borrow<py::dict>(item)) {
+        if (!py::isinstance<py::str>(name)) throw Error("shapes: input names are strings, not " + py::repr(name).cast<std::string>());
+        const std::string input = name.cast<std::string>();
+        if (!py::isinstance<py::sequence>(dims) || py::isinstance<py::str>(dims)) {
+          throw Error("shapes: input '" + input + "' needs a tuple of dims, not " + py::repr(dims).cast<std::string>(),
+                      "Write {\"" + input + "\": (8, 3, 224, 224)}");
+        }
+        auto& out_dims = signature[input];
+        for (const auto dim : py::reinterpret_borrow<py::sequence>(dims)) out_dims.push_back(shape_dim(dim, input));
+      }
+      if (signature.empty()) throw Error("shapes: an empty dict declares no shape");
+      out.push_back(std::move(signature));
+    } else {
+      throw Error("shapes: " + py::repr(item).cast<std::string>() + " is neither a string nor a dict",
+                  "Give shapes=[\"input=8x3x224x224\"] or shapes=[{\"input\": (8, 3, 224, 224)}]");
+    }
+  };
+  std::vector<InputShapes> out;
+  if (py::isinstance<py::str>(shapes) || py::isinstance<py::dict>(shapes)) {
+    add(out, shapes);
+  } else if (py::isinstance<py::sequence>(shapes)) {
+    for (const auto item : py::reinterpret_borrow<py::sequence>(shapes)) add(out, item);
+  } else {
+    throw Error("shapes is a list of strings (\"input=8x3x224x224\") or dicts ({\"input\": (8, 3, 224, 224)})");
+  }
+  return out;
+}
+
+/// batches= of Fleet: a list of positive batch sizes, or "1,2,4,8".
+std::vector<int64_t> to_batch_list(const py::object& batches) {
+  if (py::isinstance<py::str>(batches)) return parse_batch_list(batches.cast<std::string>());
+  if (!py::isinstance<py::sequence>(batches)) throw Error("batches is a list of batch sizes, such as [1, 2, 4, 8]");
+  std::vector<int64_t> out;
+  for (const auto b : py::reinterpret_borrow<py::sequence>(batches)) {
+    const auto size = whole_number(b);
+    if (!size || *size <= 0) {
+      throw Error("batches: batch sizes are positive whole numbers, not " + py::repr(b).cast<std::string>(), "Give batches=[1, 2, 4, 8]");
+    }
+    out.push_back(*size);
+  }
+  return out;
+}
+
+/// The shape keywords of Fleet, over what the config says (each one given replaces the config's).
+void apply_shape_keywords(ShapeOptions& o, const py::object& shapes, const py::object& batches, const py::object& max_sessions,
+                          const py::object& pad_batch) {
+  if (!shapes.is_none()) o.declared = to_shape_list(shapes);
+  if (!batches.is_none()) o.batches = to_batch_list(batches);
+  if (!max_sessions.is_none()) {
+    // 256: the bound of the config file's shapes.max_sessions, which worker processes read back.
+    const auto count = whole_number(max_sessions);
+    if (!count || *count < 1 || *count > 256) {
+      throw Error("max_shape_sessions must be a whole number of sessions from 1 to 256, not " + py::repr(max_sessions).cast<std::string>(),
+                  "1 serves every shape from one session, as ONNX Runtime alone does");
+    }
+    o.max_sessions = static_cast<int>(*count);
+  }
+  if (!pad_batch.is_none()) {
+    if (!py::isinstance<py::bool_>(pad_batch)) throw Error("pad_batch must be True or False, not " + py::repr(pad_batch).cast<std::string>());
+    o.pad_batch = pad_batch.cast<bool>();
+  }
+  if (o.pad_batch && o.batches.empty() && o.declared.empty()) {
+    throw Error("pad_batch=True needs declared batches to pad to", "Add batches=[1, 2, 4, 8]");
+  }
 }
 
 py::object parse_json(const std::string& text) { return py::module_::import("json").attr("loads")(text); }
@@ -248,11 +500,13 @@ py::list specs_list(const std::vector<TensorSpec>& specs) {
 class PyFleet {
  public:
   PyFleet(const std::string& model, const py::object& devices, const std::string& strategy, const py::object& config,
-          int warmup, const std::string& ort_library, const std::string& profile_dir) {
+          int warmup, const std::string& ort_library, const std::string& profile_dir, const py::object& shapes,
+          const py::object& batches, const py::object& max_shape_sessions, const py::object& pad_batch) {
     FleetOptions o;
     o.devices = to_devices(devices);
     o.strategy = parse_strategy(strategy);
     o.config = to_config(config);
+    apply_shape_keywords(o.config.shapes, shapes, batches, max_shape_sessions, pad_batch);
     o.warmup_runs = warmup;
     o.ort_library = ort_library;
     o.profile_dir = profile_dir;
@@ -335,16 +589,21 @@ PYBIND11_MODULE(_ortfleet, m) {
   });
 
   py::class_<DeviceTensor>(m, "DeviceTensor", "An output left on its GPU; pass it to torch.from_dlpack or cupy.from_dlpack")
-      .def("__dlpack__", &DeviceTensor::dlpack, py::arg("stream") = py::none())
+      .def("__dlpack__", &DeviceTensor::dlpack, py::kw_only(), py::arg("stream") = py::none(), py::arg("max_version") = py::none(),
+           py::arg("dl_device") = py::none(), py::arg("copy") = py::none(),
+           "A DLPack capsule over the output, in place (DLPack 1.x when max_version asks for it)")
       .def("__dlpack_device__", &DeviceTensor::dlpack_device)
       .def_property_readonly("shape", [](const DeviceTensor& t) { return t.tensor().shape; })
       .def_property_readonly("dtype", [](const DeviceTensor& t) { return to_string(t.tensor().type); });
 
   py::class_<PyFleet>(m, "Fleet", "One ready ONNX Runtime session per device")
       .def(py::init<const std::string&, const py::object&, const std::string&, const py::object&, int, const std::string&,
-                    const std::string&>(),
+                    const std::string&, const py::object&, const py::object&, const py::object&, const py::object&>(),
            py::arg("model"), py::arg("devices") = py::none(), py::arg("strategy") = "auto", py::arg("config") = py::none(),
-           py::arg("warmup") = 1, py::arg("ort_library") = "", py::arg("profile_dir") = "")
+           py::arg("warmup") = 1, py::arg("ort_library") = "", py::arg("profile_dir") = "", py::arg("shapes") = py::none(),
+           py::arg("batches") = py::none(), py::arg("max_shape_sessions") = py::none(), py::arg("pad_batch") = py::none(),
+           "shapes, batches, max_shape_sessions and pad_batch set the config's \"shapes\" section: one ONNX Runtime session "
+           "per input shape, declared shapes made and warmed at start-up")
       .def("start", &PyFleet::start, "Begin starting every device; returns at once (the GIL is released)",
            py::return_value_policy::reference_internal)
       .def("wait", &PyFleet::wait, "Block until every device is ready or failed; True when all are ready")
@@ -435,12 +694,20 @@ PYBIND11_MODULE(_ortfleet, m) {
     o.seed = seed;
     return synth::write_mlp(path, {layers, width, 1}, o).path;
   }, py::arg("path"), py::arg("layers") = 3, py::arg("width") = 64, py::arg("seed") = 1);
-  m.def("synth_resnet", [](const std::string& path, int depth, int image_size, uint64_t seed) {
+  m.def("synth_resnet", [](const std::string& path, int depth, int image_size, uint64_t seed, bool dynamic_batch) {
     synth::ResNetSpec spec;
     spec.depth = depth;
     spec.image_size = image_size;
+    spec.dynamic_batch = dynamic_batch;
     synth::WriteOptions o;
     o.seed = seed;
     return synth::write_resnet(path, spec, o).path;
-  }, py::arg("path"), py::arg("depth") = 50, py::arg("image_size") = 224, py::arg("seed") = 1);
+  }, py::arg("path"), py::arg("depth") = 50, py::arg("image_size") = 224, py::arg("seed") = 1, py::arg("dynamic_batch") = false);
+
+  // A DeviceTensor over a copy of a host array: its DLPack export checked where there is no GPU.
+  m.def("_host_device_tensor", [](const py::array& array) {
+    auto c = py::array::ensure(array, py::array::c_style);
+    std::vector<int64_t> shape(c.shape(), c.shape() + c.ndim());
+    return DeviceTensor(Tensor::host_copy("host", numpy_type(c.dtype()), shape, c.data()));
+  }, py::arg("array"));
 }

@@ -129,3 +129,55 @@ def test_importing_ortfleet_makes_libstdcxx_global():
     )
     out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True).stdout.split()
     assert out[1] == "True", f"libstdc++ is not global after 'import ortfleet' (before: {out[0]})"
+
+
+def test_read_only_arrays_are_accepted(models):
+    x = np.random.default_rng(4).uniform(-1, 1, (1, 64)).astype(np.float32)
+    frozen = x.copy()
+    frozen.setflags(write=False)  # e.g. an array over a read-only buffer or a memory map
+    with ortfleet.Fleet(models["mlp"], devices="cpu", strategy="sequential", config=SLIM) as fleet:
+        fleet.start().wait()
+        a = fleet.run("cpu", {"input": x})
+        b = fleet.run("cpu", {"input": frozen})
+        for k in a:
+            np.testing.assert_array_equal(a[k], b[k])
+
+
+def test_none_as_an_input_is_an_error_naming_the_input(models):
+    with ortfleet.Fleet(models["mlp"], devices="cpu", strategy="sequential", config=SLIM) as fleet:
+        fleet.start().wait()
+        with pytest.raises(ortfleet.Error, match=r"^input 'input' is None: give a numpy array or a DLPack tensor"):
+            fleet.run("cpu", {"input": None})
+
+
+def test_an_unknown_device_is_quoted_as_given(models):
+    for devices in (["cpu", "bogus"], "bogus"):
+        with pytest.raises(ortfleet.Error, match=r"unknown device 'bogus'") as caught:
+            ortfleet.Fleet(models["mlp"], devices=devices)
+        assert "cuda:bogus" not in str(caught.value)
+    with pytest.raises(ortfleet.Error, match=r"unknown device 'cuda:x'"):
+        ortfleet.Fleet(models["mlp"], devices=["cuda:x"])
+
+
+@pytest.mark.parametrize("strategy", ["threads", "processes"])
+def test_a_failing_device_is_named_once(models, strategy):
+    # Worker errors cross the worker socket with their structure (what failed, hint, device); the
+    # device must not be appended again on either side of it.
+    wrong = {"input": np.zeros((1, 63), np.float32)}
+    with ortfleet.Fleet(models["mlp"], devices="cpu*2", strategy=strategy, config=SLIM) as fleet:
+        fleet.start().wait()
+        with pytest.raises(ortfleet.Error) as caught:
+            fleet.run("cpu:1", wrong)
+    message = str(caught.value)
+    assert message.count("(on cpu:1)") == 1, message
+    assert "(on cpu)" not in message, message
+
+
+def test_a_device_that_fails_to_start_is_named_once(models):
+    # The workers fail to create their profile folder: a start failure reported from each worker.
+    with ortfleet.Fleet(models["mlp"], devices="cpu*2", strategy="processes", config=SLIM, profile_dir="/proc/no-such-folder") as fleet:
+        assert not fleet.start().wait()
+        for status in fleet.status():
+            assert status["state"] == "failed"
+            assert status["error"].count(f"(on {status['device']})") == 1, status["error"]
+            assert status["error"].count("(on ") == 1, status["error"]

@@ -1,0 +1,100 @@
+"""Shape-aware sessions from Python: Fleet's shapes=, batches=, max_shape_sessions= and pad_batch=."""
+import numpy as np
+import pytest
+
+import ortfleet
+
+SLIM = {"session": {"intra_op_threads": 1, "thread_spinning": False}}
+
+
+@pytest.fixture(scope="module")
+def resnet(tmp_path_factory):
+    """A tiny ResNet whose batch dim is dynamic."""
+    path = tmp_path_factory.mktemp("shapes") / "resnet18-dynamic.onnx"
+    return ortfleet.synth_resnet(str(path), depth=18, image_size=32, dynamic_batch=True)
+
+
+def images(batch, seed=0):
+    return np.random.default_rng(seed).uniform(-1, 1, (batch, 3, 32, 32)).astype(np.float32)
+
+
+def warmed_shapes(fleet):
+    """The shape signatures the start-up warmed up (recorded when a device has more than one)."""
+    return {e["args"]["shapes"] for e in fleet.timeline()["events"] if e["name"] == "warmup" and "shapes" in e["args"]}
+
+
+def only(outputs):
+    (value,) = outputs.values()
+    return value
+
+
+@pytest.mark.parametrize("strategy", ["threads", "processes"])  # processes: the keywords reach the worker
+def test_declared_batches_give_what_one_session_for_every_shape_gives(resnet, strategy):
+    with ortfleet.Fleet(resnet, devices="cpu", strategy=strategy, config=SLIM, batches=[1, 2]) as per_shape, \
+            ortfleet.Fleet(resnet, devices="cpu", strategy=strategy, config=SLIM, batches=[1, 2], max_shape_sessions=1) as shared:
+        assert per_shape.start().wait() and shared.start().wait()
+        assert warmed_shapes(per_shape) == {"input=1x3x32x32", "input=2x3x32x32"}
+        assert per_shape.inputs[0]["shape"][0] == -1
+        for batch in (1, 2):
+            x = images(batch, seed=batch)
+            a = only(per_shape.run("cpu", {"input": x}))
+            b = only(shared.run("cpu", {"input": x}))
+            assert a.shape[0] == batch
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_a_padded_batch_gives_the_unpadded_outputs(resnet):
+    with ortfleet.Fleet(resnet, devices="cpu", strategy="threads", config=SLIM, batches=[4], pad_batch=True) as padded, \
+            ortfleet.Fleet(resnet, devices="cpu", strategy="threads", config=SLIM) as plain:
+        assert padded.start().wait() and plain.start().wait()
+        x = images(3, seed=7)
+        a = only(padded.run("cpu", {"input": x}))
+        b = only(plain.run("cpu", {"input": x}))
+        assert a.shape[0] == 3
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("shapes", [
+    ["input=1x3x32x32", "input=2x3x32x32"],
+    "input=1x3x32x32,input=2x3x32x32",                      # one string, two signatures
+    [{"input": (1, 3, 32, 32)}, {"input": [np.int64(2), 3, 32, 32]}],
+    ["input=1x3x32x32", {"input": (2, 3, 32, 32)}],
+])
+def test_shapes_as_strings_and_dicts(resnet, shapes):
+    with ortfleet.Fleet(resnet, devices="cpu", strategy="threads", config=SLIM, shapes=shapes) as fleet:
+        assert fleet.start().wait(), fleet.status()
+        assert warmed_shapes(fleet) == {"input=1x3x32x32", "input=2x3x32x32"}
+
+
+def test_keywords_override_the_config(resnet):
+    config = {**SLIM, "shapes": {"batches": [1, 2, 4], "pad_batch": True}}
+    with ortfleet.Fleet(resnet, devices="cpu", strategy="threads", config=config, batches=[1, 2]) as fleet:
+        assert fleet.start().wait(), fleet.status()
+        assert warmed_shapes(fleet) == {"input=1x3x32x32", "input=2x3x32x32"}
+        assert only(fleet.run("cpu", {"input": images(2)})).shape[0] == 2
+    with ortfleet.Fleet(resnet, devices="cpu", strategy="threads", config=config) as fleet:
+        assert fleet.start().wait(), fleet.status()
+        assert warmed_shapes(fleet) == {"input=1x3x32x32", "input=2x3x32x32", "input=4x3x32x32"}
+
+
+@pytest.mark.parametrize("keywords,message", [
+    ({"shapes": [3]}, r"shapes: 3 is neither a string nor a dict"),
+    ({"shapes": 3}, r"shapes is a list of strings"),
+    ({"shapes": ["input=ax3"]}, r"'a' in 'input=ax3' is not a whole number"),
+    ({"shapes": [{"input": (0, 3, 32, 32)}]}, r"dims of input 'input' must be positive whole numbers, not 0"),
+    ({"shapes": [{"input": (1.5, 3)}]}, r"dims of input 'input' must be positive whole numbers, not 1.5"),
+    ({"shapes": [{"input": "1x3"}]}, r"input 'input' needs a tuple of dims"),
+    ({"shapes": [{1: (1, 3)}]}, r"shapes: input names are strings"),
+    ({"batches": [0]}, r"batches: batch sizes are positive whole numbers, not 0"),
+    ({"batches": [1, 2.5]}, r"batches: batch sizes are positive whole numbers, not 2.5"),
+    ({"batches": [True]}, r"batches: batch sizes are positive whole numbers, not True"),
+    ({"batches": 4}, r"batches is a list of batch sizes"),
+    ({"max_shape_sessions": 0}, r"max_shape_sessions must be a whole number of sessions from 1 to 256, not 0"),
+    ({"max_shape_sessions": 257}, r"from 1 to 256, not 257"),
+    ({"pad_batch": True}, r"pad_batch=True needs declared batches to pad to"),
+    ({"max_shape_sessions": "8"}, r"max_shape_sessions must be a whole number"),
+    ({"pad_batch": "yes"}, r"pad_batch must be True or False, not 'yes'"),
+])
+def test_bad_shape_keywords_are_ortfleet_errors(resnet, keywords, message):
+    with pytest.raises(ortfleet.Error, match=message):
+        ortfleet.Fleet(resnet, devices="cpu", strategy="threads", config=SLIM, **keywords)
