@@ -454,10 +454,10 @@ void apply_shape_keywords(ShapeOptions& o, const py::object& shapes, const py::o
   if (!shapes.is_none()) o.declared = to_shape_list(shapes);
   if (!batches.is_none()) o.batches = to_batch_list(batches);
   if (!max_sessions.is_none()) {
-    // 256: the bound of the config file's shapes.max_sessions, which worker processes read back.
     const auto count = whole_number(max_sessions);
-    if (!count || *count < 1 || *count > 256) {
-      throw Error("max_shape_sessions must be a whole number of sessions from 1 to 256, not " + py::repr(max_sessions).cast<std::string>(),
+    if (!count || *count < 1 || *count > kMaxShapeSessions) {
+      throw Error("max_shape_sessions must be a whole number of sessions from 1 to " + std::to_string(kMaxShapeSessions) + ", not " +
+                      py::repr(max_sessions).cast<std::string>(),
                   "1 serves every shape from one session, as ONNX Runtime alone does");
     }
     o.max_sessions = static_cast<int>(*count);
@@ -466,9 +466,7 @@ void apply_shape_keywords(ShapeOptions& o, const py::object& shapes, const py::o
     if (!py::isinstance<py::bool_>(pad_batch)) throw Error("pad_batch must be True or False, not " + py::repr(pad_batch).cast<std::string>());
     o.pad_batch = pad_batch.cast<bool>();
   }
-  if (o.pad_batch && o.batches.empty() && o.declared.empty()) {
-    throw Error("pad_batch=True needs declared batches to pad to", "Add batches=[1, 2, 4, 8]");
-  }
+  o.validate();
 }
 
 py::object parse_json(const std::string& text) { return py::module_::import("json").attr("loads")(text); }

@@ -137,6 +137,17 @@ std::vector<int64_t> parse_batch_list(const std::string& text) {
   return out;
 }
 
+void ShapeOptions::validate() const {
+  if (max_sessions < 1 || max_sessions > kMaxShapeSessions) {
+    throw Error("max_shape_sessions must be a whole number of sessions from 1 to " + std::to_string(kMaxShapeSessions) + ", not " +
+                    std::to_string(max_sessions),
+                "1 serves every shape from one session, as ONNX Runtime alone does");
+  }
+  if (pad_batch && batches.empty() && declared.empty()) {
+    throw Error("pad_batch needs declared batches to pad to", "Declare them: --batches 1,2,4,8, batches=[1, 2, 4, 8] or shapes.batches");
+  }
+}
+
 std::string to_string(const InputShapes& shapes) {
   std::string out;
   for (const auto& [name, dims] : shapes) {
@@ -361,10 +372,15 @@ RunConfig RunConfig::from_json(const std::string& text, const std::string& sourc
     for (const auto b : o.batches) {
       if (b <= 0) s.fail("shapes.batches", "must be positive (got " + std::to_string(b) + ")");
     }
-    s.read_range("max_sessions", o.max_sessions, 1, 256, "a whole number of sessions");
+    s.read_range("max_sessions", o.max_sessions, 1, kMaxShapeSessions, "a whole number of sessions");
     s.read("pad_batch", o.pad_batch, "true or false");
     s.read("share_weights", o.share_weights, "true or false");
     s.finish();
+    try {
+      o.validate();
+    } catch (const Error& e) {
+      s.fail("shapes", "is contradictory: " + e.what_failed());
+    }
   }
   top.allow("shapes");
   top.allow("session");  // read above

@@ -97,7 +97,7 @@ void RunConfigFlags::add_to(CLI::App* app) {
   app->add_option("--batches", batches, "Batch sizes to make and warm up at start-up, for a model whose first dim is dynamic: 1,2,4,8");
   app->add_option("--max-shape-sessions", max_shape_sessions,
                   "ONNX Runtime sessions per device at most, one per input shape (1: one session for every shape)")
-      ->check(CLI::Range(1, 256));
+      ->check(CLI::Range(1, kMaxShapeSessions));
   app->add_flag("--pad-batch", pad_batch, "Pad a batch up to the next declared batch (--batches), outputs sliced back");
 }
 
@@ -119,9 +119,7 @@ RunConfig RunConfigFlags::resolve() const {
   if (!batches.empty()) c.shapes.batches = parse_batch_list(batches);
   if (max_shape_sessions > 0) c.shapes.max_sessions = max_shape_sessions;
   if (pad_batch) c.shapes.pad_batch = true;
-  if (c.shapes.pad_batch && c.shapes.batches.empty() && c.shapes.declared.empty()) {
-    throw Error("--pad-batch needs declared batches to pad to", "Add --batches 1,2,4,8");
-  }
+  c.shapes.validate();
   return c;
 }
 

@@ -55,6 +55,9 @@ struct SessionOptions {
 /// The dims of every input of one call, by input name: a shape signature ("input=8x3x224x224").
 using InputShapes = std::map<std::string, std::vector<int64_t>>;
 
+/// The most ONNX Runtime sessions one device may keep for one model (shapes.max_sessions).
+inline constexpr int kMaxShapeSessions = 256;
+
 /// The input shapes a session serves. ONNX Runtime 1.29's CUDA EP rebuilds every convolution's cuDNN
 /// plan whenever a call's shape differs from the previous call's, so a session keeps one ONNX
 /// Runtime session per shape signature (ortfleet/engine/session.hpp).
@@ -71,6 +74,9 @@ struct ShapeOptions {
   /// (from the optimised-model cache's entry, whose graph is final), instead of a copy each.
   bool share_weights = true;
   bool operator==(const ShapeOptions&) const = default;
+  /// Throws ortfleet::Error when the options contradict each other (padding with no batch to pad to,
+  /// a session count out of 1..kMaxShapeSessions).
+  void validate() const;
 };
 
 /// "input=1x3x224x224" -> one signature; "ids=1x128,mask=1x128" -> one signature of two inputs; a
