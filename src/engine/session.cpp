@@ -104,6 +104,7 @@ double ms_since(std::chrono::steady_clock::time_point start) {
 struct ShapeSession {
   std::string signature;  // to_string(InputShapes); "" until its first call binds it
   bool declared = false;
+  bool first = false;     // made with the Session, before any shape was known
   Ort::Session session{nullptr};
   uint64_t last_used = 0;
   std::atomic<int64_t> calls{0};
@@ -256,6 +257,7 @@ void Session::Impl::create() {
   }
 
   auto first = std::make_shared<ShapeSession>();
+  first->first = true;
   first->memory_before = memory_in_use(spec.device);
   {
     auto p = phase(phase::session_create);
@@ -530,7 +532,9 @@ void Session::Impl::prime(ShapeSession& s, const std::vector<Tensor>& given) {
   // second run that shrinks the arena hands the unused chunks back, and the caller's run then grows
   // it to the working set it needs, so that its next run is already a steady one. A captured CUDA
   // graph replays fixed addresses, which shrinking would free: graph sessions keep their arena.
-  if (graph_mode()) return;
+  // The plain start of one shape (nothing declared) is left as it was: the shrink and regrow cost
+  // it ~20 ms on an H100 (bench/device/shapes2.plan), for memory a single session rarely misses.
+  if (graph_mode() || (s.first && declared.empty())) return;
   run_plain(s, given, /*outputs_on_device=*/false);
   if (!arena_shrinks) return;
   try {
