@@ -1,6 +1,7 @@
 #include "ortfleet/engine/model_file.hpp"
 
 #include <charconv>
+#include <functional>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -225,12 +226,43 @@ ModelFacts inspect_model(const std::string& path) {
           if (t.number == 14 && t.wire == 0 && t.value == 1) facts.external_data = true;
         }
         facts.initializer_bytes += elements * onnx_element_size(type);
-      } else if (g.number == 11 || g.number == 12) {  // ValueInfoProto: name = 1
+      } else if (g.number == 11 || g.number == 12) {  // ValueInfoProto: name = 1, type = 2
         ProtoCursor info(file, g.offset, g.offset + g.value);
+        std::string name;
+        std::vector<std::string> dynamic;  // of this input
         while (!info.done()) {
           const auto v = info.next(path);
-          if (v.number == 1 && v.wire == 2) (g.number == 11 ? facts.inputs : facts.outputs).push_back(info.string_of(v));
+          if (v.number == 1 && v.wire == 2) name = info.string_of(v);
+          if (v.number != 2 || v.wire != 2 || g.number != 11) continue;
+          // TypeProto.tensor_type = 1 -> Tensor.shape = 2 -> TensorShapeProto.dim = 1 -> dim_value = 1 | dim_param = 2
+          auto nested = [&](ProtoCursor& outer, uint64_t number, const std::function<void(ProtoCursor&)>& inside) {
+            while (!outer.done()) {
+              const auto n = outer.next(path);
+              if (n.number != number || n.wire != 2) continue;
+              ProtoCursor c(file, n.offset, n.offset + n.value);
+              inside(c);
+            }
+          };
+          ProtoCursor type(file, v.offset, v.offset + v.value);
+          nested(type, 1, [&](ProtoCursor& tensor) {
+            nested(tensor, 2, [&](ProtoCursor& shape) {
+              size_t index = 0;
+              nested(shape, 1, [&](ProtoCursor& dim) {
+                bool fixed = false;
+                std::string param;
+                while (!dim.done()) {
+                  const auto d = dim.next(path);
+                  if (d.number == 1 && d.wire == 0) fixed = true;
+                  if (d.number == 2 && d.wire == 2) param = dim.string_of(d);
+                }
+                if (!fixed) dynamic.push_back("[" + std::to_string(index) + "]" + (param.empty() ? "" : " (" + param + ")"));
+                ++index;
+              });
+            });
+          });
         }
+        (g.number == 11 ? facts.inputs : facts.outputs).push_back(name);
+        for (const auto& d : dynamic) facts.dynamic_dims.push_back(name + d);
       }
     }
   }

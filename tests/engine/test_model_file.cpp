@@ -65,3 +65,20 @@ TEST(ModelFile, InspectCountsNodesAndWeightsWithoutLoadingThem) {
 }
 
 }  // namespace ortfleet
+
+namespace ortfleet {
+
+TEST(ModelFile, NamesTheInputsDimsWithoutAFixedSize) {
+  EXPECT_TRUE(inspect_model(test::mlp_model()).dynamic_dims.empty());
+  EXPECT_EQ(inspect_model(test::dynamic_mlp_model()).dynamic_dims, (std::vector<std::string>{"input[0] (batch)"}));
+  const std::string zoo = (test::scratch_dir() / "zoo-dynamic.onnx").string();
+  synth::ConvZooSpec spec;
+  spec.convs = 2;
+  spec.max_spatial = 14;
+  spec.dynamic_spatial = true;
+  const auto dims = inspect_model(synth::write_conv_zoo(zoo, spec).path).dynamic_dims;
+  ASSERT_FALSE(dims.empty());
+  for (const auto& d : dims) EXPECT_TRUE(d.find("[2] (height_") != std::string::npos || d.find("[3] (width_") != std::string::npos) << d;
+}
+
+}  // namespace ortfleet

@@ -31,6 +31,11 @@ void print_profile(const ProfileReport& r, std::ostream& out) {
   phases.print(out);
   out << "\ntop costs and what to do\n";
   for (size_t i = 0; i < r.top_costs.size(); ++i) out << "  " << i + 1 << ". " << r.top_costs[i] << "\n";
+  if (!r.dynamic_dims.empty()) {
+    std::string dims;
+    for (const auto& d : r.dynamic_dims) dims += (dims.empty() ? "" : ", ") + d;
+    out << "\ndynamic dims: " << dims << "\n  " << r.shapes_advice << "\n";
+  }
   if (!r.transformers.empty()) {
     out << "\ngraph transformers (largest first):";
     for (size_t i = 0; i < r.transformers.size() && i < 5; ++i) {

@@ -75,6 +75,8 @@ struct ProfileReport {
   double steady_p50_ms = 0;
   double steady_p99_ms = 0;
   std::vector<std::string> top_costs;  ///< "graph optimisation: 1.21 s (45%) - <advice>"
+  std::vector<std::string> dynamic_dims;  ///< the model's inputs' dims without a fixed size, "input[0] (batch)"
+  std::string shapes_advice;              ///< what dynamic dims cost, and what to declare
   Timeline timeline;                   ///< our phases and ONNX Runtime's, on one clock
   std::string ort_profile_path;
 

@@ -22,6 +22,9 @@ struct ModelFacts {
   bool external_data = false;
   std::vector<std::string> inputs;
   std::vector<std::string> outputs;
+  /// The inputs' dims with no fixed size, "input[0] (batch)": each size a call gives them is a shape
+  /// of its own to ONNX Runtime's CUDA EP.
+  std::vector<std::string> dynamic_dims;
 };
 /// Walks the model's protobuf structure (weights are skipped, not read). Throws ortfleet::Error.
 ModelFacts inspect_model(const std::string& path);
