@@ -91,6 +91,26 @@ const std::string& small_transformer() {
   return path;
 }
 
+ScopedEnv::ScopedEnv(std::string name, const std::optional<std::string>& value) : name_(std::move(name)) {
+  if (const char* old = std::getenv(name_.c_str())) saved_ = old;
+  if (value) ::setenv(name_.c_str(), value->c_str(), 1);
+  else ::unsetenv(name_.c_str());
+}
+
+ScopedEnv::~ScopedEnv() {
+  if (saved_) ::setenv(name_.c_str(), saved_->c_str(), 1);
+  else ::unsetenv(name_.c_str());
+}
+
+std::vector<std::string> ortfleet_files_in(const fs::path& folder) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(folder)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("ortfleet", 0) == 0) names.push_back(name);
+  }
+  return names;
+}
+
 std::string bin(const std::string& name) {
   // ORTFLEET_TEST_BIN_DIR overrides the build tree's folder: the tests travel to the GPU machine.
   const char* dir = std::getenv("ORTFLEET_TEST_BIN_DIR");
