@@ -76,7 +76,7 @@ struct ProfileReport {
   double steady_p99_ms = 0;
   std::vector<std::string> top_costs;  ///< "graph optimisation: 1.21 s (45%) - <advice>"
   Timeline timeline;                   ///< our phases and ONNX Runtime's, on one clock
-  std::string ort_profile_path;
+  std::string ort_profile_path;  ///< ONNX Runtime's profile when its folder is kept (ProfileOptions::work_dir), else empty
 
   double attributed_share() const { return wall_ms > 0 ? attributed_ms / wall_ms : 0; }
   std::string to_json() const;
