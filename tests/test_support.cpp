@@ -76,18 +76,21 @@ const std::string& conv_zoo_model() {
   return path;
 }
 
+std::string write_small_transformer(const fs::path& path, uint64_t seed) {
+  synth::TransformerSpec spec;
+  spec.layers = 2;
+  spec.hidden = 64;
+  spec.heads = 4;
+  spec.sequence = 16;
+  spec.vocabulary = 100;
+  synth::WriteOptions o;
+  o.seed = seed;
+  o.external_data = synth::ExternalData::always;
+  return synth::write_transformer(path.string(), spec, o).path;
+}
+
 const std::string& small_transformer() {
-  static const std::string path = [] {
-    synth::TransformerSpec spec;
-    spec.layers = 2;
-    spec.hidden = 64;
-    spec.heads = 4;
-    spec.sequence = 16;
-    spec.vocabulary = 100;
-    synth::WriteOptions o;
-    o.external_data = synth::ExternalData::always;
-    return synth::write_transformer((scratch_dir() / "transformer.onnx").string(), spec, o).path;
-  }();
+  static const std::string path = write_small_transformer(scratch_dir() / "transformer.onnx", 1);
   return path;
 }
 

@@ -22,6 +22,8 @@ const std::string& resnet18_model();     ///< a ResNet-18 (small enough for quic
 const std::string& dynamic_resnet18_model();  ///< the same with a dynamic batch dim
 const std::string& conv_zoo_model();     ///< 120 distinct conv shapes, 32x32 inputs
 const std::string& small_transformer();  ///< 2 layers x 64, with its weights in external data
+/// The small transformer's architecture with weights from `seed`, written to `path` (and path.data).
+std::string write_small_transformer(const std::filesystem::path& path, uint64_t seed);
 
 /// While it lives, a umask of 000 (anyone may write what is made), as a careless shell or service may
 /// set: what ortfleet makes must be private all the same. The scratch folder is made first, as usual.

@@ -219,17 +219,8 @@ TEST(ModelCache, NewExternalWeightsGetANewEntry) {
   load_runtime();
   const fs::path cache = fresh("external");
   const fs::path folder = fresh("external-models");
-  synth::TransformerSpec spec;
-  spec.layers = 1;
-  spec.hidden = 32;
-  spec.heads = 2;
-  spec.sequence = 8;
-  spec.vocabulary = 100;
-  synth::WriteOptions o;
-  o.external_data = synth::ExternalData::always;
-  const std::string model = synth::write_transformer((folder / "t.onnx").string(), spec, o).path;
-  o.seed = 2;
-  const std::string other = synth::write_transformer((folder / "u.onnx").string(), spec, o).path;
+  const std::string model = test::write_small_transformer(folder / "t.onnx", 1);
+  const std::string other = test::write_small_transformer(folder / "u.onnx", 2);
   EXPECT_FALSE(start(model, cache).used_cache);
   EXPECT_TRUE(start(model, cache).used_cache);
   overwrite_in_place(model + ".data", read_all(other + ".data"));  // the .onnx file is untouched
@@ -383,36 +374,40 @@ TEST(ModelCache, ListsAndClearsEntriesButKeepsThoseInUse) {
   EXPECT_TRUE(cache.entries().empty());
 }
 
+namespace {
+/// A CacheUse writing an entry of the small transformer: ONNX Runtime has saved it, unpublished.
+struct WrittenEntry {
+  fs::path cache;
+  Ort::SessionOptions options;
+  std::unique_ptr<detail::CacheUse> use;
+
+  explicit WrittenEntry(const std::string& name) : cache(fresh(name)) {
+    load_runtime();
+    const std::string model = copy_model(test::small_transformer(), fresh(name + "-model"));
+    use = std::make_unique<detail::CacheUse>(cache.string(), model, Device::cpu(), RunConfig{}, options);
+    EXPECT_TRUE(use->writing());
+    Ort::Session session(detail::ort_env(), model.c_str(), options);
+    EXPECT_TRUE(fs::exists(use->entry() + ".partial-" + std::to_string(::getpid())));
+    EXPECT_TRUE(fs::exists(use->entry() + ".data"));
+  }
+};
+}  // namespace
+
 // A failed write of the entry (a full disk, a read-only folder, here the manifest's name taken by a
 // folder) leaves nothing behind and the session goes on from the model.
 TEST(CacheUse, AManifestThatCannotBeWrittenLeavesNothingBehind) {
-  load_runtime();
-  const fs::path cache = fresh("manifest-blocked");
-  const std::string model = copy_model(test::small_transformer(), fresh("manifest-blocked-model"));
-  Ort::SessionOptions options;
-  detail::CacheUse use(cache.string(), model, Device::cpu(), {}, options);
-  ASSERT_TRUE(use.writing());
-  Ort::Session session(detail::ort_env(), model.c_str(), options);  // ONNX Runtime writes the entry
-  EXPECT_TRUE(fs::exists(use.entry() + ".data"));
-  fs::create_directories(use.entry() + ".manifest.json/in-the-way");
-  EXPECT_FALSE(use.commit());
-  expect_nothing_but_locks_and_digests(cache);
+  WrittenEntry written("manifest-blocked");
+  fs::create_directories(written.use->entry() + ".manifest.json/in-the-way");
+  EXPECT_FALSE(written.use->commit());
+  expect_nothing_but_locks_and_digests(written.cache);
 }
 
 TEST(CacheUse, AbandonRemovesEveryFileOfTheEntry) {
-  load_runtime();
-  const fs::path cache = fresh("abandon");
-  const std::string model = copy_model(test::small_transformer(), fresh("abandon-model"));
-  Ort::SessionOptions options;
-  detail::CacheUse use(cache.string(), model, Device::cpu(), {}, options);
-  ASSERT_TRUE(use.writing());
-  { Ort::Session session(detail::ort_env(), model.c_str(), options); }
-  const std::string name = fs::path(use.entry()).filename().string();
-  EXPECT_TRUE(fs::exists(use.entry() + ".partial-" + std::to_string(::getpid())));
-  use.abandon("the disk is full");
-  EXPECT_FALSE(use.writing());
-  expect_nothing_but_locks_and_digests(cache);
-  EXPECT_TRUE(fs::exists(cache / (name + ".lock")));
+  WrittenEntry written("abandon");
+  written.use->abandon("the disk is full");
+  EXPECT_FALSE(written.use->writing());
+  expect_nothing_but_locks_and_digests(written.cache);
+  EXPECT_TRUE(fs::exists(written.use->entry() + ".lock"));
 }
 
 namespace {
