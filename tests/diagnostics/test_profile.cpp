@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -152,14 +153,17 @@ TEST(Profile, RunsAColdStartInAFreshProcessAndAttributesMostOfIt) {
 // it is removed at the end; a folder the user names (--keep) is kept, and refused if others can write it.
 TEST(Profile, WorksInAPrivateFolderThatItRemovesUnlessAskedToKeepIt) {
   const fs::path tmp = test::scratch_dir() / "profile-tmp";
-  fs::create_directories(tmp);
+  // What another user would plant at the name a predictable scheme picks: it must be left alone.
+  const std::string planted = "ortfleet-profile-" + std::to_string(::getpid());
+  fs::create_directories(tmp / planted);
   const test::ScopedEnv tmpdir("TMPDIR", tmp.string());
   ProfileOptions o;
   o.model = test::mlp_model();
   o.steady_runs = 1;
   o.ortfleet_executable = test::bin("ortfleet");
   run_profile(o);
-  EXPECT_EQ(test::ortfleet_files_in(tmp), std::vector<std::string>{}) << "the work folder was left behind";
+  EXPECT_TRUE(fs::is_empty(tmp / planted)) << "the profile was written into a folder someone else made";
+  EXPECT_EQ(test::ortfleet_files_in(tmp), std::vector<std::string>{planted}) << "the work folder was left behind";
 
   o.work_dir = (test::scratch_dir() / "profile-kept").string();
   const ProfileReport kept = run_profile(o);

@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -73,7 +74,9 @@ TEST(Tune, SweepsInFreshProcessesAndRecommends) {
 // Candidate configs and the private model cache live in a folder only we can enter, removed at the end.
 TEST(Tune, WorksInAPrivateFolderThatItRemoves) {
   const std::filesystem::path tmp = test::scratch_dir() / "tune-tmp";
-  std::filesystem::create_directories(tmp);
+  // What another user would plant at the name a predictable scheme picks: it must be left alone.
+  const std::string planted = "ortfleet-tune-" + std::to_string(::getpid());
+  std::filesystem::create_directories(tmp / planted / "theirs");
   const test::ScopedEnv tmpdir("TMPDIR", tmp.string());
   TuneOptions o;
   o.model = test::mlp_model();
@@ -83,7 +86,8 @@ TEST(Tune, WorksInAPrivateFolderThatItRemoves) {
   const TuneReport r = run_tune(o);
   ASSERT_EQ(r.results.size(), 1u);
   EXPECT_TRUE(r.results[0].ok()) << r.results[0].error;
-  EXPECT_EQ(test::ortfleet_files_in(tmp), std::vector<std::string>{}) << "the work folder was left behind";
+  EXPECT_TRUE(std::filesystem::exists(tmp / planted / "theirs")) << "tune worked in, and removed, a folder someone else made";
+  EXPECT_EQ(test::ortfleet_files_in(tmp), std::vector<std::string>{planted}) << "the work folder was left behind";
 }
 
 }  // namespace ortfleet

@@ -377,12 +377,12 @@ TEST(ModelCache, ListsAndClearsEntriesButKeepsThoseInUse) {
 namespace {
 /// A CacheUse writing an entry of the small transformer: ONNX Runtime has saved it, unpublished.
 struct WrittenEntry {
+  const RuntimeInfo& runtime = load_runtime();  // first: the options below need ONNX Runtime's API
   fs::path cache;
   Ort::SessionOptions options;
   std::unique_ptr<detail::CacheUse> use;
 
   explicit WrittenEntry(const std::string& name) : cache(fresh(name)) {
-    load_runtime();
     const std::string model = copy_model(test::small_transformer(), fresh(name + "-model"));
     use = std::make_unique<detail::CacheUse>(cache.string(), model, Device::cpu(), RunConfig{}, options);
     EXPECT_TRUE(use->writing());
