@@ -76,19 +76,42 @@ const std::string& conv_zoo_model() {
   return path;
 }
 
+std::string write_small_transformer(const fs::path& path, uint64_t seed) {
+  synth::TransformerSpec spec;
+  spec.layers = 2;
+  spec.hidden = 64;
+  spec.heads = 4;
+  spec.sequence = 16;
+  spec.vocabulary = 100;
+  synth::WriteOptions o;
+  o.seed = seed;
+  o.external_data = synth::ExternalData::always;
+  return synth::write_transformer(path.string(), spec, o).path;
+}
+
 const std::string& small_transformer() {
-  static const std::string path = [] {
-    synth::TransformerSpec spec;
-    spec.layers = 2;
-    spec.hidden = 64;
-    spec.heads = 4;
-    spec.sequence = 16;
-    spec.vocabulary = 100;
-    synth::WriteOptions o;
-    o.external_data = synth::ExternalData::always;
-    return synth::write_transformer((scratch_dir() / "transformer.onnx").string(), spec, o).path;
-  }();
+  static const std::string path = write_small_transformer(scratch_dir() / "transformer.onnx", 1);
   return path;
+}
+
+ScopedEnv::ScopedEnv(std::string name, const std::optional<std::string>& value) : name_(std::move(name)) {
+  if (const char* old = std::getenv(name_.c_str())) saved_ = old;
+  if (value) ::setenv(name_.c_str(), value->c_str(), 1);
+  else ::unsetenv(name_.c_str());
+}
+
+ScopedEnv::~ScopedEnv() {
+  if (saved_) ::setenv(name_.c_str(), saved_->c_str(), 1);
+  else ::unsetenv(name_.c_str());
+}
+
+std::vector<std::string> ortfleet_files_in(const fs::path& folder) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(folder)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("ortfleet", 0) == 0) names.push_back(name);
+  }
+  return names;
 }
 
 std::string bin(const std::string& name) {

@@ -1,8 +1,12 @@
 #pragma once
 // Shared by the tests: a scratch folder, synthetic models made once per test process, paths of the
 // built executables.
+#include <sys/stat.h>
+
 #include <filesystem>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "ortfleet/synth/synth.hpp"
 
@@ -18,6 +22,37 @@ const std::string& resnet18_model();     ///< a ResNet-18 (small enough for quic
 const std::string& dynamic_resnet18_model();  ///< the same with a dynamic batch dim
 const std::string& conv_zoo_model();     ///< 120 distinct conv shapes, 32x32 inputs
 const std::string& small_transformer();  ///< 2 layers x 64, with its weights in external data
+/// The small transformer's architecture with weights from `seed`, written to `path` (and path.data).
+std::string write_small_transformer(const std::filesystem::path& path, uint64_t seed);
+
+/// While it lives, a umask of 000 (anyone may write what is made), as a careless shell or service may
+/// set: what ortfleet makes must be private all the same. The scratch folder is made first, as usual.
+class OpenUmask {
+ public:
+  OpenUmask() : saved_((static_cast<void>(scratch_dir()), ::umask(0))) {}
+  ~OpenUmask() { ::umask(saved_); }
+  OpenUmask(const OpenUmask&) = delete;
+  OpenUmask& operator=(const OpenUmask&) = delete;
+
+ private:
+  mode_t saved_;
+};
+
+/// While it lives, the environment variable `name` is `value` (unset when nullopt); then as before.
+class ScopedEnv {
+ public:
+  ScopedEnv(std::string name, const std::optional<std::string>& value);
+  ~ScopedEnv();
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_;
+  std::optional<std::string> saved_;
+};
+
+/// What in `folder` ortfleet made (names starting "ortfleet"); ONNX Runtime leaves its own files in $TMPDIR.
+std::vector<std::string> ortfleet_files_in(const std::filesystem::path& folder);
 
 std::string bin(const std::string& name);  ///< a built executable (ortfleet, ortfleet-worker)
 

@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "base/private_dir.hpp"
 #include "diagnostics/cold_start.hpp"
 #include "process/child_process.hpp"
 #include "ortfleet/diagnostics/statistics.hpp"
@@ -383,8 +384,12 @@ ProfileReport run_profile(const ProfileOptions& options) {
   const ProfileOptions& o = options;
   const ModelFacts facts = inspect_model(o.model);
   const std::string ortfleet = detail::ortfleet_executable(o.ortfleet_executable);
-  const fs::path dir = o.work_dir.empty() ? fs::temp_directory_path() / ("ortfleet-profile-" + std::to_string(::getpid())) : fs::path(o.work_dir);
-  fs::create_directories(dir);
+  // The child writes ONNX Runtime's profile and log here: a folder nobody else can plant files or
+  // symlinks in, removed at the end unless the user asked to keep it (--keep).
+  const detail::PrivateDir work = o.work_dir.empty()
+                                      ? detail::PrivateDir::temporary("ortfleet-profile")
+                                      : detail::PrivateDir::named(o.work_dir, "Give --keep a folder only you can write");
+  const fs::path& dir = work.path();
   const std::string log_path = (dir / "ort-log.jsonl").string();
   detail::ColdStartRequest request;
   request.model = o.model;
@@ -410,7 +415,7 @@ ProfileReport run_profile(const ProfileOptions& options) {
   auto report = build_profile(start, parse_ort_log(read(log_path), log_path),
                               profile_path.empty() ? std::vector<OrtProfileEvent>{} : parse_ort_profile(read(profile_path), profile_path), facts);
   report.config = o.config;
-  report.ort_profile_path = profile_path;
+  if (!work.removed_at_end()) report.ort_profile_path = profile_path;  // a temporary one is gone when we return
   return report;
 }
 

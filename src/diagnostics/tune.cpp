@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "base/private_dir.hpp"
 #include "diagnostics/cold_start.hpp"
 #include "process/child_process.hpp"
 #include "ortfleet/diagnostics/statistics.hpp"
@@ -95,8 +96,9 @@ TuneReport run_tune(const TuneOptions& options) {
   };
   const std::string ortfleet = detail::ortfleet_executable(o.ortfleet_executable);
   const auto candidates = o.candidates.empty() ? default_sweep(o.device, o.base, o.quick) : o.candidates;
-  const fs::path work = fs::temp_directory_path() / ("ortfleet-tune-" + std::to_string(::getpid()));
-  fs::create_directories(work);
+  // Candidate configs and the private cache: a folder nobody else can plant files in, removed at the end.
+  const detail::PrivateDir work_dir = detail::PrivateDir::temporary("ortfleet-tune");
+  const fs::path& work = work_dir.path();
   // A private model cache: the first (untimed) start of a cached configuration fills it, as a
   // deployment's first start would; the timed starts then measure what every later start costs.
   const std::string cache = o.cache_dir.empty() ? (work / "cache").string() : o.cache_dir;
@@ -149,8 +151,6 @@ TuneReport run_tune(const TuneOptions& options) {
     result.steady_p99_ms = percentile(steady, 99);
     report.results.push_back(std::move(result));
   }
-  std::error_code ec;
-  if (o.cache_dir.empty()) fs::remove_all(work, ec);
   choose(report);
   return report;
 }

@@ -2,27 +2,26 @@
 
 #include <sys/stat.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
+#include "base/private_dir.hpp"
+#include "base/system_paths.hpp"
+#include "engine/cache_use.hpp"
+#include "engine/content_hash.hpp"
 #include "engine/cuda_driver.hpp"
+#include "engine/file_lock.hpp"
+#include "engine/model_digest.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/runtime.hpp"
-#include "base/system_paths.hpp"
 
 namespace ortfleet {
 namespace fs = std::filesystem;
 
 namespace {
-uint64_t fnv1a(const std::string& text) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 0x100000001b3ULL;
-  }
-  return h;
-}
+uint64_t hash_text(const std::string& text) { return detail::xxh64(text.data(), text.size()); }
+
 /// The CPU model and instruction-set flags: an optimised CPU graph uses the ISA it was made on
 /// (e.g. NCHWc block sizes), so another CPU gets its own entry.
 std::string cpu_identity() {
@@ -34,66 +33,96 @@ std::string cpu_identity() {
     if (model.empty() && line.rfind("model name", 0) == 0) model = line;
     if (flags.empty() && line.rfind("flags", 0) == 0) flags = line;
   }
-  return std::to_string(fnv1a(model + flags));
+  return detail::hex64(hash_text(model + flags));
 }
 }  // namespace
 
-std::string ModelCache::default_root() {
-  if (auto v = detail::env_var("ORTFLEET_CACHE")) return *v;
-  if (auto v = detail::env_var("XDG_CACHE_HOME")) return (fs::path(*v) / "ortfleet").string();
-  if (auto v = detail::env_var("HOME")) return (fs::path(*v) / ".cache" / "ortfleet").string();
-  return (fs::temp_directory_path() / "ortfleet-cache").string();
-}
-
-ModelCache::ModelCache(std::string dir) : dir_(dir.empty() ? (fs::path(default_root()) / "models").string() : std::move(dir)) {}
-
-std::string ModelCache::key_text(const std::string& model_path, const Device& device, const RunConfig& config) {
-  std::error_code ec;
-  const std::string absolute = fs::weakly_canonical(model_path, ec).string();
-  struct stat st {};
-  if (::stat(model_path.c_str(), &st) != 0) throw Error("cannot stat model " + model_path, "Check the path");
+namespace detail {
+std::string cache_key_text(const std::string& model_content, const Device& device, const RunConfig& config) {
   const RuntimeInfo* rt = loaded_runtime();
   std::string device_class = "cpu-" + cpu_identity();
   if (device.is_gpu()) {
     // Only this GPU's compute capability: enumerating every GPU (and NVML) cost 70-100 ms per start.
-    auto& driver = detail::CudaDriver::instance();
+    auto& driver = CudaDriver::instance();
     device_class = "cuda";
     if (driver.ok()) {
-      device_class += "-sm_" + std::to_string(driver.attribute(device.index, detail::CudaDriver::kComputeCapabilityMajor) * 10 +
-                                             driver.attribute(device.index, detail::CudaDriver::kComputeCapabilityMinor));
+      device_class += "-sm_" + std::to_string(driver.attribute(device.index, CudaDriver::kComputeCapabilityMajor) * 10 +
+                                             driver.attribute(device.index, CudaDriver::kComputeCapabilityMinor));
     }
   }
-  std::string key = absolute + "|size=" + std::to_string(st.st_size) +
-                    "|mtime=" + std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec) +
-                    "|ino=" + std::to_string(st.st_ino) + "|ort=" + (rt ? rt->version : "?") + "|device=" + device_class +
+  std::string key = model_content + "|ort=" + (rt ? rt->version : "?") + "|device=" + device_class +
                     "|opt=" + to_string(config.session.graph_optimization);
   if (device.is_gpu()) key += "|nhwc=" + std::string(config.cuda.prefer_nhwc ? "1" : "0");
   for (const auto& [k, v] : config.session.config_entries) key += "|" + k + "=" + v;
   return key;
 }
+}  // namespace detail
+
+std::string ModelCache::default_root() {
+  if (auto v = detail::env_var("ORTFLEET_CACHE")) return *v;
+  if (auto v = detail::env_var("XDG_CACHE_HOME")) return (fs::path(*v) / "ortfleet").string();
+  if (auto v = detail::env_var("HOME")) return (fs::path(*v) / ".cache" / "ortfleet").string();
+  throw Error("no folder for the model cache: ORTFLEET_CACHE, XDG_CACHE_HOME and HOME are all unset",
+              "Set ORTFLEET_CACHE to a folder only you can write (ortfleet makes it with mode 0700)");
+}
+
+ModelCache::ModelCache(std::string dir) : dir_(dir.empty() ? (fs::path(default_root()) / "models").string() : std::move(dir)) {}
+
+std::string ModelCache::key_text(const std::string& model_path, const Device& device, const RunConfig& config) const {
+  // Remembered digests are read only from a folder no other user can write.
+  const bool private_dir = detail::check_private_dir(dir_, detail::kCacheFolderHint);
+  return detail::cache_key_text(detail::model_content(model_path, private_dir ? dir_ : std::string()).text, device, config);
+}
+
+std::string ModelCache::entry_path_for_key(const std::string& model_path, const std::string& key) const {
+  return (fs::path(dir_) / (fs::path(model_path).stem().string() + "-" + detail::hex64(hash_text(key)) + ".onnx")).string();
+}
 
 std::string ModelCache::entry_path(const std::string& model_path, const Device& device, const RunConfig& config) const {
-  char hash[17];
-  std::snprintf(hash, sizeof(hash), "%016llx", static_cast<unsigned long long>(fnv1a(key_text(model_path, device, config))));
-  return (fs::path(dir_) / (fs::path(model_path).stem().string() + "-" + hash + ".onnx")).string();
+  return entry_path_for_key(model_path, key_text(model_path, device, config));
 }
 
 std::vector<CacheEntry> ModelCache::entries() const {
   std::vector<CacheEntry> out;
+  if (!detail::check_private_dir(dir_, detail::kCacheFolderHint)) return out;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir_, ec)) {
-    if (e.path().extension() != ".onnx") continue;
+    if (e.path().extension() != ".onnx" || !e.is_regular_file(ec)) continue;
     uint64_t bytes = e.file_size(ec);
     const fs::path data = e.path().string() + ".data";  // the weights, stored beside the graph
-    if (fs::exists(data, ec)) bytes += fs::file_size(data, ec);
+    if (fs::is_regular_file(data, ec)) bytes += fs::file_size(data, ec);
     out.push_back({e.path().string(), bytes});
   }
   return out;
 }
 
-void ModelCache::clear() const {
+size_t ModelCache::clear() const {
+  if (!detail::check_private_dir(dir_, detail::kCacheFolderHint)) return 0;
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir_, ec)) fs::remove(e.path(), ec);
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir_, ec)) names.push_back(e.path().filename().string());
+  // Entries whose lock another process holds are in use: a reader loads them, a writer makes them.
+  std::vector<detail::FileLock> held;
+  std::vector<std::string> in_use;
+  const std::string lock_suffix = ".lock";
+  for (const auto& name : names) {
+    if (name.size() <= lock_suffix.size() || name.compare(name.size() - lock_suffix.size(), lock_suffix.size(), lock_suffix) != 0) continue;
+    detail::FileLock lock;
+    bool free = false;
+    try {
+      free = lock.try_lock((fs::path(dir_) / name).string(), detail::FileLock::Mode::exclusive);
+    } catch (const Error&) {
+      free = false;
+    }
+    if (free) held.push_back(std::move(lock));
+    else in_use.push_back(name.substr(0, name.size() - lock_suffix.size()));
+  }
+  for (const auto& name : names) {
+    bool keep = false;
+    for (const auto& entry : in_use) keep = keep || detail::belongs_to_entry(name, entry);
+    if (!keep) fs::remove_all(fs::path(dir_) / name, ec);
+  }
+  return in_use.size();
 }
 
 }  // namespace ortfleet

@@ -1,40 +1,184 @@
 #include "engine/cache_use.hpp"
 
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 
+#include "base/private_dir.hpp"
+#include "base/unique_fd.hpp"
+#include "engine/content_hash.hpp"
+#include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/cache.hpp"
 
 namespace ortfleet::detail {
 namespace fs = std::filesystem;
+using nlohmann::json;
 
 namespace {
 // The optimised copy keeps every initializer of at least this size in a side file: ONNX Runtime then
 // maps the weights instead of parsing them out of the protobuf (the transformer's 1.27 GB: 12.2 s of
 // session creation on the CPU without, 4.4 s with, measured with `ortfleet start`).
 constexpr const char* kExternalInitializerMinBytes = "1024";
+constexpr int kManifestVersion = 1;
+
+std::string manifest_of(const std::string& entry) { return entry + ".manifest.json"; }
+std::string data_of(const std::string& entry) { return entry + ".data"; }
+
+/// Removes every file of `entry` but its lock (which the caller holds exclusive): a damaged entry,
+/// what a crashed writer left, or an entry this process could not finish.
+void remove_entry_files(const std::string& entry) {
+  const fs::path path(entry);
+  const std::string own = path.filename().string();
+  std::error_code ec;
+  std::vector<fs::path> doomed;
+  for (const auto& e : fs::directory_iterator(path.parent_path(), ec)) {
+    const std::string name = e.path().filename().string();
+    if (belongs_to_entry(name, own) && name != own + ".lock") doomed.push_back(e.path());
+  }
+  if (ec) throw FolderNotWritable("cannot list " + path.parent_path().string() + ": " + ec.message());
+  for (const auto& p : doomed) {
+    fs::remove_all(p, ec);  // a planted folder goes too, never what a symlink points to
+    if (ec && ec != std::errc::no_such_file_or_directory) throw FolderNotWritable("cannot remove " + p.string() + ": " + ec.message());
+  }
+}
+
+/// ONNX Runtime made the file with the umask's mode: make it 0600, and put it on disk before a
+/// manifest vouches for it (a crash must not leave a sealed entry whose data never reached the disk).
+void settle_written_file(const std::string& path) {
+  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) throw FolderNotWritable("cannot open " + path + ": " + std::strerror(errno));
+  if (::fchmod(fd.get(), 0600) != 0) throw FolderNotWritable("cannot chmod " + path + ": " + std::strerror(errno));
+  if (::fsync(fd.get()) != 0) throw FolderNotWritable("cannot flush " + path + " to disk: " + std::strerror(errno));
+}
+
+void sync_folder(const std::string& folder) {
+  const UniqueFd fd(::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd) ::fsync(fd.get());  // best effort: the rename is atomic either way
+}
+
+/// One warning per process: a fleet of in-process sessions on a full disk would otherwise repeat it.
+void warn_cache_not_written(const std::string& what, const std::string& why) {
+  static std::atomic<bool> warned{false};
+  if (warned.exchange(true)) {
+    spdlog::debug("the optimised-model cache was not written for {} ({})", what, why);
+    return;
+  }
+  spdlog::warn("the optimised-model cache could not be written ({}); starting {} without it", why, what);
+}
 }  // namespace
+
+bool belongs_to_entry(const std::string& name, const std::string& entry) {
+  return name == entry ||
+         (name.size() > entry.size() && name.compare(0, entry.size(), entry) == 0 && name[entry.size()] == '.');
+}
+
+std::string check_entry(const std::string& entry, const std::string& key) {
+  const std::string manifest_path = manifest_of(entry);
+  const auto manifest_id = identity_of(manifest_path, Symlinks::refuse);
+  if (!manifest_id) return "it has no manifest";
+  if (!manifest_id->regular) return "its manifest is not a regular file";
+  json manifest;
+  try {
+    std::ifstream in(manifest_path);
+    manifest = json::parse(in);
+  } catch (const std::exception& e) {
+    return std::string("its manifest is unreadable: ") + e.what();
+  }
+  const std::string own = fs::path(entry).filename().string();
+  bool covers_entry = false;
+  bool rehashed = false;
+  try {
+    if (manifest.value("ortfleet_cache_entry", 0) != kManifestVersion) return "its manifest is of an unknown version";
+    if (manifest.at("key").get<std::string>() != key) return "its manifest was written for another model or configuration";
+    for (json& file : manifest.at("files")) {
+      const std::string name = file.at("name").get<std::string>();
+      if (name != own && name != own + ".data") return "its manifest names a file that is not part of it (" + name + ")";
+      covers_entry = covers_entry || name == own;
+      const std::string path = (fs::path(entry).parent_path() / name).string();
+      const auto id = identity_of(path, Symlinks::refuse);
+      if (!id) return name + " is missing";
+      if (!id->regular) return name + " is not a regular file";
+      const uint64_t bytes = file.at("bytes").get<uint64_t>();
+      if (id->bytes != bytes) return fmt::format("{} has {} bytes, its manifest says {}", name, id->bytes, bytes);
+      if (remembered_hash(file, *id)) continue;  // not written to since it was sealed
+      FileDigest digest;
+      try {
+        digest = digest_file(path, Symlinks::refuse);
+      } catch (const std::exception& e) {
+        return name + " cannot be read: " + e.what();
+      }
+      if (hex64(digest.xxh64) != file.at("xxh64").get<std::string>()) {
+        return name + " does not hold the bytes its manifest records (its content hash differs)";
+      }
+      // Same bytes, new identity (the rename that published it, a copy of the cache): remember the
+      // new identity so that the next start need not read the file again.
+      if (digest.settled) {
+        file = to_record(digest);
+        file["name"] = name;
+        rehashed = true;
+      }
+    }
+  } catch (const std::exception& e) {
+    return std::string("its manifest is unreadable: ") + e.what();
+  }
+  if (!covers_entry) return "its manifest does not cover " + own;
+  if (rehashed) {
+    try {
+      write_private_file(manifest_path, manifest.dump(1), /*durable=*/false);
+    } catch (const std::exception& e) {
+      spdlog::debug("could not update the manifest {}: {}", manifest_path, e.what());
+    }
+  }
+  return {};
+}
 
 CacheUse::CacheUse(const std::string& cache_dir, const std::string& model, const Device& device, const RunConfig& config,
                    Ort::SessionOptions& options)
     : source_(model), enabled_(true) {
   const ModelCache cache(cache_dir);
-  entry_ = cache.entry_path(model, device, config);
-  std::error_code ec;
-  if (fs::exists(entry_, ec)) {
-    source_ = entry_;
-    hit_ = true;
-    options.SetGraphOptimizationLevel(ORT_DISABLE_ALL);
+  try {
+    ensure_private_dir(cache.dir(), kCacheFolderHint);
+    content_ = model_content(model, cache.dir());
+    key_ = cache_key_text(content_.text, device, config);
+    entry_ = cache.entry_path_for_key(model, key_);
+    if (!lock_.try_lock(entry_ + ".lock", FileLock::Mode::shared)) return;  // being written: busy
+    std::string damage;
+    if (identity_of(entry_, Symlinks::refuse)) {
+      damage = check_entry(entry_, key_);
+      if (damage.empty()) {
+        source_ = entry_;
+        hit_ = true;
+        options.SetGraphOptimizationLevel(ORT_DISABLE_ALL);
+        return;  // the shared lock stays until the session exists
+      }
+    }
+    const bool writer = lock_.try_upgrade();
+    if (!damage.empty()) {
+      spdlog::warn("the model cache entry {} is damaged ({}); {}", entry_, damage,
+                   writer ? "removing it and making it again" : "another process holds it, so this start runs without it");
+    } else if (writer && identity_of(entry_, Symlinks::refuse)) {
+      lock_.unlock();  // published while the lock changed hands: the next start uses it
+    }
+    if (!lock_.held()) return;
+    remove_entry_files(entry_);
+  } catch (const FolderNotWritable& e) {
+    lock_.unlock();
+    unwritable_ = true;
+    warn_cache_not_written(model, e.what());
     return;
   }
-  fs::create_directories(cache.dir(), ec);
-  if (ec || !writer_.try_lock(entry_ + ".lock")) return;
   partial_ = entry_ + ".partial-" + std::to_string(::getpid());
   options.SetOptimizedModelFilePath(partial_.c_str());
   // The data file is named after the final entry: the rename in commit() moves only the .onnx file.
   options.AddConfigEntry("session.optimized_model_external_initializers_file_name",
-                         (fs::path(entry_).filename().string() + ".data").c_str());
+                         fs::path(data_of(entry_)).filename().c_str());
   options.AddConfigEntry("session.optimized_model_external_initializers_min_size_in_bytes", kExternalInitializerMinBytes);
 }
 
@@ -42,28 +186,62 @@ CacheUse::~CacheUse() { abandon(); }
 
 const char* CacheUse::outcome() const {
   if (!enabled_) return "off";
+  if (unwritable_) return "unwritable";
   if (hit_) return "hit";
   return writing() ? "miss" : "busy";
 }
 
+void CacheUse::seal() {
+  if (!content_.unchanged()) throw Error("the model changed while the entry was made from it");
+  const std::string own = fs::path(entry_).filename().string();
+  const std::string data = data_of(entry_);
+  // A short graph, or weights shorter than the graph reads, would fail every later start: check
+  // what ONNX Runtime wrote before vouching for it.
+  const std::string expected_data = fs::absolute(data).lexically_normal().string();
+  for (const auto& [file, bytes_read] : external_data_extents(partial_)) {
+    if (file != expected_data) throw Error("the optimised model names an unexpected data file, " + file);
+    const auto id = identity_of(data, Symlinks::refuse);
+    if (!id || !id->regular || id->bytes < bytes_read) {
+      throw Error(fmt::format("{} holds {} bytes of the {} the optimised model reads", data, id ? id->bytes : 0, bytes_read));
+    }
+  }
+  json files = json::array();
+  for (const auto& [path, name] : {std::pair{partial_, own}, std::pair{data, own + ".data"}}) {
+    if (path == data && !identity_of(data, Symlinks::refuse)) continue;  // every initializer was small
+    settle_written_file(path);
+    json record = to_record(digest_file(path, Symlinks::refuse));
+    record["name"] = name;
+    files.push_back(std::move(record));
+  }
+  write_private_file(manifest_of(entry_), json{{"ortfleet_cache_entry", kManifestVersion}, {"key", key_}, {"files", files}}.dump(1),
+                     /*durable=*/true);
+  if (::rename(partial_.c_str(), entry_.c_str()) != 0) {
+    throw FolderNotWritable("cannot publish " + entry_ + ": " + std::strerror(errno));
+  }
+  sync_folder(fs::path(entry_).parent_path().string());
+}
+
 bool CacheUse::commit() {
   if (partial_.empty()) return false;
-  std::error_code ec;
-  fs::rename(partial_, entry_, ec);
-  if (ec) {
-    abandon();
+  try {
+    seal();
+  } catch (const std::exception& e) {
+    abandon(e.what());
     return false;
   }
   partial_.clear();
   return true;
 }
 
-void CacheUse::abandon() {
+void CacheUse::abandon(const std::string& why) {
   if (partial_.empty()) return;
-  std::error_code ec;
-  fs::remove(partial_, ec);
-  fs::remove(entry_ + ".data", ec);  // written under its final name, and only by the lock holder
   partial_.clear();
+  if (!why.empty()) warn_cache_not_written(source_, why);
+  try {
+    remove_entry_files(entry_);  // the partial graph, the data, the manifest: this process holds the writer's lock
+  } catch (const std::exception& e) {
+    spdlog::warn("could not remove the unfinished model cache entry {}: {}", entry_, e.what());
+  }
 }
 
 }  // namespace ortfleet::detail

@@ -1,22 +1,46 @@
 #pragma once
 // One session's use of the optimised-model cache (ortfleet/engine/cache.hpp): a hit it loads with
-// graph optimisation off, or a miss it fills by having ONNX Runtime save its optimised graph. One
-// process writes an entry; others starting the same model meanwhile run without the cache.
+// graph optimisation off, or a miss it fills by having ONNX Runtime save its optimised graph.
+//
+// An entry ENTRY (<model stem>-<key hash>.onnx) is the files ONNX Runtime writes, ENTRY and
+// ENTRY.data (its weights), and ENTRY.manifest.json: their sizes and content hashes and the key,
+// written after ONNX Runtime saved them and before ENTRY appears under its name. Readers hold
+// ENTRY.lock shared while they check and load the entry; its one writer holds it exclusive, so
+// nobody reads an entry while it is made, set aside or rebuilt. Others starting meanwhile run
+// without the cache ("busy"). Every failure to write (full disk, read-only folder) means a start
+// without the cache and one warning per process, never a failed start.
 #include <string>
 
 #include "engine/file_lock.hpp"
+#include "engine/model_digest.hpp"
 #include "engine/ort_api.hpp"
 #include "ortfleet/engine/devices.hpp"
 #include "ortfleet/engine/options.hpp"
 
 namespace ortfleet::detail {
 
+inline constexpr const char* kCacheFolderHint =
+    "Set ORTFLEET_CACHE to a folder only you can write (ortfleet makes it with mode 0700)";
+
+/// The key of an entry: the model's content (model_content().text) and what shapes its optimised graph.
+std::string cache_key_text(const std::string& model_content, const Device& device, const RunConfig& config);
+
+/// Whether the file `name` is one of the entry named `entry`'s (ENTRY, ENTRY.data,
+/// ENTRY.manifest.json, ENTRY.lock, and what a writer leaves behind: ENTRY.partial-<pid>, ...).
+bool belongs_to_entry(const std::string& name, const std::string& entry);
+
+/// Why the entry at `entry` (ENTRY, with its data and manifest beside it) cannot be used for `key`:
+/// empty when it can. Files whose identity changed since the manifest was written are hashed
+/// again; when they still match, the manifest is brought up to date (best effort).
+std::string check_entry(const std::string& entry, const std::string& key);
+
 class CacheUse {
  public:
   /// Not using the cache: the model is loaded as it is.
   explicit CacheUse(std::string model) : source_(std::move(model)) {}
   /// Looks the entry up in `cache_dir` and sets `options` for a hit (optimisation off) or a miss this
-  /// process fills (where to save the optimised graph and its weights).
+  /// process fills (where to save the optimised graph and its weights). Throws ortfleet::Error when
+  /// the cache folder is unsafe (another user owns it or can write it).
   CacheUse(const std::string& cache_dir, const std::string& model, const Device& device, const RunConfig& config,
            Ort::SessionOptions& options);
   ~CacheUse();  ///< abandons an entry that was not committed
@@ -28,24 +52,32 @@ class CacheUse {
   bool hit() const { return hit_; }
   /// Whether this session writes a new entry.
   bool writing() const { return !partial_.empty(); }
-  /// "hit", "miss" (this session writes the entry), "busy" (another process does) or "off".
+  /// "hit", "miss" (this session writes the entry), "busy" (another process does, or loads it),
+  /// "unwritable" (the cache folder cannot be written) or "off".
   const char* outcome() const;
 
   /// The entry's path (whether or not it exists).
   const std::string& entry() const { return entry_; }
-  /// The session exists: publish the entry (atomic rename: readers see a whole entry or none).
-  /// True when this session wrote an entry that is now in place.
+  /// The session exists: seal the entry (manifest) and publish it (atomic rename: readers see a whole
+  /// entry or none). True when this session wrote an entry that is now in place; on failure the
+  /// entry's files are removed and the start goes on without it.
   bool commit();
-  /// The session could not be created: remove what was written.
-  void abandon();
+  /// Removes every file of an entry this session was writing. With `why` (creating the session
+  /// failed while it wrote the entry), warns once per process that the cache could not be written.
+  void abandon(const std::string& why = {});
 
  private:
+  void seal();
+
   std::string source_;
   std::string entry_;
+  std::string key_;
   std::string partial_;
-  FileLock writer_;
+  ModelContent content_;
+  FileLock lock_;
   bool hit_ = false;
   bool enabled_ = false;
+  bool unwritable_ = false;
 };
 
 }  // namespace ortfleet::detail

@@ -8,31 +8,46 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/unique_fd.hpp"
 #include "ortfleet/base/error.hpp"
 
 namespace ortfleet::detail {
 
-MappedFile::MappedFile(const std::string& path, bool populate) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw Error("cannot open " + path + ": " + std::strerror(errno), "Check the path and its permissions");
+namespace {
+FileIdentity identity_from(const struct stat& st) {
+  FileIdentity id;
+  id.inode = st.st_ino;
+  id.bytes = static_cast<uint64_t>(st.st_size);
+  id.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  id.ctime_ns = static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
+  id.regular = S_ISREG(st.st_mode);
+  return id;
+}
+}  // namespace
+
+std::optional<FileIdentity> identity_of(const std::string& path, Symlinks symlinks) {
   struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    throw Error("cannot stat " + path + ": " + std::strerror(err));
-  }
+  const int rc = symlinks == Symlinks::follow ? ::stat(path.c_str(), &st) : ::lstat(path.c_str(), &st);
+  if (rc != 0) return std::nullopt;
+  return identity_from(st);
+}
+
+MappedFile::MappedFile(const std::string& path, bool populate, Symlinks symlinks) {
+  const int no_follow = symlinks == Symlinks::refuse ? O_NOFOLLOW : 0;
+  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | no_follow));
+  if (!fd) throw Error("cannot open " + path + ": " + std::strerror(errno), "Check the path and its permissions");
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) throw Error("cannot stat " + path + ": " + std::strerror(errno));
+  identity_ = identity_from(st);
   size_ = static_cast<size_t>(st.st_size);
   if (size_ > 0) {
-    data_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE | (populate ? MAP_POPULATE : 0), fd, 0);
+    data_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE | (populate ? MAP_POPULATE : 0), fd.get(), 0);
     if (data_ == MAP_FAILED) {
-      const int err = errno;
       data_ = nullptr;
-      ::close(fd);
-      throw Error("cannot map " + path + ": " + std::strerror(err), "Check free memory and address space");
+      throw Error("cannot map " + path + ": " + std::strerror(errno), "Check free memory and address space");
     }
     ::madvise(data_, size_, MADV_SEQUENTIAL);
   }
-  ::close(fd);
 }
 
 MappedFile::~MappedFile() {

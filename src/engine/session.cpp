@@ -270,8 +270,7 @@ void Session::Impl::create() {
     } catch (const Ort::Exception& e) {
       if (!cache->writing()) detail::rethrow_ort_error(e, "creating the session for " + model, lane);
       // Writing the cache entry is what failed (a full disk, a read-only folder): start without it.
-      cache->abandon();
-      spdlog::warn("the optimised-model cache could not be written ({}); starting {} on {} without it", e.what(), model, lane);
+      cache->abandon(e.what());
       Ort::SessionOptions plain = make_options(/*first=*/false);
       try {
         first->session = open(model, model_data, model_size, plain);

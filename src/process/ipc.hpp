@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "process/unique_fd.hpp"
+#include "base/unique_fd.hpp"
 
 namespace ortfleet::detail {
 

@@ -11,7 +11,7 @@
 
 #include "ortfleet/base/clock.hpp"
 #include "ortfleet/base/error.hpp"
-#include "process/unique_fd.hpp"
+#include "base/unique_fd.hpp"
 
 extern char** environ;
 

@@ -13,6 +13,7 @@
 
 #include <unistd.h>
 
+#include "base/private_dir.hpp"
 #include "synth/onnx_writer.hpp"
 #include "ortfleet/base/error.hpp"
 
@@ -442,10 +443,12 @@ ModelSummary write_mlp(const std::string& path, const MlpSpec& spec, const Write
 }
 
 std::string default_model(const std::string& cache_dir) {
+  // Every `ortfleet start` without a model loads this file: it must come from a folder no other user
+  // can put a model of their own in.
+  detail::ensure_private_dir(cache_dir, "Set ORTFLEET_CACHE to a folder only you can write (ortfleet makes it with mode 0700)");
   const fs::path path = fs::path(cache_dir) / "resnet50-seed1.onnx";
   std::error_code ec;
   if (fs::exists(path, ec) && fs::file_size(path, ec) > 0) return path.string();
-  fs::create_directories(cache_dir);
   // Write under a temporary name and rename, so that a concurrent or interrupted run never leaves
   // a half-written default model behind.
   const fs::path partial = path.string() + ".partial-" + std::to_string(::getpid());

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "ortfleet/base/error.hpp"
@@ -8,6 +10,7 @@
 #include "ortfleet/engine/model_file.hpp"
 
 namespace ortfleet {
+namespace fs = std::filesystem;
 
 namespace {
 std::string profile_error(const std::string& text) {
@@ -142,8 +145,42 @@ TEST(Profile, RunsAColdStartInAFreshProcessAndAttributesMostOfIt) {
   for (const auto& p : r.phases) graph = graph || p.name == "graph.optimization";
   EXPECT_TRUE(graph);
   EXPECT_GT(r.conv_nodes, 0);
-  EXPECT_FALSE(r.ort_profile_path.empty());
+  EXPECT_TRUE(r.ort_profile_path.empty());  // its temporary folder is gone: nothing to point at
   EXPECT_GT(r.steady_p50_ms, 0.0);
+}
+
+// The child's profile and log go into a folder only we can enter, with a name nobody can guess, and
+// it is removed at the end; a folder the user names (--keep) is kept, and refused if others can write it.
+TEST(Profile, WorksInAPrivateFolderThatItRemovesUnlessAskedToKeepIt) {
+  const fs::path tmp = test::scratch_dir() / "profile-tmp";
+  // What another user would plant at the name a predictable scheme picks: it must be left alone.
+  const std::string planted = "ortfleet-profile-" + std::to_string(::getpid());
+  fs::create_directories(tmp / planted);
+  const test::ScopedEnv tmpdir("TMPDIR", tmp.string());
+  ProfileOptions o;
+  o.model = test::mlp_model();
+  o.steady_runs = 1;
+  o.ortfleet_executable = test::bin("ortfleet");
+  run_profile(o);
+  EXPECT_TRUE(fs::is_empty(tmp / planted)) << "the profile was written into a folder someone else made";
+  EXPECT_EQ(test::ortfleet_files_in(tmp), std::vector<std::string>{planted}) << "the work folder was left behind";
+
+  o.work_dir = (test::scratch_dir() / "profile-kept").string();
+  const ProfileReport kept = run_profile(o);
+  EXPECT_TRUE(fs::exists(fs::path(o.work_dir) / "ort-log.jsonl"));
+  EXPECT_EQ(fs::path(kept.ort_profile_path).parent_path(), fs::path(o.work_dir));
+  EXPECT_TRUE(fs::exists(kept.ort_profile_path));
+
+  const fs::path open = test::scratch_dir() / "profile-open";
+  fs::create_directories(open);
+  fs::permissions(open, fs::perms::all);
+  o.work_dir = open.string();
+  try {
+    run_profile(o);
+    FAIL() << "a --keep folder anyone can write was used";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(open.string() + " can be written by other users"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace ortfleet

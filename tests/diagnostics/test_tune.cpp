@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "ortfleet/diagnostics/tune.hpp"
@@ -67,6 +69,25 @@ TEST(Tune, SweepsInFreshProcessesAndRecommends) {
   EXPECT_GE(r.serve_fast, 0);
   EXPECT_TRUE(r.results[static_cast<size_t>(r.start_fast)].pareto);
   EXPECT_EQ(nlohmann::json::parse(r.to_json())["results"].size(), r.results.size());
+}
+
+// Candidate configs and the private model cache live in a folder only we can enter, removed at the end.
+TEST(Tune, WorksInAPrivateFolderThatItRemoves) {
+  const std::filesystem::path tmp = test::scratch_dir() / "tune-tmp";
+  // What another user would plant at the name a predictable scheme picks: it must be left alone.
+  const std::string planted = "ortfleet-tune-" + std::to_string(::getpid());
+  std::filesystem::create_directories(tmp / planted / "theirs");
+  const test::ScopedEnv tmpdir("TMPDIR", tmp.string());
+  TuneOptions o;
+  o.model = test::mlp_model();
+  o.candidates = {TuneCandidate{"as given", {}}};
+  o.steady_runs = 1;
+  o.ortfleet_executable = test::bin("ortfleet");
+  const TuneReport r = run_tune(o);
+  ASSERT_EQ(r.results.size(), 1u);
+  EXPECT_TRUE(r.results[0].ok()) << r.results[0].error;
+  EXPECT_TRUE(std::filesystem::exists(tmp / planted / "theirs")) << "tune worked in, and removed, a folder someone else made";
+  EXPECT_EQ(test::ortfleet_files_in(tmp), std::vector<std::string>{planted}) << "the work folder was left behind";
 }
 
 }  // namespace ortfleet

@@ -125,3 +125,20 @@ TEST(Synth, DefaultModelIsWrittenOnceAndReused) {
 }
 
 }  // namespace ortfleet
+
+namespace ortfleet {
+// `ortfleet start` without a model loads the default model from the cache folder: a model planted in
+// a folder another user can write must never be the one it loads.
+TEST(Synth, TheDefaultModelComesOnlyFromAFolderOfThisUser) {
+  const fs::path open = test::scratch_dir() / "default-model-open";
+  fs::create_directories(open);
+  fs::copy_file(test::mlp_model(), open / "resnet50-seed1.onnx", fs::copy_options::overwrite_existing);
+  fs::permissions(open, fs::perms::all);
+  try {
+    const std::string loaded = synth::default_model(open.string());
+    FAIL() << "the default model came from a world-writable folder: " << loaded;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(open.string() + " can be written by other users"), std::string::npos) << e.what();
+  }
+}
+}  // namespace ortfleet

@@ -1,4 +1,5 @@
-// ortfleet cache: the pre-optimised models the model cache holds (see ortfleet/cache.hpp).
+// ortfleet cache: the pre-optimised models the model cache holds (see ortfleet/engine/cache.hpp).
+#include <algorithm>
 #include <iostream>
 #include <memory>
 
@@ -31,8 +32,13 @@ void register_cache(CLI::App& app, Globals& globals, Action& action) {
     action = [&globals] {
       const ModelCache cache;
       const size_t n = cache.entries().size();
-      cache.clear();
-      if (!globals.quiet) std::cout << "removed " << n << " cached model(s) from " << cache.dir() << "\n";
+      const size_t in_use = cache.clear();
+      if (!globals.quiet) {
+        const size_t left = cache.entries().size();
+        std::cout << "removed " << n - std::min(n, left) << " cached model(s) from " << cache.dir();
+        if (in_use > 0) std::cout << " (" << in_use << " in use by a running start, kept)";
+        std::cout << "\n";
+      }
       return 0;
     };
   });

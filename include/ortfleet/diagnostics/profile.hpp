@@ -78,7 +78,7 @@ struct ProfileReport {
   std::vector<std::string> dynamic_dims;  ///< the model's inputs' dims without a fixed size, "input[0] (batch)"
   std::string shapes_advice;              ///< what dynamic dims cost, and what to declare
   Timeline timeline;                   ///< our phases and ONNX Runtime's, on one clock
-  std::string ort_profile_path;
+  std::string ort_profile_path;  ///< ONNX Runtime's profile when its folder is kept (ProfileOptions::work_dir), else empty
 
   double attributed_share() const { return wall_ms > 0 ? attributed_ms / wall_ms : 0; }
   std::string to_json() const;

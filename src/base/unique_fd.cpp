@@ -1,4 +1,4 @@
-#include "process/unique_fd.hpp"
+#include "base/unique_fd.hpp"
 
 #include <unistd.h>
 

@@ -1,0 +1,191 @@
+#include "base/private_dir.hpp"
+
+#include <fcntl.h>
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "base/unique_fd.hpp"
+
+namespace ortfleet::detail {
+namespace fs = std::filesystem;
+
+namespace {
+std::string user_name(uid_t uid) {
+  struct passwd entry {};
+  struct passwd* found = nullptr;
+  char buffer[1024];
+  if (::getpwuid_r(uid, &entry, buffer, sizeof(buffer), &found) == 0 && found != nullptr) {
+    return std::string(found->pw_name) + " (uid " + std::to_string(uid) + ")";
+  }
+  return "uid " + std::to_string(uid);
+}
+
+bool writable_by_others(mode_t mode) { return (mode & (S_IWGRP | S_IWOTH)) != 0; }
+
+std::string octal_mode(mode_t mode) {
+  char text[8];
+  std::snprintf(text, sizeof(text), "%04o", static_cast<unsigned>(mode & 07777));
+  return text;
+}
+
+struct stat status_of(const fs::path& path, bool follow) {
+  struct stat st {};
+  if ((follow ? ::stat(path.c_str(), &st) : ::lstat(path.c_str(), &st)) != 0) {
+    throw FolderNotWritable("cannot inspect " + path.string() + ": " + std::strerror(errno));
+  }
+  return st;
+}
+
+/// `path` absolute and without "." or ".." parts, so that walking its parts walks its folders.
+fs::path normal_absolute(const fs::path& path) {
+  fs::path p = fs::absolute(path).lexically_normal();
+  if (p.has_parent_path() && p.filename().empty()) p = p.parent_path();  // "/a/b/" -> "/a/b"
+  return p;
+}
+
+/// Whether another user can make `folder` hold something else than what this user put there.
+void check_chain(const fs::path& folder, const std::string& hint) {
+  const uid_t me = ::geteuid();
+  auto trusted_owner = [me](uid_t owner) { return owner == me || owner == 0; };
+  // A symlink on the way is as good as a folder its owner can rename: it can point anywhere later.
+  fs::path prefix;
+  for (const auto& part : folder) {
+    prefix /= part;
+    const struct stat st = status_of(prefix, /*follow=*/false);
+    if (S_ISLNK(st.st_mode) && !trusted_owner(st.st_uid)) {
+      throw Error(folder.string() + " passes through the symlink " + prefix.string() + ", which " + user_name(st.st_uid) +
+                      " owns and can point elsewhere at any time",
+                  hint);
+    }
+  }
+  std::error_code ec;
+  const fs::path real = fs::canonical(folder, ec);
+  if (ec) throw FolderNotWritable("cannot resolve " + folder.string() + ": " + ec.message(), hint);
+  const struct stat self = status_of(real, /*follow=*/false);
+  if (!S_ISDIR(self.st_mode)) throw Error(folder.string() + " is not a folder", hint);
+  if (self.st_uid != me) {
+    throw Error("the folder " + folder.string() + " belongs to " + user_name(self.st_uid) + ", not to you (" + user_name(me) +
+                    "): whoever owns it decides what ortfleet reads from it and overwrites in it",
+                hint);
+  }
+  if (writable_by_others(self.st_mode)) {
+    throw Error("the folder " + folder.string() + " can be written by other users (mode " + octal_mode(self.st_mode) + ")",
+                hint + " (or chmod go-w " + folder.string() + ")");
+  }
+  for (fs::path up = real.parent_path();; up = up.parent_path()) {
+    const struct stat st = status_of(up, /*follow=*/false);
+    if (!trusted_owner(st.st_uid)) {
+      throw Error("the folder " + up.string() + " above " + folder.string() + " belongs to " + user_name(st.st_uid) +
+                      ", who can replace what is in it",
+                  hint);
+    }
+    // In a sticky folder (/tmp) others may add entries but not rename or remove ours.
+    if (writable_by_others(st.st_mode) && (st.st_mode & S_ISVTX) == 0) {
+      throw Error("the folder " + up.string() + " above " + folder.string() + " can be written by other users (mode " +
+                      octal_mode(st.st_mode) + "), who can replace what is in it",
+                  hint);
+    }
+    if (up == up.root_path()) break;
+  }
+}
+}  // namespace
+
+void ensure_private_dir(const fs::path& path, const std::string& hint) {
+  const fs::path folder = normal_absolute(path);
+  fs::path prefix;
+  for (const auto& part : folder) {
+    prefix /= part;
+    if (::mkdir(prefix.c_str(), 0700) == 0) {
+      // mkdir's mode went through the umask; set it exactly, on the folder just made (never a symlink).
+      const UniqueFd made(::open(prefix.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (!made || ::fchmod(made.get(), 0700) != 0) throw FolderNotWritable("cannot set the mode of " + prefix.string() + ": " + std::strerror(errno), hint);
+      continue;
+    }
+    if (errno != EEXIST) {
+      throw FolderNotWritable("cannot make the folder " + prefix.string() + ": " + std::strerror(errno), hint);
+    }
+  }
+  check_chain(folder, hint);
+}
+
+bool check_private_dir(const fs::path& path, const std::string& hint) {
+  const fs::path folder = normal_absolute(path);
+  struct stat st {};
+  if (::lstat(folder.c_str(), &st) != 0 && errno == ENOENT) return false;
+  check_chain(folder, hint);
+  return true;
+}
+
+void write_private_file(const fs::path& path, const std::string& text, bool durable) {
+  const fs::path partial = path.string() + ".partial-" + std::to_string(::getpid());
+  auto fail = [&](const std::string& step) {
+    const std::string reason = std::strerror(errno);
+    std::error_code ec;
+    fs::remove(partial, ec);
+    return FolderNotWritable("cannot " + step + " " + path.string() + ": " + reason);
+  };
+  ::unlink(partial.c_str());  // a leftover of an earlier process with our pid
+  {
+    const UniqueFd fd(::open(partial.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!fd) throw fail("create");
+    size_t done = 0;
+    while (done < text.size()) {
+      const ssize_t n = ::write(fd.get(), text.data() + done, text.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n == 0) errno = EIO;
+      if (n <= 0) throw fail("write");
+      done += static_cast<size_t>(n);
+    }
+    if (durable && ::fsync(fd.get()) != 0) throw fail("flush");
+  }
+  if (::rename(partial.c_str(), path.c_str()) != 0) throw fail("publish");
+}
+
+PrivateDir PrivateDir::temporary(const std::string& prefix) {
+  std::error_code ec;
+  const fs::path parent = fs::temp_directory_path(ec);
+  if (ec) throw Error("no folder for temporary files: " + ec.message(), "Set TMPDIR to a folder you can write");
+  std::string name = (parent / (prefix + "-XXXXXX")).string();
+  // mkdtemp: a name nobody can guess, made with mode 0700 whatever the umask, and never an
+  // existing folder or a symlink someone planted.
+  if (::mkdtemp(name.data()) == nullptr) {
+    throw FolderNotWritable("cannot make a temporary folder in " + parent.string() + ": " + std::strerror(errno),
+                            "Set TMPDIR to a folder you can write");
+  }
+  return PrivateDir(name, /*remove=*/true);
+}
+
+PrivateDir PrivateDir::named(const fs::path& path, const std::string& hint) {
+  ensure_private_dir(path, hint);
+  return PrivateDir(path, /*remove=*/false);
+}
+
+PrivateDir::~PrivateDir() { remove(); }
+
+void PrivateDir::remove() {
+  if (!remove_) return;
+  std::error_code ec;
+  fs::remove_all(path_, ec);  // removes symlinks inside, never what they point to
+  remove_ = false;
+}
+
+PrivateDir::PrivateDir(PrivateDir&& other) noexcept : path_(std::move(other.path_)), remove_(other.remove_) {
+  other.remove_ = false;
+}
+
+PrivateDir& PrivateDir::operator=(PrivateDir&& other) noexcept {
+  if (this != &other) {
+    remove();
+    path_ = std::move(other.path_);
+    remove_ = other.remove_;
+    other.remove_ = false;
+  }
+  return *this;
+}
+
+}  // namespace ortfleet::detail

@@ -1,0 +1,64 @@
+#pragma once
+// Folders ortfleet writes into, safe from other local users: a fresh temporary folder nobody else can
+// enter (mkdtemp: an unguessable name, mode 0700), or a folder named by the user or the environment
+// (the model cache, `profile --keep`), made 0700 when missing and refused when another user could
+// change what is in it. Writing into a folder someone else controls lets them choose what we
+// overwrite (a planted symlink) or what we later read back (a planted model).
+#include <filesystem>
+#include <string>
+
+#include "ortfleet/base/error.hpp"
+
+namespace ortfleet::detail {
+
+/// A folder that could not be made or written (read-only file system, full disk, no permission):
+/// unlike an unsafe folder, a reason to do without it (the model cache) rather than to stop.
+class FolderNotWritable : public Error {
+ public:
+  using Error::Error;
+};
+
+/// Makes `path` and its missing parents (each with mode 0700), then checks that only this user can
+/// change it: the folder is owned by this user and not group- or world-writable, and every folder
+/// above it (and every symlink on the way) is owned by this user or root, and writable by others
+/// only when sticky (/tmp). Throws ortfleet::Error naming the folder and the fix (`hint`, e.g. "Set
+/// ORTFLEET_CACHE to ..."); a folder that cannot be made (read-only file system, no permission)
+/// throws FolderNotWritable.
+void ensure_private_dir(const std::filesystem::path& path, const std::string& hint);
+
+/// The same checks for a folder that must already exist (false when it does not).
+bool check_private_dir(const std::filesystem::path& path, const std::string& hint);
+
+/// Writes `text` to `path` as a whole or not at all: into `path`.partial-<pid> (made with O_EXCL and
+/// O_NOFOLLOW, mode 0600 whatever the umask), flushed to disk when `durable`, then renamed over
+/// `path`. On failure the partial file is removed and FolderNotWritable says why (a full disk, a
+/// read-only file system, a planted folder in the way).
+void write_private_file(const std::filesystem::path& path, const std::string& text, bool durable);
+
+/// A folder ortfleet writes into for one command, removed with everything in it when this goes away,
+/// unless the user named it.
+class PrivateDir {
+ public:
+  /// A fresh folder in $TMPDIR (else /tmp) named `prefix`-XXXXXX, mode 0700; removed by the destructor.
+  static PrivateDir temporary(const std::string& prefix);
+  /// The folder the user named: made and checked by ensure_private_dir, and kept.
+  static PrivateDir named(const std::filesystem::path& path, const std::string& hint);
+
+  ~PrivateDir();
+  PrivateDir(PrivateDir&& other) noexcept;
+  PrivateDir& operator=(PrivateDir&& other) noexcept;
+  PrivateDir(const PrivateDir&) = delete;
+  PrivateDir& operator=(const PrivateDir&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+  /// Whether the destructor removes it.
+  bool removed_at_end() const { return remove_; }
+
+ private:
+  PrivateDir(std::filesystem::path path, bool remove) : path_(std::move(path)), remove_(remove) {}
+  void remove();
+  std::filesystem::path path_;
+  bool remove_ = false;
+};
+
+}  // namespace ortfleet::detail
