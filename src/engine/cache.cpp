@@ -58,10 +58,15 @@ std::string cache_key_text(const std::string& model_content, const Device& devic
 }
 }  // namespace detail
 
-std::string ModelCache::default_root() {
+std::optional<std::string> ModelCache::find_default_root() {
   if (auto v = detail::env_var("ORTFLEET_CACHE")) return *v;
   if (auto v = detail::env_var("XDG_CACHE_HOME")) return (fs::path(*v) / "ortfleet").string();
   if (auto v = detail::env_var("HOME")) return (fs::path(*v) / ".cache" / "ortfleet").string();
+  return std::nullopt;
+}
+
+std::string ModelCache::default_root() {
+  if (auto root = find_default_root()) return *root;
   throw Error("no folder for the model cache: ORTFLEET_CACHE, XDG_CACHE_HOME and HOME are all unset",
               "Set ORTFLEET_CACHE to a folder only you can write (ortfleet makes it with mode 0700)");
 }

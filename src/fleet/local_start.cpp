@@ -15,6 +15,7 @@
 #include "engine/mapped_file.hpp"
 #include "engine/ort_environment.hpp"
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/engine/cache.hpp"
 #include "ortfleet/engine/cuda_provider.hpp"
 #include "ortfleet/engine/runtime.hpp"
 #include "ortfleet/engine/model_file.hpp"
@@ -98,8 +99,10 @@ RunConfig tuned_for_fleet(const RunConfig& config, const Device& device, int fle
     tuned.session.thread_spinning = false;
   }
   // The pre-optimised model: its first start fills the cache, every later one skips graph
-  // optimisation and maps the weights instead of parsing them.
-  if (!config.session.optimized_model_cache) tuned.session.optimized_model_cache = true;
+  // optimisation and maps the weights instead of parsing them. Where the cache has no home (no
+  // ORTFLEET_CACHE, XDG_CACHE_HOME or HOME, as for some services) a start that did not ask for it
+  // runs without it rather than fail.
+  if (!config.session.optimized_model_cache) tuned.session.optimized_model_cache = ModelCache::find_default_root().has_value();
   if (device.is_gpu() && config.session.cuda_max_connections == 0 && std::getenv("CUDA_DEVICE_MAX_CONNECTIONS") == nullptr) {
     tuned.session.cuda_max_connections = 1;
   }

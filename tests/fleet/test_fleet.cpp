@@ -162,6 +162,19 @@ TEST(Fleet, StartReportsRoundTripAndRejectMalformedInput) {
 
 namespace ortfleet {
 
+TEST(Fleet, WithoutAHomeForTheCacheTheFleetStartsWithoutIt) {
+  const test::ScopedEnv no_cache("ORTFLEET_CACHE", std::nullopt);
+  const test::ScopedEnv no_xdg("XDG_CACHE_HOME", std::nullopt);
+  const test::ScopedEnv no_home("HOME", std::nullopt);
+  EXPECT_EQ(detail::tuned_for_fleet(RunConfig{}, Device::cpu(), 1).session.optimized_model_cache, false);
+  FleetOptions o;
+  o.devices = {Device::cpu()};
+  o.strategy = Strategy::fleet;
+  Fleet fleet(test::mlp_model(), o);
+  fleet.start();
+  EXPECT_TRUE(fleet.wait()) << fleet.status().front().error;
+}
+
 TEST(Fleet, TheFleetStrategyTunesOnlyWhatTheUserLeftUnset) {
   const RunConfig defaults;
   const RunConfig gpu = detail::tuned_for_fleet(defaults, Device::cuda(0), 4);

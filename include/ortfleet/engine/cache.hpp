@@ -10,6 +10,7 @@
 // $XDG_CACHE_HOME/ortfleet, else ~/.cache/ortfleet (made with mode 0700; a folder another user owns
 // or can write is refused).
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,8 @@ class ModelCache {
   /// $ORTFLEET_CACHE, else $XDG_CACHE_HOME/ortfleet, else ~/.cache/ortfleet. Throws ortfleet::Error
   /// when none of them is set: there is no shared fallback another user could write into.
   static std::string default_root();
+  /// The same, or nothing where none of those variables is set.
+  static std::optional<std::string> find_default_root();
 
  private:
   std::string dir_;
