@@ -11,7 +11,9 @@
 namespace ortfleet::detail {
 namespace {
 
-constexpr size_t kMaxCause = 300;  // a cause longer than this is cut at a sentence (or word) boundary
+constexpr size_t kMaxCause = 300;
+constexpr std::string_view kInconsistentGraph =
+    "the model's graph is inconsistent (corrupt, or exported wrongly): check it with onnx.checker.check_model and re-export it";  // a cause longer than this is cut at a sentence (or word) boundary
 
 struct KnownFailure {
   std::array<std::string_view, 2> needles;  // all must occur (an empty needle matches anything)
@@ -65,11 +67,9 @@ constexpr std::array kKnownFailures = {
     KnownFailure{{"Protobuf parsing failed", ""},
                  "the file is not a valid ONNX model (corrupt, truncated or another format); re-export it"},
     KnownFailure{{"is not a graph input, initializer, or output", ""},
-                 "the model's graph is inconsistent (corrupt, or exported wrongly): check it with onnx.checker.check_model "
-                 "and re-export it"},
+                 kInconsistentGraph},
     KnownFailure{{"This is an invalid model", ""},
-                 "the model's graph is inconsistent (corrupt, or exported wrongly): check it with onnx.checker.check_model "
-                 "and re-export it"},
+                 kInconsistentGraph},
     KnownFailure{{"External data path does not exist", ""},
                  "the model's external-data file is missing: keep it next to the .onnx file, under the name the model gives"},
     KnownFailure{{"No such file or directory", ""}, "check the model path"},
