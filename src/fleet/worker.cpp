@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <chrono>
 #include <filesystem>
@@ -24,6 +25,9 @@ using nlohmann::json;
 namespace {
 constexpr int kChannelFd = 3;
 constexpr const char* kWorkerName = "ortfleet-worker";
+// The parent's log level, so that `ortfleet -v` shows a worker's debug messages (ONNX Runtime's raw
+// error text among them) too.
+constexpr const char* kLogLevelVariable = "ORTFLEET_WORKER_LOG_LEVEL";
 
 json failure(const std::exception& e) { return {{"event", "failed"}, {"error", error_to_json(e)}}; }
 
@@ -61,6 +65,8 @@ WorkerProcess::WorkerProcess(const std::string& executable, const Device& device
   SpawnRequest request;
   request.argv = {executable, "--channel-fd=" + std::to_string(kChannelFd), "--device=" + device.to_string()};  // the device shows in ps
   request.descriptors = {{theirs.get(), kChannelFd}};
+  const auto level = spdlog::level::to_string_view(spdlog::get_level());
+  request.environment[kLogLevelVariable] = std::string(level.data(), level.size());
   try {
     const Spawned spawned = spawn_process(request);
     pid_ = spawned.pid;
@@ -199,6 +205,7 @@ void WorkerProcess::stop() {
 
 int worker_main(int channel_fd) {
   const int64_t main_ns = monotonic_ns();
+  if (auto level = env_var(kLogLevelVariable)) spdlog::set_level(spdlog::level::from_str(*level));
   MessageChannel channel{UniqueFd(channel_fd)};
   Timeline timeline(main_ns);
   std::vector<LocalDeviceResult> results;
