@@ -175,7 +175,7 @@ TEST(Fleet, RunBeforeStartIsAnError) {
 TEST(Fleet, AWorkerStoppedWhileStartingFailsOnlyItsDeviceAtTheDeadline) {
   const DelayedWorkerStart delay("cpu:1=600");  // cpu:1's worker waits, so that it is stopped mid-start
   FleetOptions o = cpu_fleet(Strategy::processes, 2);
-  o.start_timeout_s = 3;
+  o.start_timeout_s = 6;  // long enough for cpu:0 to start under a sanitizer on a busy machine
   Fleet fleet(test::mlp_model(), o);
   fleet.start();
   const int pid = worker_pid(fleet, 1);
@@ -184,7 +184,7 @@ TEST(Fleet, AWorkerStoppedWhileStartingFailsOnlyItsDeviceAtTheDeadline) {
   const auto st = fleet.status();
   EXPECT_EQ(st[0].state, DeviceState::ready) << st[0].error;
   ASSERT_EQ(st[1].state, DeviceState::failed);
-  EXPECT_NE(st[1].error.find("cpu:1 did not become ready within 3 s: its worker (pid " + std::to_string(pid) + ") did not answer"),
+  EXPECT_NE(st[1].error.find("cpu:1 did not become ready within 6 s: its worker (pid " + std::to_string(pid) + ") did not answer"),
             std::string::npos)
       << st[1].error;
   EXPECT_TRUE(process_is_gone(pid)) << "the stopped worker was not killed";
@@ -194,7 +194,7 @@ TEST(Fleet, AWorkerStoppedWhileStartingFailsOnlyItsDeviceAtTheDeadline) {
     fleet.run(Device::cpu(1), inputs);
     ADD_FAILURE() << "the timed-out device ran";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("cpu:1 failed to start: cpu:1 did not become ready within 3 s"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cpu:1 failed to start: cpu:1 did not become ready within 6 s"), std::string::npos) << e.what();
   }
 }
 
@@ -219,7 +219,7 @@ TEST(Fleet, WaitWithATimeoutReturnsFalseWhileADeviceStartsAndRunWaitsOnlyUntilTh
 
 TEST(Fleet, AWorkerStoppedMidRunFailsTheRunAtTheDeadline) {
   FleetOptions o = cpu_fleet(Strategy::processes, 2);
-  o.run_timeout_s = 1;
+  o.run_timeout_s = 2;
   Fleet fleet(test::mlp_model(), o);
   fleet.start();
   ASSERT_TRUE(fleet.wait());
@@ -231,7 +231,7 @@ TEST(Fleet, AWorkerStoppedMidRunFailsTheRunAtTheDeadline) {
       fleet.run(Device::cpu(0), inputs);
       ADD_FAILURE() << "a stopped worker answered";
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("cpu did not finish a run within 1 s: its worker (pid " + std::to_string(pid) + ") did not answer"),
+      EXPECT_NE(std::string(e.what()).find("cpu did not finish a run within 2 s: its worker (pid " + std::to_string(pid) + ") did not answer"),
                 std::string::npos)
           << e.what();
     }
