@@ -499,8 +499,11 @@ class PyFleet {
  public:
   PyFleet(const std::string& model, const py::object& devices, const std::string& strategy, const py::object& config,
           int warmup, const std::string& ort_library, const std::string& profile_dir, const py::object& shapes,
-          const py::object& batches, const py::object& max_shape_sessions, const py::object& pad_batch) {
+          const py::object& batches, const py::object& max_shape_sessions, const py::object& pad_batch, double start_timeout,
+          double run_timeout) {
     FleetOptions o;
+    o.start_timeout_s = start_timeout;
+    o.run_timeout_s = run_timeout;
     o.devices = to_devices(devices);
     o.strategy = parse_strategy(strategy);
     o.config = to_config(config);
@@ -519,9 +522,9 @@ class PyFleet {
     }
     return *this;
   }
-  bool wait() {
+  bool wait(const std::optional<double>& timeout) {
     py::gil_scoped_release release;
-    return fleet().wait();
+    return timeout ? fleet().wait(*timeout) : fleet().wait();
   }
   bool ready(const py::object& device) { return fleet().ready(to_device(device)); }
   py::list status() {
@@ -596,15 +599,21 @@ PYBIND11_MODULE(_ortfleet, m) {
 
   py::class_<PyFleet>(m, "Fleet", "One ready ONNX Runtime session per device")
       .def(py::init<const std::string&, const py::object&, const std::string&, const py::object&, int, const std::string&,
-                    const std::string&, const py::object&, const py::object&, const py::object&, const py::object&>(),
+                    const std::string&, const py::object&, const py::object&, const py::object&, const py::object&, double,
+                    double>(),
            py::arg("model"), py::arg("devices") = py::none(), py::arg("strategy") = "auto", py::arg("config") = py::none(),
            py::arg("warmup") = 1, py::arg("ort_library") = "", py::arg("profile_dir") = "", py::arg("shapes") = py::none(),
            py::arg("batches") = py::none(), py::arg("max_shape_sessions") = py::none(), py::arg("pad_batch") = py::none(),
+           py::arg("start_timeout") = FleetOptions{}.start_timeout_s, py::arg("run_timeout") = FleetOptions{}.run_timeout_s,
            "shapes, batches, max_shape_sessions and pad_batch set the config's \"shapes\" section: one ONNX Runtime session "
-           "per input shape, declared shapes made and warmed at start-up")
+           "per input shape, declared shapes made and warmed at start-up. start_timeout (seconds, default two hours): a "
+           "device's worker that is not ready by then is killed and the device fails; run_timeout (default ten minutes): "
+           "the same for one run")
       .def("start", &PyFleet::start, "Begin starting every device; returns at once (the GIL is released)",
            py::return_value_policy::reference_internal)
-      .def("wait", &PyFleet::wait, "Block until every device is ready or failed; True when all are ready")
+      .def("wait", &PyFleet::wait, py::arg("timeout") = py::none(),
+           "Block until every device is ready or failed, or `timeout` seconds; True when all are ready, False when "
+           "one failed or is still starting at the timeout")
       .def("ready", &PyFleet::ready, py::arg("device"))
       .def("status", &PyFleet::status)
       .def("run", &PyFleet::run, py::arg("device"), py::arg("inputs"), py::arg("outputs_on_device") = false,

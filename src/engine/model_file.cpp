@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <optional>
+#include <system_error>
 
 #include "engine/model_file.hpp"
 #include "ortfleet/base/error.hpp"
@@ -68,7 +69,19 @@ bool looks_like_text(const FileReader& file, uint64_t size) {
 void validate_model_file(const std::string& path) {
   std::error_code ec;
   if (path.empty()) throw Error("no model path given", kModelHint);
-  if (!fs::exists(path, ec)) throw Error("model file " + path + " does not exist", kModelHint);
+  if (!fs::exists(path, ec)) {
+    if (ec == std::errc::too_many_symbolic_link_levels) {
+      throw Error("model file " + path + " is a symbolic link loop", "Point the link (or one it leads to) at the real model file");
+    }
+    if (ec) throw Error("cannot reach model file " + path + ": " + ec.message(), "Check the permissions of its folders");
+    std::error_code link_ec;
+    if (fs::is_symlink(fs::symlink_status(path, link_ec))) {
+      throw Error("model file " + path + " is a symbolic link to " + fs::read_symlink(path, link_ec).string() +
+                      ", which does not exist",
+                  "Point the link at the real model file");
+    }
+    throw Error("model file " + path + " does not exist", kModelHint);
+  }
   if (fs::is_directory(path, ec)) throw Error(path + " is a folder, not a model file", kModelHint);
   const uint64_t size = fs::file_size(path, ec);
   if (ec) throw Error("cannot read the size of " + path + ": " + ec.message(), kModelHint);

@@ -115,11 +115,12 @@ Timeline Timeline::from_json(const std::string& text) {
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number too large (1e999)
     throw bad(e.what());
   }
-  if (!j.is_object() || !j.contains("origin_ns") || !j.contains("events") || !j["events"].is_array()) {
-    throw bad("expected an object with origin_ns and events");
+  if (!j.is_object() || !j.contains("origin_ns") || !j.contains("events") || !j["events"].is_array() ||
+      !j["origin_ns"].is_number_integer()) {
+    throw bad("expected an object with an integer origin_ns and a list of events");
   }
   Timeline t(j["origin_ns"].get<int64_t>());
   for (const auto& e : j["events"]) {

@@ -1,7 +1,10 @@
 #include "ortfleet/fleet/fleet.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <condition_variable>
+#include <limits>
 #include <thread>
 
 #include "fleet/local_start.hpp"
@@ -9,6 +12,7 @@
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/runtime.hpp"
 #include "ortfleet/engine/model_file.hpp"
+#include "process/ipc.hpp"
 
 namespace ortfleet {
 
@@ -57,7 +61,11 @@ struct Fleet::Impl {
   Timeline timeline;
   int64_t start_ns = 0;
   std::vector<DeviceStatus> status;
-  std::vector<std::optional<Error>> failures;  // why each failed device failed, as the error said it
+  struct Failure {
+    Error error;       // as the device's start, run or worker said it
+    bool after_ready;  // it failed while running (its worker died or hung), not while starting
+  };
+  std::vector<std::optional<Failure>> failures;
   std::vector<detail::LocalDeviceResult> local;               // in-process sessions
   std::vector<std::unique_ptr<detail::WorkerProcess>> workers;  // or one worker per device
   std::vector<TensorSpec> inputs;
@@ -79,12 +87,32 @@ struct Fleet::Impl {
     changed.notify_all();
   }
 
-  void mark_failed(size_t i, const Error& error) {
+  void mark_failed(size_t i, const Error& error, bool after_ready = false) {
     std::lock_guard lock(mutex);
     status[i].state = DeviceState::failed;
     status[i].error = error.what();
-    failures[i] = error;
+    failures[i] = Failure{error, after_ready};
     changed.notify_all();
+  }
+
+  bool all_done() const {
+    return std::all_of(status.begin(), status.end(),
+                       [](const DeviceStatus& d) { return d.state != DeviceState::pending && d.state != DeviceState::starting; });
+  }
+
+  /// Waits on `changed` until `done` or the monotonic clock reaches `deadline_ns`; what `done` says then.
+  template <class Done>
+  bool wait_until(std::unique_lock<std::mutex>& lock, int64_t deadline_ns, Done done) {
+    if (deadline_ns == detail::kNoDeadline) {
+      changed.wait(lock, done);
+      return true;
+    }
+    while (!done()) {
+      const int64_t left_ns = deadline_ns - monotonic_ns();
+      if (left_ns <= 0) return false;
+      changed.wait_for(lock, std::chrono::nanoseconds(left_ns));
+    }
+    return true;
   }
 
   /// The one place a device becomes ready, wherever its session lives.
@@ -157,7 +185,7 @@ struct Fleet::Impl {
           }
           auto plan = plan_for({device}, mode);
           plan.ort_library = ort_library;
-          auto ready = worker->start(plan);
+          auto ready = worker->start(plan, options.start_timeout_s);
           timeline.add_all(ready.timeline);
           {
             std::lock_guard lock(mutex);
@@ -173,12 +201,23 @@ struct Fleet::Impl {
   }
 };
 
+namespace {
+void check_timeout(double seconds, const char* what, const char* example) {
+  if (!(seconds > 0)) {  // NaN too
+    throw Error(std::string("the ") + what + " must be a positive number of seconds (got " + std::to_string(seconds) + ")",
+                std::string("Give e.g. ") + example);
+  }
+}
+}  // namespace
+
 Fleet::Fleet(std::string model_path, FleetOptions options) : impl_(std::make_unique<Impl>()) {
   auto& s = *impl_;
   s.model = std::move(model_path);
   validate_model_file(s.model);
   if (options.devices.empty()) options.devices = parse_devices("all", gpu_count());
   if (options.warmup_runs < 0) throw Error("warm-up runs must not be negative", "Use 0 or more");
+  check_timeout(options.start_timeout_s, "start timeout", "7200 (two hours)");
+  check_timeout(options.run_timeout_s, "run timeout", "600 (ten minutes)");
   s.options = std::move(options);
   s.strategy = s.options.strategy == Strategy::automatic ? Strategy::fleet : s.options.strategy;
   const auto gpus = std::count_if(s.options.devices.begin(), s.options.devices.end(), [](const Device& d) { return d.is_gpu(); });
@@ -218,14 +257,15 @@ void Fleet::start() {
   });
 }
 
-bool Fleet::wait() {
+bool Fleet::wait() { return wait(std::numeric_limits<double>::infinity()); }
+
+bool Fleet::wait(double timeout_s) {
   auto& s = *impl_;
-  if (!s.started) throw Error("wait() before start()", "Call start() first");
+  if (std::isnan(timeout_s) || timeout_s < 0) throw Error("wait() needs a timeout of 0 seconds or more", "Leave it out to wait for every device");
+  const int64_t deadline = detail::deadline_in(timeout_s, monotonic_ns());
   std::unique_lock lock(s.mutex);
-  s.changed.wait(lock, [&] {
-    return std::all_of(s.status.begin(), s.status.end(),
-                       [](const DeviceStatus& d) { return d.state == DeviceState::ready || d.state == DeviceState::failed; });
-  });
+  if (!s.started) throw Error("wait() before start()", "Call start() first");
+  if (!s.wait_until(lock, deadline, [&] { return s.all_done(); })) return false;
   return std::all_of(s.status.begin(), s.status.end(), [](const DeviceStatus& d) { return d.state == DeviceState::ready; });
 }
 
@@ -258,11 +298,19 @@ std::vector<Tensor> Fleet::run(const Device& device, const std::vector<Tensor>& 
   {
     std::unique_lock lock(s.mutex);
     const size_t i = s.index_of(device);
-    // A device still starting is waited for; one that failed says why.
-    s.changed.wait(lock, [&] { return s.status[i].state != DeviceState::pending && s.status[i].state != DeviceState::starting; });
+    if (!s.started) throw Error("run() on " + device.to_string() + " before start()", "Call start() first");
+    // A device still starting is waited for, as long as its start may take; one that failed says why.
+    const auto settled = [&] { return s.status[i].state != DeviceState::pending && s.status[i].state != DeviceState::starting; };
+    if (!s.wait_until(lock, detail::deadline_in(s.options.start_timeout_s, s.start_ns), settled)) {
+      throw Error(device.to_string() + " did not become ready within " + detail::seconds_text(s.options.start_timeout_s),
+                  "It is still starting; if start-ups this long are expected, raise the start timeout "
+                  "(FleetOptions::start_timeout_s, Fleet(start_timeout=...), ortfleet start --timeout)",
+                  device.to_string());
+    }
     if (s.status[i].state == DeviceState::failed) {
-      const Error& why = *s.failures[i];
-      throw Error(device.to_string() + " failed to start: " + why.what_failed(), why.hint(), device.to_string());
+      const auto& failure = *s.failures[i];
+      if (failure.after_ready) throw failure.error;
+      throw Error(device.to_string() + " failed to start: " + failure.error.what_failed(), failure.error.hint(), device.to_string());
     }
     if (s.status[i].state != DeviceState::ready) throw Error("the fleet is shut down", {}, device.to_string());
     if (s.use_workers) worker = s.workers[i].get();
@@ -273,7 +321,13 @@ std::vector<Tensor> Fleet::run(const Device& device, const std::vector<Tensor>& 
       throw Error("outputs stay on the GPU only for sessions in this process, and " + device.to_string() + " runs in a worker process",
                   "Start the fleet with strategy threads or sequential for device outputs", device.to_string());
     }
-    return worker->run(inputs);
+    try {
+      return worker->run(inputs, s.options.run_timeout_s);
+    } catch (const Error& e) {
+      // A worker that died or was killed for not answering serves no later run: the device has failed.
+      if (!worker->alive()) s.mark_failed(s.index_of(device), e, /*after_ready=*/true);
+      throw;
+    }
   }
   return session->run(inputs, outputs_on_device);
 }

@@ -51,7 +51,7 @@ StartReport StartReport::from_json(const std::string& text) {
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number too large (1e999)
     throw Error(std::string("malformed start report: ") + e.what(), "It should be one line from 'ortfleet start --ready-line'");
   }
   try {

@@ -2,11 +2,30 @@
 
 #include <cstring>
 
+#include "ortfleet/engine/shapes.hpp"
+
 namespace ortfleet::detail {
 using nlohmann::json;
 
 namespace {
 constexpr size_t kAlignment = 64;
+
+/// Runs `read`, turning nlohmann's exceptions (a missing key, a wrong type, a number out of range) into
+/// an ortfleet::Error that says which message was malformed.
+template <class Read>
+auto reading(const char* what, Read read) -> decltype(read()) {
+  try {
+    return read();
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(std::string("malformed ") + what + ": " + e.what(), "The worker and its parent come from different ortfleet builds?");
+  }
+}
+
+ElementType element_type_from_json(const json& j) {
+  const auto type = static_cast<ElementType>(j.get<int>());
+  if (element_size(type) == 0 && type != ElementType::string) throw Error("unknown element type " + j.dump());
+  return type;
+}
 }  // namespace
 
 json plan_to_json(const LocalStartPlan& plan) {
@@ -20,6 +39,7 @@ json plan_to_json(const LocalStartPlan& plan) {
 }
 
 LocalStartPlan plan_from_json(const json& j) {
+  return reading("start request", [&] {
   LocalStartPlan plan;
   plan.model_path = j.at("model").get<std::string>();
   for (const auto& d : j.at("devices")) plan.devices.push_back(Device::parse(d.get<std::string>()));
@@ -33,6 +53,7 @@ LocalStartPlan plan_from_json(const json& j) {
   plan.cache_dir = j.at("cache_dir").get<std::string>();
   plan.profile_dir = j.at("profile_dir").get<std::string>();
   return plan;
+  });
 }
 
 json status_to_json(const DeviceStatus& d) {
@@ -43,6 +64,7 @@ json status_to_json(const DeviceStatus& d) {
 }
 
 DeviceStatus status_from_json(const json& j) {
+  return reading("device status", [&] {
   DeviceStatus s;
   s.device = Device::parse(j.at("device").get<std::string>());
   const std::string state = j.at("state").get<std::string>();
@@ -56,6 +78,7 @@ DeviceStatus status_from_json(const json& j) {
   s.profile_path = j.value("profile_path", "");
   s.memory_bytes = j.value("memory_bytes", uint64_t{0});
   return s;
+  });
 }
 
 json error_to_json(const std::exception& e) {
@@ -66,9 +89,14 @@ json error_to_json(const std::exception& e) {
 }
 
 Error error_from_json(const json& j, const std::string& where) {
+  const auto text = [&](const char* key) {
+    const auto it = j.find(key);
+    return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
   if (!j.is_object()) return Error("the worker failed without saying why", {}, where);
-  const std::string sender_where = j.value("where", "");
-  return Error(j.value("what_failed", std::string("the worker failed without saying why")), j.value("hint", ""),
+  const std::string what_failed = text("what_failed");
+  const std::string sender_where = text("where");
+  return Error(what_failed.empty() ? "the worker failed without saying why" : what_failed, text("hint"),
                sender_where.empty() ? where : sender_where);
 }
 
@@ -88,16 +116,21 @@ json pack_tensors(const std::vector<Tensor>& tensors, std::shared_ptr<SharedBuff
 }
 
 std::vector<Tensor> unpack_tensors(const json& descriptions, const std::shared_ptr<SharedBuffer>& buffer) {
+  return reading("tensor descriptions", [&] {
+  if (!descriptions.is_array()) throw Error("tensor descriptions are not a list");
   std::vector<Tensor> out;
   for (const auto& d : descriptions) {
     Tensor t;
     t.name = d.at("name").get<std::string>();
-    t.type = static_cast<ElementType>(d.at("type").get<int>());
+    t.type = element_type_from_json(d.at("type"));
     t.shape = d.at("shape").get<std::vector<int64_t>>();
     const auto offset = d.at("offset").get<size_t>();
     t.bytes = d.at("bytes").get<size_t>();
-    if (!buffer || offset + t.bytes > buffer->size()) throw Error("tensor '" + t.name + "' lies outside its shared buffer");
-    if (t.bytes != static_cast<size_t>(t.element_count()) * element_size(t.type)) {
+    // Compared without adding: offset + bytes may wrap around.
+    if (!buffer || offset > buffer->size() || t.bytes > buffer->size() - offset) {
+      throw Error("tensor '" + t.name + "' lies outside its shared buffer");
+    }
+    if (t.type == ElementType::string || t.bytes != checked_bytes(t.shape, t.type, "tensor '" + t.name + "'")) {
       throw Error("tensor '" + t.name + "' has " + std::to_string(t.bytes) + " bytes, which does not match its shape");
     }
     t.data = buffer->data() + offset;
@@ -105,6 +138,7 @@ std::vector<Tensor> unpack_tensors(const json& descriptions, const std::shared_p
     out.push_back(std::move(t));
   }
   return out;
+  });
 }
 
 json specs_to_json(const std::vector<TensorSpec>& specs) {
@@ -116,12 +150,15 @@ json specs_to_json(const std::vector<TensorSpec>& specs) {
 }
 
 std::vector<TensorSpec> specs_from_json(const json& j) {
+  return reading("tensor specs", [&] {
+  if (!j.is_array()) throw Error("tensor specs are not a list");
   std::vector<TensorSpec> out;
   for (const auto& s : j) {
-    out.push_back({s.at("name").get<std::string>(), static_cast<ElementType>(s.at("type").get<int>()),
+    out.push_back({s.at("name").get<std::string>(), element_type_from_json(s.at("type")),
                    s.at("shape").get<std::vector<int64_t>>(), s.value("dim_names", std::vector<std::string>{})});
   }
   return out;
+  });
 }
 
 }  // namespace ortfleet::detail

@@ -4,6 +4,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
 #include <chrono>
 #include <filesystem>
 #include <thread>
@@ -22,9 +25,23 @@ using nlohmann::json;
 namespace {
 constexpr int kChannelFd = 3;
 constexpr const char* kWorkerName = "ortfleet-worker";
+// The parent's log level, so that `ortfleet -v` shows a worker's debug messages (ONNX Runtime's raw
+// error text among them) too.
+constexpr const char* kLogLevelVariable = "ORTFLEET_WORKER_LOG_LEVEL";
 
 json failure(const std::exception& e) { return {{"event", "failed"}, {"error", error_to_json(e)}}; }
+
+/// The test hook kTestStartDelayVariable: sleeps when it names this worker's device.
+void delay_start_if_asked(const std::string& device) {
+  const auto setting = env_var(kTestStartDelayVariable);
+  if (!setting) return;
+  const auto equals = setting->rfind('=');
+  if (equals == std::string::npos || setting->substr(0, equals) != device) return;
+  std::this_thread::sleep_for(std::chrono::duration<double>(std::stod(setting->substr(equals + 1))));
+}
 }  // namespace
+
+std::string seconds_text(double seconds) { return fmt::format("{:g} s", seconds); }
 
 std::string find_worker_executable(const std::string& explicit_path) {
   std::vector<fs::path> candidates;
@@ -48,6 +65,8 @@ WorkerProcess::WorkerProcess(const std::string& executable, const Device& device
   SpawnRequest request;
   request.argv = {executable, "--channel-fd=" + std::to_string(kChannelFd), "--device=" + device.to_string()};  // the device shows in ps
   request.descriptors = {{theirs.get(), kChannelFd}};
+  const auto level = spdlog::level::to_string_view(spdlog::get_level());
+  request.environment[kLogLevelVariable] = std::string(level.data(), level.size());
   try {
     const Spawned spawned = spawn_process(request);
     pid_ = spawned.pid;
@@ -68,20 +87,53 @@ void WorkerProcess::died(const std::string& doing) {
     how = describe_exit_status(status);
     pid_ = -1;
   }
-  throw Error("the worker process for " + device_.to_string() + " " + how + " while " + doing,
-              "Its messages above say why; run with --strategy threads to see the failure in-process", device_.to_string());
+  const std::string what = "the worker process for " + device_.to_string() + " " + how + " while " + doing;
+  if (gone_.empty()) gone_ = what;
+  throw Error(what, "Its messages above say why; run with --strategy threads to see the failure in-process", device_.to_string());
 }
 
-Message WorkerProcess::expect(std::optional<Message> reply, const char* expected, const std::string& doing) {
-  if (!reply) died(doing);
-  if (reply->body.value("event", "") != expected) throw error_from_json(reply->body.value("error", json()), device_.to_string());
-  return std::move(*reply);
+void WorkerProcess::unresponsive(const Error& why) {
+  // Silent but alive (stopped, hung in a driver call): it will not answer later either, and it may hold
+  // a GPU. SIGKILL ends a stopped process too.
+  if (pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+  }
+  gone_ = why.what_failed() + "; it was killed";
+  throw why;
 }
 
-WorkerProcess::Ready WorkerProcess::start(const LocalStartPlan& plan) {
+bool WorkerProcess::alive() const {
   std::lock_guard lock(mutex_);
+  return gone_.empty() && pid_ > 0;
+}
+
+Message WorkerProcess::expect(Received reply, const char* expected, const std::string& doing, const std::string& timed_out,
+                              const std::string& timeout_hint) {
+  if (reply.kind == Received::Kind::timed_out) unresponsive(Error(timed_out, timeout_hint, device_.to_string()));
+  if (reply.kind == Received::Kind::closed) died(doing);
+  if (!reply.message.body.is_object()) throw Error("the worker process sent a message that is not an object", {}, device_.to_string());
+  if (reply.message.body.value("event", "") != expected) {
+    throw error_from_json(reply.message.body.value("error", json()), device_.to_string());
+  }
+  return std::move(reply.message);
+}
+
+WorkerProcess::Ready WorkerProcess::start(const LocalStartPlan& plan, double timeout_s) {
+  std::lock_guard lock(mutex_);
+  const int64_t deadline = deadline_in(timeout_s, monotonic_ns());
+  const int pid = pid_;
   channel_->send({{"op", "start"}, {"plan", plan_to_json(plan)}});
-  const json body = expect(channel_->receive(), "ready", "starting").body;
+  const json body =
+      expect(channel_->receive(deadline), "ready", "starting",
+             fmt::format("{} did not become ready within {}: its worker (pid {}) did not answer", device_.to_string(),
+                         seconds_text(timeout_s), pid),
+             "The worker was killed. If start-ups this long are expected, raise the start timeout (ortfleet start "
+             "--timeout, FleetOptions::start_timeout_s, Fleet(start_timeout=...)); else look for what stopped it "
+             "(SIGSTOP, a debugger, a hung GPU driver)")
+          .body;
   Ready ready;
   ready.status = status_from_json(body.at("status"));
   ready.inputs = specs_from_json(body.at("inputs"));
@@ -90,8 +142,9 @@ WorkerProcess::Ready WorkerProcess::start(const LocalStartPlan& plan) {
   return ready;
 }
 
-std::vector<Tensor> WorkerProcess::run(const std::vector<Tensor>& inputs) {
+std::vector<Tensor> WorkerProcess::run(const std::vector<Tensor>& inputs, double timeout_s) {
   std::lock_guard lock(mutex_);
+  if (!gone_.empty()) throw Error(device_.to_string() + " has no worker any more: " + gone_, "Start a new Fleet", device_.to_string());
   // Device tensors are copied to the host first: a worker is another process (and CUDA context).
   std::vector<Tensor> host;
   for (const auto& t : inputs) {
@@ -109,7 +162,13 @@ std::vector<Tensor> WorkerProcess::run(const std::vector<Tensor>& inputs) {
   } catch (const Error&) {
     died("running");  // the worker is gone: say how it ended
   }
-  Message reply = expect(channel_->receive(), "outputs", "running");
+  const int pid = pid_;
+  Message reply = expect(channel_->receive(deadline_in(timeout_s, monotonic_ns())), "outputs", "running",
+                         fmt::format("{} did not finish a run within {}: its worker (pid {}) did not answer",
+                                     device_.to_string(), seconds_text(timeout_s), pid),
+                         "The worker was killed. If runs this long are expected, raise the run timeout "
+                         "(FleetOptions::run_timeout_s, Fleet(run_timeout=...)); else look for what stopped it "
+                         "(SIGSTOP, a debugger, a hung GPU driver)");
   if (reply.fds.empty()) throw Error("the worker sent outputs without their shared memory", {}, device_.to_string());
   // The worker writes its next outputs into the same buffer: hand out copies (outputs are small next
   // to inputs: logits, embeddings) and keep the mapping for the next call.
@@ -146,6 +205,7 @@ void WorkerProcess::stop() {
 
 int worker_main(int channel_fd) {
   const int64_t main_ns = monotonic_ns();
+  if (auto level = env_var(kLogLevelVariable)) spdlog::set_level(spdlog::level::from_str(*level));
   MessageChannel channel{UniqueFd(channel_fd)};
   Timeline timeline(main_ns);
   std::vector<LocalDeviceResult> results;
@@ -155,11 +215,12 @@ int worker_main(int channel_fd) {
   while (true) {
     std::optional<Message> request;
     try {
-      request = channel.receive();
+      Received received = channel.receive();
+      if (received.kind != Received::Kind::message) return 0;  // the parent went away
+      request = std::move(received.message);
     } catch (const std::exception&) {
       return 1;
     }
-    if (!request) return 0;  // the parent went away
     const std::string op = request->body.value("op", "");
     try {
       if (op == "stop") {
@@ -169,6 +230,7 @@ int worker_main(int channel_fd) {
       if (op == "start") {
         LocalStartPlan plan = plan_from_json(request->body.at("plan"));
         lane = plan.devices.empty() ? "worker" : plan.devices.front().to_string();
+        delay_start_if_asked(lane);
         if (auto spawn = env_var(kSpawnTimeVariable)) timeline.add({phase::process_start, lane, std::stoll(*spawn), main_ns, 0, {}});
         start_locally(plan, timeline, results, [](size_t) {});
         if (results.empty()) throw Error("the start request named no device");

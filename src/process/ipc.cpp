@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -10,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "ortfleet/base/clock.hpp"
 #include "ortfleet/base/error.hpp"
 
 namespace ortfleet::detail {
@@ -56,15 +58,46 @@ void MessageChannel::send(const json& body, const std::vector<int>& fds) {
   if (sent < 0) throw Error(std::string("sending to the worker process failed: ") + std::strerror(errno));
 }
 
-std::optional<Message> MessageChannel::receive() {
+int64_t deadline_in(double seconds, int64_t from_ns) {
+  const double ns = seconds * 1e9;
+  return ns >= static_cast<double>(kNoDeadline - from_ns) ? kNoDeadline : from_ns + static_cast<int64_t>(ns);
+}
+
+namespace {
+/// Waits until `fd` is readable (a message or the closed end) or the deadline passes; false then.
+bool readable_before(int fd, int64_t deadline_ns) {
+  while (true) {
+    int timeout_ms = -1;
+    if (deadline_ns != kNoDeadline) {
+      const int64_t left_ns = deadline_ns - monotonic_ns();
+      if (left_ns <= 0) timeout_ms = 0;
+      else timeout_ms = static_cast<int>(std::min<int64_t>((left_ns + 999'999) / 1'000'000, 3'600'000));
+    }
+    pollfd p{fd, POLLIN, 0};
+    const int n = ::poll(&p, 1, timeout_ms);
+    if (n > 0) return true;  // readable, hung up or in error: the recv below tells which
+    if (n < 0 && errno != EINTR) {
+      throw Error(std::string("waiting for the worker process failed: ") + std::strerror(errno));
+    }
+    if (n == 0 && deadline_ns != kNoDeadline && monotonic_ns() >= deadline_ns) return false;
+  }
+}
+}  // namespace
+
+Received MessageChannel::receive(int64_t deadline_ns) {
+  Received result;
+  if (!readable_before(socket_.get(), deadline_ns)) {
+    result.kind = Received::Kind::timed_out;
+    return result;
+  }
   // Peek at the length first, so each message costs a buffer of its own size.
   ssize_t length;
   do {
     length = ::recv(socket_.get(), nullptr, 0, MSG_PEEK | MSG_TRUNC);
   } while (length < 0 && errno == EINTR);
-  if (length == 0) return std::nullopt;
+  if (length == 0) return result;
   if (length < 0) {
-    if (errno == ECONNRESET) return std::nullopt;
+    if (errno == ECONNRESET) return result;
     throw Error(std::string("receiving from the worker process failed: ") + std::strerror(errno));
   }
   std::string buffer(static_cast<size_t>(length), '\0');
@@ -79,12 +112,12 @@ std::optional<Message> MessageChannel::receive() {
   do {
     got = ::recvmsg(socket_.get(), &msg, MSG_CMSG_CLOEXEC);
   } while (got < 0 && errno == EINTR);
-  if (got == 0) return std::nullopt;
+  if (got == 0) return result;
   if (got < 0) {
-    if (errno == ECONNRESET) return std::nullopt;
+    if (errno == ECONNRESET) return result;
     throw Error(std::string("receiving from the worker process failed: ") + std::strerror(errno));
   }
-  Message m;
+  Message& m = result.message;
   for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
     if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
     const size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
@@ -100,7 +133,8 @@ std::optional<Message> MessageChannel::receive() {
   } catch (const json::parse_error& e) {
     throw Error(std::string("malformed message from the worker process: ") + e.what());
   }
-  return m;
+  result.kind = Received::Kind::message;
+  return result;
 }
 
 std::shared_ptr<SharedBuffer> SharedBuffer::create(size_t bytes) {

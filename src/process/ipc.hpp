@@ -2,6 +2,8 @@
 // Talking to another process: JSON messages over a SOCK_SEQPACKET socket (message boundaries kept,
 // file descriptors passed along), and shared memory (memfd) that the receiver maps instead of
 // copying bytes through the socket. What the messages mean is the fleet's business (fleet/wire.hpp).
+#include <cstdint>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -17,6 +19,19 @@ struct Message {
   std::vector<UniqueFd> fds;
 };
 
+/// A time on the monotonic clock (ns) by which an answer must have come.
+inline constexpr int64_t kNoDeadline = std::numeric_limits<int64_t>::max();
+/// `seconds` after `from_ns` (monotonic clock); kNoDeadline when that lies past the clock's end (infinity).
+int64_t deadline_in(double seconds, int64_t from_ns);
+
+/// What a receive got: a message, the peer's closed end (it exited), or nothing before the deadline
+/// (the peer is alive but silent: stopped, hung, or still busy).
+struct Received {
+  enum class Kind { message, closed, timed_out };
+  Kind kind = Kind::closed;
+  Message message;  ///< when kind is message
+};
+
 class MessageChannel {
  public:
   explicit MessageChannel(UniqueFd socket) : socket_(std::move(socket)) {}
@@ -24,8 +39,9 @@ class MessageChannel {
   static std::pair<UniqueFd, UniqueFd> socket_pair();
 
   void send(const nlohmann::json& body, const std::vector<int>& fds = {});
-  /// Blocks for the next message; nullopt when the peer has closed its end (exited).
-  std::optional<Message> receive();
+  /// Waits for the next message until `deadline_ns` (monotonic clock), polling the socket: a peer that
+  /// never answers cannot hold the caller past it.
+  Received receive(int64_t deadline_ns = kNoDeadline);
   int fd() const { return socket_.get(); }
 
  private:

@@ -13,6 +13,9 @@
 
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
+
 #include "base/private_dir.hpp"
 #include "synth/onnx_writer.hpp"
 #include "ortfleet/base/error.hpp"
@@ -60,6 +63,39 @@ void write_uniform_floats(std::ostream& out, uint64_t count, float lo, float hi,
     left -= n;
     advance(n * sizeof(float));
   }
+}
+
+/// Why writing `path` failed, from errno right after the failure: a missing folder, permissions, or a
+/// full disk each need a different fix.
+[[noreturn]] void throw_write_error(const std::string& path, int err) {
+  const std::string folder = fs::path(path).has_parent_path() ? fs::path(path).parent_path().string() : ".";
+  switch (err) {
+    case ENOENT:
+    case ENOTDIR:
+      throw Error("cannot write " + path + ": no such folder (" + folder + ")", "Create the folder first, or fix the path");
+    case EACCES:
+    case EPERM:
+      throw Error("cannot write " + path + ": permission denied", "Write somewhere you have write access, or fix the permissions of " + folder);
+    case EROFS:
+      throw Error("cannot write " + path + ": the file system is read-only", "Write somewhere else");
+    case ENOSPC:
+    case EDQUOT:
+      throw Error("cannot write " + path + ": the disk is full" + (err == EDQUOT ? " (your quota)" : ""),
+                  "Free space there, or write somewhere else");
+    case EISDIR:
+      throw Error("cannot write " + path + ": it is a folder", "Give the path of a file, e.g. " + (fs::path(path) / "model.onnx").string());
+    default:
+      throw Error("cannot write " + path + ": " + (err != 0 ? std::strerror(err) : "unknown error"), "Check the path and the free disk space");
+  }
+}
+
+/// Creates the folders above `path`, with the reason they cannot be made as an ortfleet::Error.
+void create_parent_folders(const std::string& path) {
+  const fs::path model_path(path);
+  if (!model_path.has_parent_path()) return;
+  std::error_code ec;
+  fs::create_directories(model_path.parent_path(), ec);
+  if (ec) throw_write_error(path, ec.value());
 }
 
 class GraphBuilder {
@@ -123,7 +159,7 @@ class GraphBuilder {
                   "Allow external data (drop --external-data never)");
     }
     const fs::path model_path(path);
-    if (model_path.has_parent_path()) fs::create_directories(model_path.parent_path());
+    create_parent_folders(path);
 
     uint64_t done = 0;
     auto advance = [&](uint64_t n) {
@@ -141,8 +177,9 @@ class GraphBuilder {
     if (external) {
       const std::string data_name = model_path.filename().string() + ".data";
       summary.external_data_path = (model_path.parent_path() / data_name).string();
+      errno = 0;
       std::ofstream data(summary.external_data_path, std::ios::binary | std::ios::trunc);
-      if (!data) throw Error("cannot write " + summary.external_data_path, "Check that the folder is writable");
+      if (!data) throw_write_error(summary.external_data_path, errno);
       uint64_t offset = 0;
       for (size_t i = 0; i < weights_.size(); ++i) {
         const auto& w = weights_[i];
@@ -156,7 +193,7 @@ class GraphBuilder {
         offset += length;
       }
       data.flush();
-      if (!data) throw Error("writing " + summary.external_data_path + " failed", "Check the free disk space");
+      if (!data) throw_write_error(summary.external_data_path, errno);
     } else {
       for (size_t i = 0; i < weights_.size(); ++i) {
         const auto& w = weights_[i];
@@ -171,13 +208,14 @@ class GraphBuilder {
     metadata.emplace_back("ortfleet.synth.seed", std::to_string(options.seed));
     onnx::ProtoMessage proto = onnx::model(std::move(parts), kOpset, metadata);
     {
+      errno = 0;
       std::ofstream out(path, std::ios::binary | std::ios::trunc);
-      if (!out) throw Error("cannot write " + path, "Check that the folder exists and is writable");
+      if (!out) throw_write_error(path, errno);
       std::vector<char> buffer(1 << 20);
       out.rdbuf()->pubsetbuf(buffer.data(), static_cast<std::streamsize>(buffer.size()));
       proto.write(out);
       out.flush();
-      if (!out) throw Error("writing " + path + " failed", "Check the free disk space");
+      if (!out) throw_write_error(path, errno);
     }
     summary.file_bytes = fs::file_size(path) + (external ? fs::file_size(summary.external_data_path) : 0);
     weights_.clear();

@@ -43,6 +43,19 @@ TEST(ModelFile, SaysWhatIsWrongWithBadInput) {
   EXPECT_EQ(error_of(""), "no model path given. Give the path of an .onnx model ('ortfleet synth' writes test models)");
 }
 
+TEST(ModelFile, SymbolicLinkLoopsAndDanglingLinksAreNamedAsSuch) {
+  const fs::path a = test::scratch_dir() / "loop-a.onnx";
+  const fs::path b = test::scratch_dir() / "loop-b.onnx";
+  fs::create_symlink(b, a);
+  fs::create_symlink(a, b);
+  EXPECT_NE(error_of(a.string()).find("loop-a.onnx is a symbolic link loop"), std::string::npos) << error_of(a.string());
+  const fs::path dangling = test::scratch_dir() / "dangling.onnx";
+  fs::create_symlink(test::scratch_dir() / "gone.onnx", dangling);
+  EXPECT_NE(error_of(dangling.string()).find("is a symbolic link to " + (test::scratch_dir() / "gone.onnx").string() + ", which does not exist"),
+            std::string::npos)
+      << error_of(dangling.string());
+}
+
 TEST(ModelFile, TruncatedModelsAreCaught) {
   std::ifstream in(test::mlp_model(), std::ios::binary);
   std::stringstream buffer;

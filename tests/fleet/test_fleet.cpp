@@ -1,11 +1,16 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <cerrno>
+#include <chrono>
+#include <cmath>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/session.hpp"
 #include "ortfleet/fleet/fleet.hpp"
+#include "fleet/worker.hpp"
 #include "ortfleet/fleet/start_report.hpp"
 #include "test_support.hpp"
 
@@ -133,6 +138,116 @@ TEST(Fleet, MisuseIsReported) {
   fleet.shutdown();
   fleet.shutdown();  // idempotent
   EXPECT_EQ(fleet.status()[0].state, DeviceState::stopped);
+}
+
+/// Sets the worker start-delay test hook (fleet/worker.hpp) for the fleets made while it lives.
+class DelayedWorkerStart {
+ public:
+  explicit DelayedWorkerStart(const std::string& setting) { ::setenv(detail::kTestStartDelayVariable, setting.c_str(), 1); }
+  ~DelayedWorkerStart() { ::unsetenv(detail::kTestStartDelayVariable); }
+  DelayedWorkerStart(const DelayedWorkerStart&) = delete;
+  DelayedWorkerStart& operator=(const DelayedWorkerStart&) = delete;
+};
+
+/// The worker's pid, once the fleet has spawned it.
+int worker_pid(const Fleet& fleet, size_t i) {
+  for (int tries = 0; tries < 3000; ++tries) {
+    if (const int pid = fleet.status()[i].pid; pid > 0) return pid;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  throw Error("the worker was not spawned within 30 s");
+}
+
+bool process_is_gone(int pid) { return ::kill(pid, 0) != 0 && errno == ESRCH; }
+
+TEST(Fleet, RunBeforeStartIsAnError) {
+  for (Strategy s : {Strategy::sequential, Strategy::processes}) {
+    Fleet fleet(test::mlp_model(), cpu_fleet(s, 1));
+    try {
+      fleet.run(Device::cpu(), {});
+      ADD_FAILURE() << "run() before start() did not fail";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("before start(). Call start() first"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(Fleet, AWorkerStoppedWhileStartingFailsOnlyItsDeviceAtTheDeadline) {
+  const DelayedWorkerStart delay("cpu:1=600");  // cpu:1's worker waits, so that it is stopped mid-start
+  FleetOptions o = cpu_fleet(Strategy::processes, 2);
+  o.start_timeout_s = 6;  // long enough for cpu:0 to start under a sanitizer on a busy machine
+  Fleet fleet(test::mlp_model(), o);
+  fleet.start();
+  const int pid = worker_pid(fleet, 1);
+  ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+  EXPECT_FALSE(fleet.wait());  // returns: the stopped worker's device fails at its deadline
+  const auto st = fleet.status();
+  EXPECT_EQ(st[0].state, DeviceState::ready) << st[0].error;
+  ASSERT_EQ(st[1].state, DeviceState::failed);
+  EXPECT_NE(st[1].error.find("cpu:1 did not become ready within 6 s: its worker (pid " + std::to_string(pid) + ") did not answer"),
+            std::string::npos)
+      << st[1].error;
+  EXPECT_TRUE(process_is_gone(pid)) << "the stopped worker was not killed";
+  const auto inputs = random_inputs(fleet.inputs(), 1);
+  EXPECT_EQ(fleet.run(Device::cpu(0), inputs).size(), 1u);
+  try {
+    fleet.run(Device::cpu(1), inputs);
+    ADD_FAILURE() << "the timed-out device ran";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cpu:1 failed to start: cpu:1 did not become ready within 6 s"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Fleet, WaitWithATimeoutReturnsFalseWhileADeviceStartsAndRunWaitsOnlyUntilTheStartDeadline) {
+  const DelayedWorkerStart delay("cpu=600");
+  FleetOptions o = cpu_fleet(Strategy::processes, 1);
+  o.start_timeout_s = 2;
+  Fleet fleet(test::mlp_model(), o);
+  fleet.start();
+  EXPECT_FALSE(fleet.wait(0.05));
+  EXPECT_EQ(fleet.status()[0].state, DeviceState::starting);
+  try {
+    fleet.run(Device::cpu(), random_inputs({{"input", ElementType::float32, {1, 64}, {}}}, 1));
+    ADD_FAILURE() << "run() on a device that never became ready returned";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("did not become ready within 2 s"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fleet.wait());
+  EXPECT_EQ(fleet.status()[0].state, DeviceState::failed);
+  EXPECT_THROW(fleet.wait(-1), Error);
+}
+
+TEST(Fleet, AWorkerStoppedMidRunFailsTheRunAtTheDeadline) {
+  FleetOptions o = cpu_fleet(Strategy::processes, 2);
+  o.run_timeout_s = 2;
+  Fleet fleet(test::mlp_model(), o);
+  fleet.start();
+  ASSERT_TRUE(fleet.wait());
+  const int pid = fleet.status()[0].pid;
+  ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+  const auto inputs = random_inputs(fleet.inputs(), 1);
+  for (int attempt = 0; attempt < 2; ++attempt) {  // the second finds the device failed
+    try {
+      fleet.run(Device::cpu(0), inputs);
+      ADD_FAILURE() << "a stopped worker answered";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("cpu did not finish a run within 2 s: its worker (pid " + std::to_string(pid) + ") did not answer"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  EXPECT_TRUE(process_is_gone(pid)) << "the stopped worker was not killed";
+  EXPECT_EQ(fleet.status()[0].state, DeviceState::failed);
+  EXPECT_EQ(fleet.run(Device::cpu(1), inputs).size(), 1u);
+}
+
+TEST(Fleet, TimeoutsMustBePositive) {
+  FleetOptions o = cpu_fleet(Strategy::processes, 1);
+  o.start_timeout_s = 0;
+  EXPECT_THROW(Fleet(test::mlp_model(), o), Error);
+  o.start_timeout_s = 1;
+  o.run_timeout_s = std::nan("");
+  EXPECT_THROW(Fleet(test::mlp_model(), o), Error);
 }
 
 TEST(Fleet, StrategiesParseAndPrint) {

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "process/ipc.hpp"
+#include "ortfleet/base/clock.hpp"
 #include "ortfleet/base/error.hpp"
 
 namespace ortfleet::detail {
@@ -16,14 +17,17 @@ TEST(Ipc, MessagesKeepTheirBoundariesAndCarryDescriptors) {
   std::memcpy(buffer->data(), "shared!", 8);
   left.send({{"op", "first"}});
   left.send({{"op", "second"}, {"n", 2}}, {buffer->fd()});
-  auto m1 = right.receive();
-  auto m2 = right.receive();
-  ASSERT_TRUE(m1 && m2);
-  EXPECT_EQ(m1->body.at("op"), "first");
-  EXPECT_TRUE(m1->fds.empty());
-  EXPECT_EQ(m2->body.at("n"), 2);
-  ASSERT_EQ(m2->fds.size(), 1u);
-  auto seen = SharedBuffer::attach(std::move(m2->fds[0]));
+  auto r1 = right.receive();
+  auto r2 = right.receive();
+  ASSERT_EQ(r1.kind, Received::Kind::message);
+  ASSERT_EQ(r2.kind, Received::Kind::message);
+  const Message& m1 = r1.message;
+  Message& m2 = r2.message;
+  EXPECT_EQ(m1.body.at("op"), "first");
+  EXPECT_TRUE(m1.fds.empty());
+  EXPECT_EQ(m2.body.at("n"), 2);
+  ASSERT_EQ(m2.fds.size(), 1u);
+  auto seen = SharedBuffer::attach(std::move(m2.fds[0]));
   EXPECT_STREQ(reinterpret_cast<const char*>(seen->data()), "shared!");
 }
 
@@ -31,7 +35,29 @@ TEST(Ipc, ReceiveReportsTheClosedEnd) {
   auto [a, b] = MessageChannel::socket_pair();
   MessageChannel right(std::move(b));
   { UniqueFd gone = std::move(a); }
-  EXPECT_FALSE(right.receive().has_value());
+  EXPECT_EQ(right.receive().kind, Received::Kind::closed);
+}
+
+TEST(Ipc, ASilentPeerTimesOutAtTheDeadlineAndAClosedOneIsToldApart) {
+  auto [a, b] = MessageChannel::socket_pair();
+  MessageChannel left(std::move(a));
+  MessageChannel right(std::move(b));
+  // Nothing sent: the deadline ends the wait (a deadline already past polls once).
+  EXPECT_EQ(right.receive(monotonic_ns()).kind, Received::Kind::timed_out);
+  EXPECT_EQ(right.receive(deadline_in(0.05, monotonic_ns())).kind, Received::Kind::timed_out);
+  // A message waiting is taken even when the deadline has passed.
+  left.send({{"op", "late"}});
+  const auto got = right.receive(monotonic_ns());
+  ASSERT_EQ(got.kind, Received::Kind::message);
+  EXPECT_EQ(got.message.body.at("op"), "late");
+  { MessageChannel closing = std::move(left); }
+  EXPECT_EQ(right.receive(deadline_in(10, monotonic_ns())).kind, Received::Kind::closed);
+}
+
+TEST(Ipc, DeadlinesPastTheClockEndMeanNone) {
+  EXPECT_EQ(deadline_in(std::numeric_limits<double>::infinity(), monotonic_ns()), kNoDeadline);
+  EXPECT_EQ(deadline_in(1e30, monotonic_ns()), kNoDeadline);
+  EXPECT_EQ(deadline_in(2, 1'000), 2'000'001'000);
 }
 
 TEST(Ipc, ABufferReceivedAgainIsMappedOnce) {

@@ -27,6 +27,7 @@ struct StartFlags {
   std::string profile_dir;
   bool ready_line = false;
   std::string ort_log;
+  double timeout_s = FleetOptions{}.start_timeout_s;
   RunConfigFlags config;
 };
 
@@ -85,6 +86,7 @@ int run_start(const StartFlags& f, const Globals& g) {
   options.warmup_runs = f.warmup;
   options.ort_library = g.ort_lib;
   options.profile_dir = f.profile_dir;
+  options.start_timeout_s = f.timeout_s;
   const std::string model = f.target.model_path(g.quiet || f.ready_line);
   options.devices = f.target.device_list();
 
@@ -120,6 +122,10 @@ void register_start(CLI::App& app, Globals& globals, Action& action) {
   cmd->add_option("--timeline", f->timeline_file, "Write the timeline as JSON here");
   cmd->add_option("--trace", f->trace_file, "Write a Chrome/Perfetto trace here (open in ui.perfetto.dev)");
   cmd->add_option("--profile-dir", f->profile_dir, "Write ONNX Runtime's own profile per device here");
+  cmd->add_option("--timeout", f->timeout_s,
+                  "Seconds a device may take to become ready; a worker that has not answered by then is killed and "
+                  "its device fails (default 7200)")
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--ready-line", f->ready_line, "Print one JSON line when every device is done (for bench)");
   cmd->add_option("--ort-log", f->ort_log, "Write ONNX Runtime's log (verbose, timestamped JSON lines) here (in-process strategies)");
   f->config.add_to(cmd);

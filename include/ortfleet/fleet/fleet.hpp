@@ -36,6 +36,14 @@ struct FleetOptions {
   std::string worker_executable;     ///< ortfleet-worker; empty: found next to this binary or via $ORTFLEET_WORKER
   std::string cache_dir;             ///< optimised-model cache folder (config.session.optimized_model_cache)
   std::string profile_dir;           ///< non-empty: ONNX Runtime profiles per device are written here
+  /// How long a device may take from start() to ready. A worker process that has not answered by then
+  /// is killed and its device fails (the others go on); run() on a device still starting waits at most
+  /// this long. Sessions in this process cannot be killed: for them it bounds the waits only.
+  /// Two hours: some models take an hour to start (cuDNN's exhaustive algorithm search, huge graphs).
+  double start_timeout_s = 2 * 60 * 60;
+  /// How long one run() on a worker process may take; a worker that has not answered by then is killed
+  /// and its device fails.
+  double run_timeout_s = 10 * 60;
 };
 
 enum class DeviceState { pending, starting, ready, failed, stopped };
@@ -65,6 +73,8 @@ class Fleet {
   void start();
   /// Blocks until every device is ready or failed; true when all are ready.
   bool wait();
+  /// The same, waiting at most `timeout_s`: false when some device is still starting then.
+  bool wait(double timeout_s);
   bool ready(const Device& device) const;
   std::vector<DeviceStatus> status() const;
   const std::vector<Device>& devices() const;
@@ -72,7 +82,8 @@ class Fleet {
 
   /// Runs one inference on `device`. Host tensors, or GPU tensors of that device (in-process sessions
   /// read them in place; worker processes receive them through shared memory after a copy).
-  /// outputs_on_device leaves the outputs on the GPU (in-process sessions only).
+  /// outputs_on_device leaves the outputs on the GPU (in-process sessions only). A device still starting
+  /// is waited for (up to start_timeout_s after start()); an error before start().
   std::vector<Tensor> run(const Device& device, const std::vector<Tensor>& inputs, bool outputs_on_device = false);
   std::vector<TensorSpec> inputs() const;   ///< the model's inputs (empty until the first device is ready)
   std::vector<TensorSpec> outputs() const;

@@ -1,0 +1,40 @@
+"""Deadlines from Python: run() before start() is an error, wait(timeout) returns, a worker that never
+answers fails its device at the start timeout."""
+import numpy as np
+import pytest
+
+import ortfleet
+
+SLIM = {"session": {"intra_op_threads": 1, "thread_spinning": False}}
+DELAY = "ORTFLEET_TEST_WORKER_START_DELAY"  # test hook: the worker of DEVICE sleeps SECONDS before starting
+
+
+def test_run_before_start_is_an_error(models):
+    with ortfleet.Fleet(models["mlp"], devices="cpu", strategy="processes", config=SLIM) as fleet:
+        with pytest.raises(ortfleet.Error, match=r"before start\(\)\. Call start\(\) first"):
+            fleet.run("cpu", {"input": np.zeros((1, 64), np.float32)})
+
+
+def test_wait_with_a_timeout_returns_false_while_a_device_starts(models, monkeypatch):
+    monkeypatch.setenv(DELAY, "cpu=600")
+    with ortfleet.Fleet(models["mlp"], devices="cpu", strategy="processes", config=SLIM, start_timeout=2) as fleet:
+        fleet.start()
+        assert fleet.wait(timeout=0.05) is False
+        assert fleet.status()[0]["state"] == "starting"
+        assert fleet.wait() is False  # the start timeout fails the device: wait() returns
+        status = fleet.status()[0]
+        assert status["state"] == "failed"
+        assert "cpu did not become ready within 2 s: its worker (pid" in status["error"]
+
+
+def test_wait_with_a_timeout_returns_true_when_ready(models):
+    with ortfleet.Fleet(models["mlp"], devices="cpu", strategy="threads", config=SLIM, run_timeout=60) as fleet:
+        fleet.start()
+        assert fleet.wait(timeout=600) is True
+        with pytest.raises(ortfleet.Error, match="0 seconds or more"):
+            fleet.wait(timeout=-1)
+
+
+def test_timeouts_must_be_positive(models):
+    with pytest.raises(ortfleet.Error, match="start timeout must be a positive number"):
+        ortfleet.Fleet(models["mlp"], devices="cpu", start_timeout=0)
