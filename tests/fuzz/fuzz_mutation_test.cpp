@@ -97,11 +97,7 @@ std::string mutate(Random& random, const std::vector<std::string>& seeds) {
 /// Findings in files this change could not fix (another change owns them), by target: the text of the
 /// foreign exception they throw. Such a finding is the only foreign exception its target may throw, and
 /// it must still occur: once fixed, the entry fails the test until it is removed.
-const std::map<std::string, std::string> kKnownFindings = {
-    // src/diagnostics/profile.cpp, parse_ort_profile: catches json::parse_error only, so a number too
-    // large for a double ("1e999") escapes as json::out_of_range. Fix: catch json::exception there.
-    {"ort_profile", "number overflow parsing"},
-};
+const std::map<std::string, std::string> kKnownFindings = {};
 
 class FuzzTarget : public ::testing::TestWithParam<const Target*> {};
 
