@@ -41,6 +41,7 @@ CudaDriver::CudaDriver() {
   bind(cuDevicePrimaryCtxRetain_, "cuDevicePrimaryCtxRetain");
   bind(cuDevicePrimaryCtxRelease_, "cuDevicePrimaryCtxRelease_v2");
   bind(cuCtxSetCurrent_, "cuCtxSetCurrent");
+  bind(cuCtxGetCurrent_, "cuCtxGetCurrent");
   bind(cuMemGetInfo_, "cuMemGetInfo_v2");
   bind(cuGetErrorString_, "cuGetErrorString");
   bind(cuMemcpyDtoH_, "cuMemcpyDtoH_v2");
@@ -158,6 +159,7 @@ bool CudaDriver::holds_context(int ordinal) const {
 }
 
 void CudaDriver::synchronize(int ordinal) const {
+  const CurrentContextKeeper keep;
   retain_primary_context(ordinal);
   const CUresult r = cuCtxSynchronize_();
   release_primary_context(ordinal);
@@ -165,6 +167,7 @@ void CudaDriver::synchronize(int ordinal) const {
 }
 
 void* CudaDriver::allocate(int ordinal, size_t bytes) const {
+  const CurrentContextKeeper keep;
   retain_primary_context(ordinal);  // held until release(): the memory lives in this context
   uintptr_t p = 0;
   const CUresult r = cuMemAlloc_(&p, std::max<size_t>(bytes, 1));
@@ -175,6 +178,7 @@ void* CudaDriver::allocate(int ordinal, size_t bytes) const {
 
 void CudaDriver::release(int ordinal, void* pointer) const {
   if (pointer == nullptr) return;
+  const CurrentContextKeeper keep;
   retain_primary_context(ordinal);
   cuMemFree_(reinterpret_cast<uintptr_t>(pointer));
   release_primary_context(ordinal);
@@ -182,6 +186,7 @@ void CudaDriver::release(int ordinal, void* pointer) const {
 }
 
 void CudaDriver::copy_to_device(int ordinal, void* dst, const void* src, size_t bytes) const {
+  const CurrentContextKeeper keep;
   retain_primary_context(ordinal);
   const CUresult r = cuMemcpyHtoD_(reinterpret_cast<uintptr_t>(dst), src, bytes);
   release_primary_context(ordinal);
@@ -189,6 +194,7 @@ void CudaDriver::copy_to_device(int ordinal, void* dst, const void* src, size_t 
 }
 
 void CudaDriver::copy_to_host(int ordinal, void* dst, const void* src, size_t bytes) const {
+  const CurrentContextKeeper keep;
   retain_primary_context(ordinal);
   const CUresult r = cuMemcpyDtoH_(dst, reinterpret_cast<uintptr_t>(src), bytes);
   release_primary_context(ordinal);
@@ -196,6 +202,7 @@ void CudaDriver::copy_to_host(int ordinal, void* dst, const void* src, size_t by
 }
 
 void CudaDriver::copy_on_device(int ordinal, void* dst, const void* src, size_t bytes) const {
+  const CurrentContextKeeper keep;
   retain_primary_context(ordinal);
   CUresult r = cuMemcpyDtoD_(reinterpret_cast<uintptr_t>(dst), reinterpret_cast<uintptr_t>(src), bytes);
   // A device-to-device copy returns before it is done; the caller reads or overwrites right after.
@@ -205,6 +212,7 @@ void CudaDriver::copy_on_device(int ordinal, void* dst, const void* src, size_t 
 }
 
 std::pair<uint64_t, uint64_t> CudaDriver::memory_info(int ordinal) const {
+  const CurrentContextKeeper keep;
   retain_primary_context(ordinal);
   size_t free_bytes = 0;
   size_t total_bytes = 0;
@@ -212,6 +220,15 @@ std::pair<uint64_t, uint64_t> CudaDriver::memory_info(int ordinal) const {
   release_primary_context(ordinal);
   check(r, "cuMemGetInfo", ordinal);
   return {free_bytes, total_bytes};
+}
+
+CudaDriver::CurrentContextKeeper::CurrentContextKeeper() {
+  const auto& driver = CudaDriver::instance();
+  saved_ = driver.ok_ && driver.cuCtxGetCurrent_(&previous_) == 0;
+}
+
+CudaDriver::CurrentContextKeeper::~CurrentContextKeeper() {
+  if (saved_) CudaDriver::instance().cuCtxSetCurrent_(previous_);
 }
 
 }  // namespace ortfleet::detail

@@ -53,6 +53,21 @@ class CudaDriver {
 
   std::string describe(CUresult r) const;
 
+  /// Restores the calling thread's current CUDA context when it goes away. The caller's thread may
+  /// be a PyTorch or CuPy one whose current device is theirs: ONNX Runtime's runs (cudaSetDevice) and
+  /// this class's helpers switch it, and must leave it as they found it.
+  class CurrentContextKeeper {
+   public:
+    CurrentContextKeeper();
+    ~CurrentContextKeeper();
+    CurrentContextKeeper(const CurrentContextKeeper&) = delete;
+    CurrentContextKeeper& operator=(const CurrentContextKeeper&) = delete;
+
+   private:
+    CUcontext previous_ = nullptr;
+    bool saved_ = false;
+  };
+
   // Attribute numbers of CUdevice_attribute.
   static constexpr int kMultiprocessorCount = 16;
   static constexpr int kPciBusId = 33;
@@ -81,6 +96,7 @@ class CudaDriver {
   CUresult (*cuDevicePrimaryCtxRetain_)(CUcontext*, CUdevice) = nullptr;
   CUresult (*cuDevicePrimaryCtxRelease_)(CUdevice) = nullptr;
   CUresult (*cuCtxSetCurrent_)(CUcontext) = nullptr;
+  CUresult (*cuCtxGetCurrent_)(CUcontext*) = nullptr;
   CUresult (*cuMemGetInfo_)(size_t*, size_t*) = nullptr;
   CUresult (*cuGetErrorString_)(CUresult, const char**) = nullptr;
   CUresult (*cuMemcpyDtoH_)(void*, uintptr_t, size_t) = nullptr;

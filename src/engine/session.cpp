@@ -497,6 +497,8 @@ std::vector<Tensor> Session::Impl::pad(const std::vector<Tensor>& given, int64_t
 
 std::vector<Tensor> Session::run(const std::vector<Tensor>& given, bool outputs_on_device) {
   auto& s = *impl_;
+  std::optional<detail::CudaDriver::CurrentContextKeeper> keep;  // the caller's current device stays theirs
+  if (s.spec.device.is_gpu()) keep.emplace();
   for (const auto& t : given) s.check_device_of(t);
   try {
     check_shapes(s.inputs, shapes_of(given));
