@@ -32,12 +32,6 @@ struct Case {
   detail::ColdStartRequest start;
 };
 
-std::string device_list(const std::vector<Device>& devices) {
-  std::string out;
-  for (const auto& d : devices) out += (out.empty() ? "" : ",") + d.to_string();
-  return out;
-}
-
 std::string count_label(const std::vector<Device>& devices) {
   const bool gpu = !devices.empty() && devices.front().is_gpu();
   return fmt::format("{} {}{}", devices.size(), gpu ? "GPU" : "CPU session", devices.size() == 1 ? "" : "s");
@@ -75,7 +69,7 @@ std::vector<Case> plan_cases(const BenchOptions& o, const std::string& ortfleet,
     c.row.strategy = "python-" + mode;
     c.row.device_count = static_cast<int>(devices.size());
     c.start = request(devices);
-    c.start.command = {o.python, *anchor, o.model, "--devices", device_list(devices), "--mode", mode,
+    c.start.command = {o.python, *anchor, o.model, "--devices", to_string(devices), "--mode", mode,
                        "--conv-algo", to_string(o.config.cuda.conv_algo_search)};
     if (devices.front().is_gpu()) {
       if (auto ep = find_cuda_ep()) c.start.command.insert(c.start.command.end(), {"--cuda-ep", ep->path});

@@ -7,11 +7,9 @@ namespace ortfleet::detail {
 
 std::vector<std::string> cold_start_command(const ColdStartRequest& r) {
   if (!r.command.empty()) return r.command;
-  std::string devices;
-  for (const auto& d : r.devices) devices += (devices.empty() ? "" : ",") + d.to_string();
   std::vector<std::string> argv = {r.ortfleet_executable, "-q"};
   if (!r.ort_library.empty()) argv.insert(argv.end(), {"--ort-lib", r.ort_library});
-  argv.insert(argv.end(), {"start", r.model, "--devices", devices, "--strategy", r.strategy, "--ready-line"});
+  argv.insert(argv.end(), {"start", r.model, "--devices", to_string(r.devices), "--strategy", r.strategy, "--ready-line"});
   if (r.warmup_runs > 0) argv.insert(argv.end(), {"--warmup", std::to_string(r.warmup_runs)});
   argv.insert(argv.end(), r.arguments.begin(), r.arguments.end());
   return argv;

@@ -57,6 +57,12 @@ Device Device::parse(std::string_view text) {
   bad_item(text, "");
 }
 
+std::string to_string(const std::vector<Device>& devices) {
+  std::string out;
+  for (const auto& d : devices) out += (out.empty() ? "" : ",") + d.to_string();
+  return out;
+}
+
 std::vector<Device> parse_devices(std::string_view spec, int gpu_count) {
   spec = trim(spec);
   if (spec.empty() || spec == "all") {

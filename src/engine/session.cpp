@@ -500,8 +500,9 @@ std::vector<Tensor> Session::run(const std::vector<Tensor>& given, bool outputs_
   std::optional<detail::CudaDriver::CurrentContextKeeper> keep;  // the caller's current device stays theirs
   if (s.spec.device.is_gpu()) keep.emplace();
   for (const auto& t : given) s.check_device_of(t);
+  const InputShapes shapes = shapes_of(given);
   try {
-    check_shapes(s.inputs, shapes_of(given));
+    check_shapes(s.inputs, shapes);
   } catch (const Error& e) {
     throw Error("running " + s.spec.model_path + ": " + e.what_failed(), e.hint(), s.lane);
   }
@@ -517,7 +518,7 @@ std::vector<Tensor> Session::run(const std::vector<Tensor>& given, bool outputs_
     }
     return out;
   }
-  const auto session = s.session_for(shapes_of(given));
+  const auto session = s.session_for(shapes);
   std::call_once(session->primed, [&] { s.prime(*session, given); });
   std::vector<Tensor> out = s.graph_mode() ? s.run_graph(*session, given, outputs_on_device) : s.run_plain(*session, given, outputs_on_device);
   if (session->calls.fetch_add(1) == 0) {

@@ -7,6 +7,7 @@
 #include "engine/mapped_file.hpp"
 #include "engine/model_file.hpp"
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/engine/shapes.hpp"
 
 namespace ortfleet::detail {
 
@@ -25,11 +26,7 @@ SharedWeights::SharedWeights(const std::string& optimised_model, const Device& d
   std::vector<InitializerBytes> weights;
   for (auto& w : initializer_bytes(optimised_model)) {
     // Integer initializers are shapes and indices that CPU kernels read: they stay with each session.
-    if (floating(w.type) && w.bytes >= kMinBytes && w.bytes == static_cast<uint64_t>(element_size(w.type)) * [&] {
-          uint64_t n = 1;
-          for (const auto d : w.dims) n *= static_cast<uint64_t>(d);
-          return n;
-        }()) {
+    if (floating(w.type) && w.bytes >= kMinBytes && w.bytes == checked_bytes(w.dims, w.type, "initializer '" + w.name + "'")) {
       weights.push_back(std::move(w));
     }
   }

@@ -24,6 +24,9 @@ struct Device {
   auto operator<=>(const Device&) const = default;
 };
 
+/// A device list as parse_devices() reads it back: "cuda:0,cuda:1".
+std::string to_string(const std::vector<Device>& devices);
+
 /// Parses a device list: "all" (every GPU, else one CPU session), "0,1,3", "cuda:0,cuda:2",
 /// "0-3", "cpu", "cpu*4" (four CPU sessions). Throws ortfleet::Error for unknown or missing devices,
 /// naming the GPUs that exist.
