@@ -16,6 +16,7 @@
 #include "ortfleet/diagnostics/doctor.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/fleet/fleet.hpp"
+#include "ortfleet/fleet/worker_pool.hpp"
 #include "ortfleet/diagnostics/profile.hpp"
 #include "ortfleet/engine/runtime.hpp"
 #include "ortfleet/synth/synth.hpp"
@@ -480,7 +481,88 @@ py::dict status_dict(const DeviceStatus& s) {
   d["ready_ms"] = s.ready_ms;
   d["pid"] = s.pid;
   d["memory_bytes"] = s.memory_bytes;
+  d["resident"] = s.resident;
   return d;
+}
+
+/// A warm worker pool (ortfleet.Pool): shared with the fleets started on it.
+class PyPool {
+ public:
+  PyPool(const py::object& devices, const std::string& ort_library, bool narrow_workers, size_t max_resident_sessions,
+         double start_timeout) {
+    PoolOptions o;
+    o.devices = to_devices(devices);
+    o.ort_library = ort_library;
+    o.narrow_workers = narrow_workers;
+    o.max_resident_sessions = max_resident_sessions;
+    o.start_timeout_s = start_timeout;
+    py::gil_scoped_release release;
+    pool_ = std::make_shared<WorkerPool>(o);
+  }
+  bool wait(const std::optional<double>& timeout) {
+    py::gil_scoped_release release;
+    return timeout ? pool().wait(*timeout) : pool().wait();
+  }
+  py::object status() {
+    std::string text;
+    {
+      py::gil_scoped_release release;
+      text = pool().status_json();
+    }
+    return parse_json(text);
+  }
+  size_t evict() {
+    py::gil_scoped_release release;
+    return pool().evict();
+  }
+  py::list devices() {
+    py::list out;
+    for (const auto& d : pool().devices()) out.append(d.to_string());
+    return out;
+  }
+  void close() {
+    py::gil_scoped_release release;
+    pool_.reset();  // the workers stop once no fleet uses them either
+  }
+  const std::shared_ptr<WorkerPool>& shared() const {
+    if (!pool_) throw Error("this pool was closed", "Make a new ortfleet.Pool");
+    return pool_;
+  }
+
+ private:
+  WorkerPool& pool() { return *shared(); }
+  std::shared_ptr<WorkerPool> pool_;
+};
+
+/// The pool ortfleet.prewarm() started: later fleets whose devices it has start on it.
+std::shared_ptr<PyPool>& prewarmed_pool() {
+  static std::shared_ptr<PyPool> pool;
+  return pool;
+}
+
+/// Where a fleet starts: pool=None uses the prewarmed pool when it has every device and the strategy
+/// is the fleet's; a Pool, or a socket path (str) of `ortfleet serve`; False never uses a pool.
+void choose_pool(FleetOptions& o, const py::object& pool) {
+  if (pool.is_none()) {
+    const auto& prewarmed = prewarmed_pool();
+    if (!prewarmed || (o.strategy != Strategy::automatic && o.strategy != Strategy::fleet)) return;
+    const auto& have = prewarmed->shared()->devices();
+    const auto& want = o.devices.empty() ? have : o.devices;
+    if (std::all_of(want.begin(), want.end(), [&](const Device& d) { return std::find(have.begin(), have.end(), d) != have.end(); })) {
+      o.pool = prewarmed->shared();
+      if (o.devices.empty()) o.devices = have;
+    }
+    return;
+  }
+  if (py::isinstance<py::bool_>(pool)) {
+    if (pool.cast<bool>()) throw Error("pool=True is not a pool", "Pass an ortfleet.Pool, a pool socket path, None or False");
+    return;
+  }
+  if (py::isinstance<py::str>(pool)) {
+    o.pool_socket = pool.cast<std::string>();
+    return;
+  }
+  o.pool = pool.cast<PyPool&>().shared();
 }
 
 py::list specs_list(const std::vector<TensorSpec>& specs) {
@@ -500,7 +582,7 @@ class PyFleet {
   PyFleet(const std::string& model, const py::object& devices, const std::string& strategy, const py::object& config,
           int warmup, const std::string& ort_library, const std::string& profile_dir, const py::object& shapes,
           const py::object& batches, const py::object& max_shape_sessions, const py::object& pad_batch, double start_timeout,
-          double run_timeout) {
+          double run_timeout, const py::object& pool) {
     FleetOptions o;
     o.start_timeout_s = start_timeout;
     o.run_timeout_s = run_timeout;
@@ -511,6 +593,7 @@ class PyFleet {
     o.warmup_runs = warmup;
     o.ort_library = ort_library;
     o.profile_dir = profile_dir;
+    choose_pool(o, pool);
     py::gil_scoped_release release;
     fleet_ = std::make_unique<Fleet>(model, o);
   }
@@ -600,11 +683,14 @@ PYBIND11_MODULE(_ortfleet, m) {
   py::class_<PyFleet>(m, "Fleet", "One ready ONNX Runtime session per device")
       .def(py::init<const std::string&, const py::object&, const std::string&, const py::object&, int, const std::string&,
                     const std::string&, const py::object&, const py::object&, const py::object&, const py::object&, double,
-                    double>(),
+                    double, const py::object&>(),
            py::arg("model"), py::arg("devices") = py::none(), py::arg("strategy") = "auto", py::arg("config") = py::none(),
            py::arg("warmup") = 1, py::arg("ort_library") = "", py::arg("profile_dir") = "", py::arg("shapes") = py::none(),
            py::arg("batches") = py::none(), py::arg("max_shape_sessions") = py::none(), py::arg("pad_batch") = py::none(),
            py::arg("start_timeout") = FleetOptions{}.start_timeout_s, py::arg("run_timeout") = FleetOptions{}.run_timeout_s,
+           py::arg("pool") = py::none(),
+           "pool: an ortfleet.Pool, or the socket path of an `ortfleet serve` daemon, to start on warm workers (None: the "
+           "pool ortfleet.prewarm() started, when it has every device; False: no pool). "
            "shapes, batches, max_shape_sessions and pad_batch set the config's \"shapes\" section: one ONNX Runtime session "
            "per input shape, declared shapes made and warmed at start-up. start_timeout (seconds, default two hours): a "
            "device's worker that is not ready by then is killed and the device fails; run_timeout (default ten minutes): "
@@ -627,6 +713,36 @@ PYBIND11_MODULE(_ortfleet, m) {
       .def("shutdown", &PyFleet::shutdown)
       .def("__enter__", [](PyFleet& f) -> PyFleet& { return f; }, py::return_value_policy::reference_internal)
       .def("__exit__", [](PyFleet& f, const py::object&, const py::object&, const py::object&) { f.shutdown(); });
+
+  py::class_<PyPool, std::shared_ptr<PyPool>>(m, "Pool",
+                                              "A warm worker pool: per device a worker process with ONNX Runtime, the CUDA EP, "
+                                              "cuInit and its context done, waiting for models")
+      .def(py::init<const py::object&, const std::string&, bool, size_t, double>(), py::arg("devices") = py::none(),
+           py::arg("ort_library") = "", py::arg("narrow_workers") = true, py::arg("max_resident_sessions") = 0,
+           py::arg("start_timeout") = PoolOptions{}.start_timeout_s,
+           "Starts the workers in the background and returns at once (the GIL is released)")
+      .def("wait", &PyPool::wait, py::arg("timeout") = py::none(), "Block until every worker is ready or failed; True when all are ready")
+      .def("status", &PyPool::status, "Devices, workers, resident sessions and memory")
+      .def("evict", &PyPool::evict, "Drop every resident session no fleet holds; how many")
+      .def_property_readonly("devices", &PyPool::devices)
+      .def("close", &PyPool::close)
+      .def("__enter__", [](const std::shared_ptr<PyPool>& p) { return p; })
+      .def("__exit__", [](PyPool& p, const py::object&, const py::object&, const py::object&) { p.close(); });
+
+  m.def(
+      "prewarm",
+      [](const py::object& devices, const std::string& ort_library) {
+        auto pool = std::make_shared<PyPool>(devices, ort_library, true, 0, PoolOptions{}.start_timeout_s);
+        prewarmed_pool() = pool;
+        return pool;
+      },
+      py::arg("devices") = py::none(), py::arg("ort_library") = "",
+      "Start a warm worker pool in the background and return it at once: call it first in a job, before importing "
+      "torch or loading data, and every later Fleet whose devices it has starts on it");
+  m.def("_forget_prewarmed", [] {
+    py::gil_scoped_release release;
+    prewarmed_pool().reset();
+  });
 
   m.def("load_runtime", [](const std::string& library) {
     const RuntimeInfo& rt = load_runtime(library);

@@ -5,6 +5,11 @@
         fleet.start().wait()                       # the GIL is released while sessions start
         out = fleet.run(0, {"input": batch})       # numpy arrays, or torch/CuPy tensors (DLPack)
 
+A job that will start fleets calls ortfleet.prewarm() first: the workers load ONNX Runtime and the
+CUDA EP and initialise their GPUs while the job imports torch and loads data, and later fleets start
+on them. ortfleet.Pool() is the same, explicit; Fleet(model, pool="/run/user/1000/ortfleet/pool.sock")
+uses the pool of an `ortfleet serve` daemon.
+
 The diagnostics return what the command line prints with --json: ortfleet.doctor(),
 ortfleet.bench(model), ortfleet.profile(model), ortfleet.tune(model); `python -m ortfleet ...`
 runs the command line itself.
@@ -34,15 +39,23 @@ from ._ortfleet import (  # noqa: E402,F401  (the public API)
     DeviceTensor,
     Error,
     Fleet,
+    Pool,
+    _forget_prewarmed,
     bench,
     doctor,
     load_runtime,
+    prewarm,
     profile,
     synth_mlp,
     synth_resnet,
     tune,
 )
 
-__all__ = ["DeviceTensor", "Error", "Fleet", "bench", "doctor", "load_runtime", "profile", "synth_mlp",
-           "synth_resnet", "tune"]
+__all__ = ["DeviceTensor", "Error", "Fleet", "Pool", "bench", "doctor", "load_runtime", "prewarm", "profile",
+           "synth_mlp", "synth_resnet", "tune"]
+
+import atexit  # noqa: E402
+
+# The prewarmed pool's workers stop before the interpreter tears the module down.
+atexit.register(_forget_prewarmed)
 __version__ = "0.1.0"

@@ -46,8 +46,8 @@ std::string cache_key_text(const std::string& model_content, const Device& devic
     auto& driver = CudaDriver::instance();
     device_class = "cuda";
     if (driver.ok()) {
-      device_class += "-sm_" + std::to_string(driver.attribute(device.index, CudaDriver::kComputeCapabilityMajor) * 10 +
-                                             driver.attribute(device.index, CudaDriver::kComputeCapabilityMinor));
+      device_class += "-sm_" + std::to_string(driver.attribute(cuda_ordinal(device), CudaDriver::kComputeCapabilityMajor) * 10 +
+                                             driver.attribute(cuda_ordinal(device), CudaDriver::kComputeCapabilityMinor));
     }
   }
   std::string key = model_content + "|ort=" + (rt ? rt->version : "?") + "|device=" + device_class +

@@ -1,12 +1,16 @@
 #include "ortfleet/engine/devices.hpp"
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <set>
+#include <sstream>
 
 #include "engine/cuda_driver.hpp"
 #include "ortfleet/base/error.hpp"
@@ -187,6 +191,41 @@ const CudaDriverInfo& probe_cuda_driver() {
     return out;
   }();
   return info;
+}
+
+std::optional<std::string> narrowed_visible_devices(const Device& device) {
+  if (!device.is_gpu() || device.index < 0) return std::nullopt;
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (visible == nullptr) return std::to_string(device.index);
+  std::vector<std::string> entries;
+  std::stringstream list(visible);
+  for (std::string entry; std::getline(list, entry, ',');) {
+    const auto first = entry.find_first_not_of(" \t");
+    const auto last = entry.find_last_not_of(" \t");
+    entries.push_back(first == std::string::npos ? std::string() : entry.substr(first, last - first + 1));
+  }
+  if (static_cast<size_t>(device.index) >= entries.size() || entries[static_cast<size_t>(device.index)].empty()) return std::nullopt;
+  return entries[static_cast<size_t>(device.index)];
+}
+
+namespace {
+std::atomic<int> narrowed_index{-1};
+}  // namespace
+
+void set_narrowed_device(const Device& device) { narrowed_index = device.is_gpu() ? device.index : -1; }
+
+int cuda_ordinal(const Device& device) { return device.is_gpu() && device.index == narrowed_index.load() ? 0 : device.index; }
+
+uint64_t memory_in_use(const Device& device) {
+  if (device.is_gpu()) {
+    const auto [free_bytes, total_bytes] = detail::CudaDriver::instance().memory_info(cuda_ordinal(device));
+    return total_bytes - free_bytes;
+  }
+  std::ifstream statm("/proc/self/statm");
+  uint64_t size = 0;
+  uint64_t resident = 0;
+  statm >> size >> resident;
+  return resident * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
 }
 
 Device default_device() { return gpu_count() > 0 ? Device::cuda(0) : Device::cpu(); }

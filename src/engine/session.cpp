@@ -73,25 +73,12 @@ TensorSpec spec_of(const std::string& name, const Ort::TypeInfo& info) {
 /// `bytes` of device memory on `device`, freed with the last copy of the tensor.
 Tensor allocate_on_gpu(const std::string& name, ElementType type, const std::vector<int64_t>& shape, size_t bytes,
                        const Device& device) {
-  const int ordinal = device.index;
+  const int ordinal = cuda_ordinal(device);
   void* memory = detail::CudaDriver::instance().allocate(ordinal, bytes);
   Tensor t = Tensor::borrow(name, type, shape, memory, device);
   t.bytes = bytes;
   t.owner = std::shared_ptr<void>(memory, [ordinal](void* p) { detail::CudaDriver::instance().release(ordinal, p); });
   return t;
-}
-
-/// Memory in use where `device` keeps a session's state: the GPU's, or this process's resident set.
-uint64_t memory_in_use(const Device& device) {
-  if (device.is_gpu()) {
-    const auto [free_bytes, total_bytes] = detail::CudaDriver::instance().memory_info(device.index);
-    return total_bytes - free_bytes;
-  }
-  std::ifstream statm("/proc/self/statm");
-  uint64_t size = 0;
-  uint64_t resident = 0;
-  statm >> size >> resident;
-  return resident * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
 }
 
 double ms_since(std::chrono::steady_clock::time_point start) {
@@ -154,7 +141,7 @@ struct Session::Impl {
   }
 
   Ort::MemoryInfo gpu_memory() const {
-    return Ort::MemoryInfo("Cuda", OrtArenaAllocator, spec.device.index, OrtMemTypeDefault);
+    return Ort::MemoryInfo("Cuda", OrtArenaAllocator, cuda_ordinal(spec.device), OrtMemTypeDefault);
   }
   bool graph_mode() const { return spec.device.is_gpu() && spec.config.cuda.cuda_graph; }
   int max_sessions() const { return std::max(1, spec.config.shapes.max_sessions); }
@@ -193,7 +180,7 @@ Ort::SessionOptions Session::Impl::make_options(bool first) {
   if (first && !spec.profile_prefix.empty()) so.EnableProfiling(spec.profile_prefix.c_str());
   if (spec.device.is_gpu()) {
     try {
-      ProviderAttachment attached = detail::attach_cuda(so, spec.device.index, spec.config.cuda);
+      ProviderAttachment attached = detail::attach_cuda(so, cuda_ordinal(spec.device), spec.config.cuda);
       if (first) provider = std::move(attached);
     } catch (const Error& e) {
       throw e.at(lane);
@@ -230,8 +217,8 @@ void Session::Impl::create() {
     auto& driver = detail::CudaDriver::instance();
     // Creating the primary context here, outside ONNX Runtime, makes its cost visible and lets a
     // fleet create the contexts of several GPUs in parallel.
-    auto p = driver.holds_context(spec.device.index) ? std::nullopt : phase(phase::cuda_context);
-    driver.retain_primary_context(spec.device.index);
+    auto p = driver.holds_context(cuda_ordinal(spec.device)) ? std::nullopt : phase(phase::cuda_context);
+    driver.retain_primary_context(cuda_ordinal(spec.device));
     retained_context = true;
   } else {
     provider.path = "cpu";
@@ -401,7 +388,7 @@ Session::~Session() {
     impl_->sessions.clear();
     impl_->profiled.reset();
     impl_->shared_weights.reset();
-    detail::CudaDriver::instance().release_primary_context(impl_->spec.device.index);
+    detail::CudaDriver::instance().release_primary_context(cuda_ordinal(impl_->spec.device));
   }
 }
 Session::Session(Session&&) noexcept = default;
@@ -487,9 +474,9 @@ std::vector<Tensor> Session::Impl::pad(const std::vector<Tensor>& given, int64_t
     }
     auto& driver = detail::CudaDriver::instance();
     Tensor padded = allocate_on_gpu(t.name, t.type, shape, bytes, t.device);
-    driver.copy_on_device(t.device.index, padded.data, t.data, t.bytes);
+    driver.copy_on_device(cuda_ordinal(t.device), padded.data, t.data, t.bytes);
     const std::vector<std::byte> zeros(bytes - t.bytes);
-    if (!zeros.empty()) driver.copy_to_device(t.device.index, static_cast<std::byte*>(padded.data) + t.bytes, zeros.data(), zeros.size());
+    if (!zeros.empty()) driver.copy_to_device(cuda_ordinal(t.device), static_cast<std::byte*>(padded.data) + t.bytes, zeros.data(), zeros.size());
     out.push_back(std::move(padded));
   }
   return out;
@@ -563,11 +550,11 @@ std::vector<Tensor> Session::Impl::run_plain(ShapeSession& shape_session, const 
   if (std::any_of(given.begin(), given.end(), [](const Tensor& t) { return t.on_gpu(); })) {
     // GPU inputs may have been written on another stream (PyTorch's, CuPy's): let that work finish
     // before ONNX Runtime's stream reads them.
-    detail::CudaDriver::instance().synchronize(spec.device.index);
+    detail::CudaDriver::instance().synchronize(cuda_ordinal(spec.device));
   }
   Ort::RunOptions run_options;
   if (shrink_arena) {
-    const std::string arena = spec.device.is_gpu() ? "gpu:" + std::to_string(spec.device.index) : "cpu:0";
+    const std::string arena = spec.device.is_gpu() ? "gpu:" + std::to_string(cuda_ordinal(spec.device)) : "cpu:0";
     run_options.AddConfigEntry("memory.enable_memory_arena_shrinkage", arena.c_str());
   }
   std::vector<Ort::Value> out_values;
@@ -608,7 +595,7 @@ std::vector<Tensor> Session::Impl::run_plain(ShapeSession& shape_session, const 
 
 std::vector<Tensor> Session::Impl::run_graph(ShapeSession& g, const std::vector<Tensor>& given, bool outputs_on_device) {
   auto& driver = detail::CudaDriver::instance();
-  const int ordinal = spec.device.index;
+  const int ordinal = cuda_ordinal(spec.device);
   std::lock_guard replay(g.graph_mutex);
   if (g.graph_inputs.empty()) {
     // The buffers this session's graph will be captured on: the inputs of its first call, copied.

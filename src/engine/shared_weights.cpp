@@ -34,10 +34,10 @@ SharedWeights::SharedWeights(const std::string& optimised_model, const Device& d
   for (const auto& w : weights) total += aligned(w.bytes);
   if (total == 0) return;
   auto& driver = CudaDriver::instance();
-  memory_ = driver.allocate(device.index, total);
+  memory_ = driver.allocate(cuda_ordinal(device), total);
   bytes_ = total;
   std::map<std::string, std::unique_ptr<MappedFile>> files;  // the .onnx and its data file, mapped once
-  const Ort::MemoryInfo gpu("Cuda", OrtArenaAllocator, device.index, OrtMemTypeDefault);
+  const Ort::MemoryInfo gpu("Cuda", OrtArenaAllocator, cuda_ordinal(device), OrtMemTypeDefault);
   uint64_t offset = 0;
   for (const auto& w : weights) {
     auto& file = files[w.file];
@@ -46,7 +46,7 @@ SharedWeights::SharedWeights(const std::string& optimised_model, const Device& d
       throw Error("initializer '" + w.name + "' lies outside " + w.file, "Clear the model cache: ortfleet cache clear", device.to_string());
     }
     auto* slot = static_cast<std::byte*>(memory_) + offset;
-    driver.copy_to_device(device.index, slot, static_cast<const std::byte*>(file->data()) + w.offset, w.bytes);
+    driver.copy_to_device(cuda_ordinal(device), slot, static_cast<const std::byte*>(file->data()) + w.offset, w.bytes);
     values_.push_back(Ort::Value::CreateTensor(gpu, slot, w.bytes, w.dims.data(), w.dims.size(),
                                                static_cast<ONNXTensorElementDataType>(w.type)));
     names_.push_back(w.name);
@@ -57,7 +57,7 @@ SharedWeights::SharedWeights(const std::string& optimised_model, const Device& d
 
 SharedWeights::~SharedWeights() {
   values_.clear();
-  if (memory_ != nullptr) CudaDriver::instance().release(device_.index, memory_);
+  if (memory_ != nullptr) CudaDriver::instance().release(cuda_ordinal(device_), memory_);
 }
 
 void SharedWeights::add_to(Ort::SessionOptions& options) const {

@@ -8,10 +8,12 @@
 #include <thread>
 
 #include "fleet/local_start.hpp"
+#include "fleet/pool_server.hpp"
 #include "fleet/worker.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/runtime.hpp"
 #include "ortfleet/engine/model_file.hpp"
+#include "ortfleet/fleet/worker_pool.hpp"
 #include "process/ipc.hpp"
 
 namespace ortfleet {
@@ -66,8 +68,16 @@ struct Fleet::Impl {
     bool after_ready;  // it failed while running (its worker died or hung), not while starting
   };
   std::vector<std::optional<Failure>> failures;
-  std::vector<detail::LocalDeviceResult> local;               // in-process sessions
-  std::vector<std::unique_ptr<detail::WorkerProcess>> workers;  // or one worker per device
+  std::vector<detail::LocalDeviceResult> local;  // in-process sessions
+  /// Or a session in a worker process, reached through a channel to it.
+  struct Remote {
+    std::shared_ptr<detail::WorkerProcess> process;  // its own worker, or the pool's (kept alive while in use)
+    std::unique_ptr<detail::WorkerChannel> attached;  // a channel of its own to a pool's worker
+    std::string session;
+    detail::WorkerChannel* channel() const { return attached ? attached.get() : &process->channel(); }
+  };
+  std::vector<Remote> remotes;
+  std::unique_ptr<detail::MessageChannel> pool_connection;  // to the `ortfleet serve` daemon
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;
   std::thread coordinator;
@@ -153,6 +163,35 @@ struct Fleet::Impl {
     });
   }
 
+  /// Runs `start_device(i)` for every device on a thread of its own; a throw fails that device only.
+  template <class StartDevice>
+  void for_each_device(StartDevice start_device) {
+    remotes.resize(options.devices.size());
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < options.devices.size(); ++i) {
+      mark_starting(i);
+      threads.emplace_back([&, i] {
+        try {
+          start_device(i);
+        } catch (const std::exception& e) {
+          mark_failed(i, Error::from(e).at(options.devices[i].to_string()));
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+  }
+
+  /// The one place a worker's session becomes this fleet's.
+  void adopt(size_t i, Remote remote, detail::WorkerReady ready) {
+    timeline.add_all(ready.timeline);
+    remote.session = ready.session;
+    {
+      std::lock_guard lock(mutex);
+      remotes[i] = std::move(remote);
+    }
+    mark_ready(i, std::move(ready.status), ready.inputs, ready.outputs);
+  }
+
   void run_workers(detail::LocalMode mode) {
     std::string executable;
     try {
@@ -162,42 +201,58 @@ struct Fleet::Impl {
       return;
     }
     // The workers must load the ONNX Runtime this process would: resolve it once, here.
-    std::string ort_library = options.ort_library;
-    if (ort_library.empty()) {
-      for (const auto& c : runtime_candidates()) {
-        if (c.exists) {
-          ort_library = c.path;
-          break;
+    const std::string ort_library = detail::resolve_ort_library(options.ort_library);
+    for_each_device([&](size_t i) {
+      Remote remote;
+      remote.process = std::make_shared<detail::WorkerProcess>(executable, options.devices[i], options.narrow_workers);
+      {
+        std::lock_guard lock(mutex);
+        status[i].pid = remote.process->pid();
+      }
+      auto plan = plan_for({options.devices[i]}, mode);
+      plan.ort_library = ort_library;
+      auto ready = remote.process->start(plan, options.start_timeout_s);
+      adopt(i, std::move(remote), std::move(ready));
+    });
+  }
+
+  void run_on_pool() {
+    for_each_device([&](size_t i) {
+      Remote remote;
+      remote.process = options.pool->worker(options.devices[i], options.start_timeout_s);
+      // A channel of this fleet's own: its runs do not queue behind other fleets', and closing it lets
+      // go of the session.
+      remote.attached = std::make_unique<detail::WorkerChannel>(remote.process->attach({}, options.start_timeout_s),
+                                                                options.devices[i], remote.process->pid());
+      auto plan = plan_for({options.devices[i]}, detail::LocalMode::overlapped);
+      plan.ort_library = options.pool->options().ort_library;
+      auto ready = remote.attached->start(plan, options.start_timeout_s);
+      adopt(i, std::move(remote), std::move(ready));
+    });
+  }
+
+  void run_on_pool_server() {
+    remotes.resize(options.devices.size());
+    for (size_t i = 0; i < status.size(); ++i) mark_starting(i);
+    try {
+      auto plan = plan_for(options.devices, detail::LocalMode::overlapped);
+      auto opened = detail::open_on_pool_server(options.pool_socket, plan, options.start_timeout_s);
+      pool_connection = std::move(opened.connection);
+      for (size_t i = 0; i < opened.devices.size(); ++i) {
+        auto& d = opened.devices[i];
+        if (d.error) {
+          mark_failed(i, *d.error);
+          continue;
         }
+        Remote remote;
+        remote.attached = std::move(d.channel);
+        adopt(i, std::move(remote), std::move(*d.ready));
+      }
+    } catch (const std::exception& e) {
+      for (size_t i = 0; i < status.size(); ++i) {
+        if (status[i].state == DeviceState::starting) mark_failed(i, Error::from(e));
       }
     }
-    workers.resize(options.devices.size());
-    std::vector<std::thread> threads;
-    for (size_t i = 0; i < options.devices.size(); ++i) {
-      mark_starting(i);
-      threads.emplace_back([&, i, ort_library] {
-        const Device device = options.devices[i];
-        try {
-          auto worker = std::make_unique<detail::WorkerProcess>(executable, device);
-          {
-            std::lock_guard lock(mutex);
-            status[i].pid = worker->pid();
-          }
-          auto plan = plan_for({device}, mode);
-          plan.ort_library = ort_library;
-          auto ready = worker->start(plan, options.start_timeout_s);
-          timeline.add_all(ready.timeline);
-          {
-            std::lock_guard lock(mutex);
-            workers[i] = std::move(worker);
-          }
-          mark_ready(i, std::move(ready.status), ready.inputs, ready.outputs);
-        } catch (const std::exception& e) {
-          mark_failed(i, Error::from(e).at(device.to_string()));
-        }
-      });
-    }
-    for (auto& t : threads) t.join();
   }
 };
 
@@ -223,7 +278,16 @@ Fleet::Fleet(std::string model_path, FleetOptions options) : impl_(std::make_uni
   const auto gpus = std::count_if(s.options.devices.begin(), s.options.devices.end(), [](const Device& d) { return d.is_gpu(); });
   // Several GPUs in one process contend inside the CUDA driver and ONNX Runtime (module loading,
   // cuDNN/cuBLAS handle creation, allocation): the fleet gives each GPU its own process.
-  s.use_workers = s.strategy == Strategy::processes || (s.strategy == Strategy::fleet && gpus > 1);
+  s.use_workers = s.strategy == Strategy::processes || (s.strategy == Strategy::fleet && gpus > 1) || s.options.pool != nullptr ||
+                  !s.options.pool_socket.empty();
+  const bool on_pool = s.options.pool != nullptr || !s.options.pool_socket.empty();
+  if (s.options.pool != nullptr && !s.options.pool_socket.empty()) {
+    throw Error("a fleet starts on one pool: both a WorkerPool and a pool socket were given", "Give one of them");
+  }
+  if (on_pool && s.strategy != Strategy::fleet) {
+    throw Error("a worker pool starts sessions the fleet's way, not with strategy " + to_string(s.strategy),
+                "Leave the strategy at auto or fleet when starting on a pool");
+  }
   for (const auto& d : s.options.devices) {
     DeviceStatus st;
     st.device = d;
@@ -250,7 +314,9 @@ void Fleet::start() {
       case Strategy::processes: s.run_workers(detail::LocalMode::threads); break;
       case Strategy::fleet:
       case Strategy::automatic:
-        if (s.use_workers) s.run_workers(detail::LocalMode::overlapped);
+        if (s.options.pool != nullptr) s.run_on_pool();
+        else if (!s.options.pool_socket.empty()) s.run_on_pool_server();
+        else if (s.use_workers) s.run_workers(detail::LocalMode::overlapped);
         else s.run_local(detail::LocalMode::overlapped);
         break;
     }
@@ -294,7 +360,8 @@ std::vector<TensorSpec> Fleet::outputs() const {
 std::vector<Tensor> Fleet::run(const Device& device, const std::vector<Tensor>& inputs, bool outputs_on_device) {
   auto& s = *impl_;
   Session* session = nullptr;
-  detail::WorkerProcess* worker = nullptr;
+  detail::WorkerChannel* worker = nullptr;
+  std::string remote_session;
   {
     std::unique_lock lock(s.mutex);
     const size_t i = s.index_of(device);
@@ -313,7 +380,10 @@ std::vector<Tensor> Fleet::run(const Device& device, const std::vector<Tensor>& 
       throw Error(device.to_string() + " failed to start: " + failure.error.what_failed(), failure.error.hint(), device.to_string());
     }
     if (s.status[i].state != DeviceState::ready) throw Error("the fleet is shut down", {}, device.to_string());
-    if (s.use_workers) worker = s.workers[i].get();
+    if (s.use_workers) {
+      worker = s.remotes[i].channel();
+      remote_session = s.remotes[i].session;
+    }
     else session = s.local[i].session.get();
   }
   if (worker != nullptr) {
@@ -322,7 +392,7 @@ std::vector<Tensor> Fleet::run(const Device& device, const std::vector<Tensor>& 
                   "Start the fleet with strategy threads or sequential for device outputs", device.to_string());
     }
     try {
-      return worker->run(inputs, s.options.run_timeout_s);
+      return worker->run(remote_session, inputs, s.options.run_timeout_s);
     } catch (const Error& e) {
       // A worker that died or was killed for not answering serves no later run: the device has failed.
       if (!worker->alive()) s.mark_failed(s.index_of(device), e, /*after_ready=*/true);
@@ -341,7 +411,13 @@ void Fleet::shutdown() {
   if (s.shut_down) return;
   s.shut_down = true;
   s.local.clear();
-  s.workers.clear();
+  // A pool keeps the sessions resident for the next fleet; let go of them now, not whenever the
+  // worker notices the channel closed, so that the next start may evict them.
+  for (auto& r : s.remotes) {
+    if (r.attached && r.attached->alive()) r.attached->release(r.session);
+  }
+  s.remotes.clear();  // own workers stop; channels to a pool close
+  s.pool_connection.reset();
   for (auto& st : s.status) {
     if (st.state == DeviceState::ready) st.state = DeviceState::stopped;
   }

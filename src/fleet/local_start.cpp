@@ -1,6 +1,5 @@
 #include "fleet/local_start.hpp"
 
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -33,17 +32,6 @@ std::string profile_prefix(const LocalStartPlan& plan, const Device& device) {
   std::string name = device.to_string();
   std::replace(name.begin(), name.end(), ':', '-');
   return (fs::path(plan.profile_dir) / ("ort-profile-" + name)).string();
-}
-
-/// Device memory in use (GPU: the whole device, as the driver reports it) or this process's peak RSS.
-uint64_t memory_in_use(const Device& device) {
-  if (device.is_gpu()) {
-    const auto [free_bytes, total_bytes] = CudaDriver::instance().memory_info(device.index);
-    return total_bytes - free_bytes;
-  }
-  rusage usage{};
-  ::getrusage(RUSAGE_SELF, &usage);
-  return static_cast<uint64_t>(usage.ru_maxrss) * 1024;
 }
 
 /// Creates and warms up one device's session; never throws (the error lands in `result`).
@@ -109,6 +97,64 @@ RunConfig tuned_for_fleet(const RunConfig& config, const Device& device, int fle
   return tuned;
 }
 
+PreparedRuntime prepare_runtime(const LocalStartPlan& plan, Timeline& timeline) {
+  PreparedRuntime out;
+  out.device_errors.resize(plan.devices.size());
+  const bool any_gpu = std::any_of(plan.devices.begin(), plan.devices.end(), [](const Device& d) { return d.is_gpu(); });
+  std::thread load_ep_library;
+  std::thread init_cuda;
+  if (any_gpu) {
+    // Before cuInit, which the next threads start: the fleet's CUDA settings for this process.
+    const auto gpu = std::find_if(plan.devices.begin(), plan.devices.end(), [](const Device& d) { return d.is_gpu(); });
+    apply_cuda_environment(tuned_for_fleet(plan.config, *gpu, plan.fleet_size));
+    load_ep_library = std::thread([&] {
+      auto p = timeline.scope(phase::ep_library_load, kProcessLane);
+      if (!preload_cuda_ep_library()) p.arg("loaded", "false");
+    });
+    // cuInit, then every GPU's primary context in parallel (contexts of different GPUs do not wait
+    // for each other inside the driver).
+    init_cuda = std::thread([&] {
+      {
+        auto p = timeline.scope(phase::cuda_init, kProcessLane);
+        CudaDriver::instance();
+      }
+      std::vector<std::thread> per_gpu;
+      for (size_t i = 0; i < plan.devices.size(); ++i) {
+        if (!plan.devices[i].is_gpu()) continue;
+        per_gpu.emplace_back([&, i] {
+          try {
+            auto p = timeline.scope(phase::cuda_context, plan.devices[i].to_string());
+            CudaDriver::instance().retain_primary_context(cuda_ordinal(plan.devices[i]));
+          } catch (const std::exception& e) {
+            out.device_errors[i] = Error::from(e);
+          }
+        });
+      }
+      for (auto& t : per_gpu) t.join();
+    });
+  }
+  try {
+    auto p = timeline.scope(phase::runtime_load, kProcessLane);
+    load_runtime(plan.ort_library);
+    ort_env();
+  } catch (const std::exception& e) {
+    out.error = Error::from(e);
+  }
+  if (load_ep_library.joinable()) load_ep_library.join();
+  if (any_gpu && !out.error) {
+    try {
+      // Registration finds the library loaded; cuInit may still be running, in which case the EP's
+      // device query waits for it inside the driver.
+      auto p = timeline.scope(phase::ep_register, kProcessLane);
+      p.arg("path", prepare_cuda_provider().path);
+    } catch (const std::exception& e) {
+      out.error = Error::from(e);
+    }
+  }
+  if (init_cuda.joinable()) init_cuda.join();
+  return out;
+}
+
 void start_locally(const LocalStartPlan& plan, Timeline& timeline, std::vector<LocalDeviceResult>& results,
                    const std::function<void(size_t)>& on_done) {
   results.clear();
@@ -155,7 +201,6 @@ void start_locally(const LocalStartPlan& plan, Timeline& timeline, std::vector<L
   }
 
   // Overlapped: everything that does not depend on anything else starts at once.
-  const bool any_gpu = std::any_of(plan.devices.begin(), plan.devices.end(), [](const Device& d) { return d.is_gpu(); });
   std::unique_ptr<MappedFile> model;
   std::optional<Error> model_error;
   std::thread read_model([&] {
@@ -168,85 +213,20 @@ void start_locally(const LocalStartPlan& plan, Timeline& timeline, std::vector<L
       model_error = Error::from(e);
     }
   });
-  std::thread load_ep_library;
-  std::thread init_cuda;
-  std::vector<std::shared_future<std::optional<Error>>> contexts(results.size());
-  if (any_gpu) {
-    // Before cuInit, which the next threads start: the fleet's CUDA settings for this process.
-    const auto gpu = std::find_if(plan.devices.begin(), plan.devices.end(), [](const Device& d) { return d.is_gpu(); });
-    apply_cuda_environment(tuned_for_fleet(plan.config, *gpu, plan.fleet_size));
-    load_ep_library = std::thread([&] {
-      auto p = timeline.scope(phase::ep_library_load, kProcessLane);
-      if (!preload_cuda_ep_library()) p.arg("loaded", "false");
-    });
-    // cuInit, then every GPU's primary context in parallel (contexts of different GPUs do not wait
-    // for each other inside the driver).
-    std::vector<std::shared_ptr<std::promise<std::optional<Error>>>> promises;
-    for (size_t i = 0; i < results.size(); ++i) {
-      auto promise = std::make_shared<std::promise<std::optional<Error>>>();
-      contexts[i] = promise->get_future().share();
-      promises.push_back(promise);
-    }
-    init_cuda = std::thread([&, promises] {
-      {
-        auto p = timeline.scope(phase::cuda_init, kProcessLane);
-        CudaDriver::instance();
-      }
-      std::vector<std::thread> per_gpu;
-      for (size_t i = 0; i < results.size(); ++i) {
-        if (!results[i].device.is_gpu()) {
-          promises[i]->set_value(std::nullopt);
-          continue;
-        }
-        per_gpu.emplace_back([&, i, promise = promises[i]] {
-          try {
-            auto p = timeline.scope(phase::cuda_context, results[i].device.to_string());
-            CudaDriver::instance().retain_primary_context(results[i].device.index);
-            promise->set_value(std::nullopt);
-          } catch (const std::exception& e) {
-            promise->set_value(Error::from(e));
-          }
-        });
-      }
-      for (auto& t : per_gpu) t.join();
-    });
-  }
-  std::optional<Error> runtime_error;
-  try {
-    auto p = timeline.scope(phase::runtime_load, kProcessLane);
-    load_runtime(plan.ort_library);
-    ort_env();
-  } catch (const std::exception& e) {
-    runtime_error = Error::from(e);
-  }
-  if (load_ep_library.joinable()) load_ep_library.join();
-  if (any_gpu && !runtime_error) {
-    try {
-      // Registration finds the library loaded; cuInit may still be running, in which case the EP's
-      // device query waits for it inside the driver.
-      auto p = timeline.scope(phase::ep_register, kProcessLane);
-      p.arg("path", prepare_cuda_provider().path);
-    } catch (const std::exception& e) {
-      runtime_error = Error::from(e);
-    }
-  }
+  const PreparedRuntime prepared = prepare_runtime(plan, timeline);
   read_model.join();
-  if (runtime_error || model_error) {
-    if (init_cuda.joinable()) init_cuda.join();
-    fail_all(runtime_error ? *runtime_error : *model_error);
+  if (prepared.error || model_error) {
+    fail_all(prepared.error ? *prepared.error : *model_error);
     return;
   }
 
   std::vector<std::thread> threads;
   for (size_t i = 0; i < results.size(); ++i) {
     threads.emplace_back([&, i] {
-      if (contexts[i].valid()) {
-        const std::optional<Error> error = contexts[i].get();
-        if (error) {
-          results[i].error = error;
-          on_done(i);
-          return;
-        }
+      if (prepared.device_errors[i]) {
+        results[i].error = prepared.device_errors[i];
+        on_done(i);
+        return;
       }
       const RunConfig config = tuned_for_fleet(plan.config, results[i].device, plan.fleet_size);
       bring_up(plan, config, model->data(), model->size(), timeline, results[i]);
@@ -254,7 +234,6 @@ void start_locally(const LocalStartPlan& plan, Timeline& timeline, std::vector<L
     });
   }
   for (auto& t : threads) t.join();
-  if (init_cuda.joinable()) init_cuda.join();
   // The sessions hold their own copies of everything they need from the model bytes.
   model.reset();
 }

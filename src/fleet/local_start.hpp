@@ -43,6 +43,18 @@ struct LocalDeviceResult {
 /// The status of a device that became ready (state, provider, when, memory, pid of this process).
 DeviceStatus ready_status(const LocalDeviceResult& result);
 
+/// What preparing the runtime for a plan's devices found: the first error that stops every device
+/// (ONNX Runtime or the CUDA EP would not load), and per device its context's error.
+struct PreparedRuntime {
+  std::optional<Error> error;
+  std::vector<std::optional<Error>> device_errors;  ///< one per plan device
+};
+
+/// Everything a session needs before its model, overlapped: ONNX Runtime and the CUDA EP loaded and
+/// registered, cuInit, and each GPU's primary context. What a warm worker has done before any model
+/// arrives; repeating it in the same process costs next to nothing. Never throws.
+PreparedRuntime prepare_runtime(const LocalStartPlan& plan, Timeline& timeline);
+
 /// Brings every device of the plan to ready. `results` gets one entry per device before any work
 /// starts, filled in place; `on_done(i)` is called (from any thread) as device i becomes ready or
 /// fails; a failure never stops the other devices. Phases go into `timeline`.

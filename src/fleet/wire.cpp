@@ -60,7 +60,7 @@ json status_to_json(const DeviceStatus& d) {
   return {{"device", d.device.to_string()}, {"state", to_string(d.state)},    {"error", d.error},
           {"provider", d.provider},         {"provider_note", d.provider_note}, {"ready_ms", d.ready_ms},
           {"ready_ns", d.ready_ns},         {"pid", d.pid},                   {"profile_path", d.profile_path},
-          {"memory_bytes", d.memory_bytes}};
+          {"memory_bytes", d.memory_bytes}, {"resident", d.resident}};
 }
 
 DeviceStatus status_from_json(const json& j) {
@@ -77,6 +77,7 @@ DeviceStatus status_from_json(const json& j) {
   s.pid = j.value("pid", 0);
   s.profile_path = j.value("profile_path", "");
   s.memory_bytes = j.value("memory_bytes", uint64_t{0});
+  s.resident = j.value("resident", false);
   return s;
   });
 }

@@ -7,14 +7,20 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <thread>
 
 #include "base/system_paths.hpp"
+#include "engine/content_hash.hpp"
 #include "engine/cuda_driver.hpp"
+#include "engine/model_digest.hpp"
 #include "fleet/wire.hpp"
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/engine/cache.hpp"
+#include "ortfleet/engine/runtime.hpp"
 #include "ortfleet/fleet/worker.hpp"
 #include "process/spawn.hpp"
 
@@ -28,6 +34,10 @@ constexpr const char* kWorkerName = "ortfleet-worker";
 // The parent's log level, so that `ortfleet -v` shows a worker's debug messages (ONNX Runtime's raw
 // error text among them) too.
 constexpr const char* kLogLevelVariable = "ORTFLEET_WORKER_LOG_LEVEL";
+// Control requests (init, release, attach, status) are quick; a worker silent this long is hung.
+constexpr double kControlTimeoutS = 60;
+// Letting go of a session at shutdown: not worth holding up a job's exit for long.
+constexpr double kReleaseTimeoutS = 10;
 
 json failure(const std::exception& e) { return {{"event", "failed"}, {"error", error_to_json(e)}}; }
 
@@ -39,6 +49,11 @@ void delay_start_if_asked(const std::string& device) {
   if (equals == std::string::npos || setting->substr(0, equals) != device) return;
   std::this_thread::sleep_for(std::chrono::duration<double>(std::stod(setting->substr(equals + 1))));
 }
+
+const char* kTimeoutHint =
+    "The worker was killed. If this is expected to take that long, raise the timeout (ortfleet start --timeout, "
+    "FleetOptions::start_timeout_s / run_timeout_s, Fleet(start_timeout=..., run_timeout=...)); else look for what "
+    "stopped it (SIGSTOP, a debugger, a hung GPU driver)";
 }  // namespace
 
 std::string seconds_text(double seconds) { return fmt::format("{:g} s", seconds); }
@@ -60,60 +75,41 @@ std::string find_worker_executable(const std::string& explicit_path) {
               "Set ORTFLEET_WORKER to its path, or use --strategy threads or sequential");
 }
 
-WorkerProcess::WorkerProcess(const std::string& executable, const Device& device) : device_(device) {
-  auto [mine, theirs] = MessageChannel::socket_pair();
-  SpawnRequest request;
-  request.argv = {executable, "--channel-fd=" + std::to_string(kChannelFd), "--device=" + device.to_string()};  // the device shows in ps
-  request.descriptors = {{theirs.get(), kChannelFd}};
-  const auto level = spdlog::level::to_string_view(spdlog::get_level());
-  request.environment[kLogLevelVariable] = std::string(level.data(), level.size());
-  try {
-    const Spawned spawned = spawn_process(request);
-    pid_ = spawned.pid;
-    spawn_ns_ = spawned.spawn_ns;
-  } catch (const Error& e) {
-    throw Error("cannot start the worker process: " + e.what_failed(), "Check that it is executable, or set ORTFLEET_WORKER",
-                device.to_string());
+std::string resolve_ort_library(const std::string& explicit_library) {
+  if (!explicit_library.empty()) return explicit_library;
+  for (const auto& c : runtime_candidates()) {
+    if (c.exists) return c.path;
   }
-  channel_ = std::make_unique<MessageChannel>(std::move(mine));
+  return {};
 }
 
-WorkerProcess::~WorkerProcess() { stop(); }
+// --- one channel, the parent's or a client's side ---------------------------------------------------
 
-void WorkerProcess::died(const std::string& doing) {
-  int status = 0;
-  std::string how = "closed its connection";
-  if (pid_ > 0 && ::waitpid(pid_, &status, 0) == pid_) {
-    how = describe_exit_status(status);
-    pid_ = -1;
-  }
+WorkerChannel::WorkerChannel(UniqueFd socket, Device device, int pid, Hooks hooks)
+    : device_(std::move(device)), pid_(pid), hooks_(std::move(hooks)), channel_(std::move(socket)) {}
+
+bool WorkerChannel::alive() const {
+  std::lock_guard lock(mutex_);
+  return gone_.empty();
+}
+
+void WorkerChannel::gone(const std::string& doing) {
+  const std::string how = hooks_.how_it_ended ? hooks_.how_it_ended() : "closed its connection";
   const std::string what = "the worker process for " + device_.to_string() + " " + how + " while " + doing;
   if (gone_.empty()) gone_ = what;
   throw Error(what, "Its messages above say why; run with --strategy threads to see the failure in-process", device_.to_string());
 }
 
-void WorkerProcess::unresponsive(const Error& why) {
-  // Silent but alive (stopped, hung in a driver call): it will not answer later either, and it may hold
-  // a GPU. SIGKILL ends a stopped process too.
-  if (pid_ > 0) {
-    ::kill(pid_, SIGKILL);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
-  }
-  gone_ = why.what_failed() + "; it was killed";
-  throw why;
-}
-
-bool WorkerProcess::alive() const {
-  std::lock_guard lock(mutex_);
-  return gone_.empty() && pid_ > 0;
-}
-
-Message WorkerProcess::expect(Received reply, const char* expected, const std::string& doing, const std::string& timed_out,
+Message WorkerChannel::expect(Received reply, const char* expected, const std::string& doing, const std::string& timed_out,
                               const std::string& timeout_hint) {
-  if (reply.kind == Received::Kind::timed_out) unresponsive(Error(timed_out, timeout_hint, device_.to_string()));
-  if (reply.kind == Received::Kind::closed) died(doing);
+  if (reply.kind == Received::Kind::timed_out) {
+    // Silent but alive (stopped, hung in a driver call): it will not answer later either, and it may
+    // hold a GPU.
+    if (hooks_.kill) hooks_.kill();
+    gone_ = timed_out + (hooks_.kill ? "; it was killed" : "");
+    throw Error(timed_out, timeout_hint, device_.to_string());
+  }
+  if (reply.kind == Received::Kind::closed) gone(doing);
   if (!reply.message.body.is_object()) throw Error("the worker process sent a message that is not an object", {}, device_.to_string());
   if (reply.message.body.value("event", "") != expected) {
     throw error_from_json(reply.message.body.value("error", json()), device_.to_string());
@@ -121,20 +117,34 @@ Message WorkerProcess::expect(Received reply, const char* expected, const std::s
   return std::move(reply.message);
 }
 
-WorkerProcess::Ready WorkerProcess::start(const LocalStartPlan& plan, double timeout_s) {
+Message WorkerChannel::call(const json& request, const char* expected, double timeout_s, const std::vector<int>& fds) {
   std::lock_guard lock(mutex_);
-  const int64_t deadline = deadline_in(timeout_s, monotonic_ns());
-  const int pid = pid_;
-  channel_->send({{"op", "start"}, {"plan", plan_to_json(plan)}});
-  const json body =
-      expect(channel_->receive(deadline), "ready", "starting",
-             fmt::format("{} did not become ready within {}: its worker (pid {}) did not answer", device_.to_string(),
-                         seconds_text(timeout_s), pid),
-             "The worker was killed. If start-ups this long are expected, raise the start timeout (ortfleet start "
-             "--timeout, FleetOptions::start_timeout_s, Fleet(start_timeout=...)); else look for what stopped it "
-             "(SIGSTOP, a debugger, a hung GPU driver)")
-          .body;
-  Ready ready;
+  const std::string op = request.value("op", "request");
+  if (!gone_.empty()) throw Error(device_.to_string() + " has no worker any more: " + gone_, "Start a new Fleet", device_.to_string());
+  try {
+    channel_.send(request, fds);
+  } catch (const Error&) {
+    gone(op == "run" ? "running" : "handling '" + op + "'");  // the worker is gone: say how it ended
+  }
+  const std::string doing = op == "start" ? "starting" : op == "run" ? "running" : "handling '" + op + "'";
+  const std::string timed_out =
+      op == "start" ? fmt::format("{} did not become ready within {}: its worker (pid {}) did not answer", device_.to_string(),
+                                  seconds_text(timeout_s), pid_)
+      : op == "run" ? fmt::format("{} did not finish a run within {}: its worker (pid {}) did not answer", device_.to_string(),
+                                  seconds_text(timeout_s), pid_)
+                    : fmt::format("the worker for {} (pid {}) did not answer '{}' within {}", device_.to_string(), pid_, op,
+                                  seconds_text(timeout_s));
+  return expect(channel_.receive(deadline_in(timeout_s, monotonic_ns())), expected, doing, timed_out, kTimeoutHint);
+}
+
+WorkerReady WorkerChannel::start(const LocalStartPlan& plan, double timeout_s) {
+  return ready_from_json(call({{"op", "start"}, {"plan", plan_to_json(plan)}}, "ready", timeout_s).body);
+}
+
+WorkerReady ready_from_json(const json& body) {
+  WorkerReady ready;
+  ready.session = body.at("session").get<std::string>();
+  ready.resident = body.at("resident").get<bool>();
   ready.status = status_from_json(body.at("status"));
   ready.inputs = specs_from_json(body.at("inputs"));
   ready.outputs = specs_from_json(body.at("outputs"));
@@ -142,9 +152,7 @@ WorkerProcess::Ready WorkerProcess::start(const LocalStartPlan& plan, double tim
   return ready;
 }
 
-std::vector<Tensor> WorkerProcess::run(const std::vector<Tensor>& inputs, double timeout_s) {
-  std::lock_guard lock(mutex_);
-  if (!gone_.empty()) throw Error(device_.to_string() + " has no worker any more: " + gone_, "Start a new Fleet", device_.to_string());
+std::vector<Tensor> WorkerChannel::run(const std::string& session, const std::vector<Tensor>& inputs, double timeout_s) {
   // Device tensors are copied to the host first: a worker is another process (and CUDA context).
   std::vector<Tensor> host;
   for (const auto& t : inputs) {
@@ -153,25 +161,21 @@ std::vector<Tensor> WorkerProcess::run(const std::vector<Tensor>& inputs, double
       continue;
     }
     Tensor copy = Tensor::host_copy(t.name, t.type, t.shape, nullptr);
-    CudaDriver::instance().copy_to_host(t.device.index, copy.data, t.data, t.bytes);
+    CudaDriver::instance().copy_to_host(cuda_ordinal(t.device), copy.data, t.data, t.bytes);
     host.push_back(std::move(copy));
   }
-  const json described = pack_tensors(host, input_buffer_);
-  try {
-    channel_->send({{"op", "run"}, {"inputs", described}}, {input_buffer_->fd()});
-  } catch (const Error&) {
-    died("running");  // the worker is gone: say how it ended
+  json described;
+  int buffer_fd = -1;
+  {
+    std::lock_guard lock(mutex_);
+    described = pack_tensors(host, input_buffer_);
+    buffer_fd = input_buffer_->fd();
   }
-  const int pid = pid_;
-  Message reply = expect(channel_->receive(deadline_in(timeout_s, monotonic_ns())), "outputs", "running",
-                         fmt::format("{} did not finish a run within {}: its worker (pid {}) did not answer",
-                                     device_.to_string(), seconds_text(timeout_s), pid),
-                         "The worker was killed. If runs this long are expected, raise the run timeout "
-                         "(FleetOptions::run_timeout_s, Fleet(run_timeout=...)); else look for what stopped it "
-                         "(SIGSTOP, a debugger, a hung GPU driver)");
+  Message reply = call({{"op", "run"}, {"session", session}, {"inputs", described}}, "outputs", timeout_s, {buffer_fd});
   if (reply.fds.empty()) throw Error("the worker sent outputs without their shared memory", {}, device_.to_string());
   // The worker writes its next outputs into the same buffer: hand out copies (outputs are small next
   // to inputs: logits, embeddings) and keep the mapping for the next call.
+  std::lock_guard lock(mutex_);
   std::vector<Tensor> outputs;
   for (const auto& t : unpack_tensors(reply.body.at("outputs"), outputs_.map(std::move(reply.fds.front())))) {
     outputs.push_back(Tensor::host_copy(t.name, t.type, t.shape, t.data));
@@ -179,14 +183,106 @@ std::vector<Tensor> WorkerProcess::run(const std::vector<Tensor>& inputs, double
   return outputs;
 }
 
-void WorkerProcess::stop() {
-  std::lock_guard lock(mutex_);
-  if (pid_ <= 0) return;
+void WorkerChannel::release(const std::string& session) {
   try {
-    channel_->send({{"op", "stop"}});
-  } catch (const Error&) {
-    // already gone; reaped below
+    call({{"op", "release"}, {"session", session}}, "released", kReleaseTimeoutS);
+  } catch (const Error& e) {
+    spdlog::debug("releasing a session on {}: {}", device_.to_string(), e.what());
   }
+}
+
+// --- the worker process, as its parent sees it -------------------------------------------------------
+
+WorkerProcess::WorkerProcess(const std::string& executable, const Device& device, bool narrow) : device_(device) {
+  auto [mine, theirs] = MessageChannel::socket_pair();
+  SpawnRequest request;
+  request.argv = {executable, "--channel-fd=" + std::to_string(kChannelFd), "--device=" + device.to_string()};  // the device shows in ps
+  request.descriptors = {{theirs.get(), kChannelFd}};
+  const auto level = spdlog::level::to_string_view(spdlog::get_level());
+  request.environment[kLogLevelVariable] = std::string(level.data(), level.size());
+  if (narrow) {
+    if (auto visible = narrowed_visible_devices(device)) {
+      visible_ = *visible;
+      request.environment["CUDA_VISIBLE_DEVICES"] = visible_;
+      request.argv.push_back("--narrowed");
+    }
+  }
+  try {
+    const Spawned spawned = spawn_process(request);
+    pid_ = spawned.pid;
+    spawn_ns_ = spawned.spawn_ns;
+  } catch (const Error& e) {
+    throw Error("cannot start the worker process: " + e.what_failed(), "Check that it is executable, or set ORTFLEET_WORKER",
+                device.to_string());
+  }
+  WorkerChannel::Hooks hooks;
+  hooks.how_it_ended = [this] { return how_it_ended(); };
+  hooks.kill = [this] { kill_now(); };
+  channel_ = std::make_unique<WorkerChannel>(std::move(mine), device, pid_, std::move(hooks));
+}
+
+WorkerProcess::~WorkerProcess() { stop(); }
+
+std::string WorkerProcess::how_it_ended() {
+  std::lock_guard lock(process_mutex_);
+  int status = 0;
+  if (pid_ > 0 && ::waitpid(pid_, &status, 0) == pid_) {
+    ended_ = describe_exit_status(status);
+    pid_ = -1;
+  }
+  return ended_.empty() ? "closed its connection" : ended_;
+}
+
+void WorkerProcess::kill_now() {
+  std::lock_guard lock(process_mutex_);
+  // SIGKILL ends a stopped process too.
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGKILL);
+  int status = 0;
+  ::waitpid(pid_, &status, 0);
+  ended_ = "was killed for not answering";
+  pid_ = -1;
+}
+
+std::string WorkerProcess::exited() {
+  std::lock_guard lock(process_mutex_);
+  int status = 0;
+  if (pid_ > 0 && ::waitpid(pid_, &status, WNOHANG) == pid_) {
+    ended_ = describe_exit_status(status);
+    pid_ = -1;
+  }
+  return pid_ > 0 ? std::string() : (ended_.empty() ? "stopped" : ended_);
+}
+
+bool WorkerProcess::alive() const {
+  return channel_->alive() && pid_ > 0;
+}
+
+std::vector<TimelineEvent> WorkerProcess::initialise(const LocalStartPlan& plan, size_t max_resident_sessions, double timeout_s) {
+  const json body = channel_->call({{"op", "init"}, {"plan", plan_to_json(plan)}, {"max_resident_sessions", max_resident_sessions}},
+                                   "initialised", timeout_s)
+                        .body;
+  return Timeline::from_json(body.at("timeline").dump()).events();
+}
+
+UniqueFd WorkerProcess::attach(const std::vector<std::string>& sessions, double timeout_s) {
+  auto [mine, theirs] = MessageChannel::socket_pair();
+  channel_->call({{"op", "attach"}, {"hold", sessions}}, "attached", timeout_s, {theirs.get()});
+  return std::move(mine);
+}
+
+void WorkerProcess::stop() {
+  {
+    std::lock_guard lock(process_mutex_);
+    if (pid_ <= 0) return;
+  }
+  try {
+    channel_->call({{"op", "stop"}}, "stopping", 10);
+  } catch (const Error&) {
+    // already gone, or not answering: reaped below
+  }
+  std::lock_guard lock(process_mutex_);
+  if (pid_ <= 0) return;
   // Give it time to release its GPU memory cleanly, then insist.
   int status = 0;
   for (int i = 0; i < 200; ++i) {
@@ -203,74 +299,309 @@ void WorkerProcess::stop() {
 
 // --- the worker's side --------------------------------------------------------------------------
 
-int worker_main(int channel_fd) {
-  const int64_t main_ns = monotonic_ns();
-  if (auto level = env_var(kLogLevelVariable)) spdlog::set_level(spdlog::level::from_str(*level));
-  MessageChannel channel{UniqueFd(channel_fd)};
-  Timeline timeline(main_ns);
-  std::vector<LocalDeviceResult> results;
-  std::shared_ptr<SharedBuffer> output_buffer;  // reused: the parent copies outputs out before the next request
-  ReceivedBuffer inputs;                       // the parent's input buffer, mapped once
-  std::string lane;
+namespace {
+
+/// A session this worker keeps, and who holds it.
+struct ResidentSession {
+  std::string key;
+  std::string model;
+  LocalDeviceResult result;
+  int holders = 0;
+  int64_t last_used_ns = 0;
+  std::mutex run_mutex;  // one run at a time: its outputs land in the channel's buffer
+};
+
+/// Everything the worker's channels share: its device and its sessions.
+class WorkerState {
+ public:
+  WorkerState(Device device, int64_t main_ns) : device_(std::move(device)), main_ns_(main_ns) {}
+
+  const Device& device() const { return device_; }
+
+  json initialise(const LocalStartPlan& plan, size_t max_resident) {
+    std::lock_guard starting(start_mutex_);
+    initialised_ = true;
+    Timeline timeline(main_ns_);
+    if (auto spawn = env_var(kSpawnTimeVariable)) timeline.add({phase::process_start, lane(), std::stoll(*spawn), main_ns_, 0, {}});
+    const PreparedRuntime prepared = prepare_runtime(plan, timeline);
+    if (prepared.error) throw *prepared.error;
+    for (const auto& e : prepared.device_errors) {
+      if (e) throw *e;
+    }
+    if (max_resident > 0) max_resident_ = max_resident;
+    return {{"event", "initialised"}, {"timeline", on_my_lane(timeline)}};
+  }
+
+  /// Starts the plan's session, or finds it resident; the caller then holds it.
+  json start(const LocalStartPlan& plan, std::vector<std::string>& held) {
+    std::lock_guard starting(start_mutex_);  // one creation at a time: they would contend for one GPU
+    const std::string key = session_key(plan);
+    if (auto resident = find(key)) {
+      hold(key, held);
+      auto status = ready_status(resident->result);
+      status.ready_ns = monotonic_ns();
+      status.resident = true;
+      return ready_message(*resident, status, /*resident=*/true, Timeline(monotonic_ns()));
+    }
+    delay_start_if_asked(lane());
+    Timeline timeline(main_ns_);
+    if (!initialised_) {
+      // A worker that was not initialised first starts from its exec: show its process start too.
+      if (auto spawn = env_var(kSpawnTimeVariable)) timeline.add({phase::process_start, lane(), std::stoll(*spawn), main_ns_, 0, {}});
+      initialised_ = true;
+    }
+    auto session = std::make_shared<ResidentSession>();
+    session->key = key;
+    session->model = plan.model_path;
+    session->result = start_one(plan, timeline);
+    if (session->result.error && is_out_of_memory(*session->result.error) && evict(/*keep=*/0) > 0) {
+      spdlog::info("{}: out of device memory; evicted the sessions nobody held and starting again", lane());
+      session->result = start_one(plan, timeline);
+    }
+    if (session->result.error) throw *session->result.error;
+    session->last_used_ns = monotonic_ns();
+    {
+      std::lock_guard lock(mutex_);
+      sessions_[key] = session;
+    }
+    hold(key, held);
+    evict(max_resident_);
+    return ready_message(*session, ready_status(session->result), /*resident=*/false, timeline);
+  }
+
+  std::shared_ptr<ResidentSession> find(const std::string& key) {
+    std::lock_guard lock(mutex_);
+    const auto it = sessions_.find(key);
+    if (it == sessions_.end()) return nullptr;
+    it->second->last_used_ns = monotonic_ns();
+    return it->second;
+  }
+
+  void hold(const std::string& key, std::vector<std::string>& held) {
+    std::lock_guard lock(mutex_);
+    const auto it = sessions_.find(key);
+    if (it == sessions_.end()) throw Error("no session '" + key + "' on " + lane(), "Start it first", lane());
+    ++it->second->holders;
+    held.push_back(key);
+  }
+
+  void release(std::string key, std::vector<std::string>& held) {  // a copy: it may be an element of `held`
+    const auto mine = std::find(held.begin(), held.end(), key);
+    if (mine == held.end()) return;  // not held by this channel: nothing to let go
+    held.erase(mine);
+    std::lock_guard lock(mutex_);
+    const auto it = sessions_.find(key);
+    if (it != sessions_.end()) it->second->holders = std::max(0, it->second->holders - 1);
+  }
+
+  void release_all(std::vector<std::string>& held) {
+    while (!held.empty()) release(held.back(), held);
+  }
+
+  /// Drops the least recently used sessions nobody holds until at most `keep` sessions remain;
+  /// how many were dropped.
+  size_t evict(size_t keep) {
+    std::vector<std::shared_ptr<ResidentSession>> dropped;  // destroyed outside the lock
+    {
+      std::lock_guard lock(mutex_);
+      while (sessions_.size() > keep) {
+        auto oldest = sessions_.end();
+        for (auto it = sessions_.begin(); it != sessions_.end(); ++it) {
+          if (it->second->holders == 0 && (oldest == sessions_.end() || it->second->last_used_ns < oldest->second->last_used_ns)) oldest = it;
+        }
+        if (oldest == sessions_.end()) break;
+        spdlog::info("{}: evicting {} (least recently used, nobody holds it)", lane(), oldest->second->model);
+        dropped.push_back(oldest->second);
+        sessions_.erase(oldest);
+      }
+    }
+    return dropped.size();
+  }
+
+  json status() {
+    std::lock_guard lock(mutex_);
+    json list = json::array();
+    const int64_t now = monotonic_ns();
+    for (const auto& [key, s] : sessions_) {
+      list.push_back({{"session", key},
+                      {"model", s->model},
+                      {"holders", s->holders},
+                      {"idle_s", static_cast<double>(now - s->last_used_ns) / 1e9},
+                      {"memory_bytes", s->result.memory_bytes}});
+    }
+    uint64_t memory = 0;
+    try {
+      memory = memory_in_use(device_);
+    } catch (const std::exception&) {
+      // no driver answer: the status still lists the sessions
+    }
+    return {{"event", "status"}, {"device", device_.to_string()}, {"pid", ::getpid()}, {"sessions", list},
+            {"cuda_visible_devices", env_var("CUDA_VISIBLE_DEVICES").value_or("")},
+            {"memory_bytes", memory}, {"max_resident_sessions", max_resident_}};
+  }
+
+  void clear() {
+    std::lock_guard lock(mutex_);
+    sessions_.clear();  // sessions release their GPU memory before the process ends
+  }
+
+ private:
+  std::string lane() const { return device_.to_string(); }
+
+  /// Every phase of this process, shared ones too, on this worker's lane.
+  json on_my_lane(const Timeline& timeline) const {
+    Timeline mine(timeline.origin_ns());
+    for (auto e : timeline.events()) {
+      if (e.lane == "process") e.lane = lane();
+      mine.add(std::move(e));
+    }
+    return json::parse(mine.to_json());
+  }
+
+  static bool is_out_of_memory(const Error& e) { return e.what_failed().find("out of memory") != std::string::npos; }
+
+  LocalDeviceResult start_one(const LocalStartPlan& plan, Timeline& timeline) {
+    std::vector<LocalDeviceResult> results;
+    start_locally(plan, timeline, results, [](size_t) {});
+    if (results.empty()) throw Error("the start request named no device");
+    return std::move(results.front());
+  }
+
+  /// What makes two starts the same session: the model's content (not its path), the plan without
+  /// the model's path and the runtime it runs on.
+  std::string session_key(const LocalStartPlan& plan) const {
+    LocalStartPlan keyed = plan;
+    keyed.model_path = model_content(plan.model_path, memo_dir()).text;
+    keyed.profile_dir.clear();
+    json j = plan_to_json(keyed);
+    const RuntimeInfo& runtime = load_runtime(plan.ort_library);
+    j["runtime"] = runtime.library_path + "@" + runtime.version;
+    const std::string text = j.dump();
+    return hex64(xxh64(text.data(), text.size()));
+  }
+
+  /// Where content digests are remembered: the model cache's folder when it is private.
+  static std::string memo_dir() {
+    try {
+      const auto root = ModelCache::find_default_root();
+      return root ? ModelCache().dir() : std::string();
+    } catch (const std::exception&) {
+      return {};
+    }
+  }
+
+  json ready_message(const ResidentSession& s, const DeviceStatus& status, bool resident, const Timeline& timeline) const {
+    return {{"event", "ready"},
+            {"session", s.key},
+            {"resident", resident},
+            {"status", status_to_json(status)},
+            {"inputs", specs_to_json(s.result.session->inputs())},
+            {"outputs", specs_to_json(s.result.session->outputs())},
+            {"timeline", on_my_lane(timeline)}};
+  }
+
+  Device device_;
+  int64_t main_ns_;
+  std::mutex start_mutex_;
+  std::mutex mutex_;
+  std::map<std::string, std::shared_ptr<ResidentSession>> sessions_;
+  size_t max_resident_ = 64;
+  bool initialised_ = false;
+};
+
+/// Serves one channel until it closes (or, on the control channel, a stop request). What this channel
+/// holds is let go when it ends. Returns true when the worker should exit.
+bool serve_channel(MessageChannel& channel, WorkerState& state, bool control, std::vector<std::thread>& clients,
+                   std::mutex& clients_mutex) {
+  std::vector<std::string> held;
+  std::shared_ptr<SharedBuffer> output_buffer;  // reused: the peer copies outputs out before its next request
+  ReceivedBuffer inputs;                       // the peer's input buffer, mapped once
   while (true) {
     std::optional<Message> request;
     try {
       Received received = channel.receive();
-      if (received.kind != Received::Kind::message) return 0;  // the parent went away
+      if (received.kind != Received::Kind::message) break;  // the peer went away
       request = std::move(received.message);
     } catch (const std::exception&) {
-      return 1;
+      break;
     }
     const std::string op = request->body.value("op", "");
     try {
-      if (op == "stop") {
-        results.clear();  // sessions release their GPU memory before the process ends
-        return 0;
+      if (op == "stop" && control) {
+        state.release_all(held);
+        channel.send({{"event", "stopping"}});
+        return true;
       }
-      if (op == "start") {
-        LocalStartPlan plan = plan_from_json(request->body.at("plan"));
-        lane = plan.devices.empty() ? "worker" : plan.devices.front().to_string();
-        delay_start_if_asked(lane);
-        if (auto spawn = env_var(kSpawnTimeVariable)) timeline.add({phase::process_start, lane, std::stoll(*spawn), main_ns, 0, {}});
-        start_locally(plan, timeline, results, [](size_t) {});
-        if (results.empty()) throw Error("the start request named no device");
-        const auto& r = results.front();
-        if (r.error) {
-          channel.send(failure(*r.error));
-          continue;
+      if (op == "init") {
+        channel.send(state.initialise(plan_from_json(request->body.at("plan")), request->body.value("max_resident_sessions", size_t{0})));
+      } else if (op == "start") {
+        channel.send(state.start(plan_from_json(request->body.at("plan")), held));
+      } else if (op == "run") {
+        const std::string key = request->body.value("session", "");
+        auto session = state.find(key);
+        if (session == nullptr) {
+          throw Error("no session '" + key + "' on " + state.device().to_string() + " (it was evicted or never started)",
+                      "Start the model again", state.device().to_string());
         }
-        // Every phase of this process, shared ones too, is reported on this worker's lane.
-        Timeline mine(timeline.origin_ns());
-        for (auto e : timeline.events()) {
-          if (e.lane == "process") e.lane = lane;
-          mine.add(std::move(e));
-        }
-        channel.send({{"event", "ready"},
-                      {"status", status_to_json(ready_status(r))},
-                      {"inputs", specs_to_json(r.session->inputs())},
-                      {"outputs", specs_to_json(r.session->outputs())},
-                      {"timeline", json::parse(mine.to_json())}});
-        continue;
-      }
-      if (op == "run") {
-        if (results.empty() || results.front().session == nullptr) throw Error("the session is not ready", "Send a start request first");
         if (request->fds.empty()) throw Error("a run request came without its shared memory");
-        auto outputs = results.front().session->run(unpack_tensors(request->body.at("inputs"), inputs.map(std::move(request->fds.front()))));
+        auto given = unpack_tensors(request->body.at("inputs"), inputs.map(std::move(request->fds.front())));
+        auto outputs = session->result.session->run(given);
         const json described = pack_tensors(outputs, output_buffer);
         channel.send({{"event", "outputs"}, {"outputs", described}}, {output_buffer->fd()});
-        continue;
+      } else if (op == "release") {
+        state.release(request->body.value("session", ""), held);
+        channel.send({{"event", "released"}});
+      } else if (op == "evict") {
+        channel.send({{"event", "evicted"}, {"count", state.evict(0)}});
+      } else if (op == "status") {
+        channel.send(state.status());
+      } else if (op == "attach" && control) {
+        if (request->fds.empty()) throw Error("an attach request came without its socket");
+        auto client = std::make_shared<MessageChannel>(std::move(request->fds.front()));
+        std::vector<std::string> to_hold = request->body.value("hold", std::vector<std::string>());
+        std::vector<std::string> client_held;
+        for (const auto& key : to_hold) state.hold(key, client_held);
+        std::lock_guard lock(clients_mutex);
+        clients.emplace_back([client, &state, &clients, &clients_mutex, client_held]() mutable {
+          serve_channel(*client, state, /*control=*/false, clients, clients_mutex);
+          state.release_all(client_held);
+        });
+        channel.send({{"event", "attached"}});
+      } else {
+        throw Error("unknown request '" + op + "'", "The worker and its parent come from different ortfleet builds");
       }
-      throw Error("unknown request '" + op + "'", "The worker and its parent come from different ortfleet builds");
     } catch (const std::exception& e) {
       try {
         channel.send(failure(e));
       } catch (const std::exception&) {
-        return 1;
+        break;
       }
     }
   }
+  state.release_all(held);
+  return control;  // the control channel closing means the parent is gone
+}
+
+}  // namespace
+
+int worker_main(int channel_fd, const Device& device, bool narrowed) {
+  const int64_t main_ns = monotonic_ns();
+  if (auto level = env_var(kLogLevelVariable)) spdlog::set_level(spdlog::level::from_str(*level));
+  if (narrowed) set_narrowed_device(device);
+  MessageChannel channel{UniqueFd(channel_fd)};
+  WorkerState state(device, main_ns);
+  std::vector<std::thread> clients;
+  std::mutex clients_mutex;
+  serve_channel(channel, state, /*control=*/true, clients, clients_mutex);
+  // Clients of a pool server keep their channels until they close them; the server is gone, and so
+  // is this worker: end without waiting for them (exit closes their sockets, they see the worker go).
+  state.clear();
+  std::fflush(nullptr);
+  ::_exit(0);
 }
 
 }  // namespace ortfleet::detail
 
-int ortfleet::run_worker_process(int channel_fd) { return detail::worker_main(channel_fd); }
+int ortfleet::run_worker_process(int channel_fd, const std::string& device, bool narrowed) {
+  return detail::worker_main(channel_fd, Device::parse(device), narrowed);
+}

@@ -1,9 +1,20 @@
 #pragma once
-// Worker processes: one per device for the processes and fleet strategies. The parent spawns the
-// ortfleet-worker executable with one end of a socket pair; the protocol is JSON messages:
-//   parent -> worker  {"op":"start", model, device, mode, config, ...}   -> {"event":"ready"|"failed", ...}
-//   parent -> worker  {"op":"run", inputs} + shared-memory fd            -> {"event":"outputs"|"failed", ...} + fd
-//   parent -> worker  {"op":"stop"}                                      -> the worker exits
+// Worker processes: one per device, for the processes and fleet strategies and for worker pools. The
+// parent spawns the ortfleet-worker executable with one end of a socket pair (the control channel);
+// the protocol is JSON messages, answered in order on each channel:
+//   {"op":"init", plan}                 -> {"event":"initialised", timeline}   runtime, EP, cuInit, context
+//   {"op":"start", plan}                -> {"event":"ready", session, resident, status, ...}
+//   {"op":"run", session, inputs} + fd  -> {"event":"outputs", outputs} + fd   (shared memory both ways)
+//   {"op":"release", session}           -> {"event":"released"}
+//   {"op":"attach", hold} + fd          -> {"event":"attached"}   a new channel (a pool server's client)
+//   {"op":"evict"}                      -> {"event":"evicted", count}   sessions nobody holds
+//   {"op":"status"}                     -> {"event":"status", sessions, memory_bytes}
+//   {"op":"stop"}                       -> the worker exits (control channel only)
+// A worker keeps every session it started, keyed by the model's content, the plan and the runtime: a
+// second start of the same key is answered at once ("resident"). A session is held by the channels
+// that started or attached it; one nobody holds stays until it is evicted (least recently used first,
+// when the worker holds more than its limit or a new session runs out of device memory).
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -22,55 +33,108 @@ std::string seconds_text(double seconds);
 /// (or in its bin/ or ../bin/ folders). Throws ortfleet::Error naming where it looked.
 std::string find_worker_executable(const std::string& explicit_path);
 
+/// The ONNX Runtime library a worker should load: `explicit_library`, else the one this process would.
+std::string resolve_ort_library(const std::string& explicit_library);
+
+/// What a worker reports once a session is ready.
+struct WorkerReady {
+  std::string session;  ///< the key to run it by
+  bool resident = false;  ///< it was already loaded: nothing was started
+  DeviceStatus status;
+  std::vector<TensorSpec> inputs;
+  std::vector<TensorSpec> outputs;
+  std::vector<TimelineEvent> timeline;  ///< the phases of this start, on its device's lane
+};
+
+/// A ready reply ({"event":"ready", ...}) read back.
+WorkerReady ready_from_json(const nlohmann::json& body);
+
+/// One connection to a worker: the control channel of the process that spawned it, or one a pool
+/// server handed to a client. One request at a time per channel.
+class WorkerChannel {
+ public:
+  struct Hooks {
+    std::function<std::string()> how_it_ended;  ///< after the worker closed the channel: "was killed by SIGKILL"
+    std::function<void()> kill;                 ///< a worker that did not answer in time (none: leave it)
+  };
+  WorkerChannel(UniqueFd socket, Device device, int pid, Hooks hooks = {});
+
+  const Device& device() const { return device_; }
+  int pid() const { return pid_; }
+  /// The socket, to hand this channel to another process (SCM_RIGHTS duplicates it).
+  int fd() const { return channel_.fd(); }
+
+  /// Sends the start request and waits until the session is ready or failed, at most `timeout_s`.
+  /// Throws ortfleet::Error with the worker's error, how it died, or that it did not answer in time.
+  WorkerReady start(const LocalStartPlan& plan, double timeout_s);
+  /// One inference on `session`; a worker that does not answer within `timeout_s` fails the channel.
+  std::vector<Tensor> run(const std::string& session, const std::vector<Tensor>& inputs, double timeout_s);
+  /// Lets go of a session this channel holds (best effort: a worker that is gone holds nothing).
+  void release(const std::string& session);
+  /// Any other request: the reply's body when its event is `expected`, else throws as start() does.
+  Message call(const nlohmann::json& request, const char* expected, double timeout_s, const std::vector<int>& fds = {});
+  /// False once the worker died, closed this channel or was given up on: every later request fails.
+  bool alive() const;
+
+ private:
+  [[noreturn]] void gone(const std::string& doing);
+  Message expect(Received reply, const char* expected, const std::string& doing, const std::string& timed_out,
+                 const std::string& timeout_hint);
+
+  Device device_;
+  int pid_;
+  Hooks hooks_;
+  std::string gone_;  // why the worker is no longer reachable, once it is not
+  MessageChannel channel_;
+  std::shared_ptr<SharedBuffer> input_buffer_;  // ours, reused while big enough
+  ReceivedBuffer outputs_;                       // the worker's output buffer, mapped once
+  mutable std::mutex mutex_;                     // one request at a time
+};
+
 class WorkerProcess {
  public:
   /// Spawns the worker (posix_spawn; fork would copy a parent that may hold CUDA or Python state).
-  WorkerProcess(const std::string& executable, const Device& device);
+  /// `narrow`: the worker sees only its own GPU (CUDA_VISIBLE_DEVICES), so its cuInit sets up one GPU
+  /// instead of every GPU of the node.
+  WorkerProcess(const std::string& executable, const Device& device, bool narrow = true);
   ~WorkerProcess();  ///< stops the worker
   WorkerProcess(const WorkerProcess&) = delete;
   WorkerProcess& operator=(const WorkerProcess&) = delete;
 
   int pid() const { return pid_; }
   int64_t spawn_ns() const { return spawn_ns_; }
+  const Device& device() const { return device_; }
+  /// What CUDA_VISIBLE_DEVICES the worker got; empty when it sees what this process sees.
+  const std::string& visible_devices() const { return visible_; }
+  WorkerChannel& channel() { return *channel_; }
 
-  /// What a worker reports once its session is ready.
-  struct Ready {
-    DeviceStatus status;
-    std::vector<TensorSpec> inputs;
-    std::vector<TensorSpec> outputs;
-    std::vector<TimelineEvent> timeline;  ///< every phase of the worker process, on its device's lane
-  };
-  /// Sends the start request and waits until the worker is ready or failed, at most `timeout_s`: a
-  /// worker that has not answered by then is killed. Throws ortfleet::Error with the worker's error,
-  /// how it died, or that it did not answer in time.
-  Ready start(const LocalStartPlan& plan, double timeout_s);
-  /// One inference; a worker that does not answer within `timeout_s` is killed (and the error says so).
-  std::vector<Tensor> run(const std::vector<Tensor>& inputs, double timeout_s);
+  /// Loads ONNX Runtime and the CUDA EP, runs cuInit and makes the context: what a start on this
+  /// worker then skips. It keeps at most `max_resident_sessions` sessions nobody holds (0: its
+  /// default). The events of that work, on the device's lane.
+  std::vector<TimelineEvent> initialise(const LocalStartPlan& plan, size_t max_resident_sessions, double timeout_s);
+  WorkerReady start(const LocalStartPlan& plan, double timeout_s) { return channel_->start(plan, timeout_s); }
+  /// A new channel to this worker for another process, holding `sessions` for as long as it is open.
+  UniqueFd attach(const std::vector<std::string>& sessions, double timeout_s);
   void stop();
-  /// False once the worker has died or was killed: every later request fails.
   bool alive() const;
+  /// Reaps the worker if it has exited (non-blocking); how it ended, or empty while it runs.
+  std::string exited();
 
  private:
-  [[noreturn]] void died(const std::string& doing);
-  /// Kills a worker that did not answer in time; throws `why`.
-  [[noreturn]] void unresponsive(const Error& why);
-  /// The reply's body when its event is `expected`; throws the worker's error, how it died, or
-  /// `timed_out` when the deadline passed first.
-  Message expect(Received reply, const char* expected, const std::string& doing, const std::string& timed_out,
-                 const std::string& timeout_hint);
+  std::string how_it_ended();
+  void kill_now();
 
   Device device_;
+  std::string visible_;
   int pid_ = -1;
-  std::string gone_;  // why the worker is no longer there, once it is not
   int64_t spawn_ns_ = 0;
-  std::unique_ptr<MessageChannel> channel_;
-  std::shared_ptr<SharedBuffer> input_buffer_;  // ours, reused while big enough
-  ReceivedBuffer outputs_;                       // the worker's output buffer, mapped once
-  mutable std::mutex mutex_;  // one request at a time
+  std::string ended_;
+  std::unique_ptr<WorkerChannel> channel_;
+  std::mutex process_mutex_;
 };
 
 /// The worker's side: serves requests on `channel_fd` until told to stop. Returns the exit code.
-int worker_main(int channel_fd);
+int worker_main(int channel_fd, const Device& device, bool narrowed);
 
 /// For tests of the start-up deadline: when set to "DEVICE=SECONDS" (e.g. "cpu:1=30"), the worker of
 /// that device sleeps that long before it handles its start request, so that a test can stop it

@@ -4,6 +4,7 @@
 
 #include "ortfleet/engine/devices.hpp"
 #include "ortfleet/base/error.hpp"
+#include "test_support.hpp"
 
 namespace ortfleet {
 
@@ -78,6 +79,34 @@ TEST(Devices, ProbeNeverThrowsAndExplainsAMissingDriver) {
       EXPECT_GE(g.compute_major, 3);
     }
   }
+}
+
+TEST(Devices, AWorkerIsNarrowedToItsOwnEntryOfCudaVisibleDevices) {
+  {
+    const test::ScopedEnv unset("CUDA_VISIBLE_DEVICES", std::nullopt);
+    EXPECT_EQ(narrowed_visible_devices(Device::cuda(2)), "2");
+    EXPECT_EQ(narrowed_visible_devices(Device::cpu(1)), std::nullopt);
+  }
+  {
+    // The user's own list keeps working: UUIDs, MIG instances and indices are picked by position.
+    const test::ScopedEnv uuids("CUDA_VISIBLE_DEVICES", "GPU-aaaa, MIG-bbbb/1/2 ,3");
+    EXPECT_EQ(narrowed_visible_devices(Device::cuda(0)), "GPU-aaaa");
+    EXPECT_EQ(narrowed_visible_devices(Device::cuda(1)), "MIG-bbbb/1/2");
+    EXPECT_EQ(narrowed_visible_devices(Device::cuda(2)), "3");
+    EXPECT_EQ(narrowed_visible_devices(Device::cuda(3)), std::nullopt) << "past the list: not narrowed";
+  }
+  const test::ScopedEnv none("CUDA_VISIBLE_DEVICES", "");
+  EXPECT_EQ(narrowed_visible_devices(Device::cuda(0)), std::nullopt);
+}
+
+TEST(Devices, ANarrowedWorkerCallsItsGpuOrdinalZero) {
+  EXPECT_EQ(cuda_ordinal(Device::cuda(3)), 3);
+  set_narrowed_device(Device::cuda(3));
+  EXPECT_EQ(cuda_ordinal(Device::cuda(3)), 0);
+  EXPECT_EQ(cuda_ordinal(Device::cuda(1)), 1) << "only the worker's own device is renamed";
+  EXPECT_EQ(cuda_ordinal(Device::cpu(3)), 3);
+  set_narrowed_device(Device::cpu());
+  EXPECT_EQ(cuda_ordinal(Device::cuda(3)), 3);
 }
 
 }  // namespace ortfleet

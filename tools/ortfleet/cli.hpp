@@ -31,6 +31,7 @@ void register_bench(CLI::App& app, Globals& globals, Action& action);
 void register_profile(CLI::App& app, Globals& globals, Action& action);
 void register_tune(CLI::App& app, Globals& globals, Action& action);
 void register_cache(CLI::App& app, Globals& globals, Action& action);
+void register_serve(CLI::App& app, Globals& globals, Action& action);
 
 /// Flags that adjust a RunConfig, shared by start, bench, profile and tune.
 struct RunConfigFlags {

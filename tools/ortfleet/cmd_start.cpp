@@ -12,6 +12,7 @@
 #include "ortfleet/fleet/fleet.hpp"
 #include "ortfleet/engine/runtime.hpp"
 #include "ortfleet/engine/ort_log.hpp"
+#include "ortfleet/fleet/pool_server.hpp"
 #include "ortfleet/fleet/start_report.hpp"
 
 namespace ortfleet::cli {
@@ -28,17 +29,20 @@ struct StartFlags {
   bool ready_line = false;
   std::string ort_log;
   double timeout_s = FleetOptions{}.start_timeout_s;
+  std::string pool;
+  bool no_narrow = false;
   RunConfigFlags config;
 };
 
 /// Durations per phase (rows) and lane (columns): where each device's start-up went.
 void print_start_report(const StartReport& r, std::ostream& out) {
   out << "model " << r.model << ", strategy " << r.strategy << ", " << r.devices.size() << " device(s)\n\n";
-  Table devices({"device", "state", "ready after exec", "provider", "pid", "error"}, {false, false, true, false, true, false});
+  Table devices({"device", "state", "ready after exec", "session", "provider", "pid", "error"},
+                {false, false, true, false, false, true, false});
   for (const auto& d : r.devices) {
     devices.add({d.device.to_string(), to_string(d.state),
                  d.state == DeviceState::ready ? format_ms(static_cast<double>(d.ready_ns - r.spawn_ns) / 1e6) : "-",
-                 d.provider, std::to_string(d.pid), d.error});
+                 d.state != DeviceState::ready ? "-" : d.resident ? "resident" : "new", d.provider, std::to_string(d.pid), d.error});
   }
   devices.print(out);
   out << "\n";
@@ -87,6 +91,8 @@ int run_start(const StartFlags& f, const Globals& g) {
   options.ort_library = g.ort_lib;
   options.profile_dir = f.profile_dir;
   options.start_timeout_s = f.timeout_s;
+  options.narrow_workers = !f.no_narrow;
+  if (!f.pool.empty()) options.pool_socket = f.pool == "default" ? default_pool_socket() : f.pool;
   const std::string model = f.target.model_path(g.quiet || f.ready_line);
   options.devices = f.target.device_list();
 
@@ -126,6 +132,9 @@ void register_start(CLI::App& app, Globals& globals, Action& action) {
                   "Seconds a device may take to become ready; a worker that has not answered by then is killed and "
                   "its device fails (default 7200)")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--pool", f->pool,
+                  "Start on the warm pool of `ortfleet serve` listening on this socket ('default': " + default_pool_socket() + ")");
+  cmd->add_flag("--no-narrow-workers", f->no_narrow, "Let worker processes see every GPU (CUDA_VISIBLE_DEVICES as given)");
   cmd->add_flag("--ready-line", f->ready_line, "Print one JSON line when every device is done (for bench)");
   cmd->add_option("--ort-log", f->ort_log, "Write ONNX Runtime's log (verbose, timestamped JSON lines) here (in-process strategies)");
   f->config.add_to(cmd);

@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   register_profile(app, globals, action);
   register_tune(app, globals, action);
   register_cache(app, globals, action);
+  register_serve(app, globals, action);
 
   try {
     app.parse(argc, argv);

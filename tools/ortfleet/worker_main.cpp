@@ -1,21 +1,27 @@
-// ortfleet-worker: one device's session in its own process, driven by a Fleet over a socket.
+// ortfleet-worker: one device's sessions in their own process, driven by a Fleet or a worker pool over a
+// socket.
 #include <spdlog/spdlog.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <string>
 
 #include "ortfleet/fleet/worker.hpp"
 
 int main(int argc, char** argv) {
   int fd = -1;
+  std::string device = "cpu";
+  bool narrowed = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strncmp(argv[i], "--channel-fd=", 13) == 0) fd = std::atoi(argv[i] + 13);
+    else if (std::strncmp(argv[i], "--device=", 9) == 0) device = argv[i] + 9;
+    else if (std::strcmp(argv[i], "--narrowed") == 0) narrowed = true;
   }
   if (fd < 0) {
-    std::cerr << "ortfleet-worker is started by ortfleet's Fleet (strategies processes and fleet), not by hand\n";
+    std::cerr << "ortfleet-worker is started by ortfleet (a Fleet, a worker pool or `ortfleet serve`), not by hand\n";
     return 2;
   }
   spdlog::set_pattern("%^%l%$: [worker %P] %v");
-  return ortfleet::run_worker_process(fd);
+  return ortfleet::run_worker_process(fd, device, narrowed);
 }

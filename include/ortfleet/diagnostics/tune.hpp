@@ -22,7 +22,7 @@ struct TuneResult {
   double first_inference_ms = 0;
   double steady_p50_ms = 0;
   double steady_p99_ms = 0;
-  uint64_t memory_bytes = 0;      ///< GPU memory in use at ready (GPU) or peak RSS (CPU)
+  uint64_t memory_bytes = 0;      ///< GPU memory in use at ready (GPU) or the resident set (CPU)
   bool pareto = false;            ///< no other configuration is both faster to start and faster to run
   std::string error;
   bool ok() const { return error.empty() && !ready_ms.empty(); }

@@ -68,4 +68,20 @@ Device default_device();
 /// CUDA_VISIBLE_DEVICES. probe_cuda_driver() gives the exact list.
 int gpu_count();
 
+/// What a worker process for `device` should set CUDA_VISIBLE_DEVICES to so that it sees only that
+/// GPU: the matching entry of this process's CUDA_VISIBLE_DEVICES (an index, a UUID or a MIG
+/// instance), or the ordinal when that is unset. nullopt for a CPU device, or when the entry does not
+/// exist (the worker then sees what this process sees and fails as it would).
+std::optional<std::string> narrowed_visible_devices(const Device& device);
+
+/// In a worker that sees only its own GPU (narrowed_visible_devices), the fleet's cuda:N is this
+/// process's CUDA ordinal 0. Devices keep their fleet names (errors, timelines, status say cuda:N);
+/// every driver and ONNX Runtime call takes cuda_ordinal(device).
+/// Memory in use where `device` keeps a session's state: the whole GPU's (as the driver reports it),
+/// or this process's resident set for the CPU.
+uint64_t memory_in_use(const Device& device);
+
+void set_narrowed_device(const Device& device);
+int cuda_ordinal(const Device& device);
+
 }  // namespace ortfleet

@@ -13,6 +13,8 @@
 
 namespace ortfleet {
 
+class WorkerPool;
+
 /// How the sessions are brought up.
 enum class Strategy {
   sequential,  ///< one device after another, in this process (what a plain loop does)
@@ -44,6 +46,13 @@ struct FleetOptions {
   /// How long one run() on a worker process may take; a worker that has not answered by then is killed
   /// and its device fails.
   double run_timeout_s = 10 * 60;
+  /// Worker processes see only their own GPU (CUDA_VISIBLE_DEVICES): each cuInit sets up one GPU.
+  bool narrow_workers = true;
+  /// Start the sessions on this warm pool's workers (every device must be in it): no worker process,
+  /// runtime load, cuInit or context is paid, and a session the pool holds already is handed over.
+  std::shared_ptr<WorkerPool> pool;
+  /// Or on the pool of the `ortfleet serve` daemon listening on this socket.
+  std::string pool_socket;
 };
 
 enum class DeviceState { pending, starting, ready, failed, stopped };
@@ -59,7 +68,8 @@ struct DeviceStatus {
   int64_t ready_ns = 0;     ///< when it became ready, on the monotonic clock
   int pid = 0;              ///< the process the session lives in
   std::string profile_path; ///< ONNX Runtime's profile, when profiling was on
-  uint64_t memory_bytes = 0;  ///< at ready: GPU memory in use on the device, or the process's peak RSS for CPU
+  bool resident = false;    ///< a worker pool already held this session: nothing was started
+  uint64_t memory_bytes = 0;  ///< at ready: GPU memory in use on the device, or the process's resident set for CPU
 };
 
 class Fleet {

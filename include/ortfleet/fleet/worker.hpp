@@ -1,10 +1,12 @@
 #pragma once
+#include <string>
 // The worker process of the processes and fleet strategies (the ortfleet-worker executable).
 
 namespace ortfleet {
 
-/// The entry point of the ortfleet-worker executable: serves one device for a Fleet over the socket
-/// `channel_fd`. Returns the process exit code.
-int run_worker_process(int channel_fd);
+/// The entry point of the ortfleet-worker executable: serves one device (as the fleet names it,
+/// "cuda:1") over the socket `channel_fd`. `narrowed`: CUDA_VISIBLE_DEVICES shows this process only
+/// that GPU, as its CUDA ordinal 0. Returns the process exit code.
+int run_worker_process(int channel_fd, const std::string& device, bool narrowed);
 
 }  // namespace ortfleet

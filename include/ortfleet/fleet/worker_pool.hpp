@@ -1,0 +1,72 @@
+#pragma once
+// A warm worker pool: per device a worker process that has loaded ONNX Runtime and the CUDA EP, run
+// cuInit and made its context, and waits for models. A Fleet started on a pool only creates and warms
+// up its sessions; a session the pool already holds for the same model and settings is handed over
+// at once ("resident"). The pool lives in this process (WorkerPool) or in a node-local daemon
+// (`ortfleet serve`, pool_server.hpp) that keeps it across jobs.
+#include <cstddef>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ortfleet/engine/devices.hpp"
+#include "ortfleet/engine/options.hpp"
+
+namespace ortfleet {
+namespace detail {
+class WorkerProcess;
+}
+
+struct PoolOptions {
+  std::vector<Device> devices;     ///< empty: every GPU, else one CPU worker
+  std::string ort_library;         ///< the ONNX Runtime the workers load; empty: the one this process would
+  std::string worker_executable;   ///< ortfleet-worker; empty: found next to this binary or via $ORTFLEET_WORKER
+  RunConfig config;                ///< CUDA settings applied before cuInit (module loading, connections)
+  /// Each worker sees only its own GPU (CUDA_VISIBLE_DEVICES): its cuInit sets up one GPU, not all.
+  bool narrow_workers = true;
+  /// Sessions a worker keeps that nobody holds (least recently used go first); 0: the worker's default.
+  size_t max_resident_sessions = 0;
+  double start_timeout_s = 10 * 60;  ///< how long a worker may take to initialise
+};
+
+struct PoolWorkerStatus {
+  Device device;
+  std::string state;          ///< "starting", "ready", "failed"
+  std::string error;          ///< one line, when failed
+  int pid = 0;
+  std::string visible_devices;  ///< the worker's CUDA_VISIBLE_DEVICES; empty: not narrowed
+  double ready_ms = 0;        ///< from the pool's start until the worker was initialised
+  int restarts = 0;           ///< times a dead worker was started again
+};
+
+class WorkerPool {
+ public:
+  /// Spawns and initialises a worker per device in the background, and returns at once.
+  explicit WorkerPool(PoolOptions options);
+  ~WorkerPool();  ///< stops every worker
+  WorkerPool(const WorkerPool&) = delete;
+  WorkerPool& operator=(const WorkerPool&) = delete;
+
+  /// Blocks until every worker is initialised or failed (at most `timeout_s`); true when all are ready.
+  bool wait(double timeout_s = std::numeric_limits<double>::infinity());
+  const std::vector<Device>& devices() const;
+  const PoolOptions& options() const;
+  std::vector<PoolWorkerStatus> status() const;
+  /// Every worker's sessions and memory, as JSON: {"devices": [{device, pid, state, sessions: [...]}]}.
+  std::string status_json() const;
+  /// Drops every session nobody holds; how many.
+  size_t evict();
+  /// Starts again every worker that died (their clients have had their error). Returns how many.
+  int restart_dead_workers();
+
+  /// The initialised worker of `device`, waiting for it at most `timeout_s`; a worker found dead is
+  /// started again first. Throws ortfleet::Error when the device is not in the pool or its worker failed.
+  std::shared_ptr<detail::WorkerProcess> worker(const Device& device, double timeout_s);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ortfleet

@@ -1,0 +1,29 @@
+#pragma once
+// The client's side of a pool server (ortfleet/fleet/pool_server.hpp), for a Fleet started on it.
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fleet/local_start.hpp"
+#include "fleet/worker.hpp"
+#include "process/ipc.hpp"
+
+namespace ortfleet::detail {
+
+struct OpenedDevice {
+  std::optional<Error> error;              ///< the device failed to start (the others go on)
+  std::unique_ptr<WorkerChannel> channel;  ///< this client's own channel to the device's worker
+  std::optional<WorkerReady> ready;
+};
+
+struct OpenedOnPool {
+  std::unique_ptr<MessageChannel> connection;  ///< to the server, open while the fleet runs
+  std::vector<OpenedDevice> devices;           ///< one per plan device, in order
+};
+
+/// Connects to the server at `socket_path` and opens the plan's model on each of its devices. Throws
+/// ortfleet::Error when no server answers there or it refuses this client.
+OpenedOnPool open_on_pool_server(const std::string& socket_path, const LocalStartPlan& plan, double timeout_s);
+
+}  // namespace ortfleet::detail

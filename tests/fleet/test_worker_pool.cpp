@@ -1,0 +1,285 @@
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <sstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "base/private_dir.hpp"
+#include "fleet/worker.hpp"
+#include "ortfleet/base/error.hpp"
+#include "ortfleet/engine/session.hpp"
+#include "ortfleet/fleet/fleet.hpp"
+#include "ortfleet/fleet/pool_server.hpp"
+#include "ortfleet/fleet/worker_pool.hpp"
+#include "test_support.hpp"
+
+namespace ortfleet {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+PoolOptions cpu_pool(int n, size_t max_resident = 0) {
+  PoolOptions o;
+  for (int i = 0; i < n; ++i) o.devices.push_back(Device::cpu(i));
+  o.max_resident_sessions = max_resident;
+  return o;
+}
+
+FleetOptions on_pool(std::shared_ptr<WorkerPool> pool, int threads = 0) {
+  FleetOptions o;
+  o.devices = pool->devices();
+  o.pool = std::move(pool);
+  if (threads > 0) o.config.session.intra_op_threads = threads;  // another config: another session
+  return o;
+}
+
+/// Starts a fleet and waits; every device must become ready.
+std::unique_ptr<Fleet> ready_fleet(const std::string& model, const FleetOptions& options) {
+  auto fleet = std::make_unique<Fleet>(model, options);
+  fleet->start();
+  EXPECT_TRUE(fleet->wait(120));
+  return fleet;
+}
+
+std::vector<float> first_output(const std::vector<Tensor>& out) {
+  return {out[0].values<float>(), out[0].values<float>() + out[0].element_count()};
+}
+
+std::vector<float> in_process_output(const std::string& model, const std::vector<Tensor>& inputs) {
+  SessionSpec spec;
+  spec.model_path = model;
+  return first_output(Session(spec).run(inputs));
+}
+
+/// Resident sessions per device in a pool status.
+std::map<std::string, size_t> resident_counts(const std::string& status_json) {
+  std::map<std::string, size_t> counts;
+  const json status = json::parse(status_json);
+  for (const auto& d : status.at("devices")) counts[d.at("device").get<std::string>()] = d.at("sessions").size();
+  return counts;
+}
+}  // namespace
+
+TEST(WorkerPool, WorkersInitialiseBeforeAnyModelAndFleetsStartOnThem) {
+  auto pool = std::make_shared<WorkerPool>(cpu_pool(2));
+  ASSERT_TRUE(pool->wait(120));
+  const auto workers = pool->status();
+  ASSERT_EQ(workers.size(), 2u);
+  for (const auto& w : workers) {
+    EXPECT_EQ(w.state, "ready");
+    EXPECT_GT(w.pid, 0);
+    EXPECT_NE(w.pid, ::getpid());
+  }
+  auto fleet = ready_fleet(test::mlp_model(), on_pool(pool));
+  const auto inputs = random_inputs(fleet->inputs(), 7);
+  const auto want = in_process_output(test::mlp_model(), inputs);
+  const auto status = fleet->status();
+  for (size_t i = 0; i < status.size(); ++i) {
+    EXPECT_EQ(status[i].pid, workers[i].pid) << "the session lives in the pool's worker";
+    EXPECT_FALSE(status[i].resident);
+    EXPECT_EQ(first_output(fleet->run(status[i].device, inputs)), want);
+  }
+  // The pool's workers started long before this fleet: its timeline has no process start.
+  EXPECT_EQ(fleet->timeline().phase_totals_ms(status[0].device.to_string()).count(phase::process_start), 0u);
+}
+
+TEST(WorkerPool, TheSameModelAndSettingsAreResidentAndOthersAreNot) {
+  auto pool = std::make_shared<WorkerPool>(cpu_pool(2));
+  ready_fleet(test::mlp_model(), on_pool(pool))->shutdown();
+  auto again = ready_fleet(test::mlp_model(), on_pool(pool));
+  for (const auto& s : again->status()) EXPECT_TRUE(s.resident) << s.device.to_string();
+  // A copy of the model under another name is the same content: still resident.
+  const auto dir = detail::PrivateDir::temporary("ortfleet-test");
+  const auto copy = dir.path() / "copy.onnx";
+  fs::copy_file(test::mlp_model(), copy);
+  for (const auto& s : ready_fleet(copy.string(), on_pool(pool))->status()) EXPECT_TRUE(s.resident);
+  // Other settings make another session.
+  for (const auto& s : ready_fleet(test::mlp_model(), on_pool(pool, /*threads=*/1))->status()) EXPECT_FALSE(s.resident);
+  EXPECT_EQ(resident_counts(pool->status_json())["cpu"], 2u);
+}
+
+TEST(WorkerPool, LeastRecentlyUsedSessionsNobodyHoldsAreEvicted) {
+  auto pool = std::make_shared<WorkerPool>(cpu_pool(1, /*max_resident=*/1));
+  auto held = ready_fleet(test::mlp_model(), on_pool(pool));
+  // Over the limit, but the first session is held: both stay.
+  auto second = ready_fleet(test::mlp_model(), on_pool(pool, 1));
+  EXPECT_EQ(resident_counts(pool->status_json())["cpu"], 2u);
+  second->shutdown();
+  held->shutdown();
+  // Nobody holds either now: a third start evicts down to the limit, oldest first.
+  ready_fleet(test::mlp_model(), on_pool(pool, 2))->shutdown();
+  EXPECT_EQ(resident_counts(pool->status_json())["cpu"], 1u);
+  for (const auto& s : ready_fleet(test::mlp_model(), on_pool(pool))->status()) EXPECT_FALSE(s.resident) << "it was evicted";
+  // evict() drops what nobody holds.
+  EXPECT_GE(pool->evict(), 1u);
+  EXPECT_EQ(resident_counts(pool->status_json())["cpu"], 0u);
+}
+
+TEST(WorkerPool, AKilledWorkerFailsItsFleetByDeviceAndIsStartedAgain) {
+  auto pool = std::make_shared<WorkerPool>(cpu_pool(2));
+  auto fleet = ready_fleet(test::mlp_model(), on_pool(pool));
+  const int victim = pool->status()[1].pid;
+  ASSERT_EQ(::kill(victim, SIGKILL), 0);
+  const auto inputs = random_inputs(fleet->inputs(), 1);
+  try {
+    fleet->run(Device::cpu(1), inputs);
+    FAIL() << "a run on a killed worker must fail";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cpu:1"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(fleet->run(Device::cpu(0), inputs)) << "the other device keeps serving";
+  // The socket closes while the process exits; it can be reaped a moment later.
+  int restarted = 0;
+  for (int i = 0; i < 500 && restarted == 0; ++i) {
+    restarted = pool->restart_dead_workers();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(restarted, 1);
+  ASSERT_TRUE(pool->wait(120));
+  EXPECT_NE(pool->status()[1].pid, victim);
+  EXPECT_EQ(pool->status()[1].restarts, 1);
+  auto fresh = ready_fleet(test::mlp_model(), on_pool(pool));
+  EXPECT_EQ(fresh->status()[1].pid, pool->status()[1].pid);
+}
+
+TEST(WorkerPool, MisuseIsReported) {
+  auto pool = std::make_shared<WorkerPool>(cpu_pool(1));
+  FleetOptions other = on_pool(pool);
+  other.devices = {Device::cpu(3)};
+  Fleet fleet(test::mlp_model(), other);
+  fleet.start();
+  EXPECT_FALSE(fleet.wait(60));
+  EXPECT_NE(fleet.status()[0].error.find("not in this worker pool"), std::string::npos) << fleet.status()[0].error;
+  FleetOptions sequential = on_pool(pool);
+  sequential.strategy = Strategy::sequential;
+  EXPECT_THROW(Fleet(test::mlp_model(), sequential), Error);
+  FleetOptions both = on_pool(pool);
+  both.pool_socket = "/tmp/nowhere.sock";
+  EXPECT_THROW(Fleet(test::mlp_model(), both), Error);
+}
+
+TEST(WorkerNarrowing, AGpuWorkerSeesOnlyItsOwnGpu) {
+  const test::ScopedEnv visible("CUDA_VISIBLE_DEVICES", std::nullopt);
+  detail::WorkerProcess worker(test::bin("ortfleet-worker"), Device::cuda(1), /*narrow=*/true);
+  EXPECT_EQ(worker.visible_devices(), "1");
+  // The worker says what it sees.
+  EXPECT_EQ(worker.channel().call({{"op", "status"}}, "status", 30).body.at("cuda_visible_devices"), "1");
+  detail::WorkerProcess wide(test::bin("ortfleet-worker"), Device::cuda(1), /*narrow=*/false);
+  EXPECT_EQ(wide.visible_devices(), "");
+  EXPECT_EQ(wide.channel().call({{"op", "status"}}, "status", 30).body.at("cuda_visible_devices"), "");
+}
+
+class PoolServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ServeOptions o;
+    o.pool = cpu_pool(2);
+    o.socket_path = (dir_.path() / "pool.sock").string();
+    server_ = std::make_unique<PoolServer>(o);
+    serving_ = std::thread([this] { server_->serve(); });
+    ASSERT_TRUE(server_->pool().wait(120));
+  }
+  void TearDown() override {
+    server_->stop();
+    serving_.join();
+    server_.reset();
+  }
+  FleetOptions client() const {
+    FleetOptions o;
+    o.devices = {Device::cpu(0), Device::cpu(1)};
+    o.pool_socket = server_->socket_path();
+    return o;
+  }
+
+  detail::PrivateDir dir_ = detail::PrivateDir::temporary("ortfleet-test");
+  std::unique_ptr<PoolServer> server_;
+  std::thread serving_;
+};
+
+TEST_F(PoolServerTest, ClientsGetResidentSessionsAndRunStraightOnTheWorkers) {
+  struct stat st {};
+  ASSERT_EQ(::stat(server_->socket_path().c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u) << "only its user may connect";
+  auto first = ready_fleet(test::mlp_model(), client());
+  const auto inputs = random_inputs(first->inputs(), 3);
+  const auto want = in_process_output(test::mlp_model(), inputs);
+  for (const auto& s : first->status()) {
+    EXPECT_FALSE(s.resident);
+    EXPECT_EQ(first_output(first->run(s.device, inputs)), want);
+  }
+  // Two more clients at once, while the first still holds its sessions: both find them resident.
+  auto second = std::async(std::launch::async, [&] { return ready_fleet(test::mlp_model(), client()); });
+  auto third = std::async(std::launch::async, [&] { return ready_fleet(test::mlp_model(), client()); });
+  for (auto* f : {&second, &third}) {
+    auto fleet = f->get();
+    for (const auto& s : fleet->status()) EXPECT_TRUE(s.resident) << s.device.to_string();
+    EXPECT_EQ(first_output(fleet->run(Device::cpu(1), inputs)), want);
+  }
+  const auto status = json::parse(pool_status(server_->socket_path()));
+  EXPECT_EQ(status.at("devices").size(), 2u);
+  EXPECT_EQ(status.at("devices")[0].at("sessions").size(), 1u);
+  EXPECT_EQ(pool_evict(server_->socket_path()), 0u) << "the first client still holds them";
+  first->shutdown();
+  // The holders let go asynchronously when a channel closes: evict until the worker has seen it.
+  size_t evicted = 0;
+  for (int i = 0; i < 100 && evicted < 2; ++i) {
+    evicted += pool_evict(server_->socket_path());
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(evicted, 2u);
+}
+
+TEST_F(PoolServerTest, AWorkerKilledUnderAClientFailsThatDeviceAndIsReplaced) {
+  auto fleet = ready_fleet(test::mlp_model(), client());
+  const int victim = fleet->status()[0].pid;
+  ASSERT_EQ(::kill(victim, SIGKILL), 0);
+  const auto inputs = random_inputs(fleet->inputs(), 1);
+  EXPECT_THROW(fleet->run(Device::cpu(0), inputs), Error);
+  EXPECT_NO_THROW(fleet->run(Device::cpu(1), inputs));
+  // The server replaces it within a second or so; a new client gets the new worker.
+  for (int i = 0; i < 200 && server_->pool().status()[0].pid == victim; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_TRUE(server_->pool().wait(120));
+  auto next = ready_fleet(test::mlp_model(), client());
+  EXPECT_NE(next->status()[0].pid, victim);
+}
+
+TEST_F(PoolServerTest, ASecondServerOnTheSameSocketIsRefused) {
+  ServeOptions o;
+  o.pool = cpu_pool(1);
+  o.socket_path = server_->socket_path();
+  EXPECT_THROW(PoolServer{o}, Error);
+}
+
+TEST(PoolServer, ClientsWithoutAServerOrOfAnotherUserGetOneClearError) {
+  const auto dir = detail::PrivateDir::temporary("ortfleet-test");
+  try {
+    pool_status((dir.path() / "none.sock").string());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no pool server listens on"), std::string::npos) << e.what();
+    EXPECT_NE(e.hint().find("ortfleet serve"), std::string::npos);
+  }
+  EXPECT_NO_THROW(check_pool_client(1000, 1000, "/run/user/1000/ortfleet/pool.sock"));
+  try {
+    check_pool_client(1001, 1000, "/run/user/1000/ortfleet/pool.sock");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("uid 1001"), std::string::npos) << e.what();
+  }
+}
+
+TEST(PoolServer, TheDefaultSocketIsInTheUsersRuntimeFolder) {
+  {
+    const test::ScopedEnv runtime("XDG_RUNTIME_DIR", "/run/user/1234");
+    EXPECT_EQ(default_pool_socket(), "/run/user/1234/ortfleet/pool.sock");
+  }
+  const test::ScopedEnv runtime("XDG_RUNTIME_DIR", std::nullopt);
+  EXPECT_EQ(default_pool_socket(), "/tmp/ortfleet-" + std::to_string(::getuid()) + "/pool.sock");
+}
+
+}  // namespace ortfleet

@@ -1,0 +1,132 @@
+// ortfleet serve: a node-local daemon holding a warm worker pool across jobs; ortfleet pool: ask it
+// what it holds, or have it let go (see ortfleet/fleet/pool_server.hpp).
+#include <pthread.h>
+#include <signal.h>
+
+#include <fmt/format.h>
+
+#include <iostream>
+#include <memory>
+#include <thread>
+
+#include "cli.hpp"
+#include "ortfleet/base/error.hpp"
+#include "ortfleet/fleet/pool_server.hpp"
+
+namespace ortfleet::cli {
+
+namespace {
+
+struct ServeFlags {
+  std::string devices = "all";
+  std::string socket;
+  size_t max_resident = 0;
+  bool no_narrow = false;
+  RunConfigFlags config;
+};
+
+int run_serve(const ServeFlags& f, const Globals& g) {
+  // SIGTERM and SIGINT are taken by one thread that stops the server: blocked here, before any other
+  // thread exists, so that every thread inherits the mask.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  ServeOptions options;
+  TargetFlags target;
+  target.devices = f.devices;
+  options.pool.devices = target.device_list();
+  options.pool.ort_library = g.ort_lib;
+  options.pool.config = f.config.resolve();
+  options.pool.max_resident_sessions = f.max_resident;
+  options.pool.narrow_workers = !f.no_narrow;
+  options.socket_path = f.socket;
+  PoolServer server(options);
+
+  std::thread stopper([&server, stop_signals] {
+    int signal = 0;
+    sigwait(&stop_signals, &signal);
+    server.stop();
+  });
+  std::thread announce([&server, &g] {
+    const bool ready = server.pool().wait(server.pool().options().start_timeout_s);
+    if (g.quiet) return;
+    for (const auto& w : server.pool().status()) {
+      std::cerr << fmt::format("  {}: {} (worker pid {}{}{})\n", w.device.to_string(), w.state, w.pid,
+                               w.visible_devices.empty() ? "" : ", CUDA_VISIBLE_DEVICES=" + w.visible_devices,
+                               w.error.empty() ? "" : ": " + w.error);
+    }
+    std::cerr << (ready ? "pool ready; " : "pool started with failures; ") << "serving on " << server.socket_path()
+              << " (SIGTERM or Ctrl-C stops)" << std::endl;
+  });
+  if (!g.quiet) std::cerr << "starting workers for " << to_string(options.pool.devices) << " ..." << std::endl;
+  server.serve();
+  announce.join();
+  // The stopper ends with the signal that stopped the server; a stop for another reason sends it one.
+  pthread_kill(stopper.native_handle(), SIGTERM);
+  stopper.join();
+  if (!g.quiet) std::cerr << "stopping the workers and removing " << server.socket_path() << std::endl;
+  return 0;
+}
+
+std::string socket_or_default(const std::string& socket) { return socket.empty() ? default_pool_socket() : socket; }
+
+void print_pool_status(const nlohmann::json& j) {
+  std::cout << "pool server pid " << j.value("pid", 0) << " on " << j.value("socket", "") << ", " << j.value("clients", 0)
+            << " client(s) connected\n\n";
+  Table workers({"device", "state", "worker pid", "visible", "memory in use", "sessions", "error"},
+                {false, false, true, false, true, true, false});
+  Table sessions({"device", "model", "holders", "idle", "memory at ready"}, {false, false, true, true, true});
+  for (const auto& d : j.at("devices")) {
+    workers.add({d.value("device", ""), d.value("state", ""), std::to_string(d.value("pid", 0)), d.value("visible_devices", ""),
+                 format_bytes(d.value("memory_bytes", uint64_t{0})), std::to_string(d.at("sessions").size()), d.value("error", "")});
+    for (const auto& s : d.at("sessions")) {
+      sessions.add({d.value("device", ""), s.value("model", ""), std::to_string(s.value("holders", 0)),
+                    format_ms(s.value("idle_s", 0.0) * 1000), format_bytes(s.value("memory_bytes", uint64_t{0}))});
+    }
+  }
+  workers.print(std::cout);
+  std::cout << "\nresident sessions:\n";
+  sessions.print(std::cout);
+}
+
+}  // namespace
+
+void register_serve(CLI::App& app, Globals& globals, Action& action) {
+  auto* cmd = app.add_subcommand("serve", "Keep a warm worker pool for every job on this node (a daemon on a Unix socket)");
+  auto f = std::make_shared<ServeFlags>();
+  cmd->add_option("-d,--devices", f->devices, "Devices: all, 0,1, cuda:0-3, cpu, cpu*2 (default all)");
+  cmd->add_option("--socket", f->socket, "The Unix socket to listen on (default " + default_pool_socket() + ")");
+  cmd->add_option("--max-resident", f->max_resident,
+                  "Sessions each worker keeps when no job holds them (least recently used go first; default 64)");
+  cmd->add_flag("--no-narrow-workers", f->no_narrow, "Let every worker see every GPU (CUDA_VISIBLE_DEVICES as given)");
+  f->config.add_to(cmd);
+  cmd->callback([&globals, &action, f] { action = [&globals, f] { return run_serve(*f, globals); }; });
+
+  auto* pool = app.add_subcommand("pool", "Ask the pool server (ortfleet serve) what it holds, or have it let go");
+  pool->require_subcommand(1);
+  auto socket = std::make_shared<std::string>();
+  pool->add_option("--socket", *socket, "The pool server's socket (default " + default_pool_socket() + ")");
+  auto* status = pool->add_subcommand("status", "Devices, workers, resident sessions and memory");
+  auto* evict = pool->add_subcommand("evict", "Drop every resident session that no job holds");
+  status->callback([&globals, &action, socket] {
+    action = [&globals, socket] {
+      const auto j = nlohmann::json::parse(pool_status(socket_or_default(*socket)));
+      if (globals.json) print_json(j);
+      else print_pool_status(j);
+      return 0;
+    };
+  });
+  evict->callback([&globals, &action, socket] {
+    action = [&globals, socket] {
+      const size_t dropped = pool_evict(socket_or_default(*socket));
+      if (globals.json) print_json({{"evicted", dropped}});
+      else if (!globals.quiet) std::cout << "evicted " << dropped << " session(s)\n";
+      return 0;
+    };
+  });
+}
+
+}  // namespace ortfleet::cli
