@@ -99,7 +99,7 @@ def console_problems(stderr):
     lines = [line for line in stderr.splitlines() if ":CONSOLE" in line]
     for line in lines:
         print("console: " + line)
-    return [line for line in lines if re.search(r"Uncaught|Refused|Failed to load|ERR_", line)]
+    return [line for line in lines if re.search(r"Uncaught|Refused|Content Security Policy|Failed to load|ERR_", line)]
 
 
 def distinct_colours(image, box):

@@ -12,6 +12,8 @@
 namespace ortfleet {
 
 namespace fs = std::filesystem;
+using test::scratch_dir;
+using test::ScopedEnv;
 
 namespace {
 
