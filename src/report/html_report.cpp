@@ -148,7 +148,14 @@ std::string stamp_result(const std::string& json_text, const std::string& comman
   j["date"] = utc_now();
   if (!j.contains("machine")) j["machine"] = detail::machine_description(devices);
   // profile and tune ran ONNX Runtime in child processes: the same search finds the same library.
-  if (!j.contains("onnxruntime")) j["onnxruntime"] = load_runtime(ort_library).version;
+  // Should it fail here all the same, the measurement stands; the report shows the version as unknown.
+  if (!j.contains("onnxruntime")) {
+    try {
+      j["onnxruntime"] = load_runtime(ort_library).version;
+    } catch (const Error&) {
+      j["onnxruntime"] = nullptr;
+    }
+  }
   return j.dump(2);
 }
 
