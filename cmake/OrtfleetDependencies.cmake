@@ -36,3 +36,12 @@ target_compile_definitions(ortfleet_ort_headers INTERFACE ORT_API_MANUAL_INIT)
 # --ort-lib, ORTFLEET_ORT_LIB and ORTFLEET_ORT_ROOT.
 set(ORTFLEET_FETCHED_ORT_DIR "${CMAKE_CURRENT_SOURCE_DIR}/.deps/onnxruntime" CACHE PATH
     "Folder of the ONNX Runtime copy fetched by the set-up")
+
+# Apache ECharts, which `ortfleet report` inlines into its pages (scripts/fetch-web-assets.sh fetches
+# it; README.md says why this library). Needed only when a report is made, so its absence is a warning.
+set(ORTFLEET_FETCHED_WEB_DIR "${CMAKE_CURRENT_SOURCE_DIR}/.deps/web" CACHE PATH
+    "Folder of the charting library fetched by the set-up (echarts.min.js)")
+if(NOT EXISTS "${ORTFLEET_FETCHED_WEB_DIR}/echarts.min.js")
+  message(WARNING "${ORTFLEET_FETCHED_WEB_DIR}/echarts.min.js is missing: `ortfleet report` and --html will fail "
+                  "until you run scripts/fetch-web-assets.sh")
+endif()

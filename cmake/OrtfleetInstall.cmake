@@ -13,3 +13,8 @@ write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/ortfleetConfigVersi
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/ortfleetConfig.cmake
               ${CMAKE_CURRENT_BINARY_DIR}/ortfleetConfigVersion.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ortfleet)
+# The charting library `ortfleet report` inlines, where the installed binary looks for it
+# (share/ortfleet/web next to bin/), with its licence.
+install(FILES ${ORTFLEET_FETCHED_WEB_DIR}/echarts.min.js ${ORTFLEET_FETCHED_WEB_DIR}/ECHARTS-LICENSE
+              ${ORTFLEET_FETCHED_WEB_DIR}/ECHARTS-NOTICE
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/ortfleet/web OPTIONAL)

@@ -2,8 +2,10 @@
 # Sets up a fresh Debian 12 machine (or updates a checkout) and builds ortfleet:
 #   1. the Debian packages ortfleet builds with (only the missing ones are installed),
 #   2. ONNX Runtime 1.29.0 from the npm registry (scripts/fetch-onnxruntime.sh; its CUDA provider too
-#      where a GPU is present, or with ORTFLEET_GPU=1),
+#      where a GPU is present, or with ORTFLEET_GPU=1), and Apache ECharts, which `ortfleet report`
+#      inlines into its pages (scripts/fetch-web-assets.sh),
 #   3. the CMake preset "release": library, command line, worker, tests and the Python module.
+# Chromium and Pillow are only for the test that opens a report in a headless browser.
 # Safe to run again: each step is skipped when done. The build lands in build/release.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,7 +15,8 @@ PYTHON=${PYTHON:-/usr/bin/python3}
 # Debian, and Debian's npm would conflict with it); libraries when their Debian package is installed.
 tools=(g++:build-essential cmake:cmake ninja:ninja-build npm:npm zstd:zstd)
 packages=(ca-certificates libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev libgtest-dev libbenchmark-dev
-          python3 python3-dev python3-pybind11 python3-numpy python3-pytest python3-pip python3-venv)
+          python3 python3-dev python3-pybind11 python3-numpy python3-pytest python3-pip python3-venv
+          chromium python3-pil)
 missing=()
 for t in "${tools[@]}"; do command -v "${t%%:*}" >/dev/null || missing+=("${t#*:}"); done
 for p in "${packages[@]}"; do
@@ -29,6 +32,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 if [ "${ORTFLEET_GPU:-0}" = 1 ]; then scripts/fetch-onnxruntime.sh --gpu; else scripts/fetch-onnxruntime.sh; fi
+scripts/fetch-web-assets.sh
 
 cmake --preset release -DPython_EXECUTABLE="$PYTHON" >/dev/null
 cmake --build --preset release

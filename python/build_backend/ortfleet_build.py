@@ -49,6 +49,8 @@ def _package_dir(tmp):
     else:
         if not os.path.exists(os.path.join(ROOT, ".deps", "onnxruntime", "include")):
             _run([os.path.join(ROOT, "scripts", "fetch-onnxruntime.sh")])
+        if not os.path.exists(os.path.join(ROOT, ".deps", "web", "echarts.min.js")):
+            _run([os.path.join(ROOT, "scripts", "fetch-web-assets.sh")])
         _run(["cmake", "-S", ROOT, "-B", out, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release", "-DORTFLEET_BUILD_PYTHON=ON",
               "-DORTFLEET_BUILD_TESTS=OFF", "-DORTFLEET_BUILD_MICROBENCH=OFF", *python])
         _run(["cmake", "--build", out, "--target", "ortfleet_python"])

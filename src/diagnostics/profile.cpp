@@ -376,7 +376,8 @@ std::string ProfileReport::to_json() const {
               {"upload_gb_per_s", upload_gb_per_s},
               {"steady_p50_ms", steady_p50_ms},
               {"steady_p99_ms", steady_p99_ms},
-              {"ort_profile", ort_profile_path}}
+              {"ort_profile", ort_profile_path},
+              {"timeline", json::parse(timeline.to_json())}}
       .dump(2);
 }
 

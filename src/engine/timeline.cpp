@@ -105,7 +105,7 @@ std::string Timeline::to_json() const {
                       {"pid", e.pid},
                       {"args", e.args}});
   }
-  return json{{"origin_ns", origin_ns_}, {"events", events}}.dump();
+  return json{{"ortfleet_timeline", 1}, {"origin_ns", origin_ns_}, {"events", events}}.dump();
 }
 
 Timeline Timeline::from_json(const std::string& text) {

@@ -10,6 +10,7 @@
 
 #include "ortfleet/engine/cache.hpp"
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/report/html_report.hpp"
 #include "ortfleet/synth/synth.hpp"
 
 namespace ortfleet::cli {
@@ -27,6 +28,35 @@ int guarded(const std::function<int()>& body) {
 }
 
 void print_json(const nlohmann::json& j) { std::cout << j.dump(2) << std::endl; }
+
+std::string shell_line(int argc, const char* const* argv) {
+  std::string line;
+  for (int i = 0; i < argc; ++i) {
+    std::string arg = argv[i];
+    const bool plain = !arg.empty() && arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,*+@%") == std::string::npos;
+    if (!plain) {
+      std::string quoted = "'";
+      for (char c : arg) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+      arg = quoted + "'";
+    }
+    line += (i == 0 ? "" : " ") + arg;
+  }
+  return line;
+}
+
+std::string stamped(const std::string& result_json, const Globals& globals, const std::vector<Device>& devices) {
+  return stamp_result(result_json, globals.command_line, devices, globals.ort_lib);
+}
+
+void add_html_option(CLI::App* app, std::string& path) {
+  app->add_option("--html", path, "Also draw the results as one self-contained HTML page here (as `ortfleet report` does)");
+}
+
+void write_html(const std::string& path, const std::string& stamped_json, const Globals& globals) {
+  if (path.empty()) return;
+  write_html_report(path, {parse_result(stamped_json, "this run")});
+  if (!globals.json) std::cout << "report: " << path << "\n";
+}
 
 std::string format_ms(double ms) {
   // Three significant digits: inference latencies of 1.4 ms and 1.6 ms must not both read "2 ms".

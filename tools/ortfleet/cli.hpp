@@ -18,6 +18,7 @@ struct Globals {
   bool json = false;
   int verbose = 0;
   bool quiet = false;
+  std::string command_line;  ///< as typed, for the results and reports to say how they were made
 };
 
 /// What a subcommand does once the command line is parsed; returns the exit code.
@@ -32,6 +33,19 @@ void register_profile(CLI::App& app, Globals& globals, Action& action);
 void register_tune(CLI::App& app, Globals& globals, Action& action);
 void register_cache(CLI::App& app, Globals& globals, Action& action);
 void register_serve(CLI::App& app, Globals& globals, Action& action);
+void register_report(CLI::App& app, Globals& globals, Action& action);
+
+/// `argv` as one line a shell would run again: arguments with spaces or quotes are single-quoted.
+std::string shell_line(int argc, const char* const* argv);
+
+/// A command's JSON result with where it came from (command line, date, machine, ONNX Runtime), for
+/// --json and the result files it writes, so `ortfleet report` can say it.
+std::string stamped(const std::string& result_json, const Globals& globals, const std::vector<Device>& devices);
+
+/// --html PATH, shared by bench, profile, tune and start.
+void add_html_option(CLI::App* app, std::string& path);
+/// Writes the page `ortfleet report` would draw from this stamped result to `path` (nothing if empty).
+void write_html(const std::string& path, const std::string& stamped_json, const Globals& globals);
 
 /// Flags that adjust a RunConfig, shared by start, bench, profile and tune.
 struct RunConfigFlags {

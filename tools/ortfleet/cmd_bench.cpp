@@ -24,6 +24,7 @@ struct BenchFlags {
   std::string python = "python3";
   std::string export_json;
   std::string export_markdown;
+  std::string html;
   bool inference = false;
   double seconds = 5;
   std::string shape_mix;
@@ -105,9 +106,11 @@ int run_inference(const BenchFlags& f, const Globals& g, const std::string& mode
   o.progress = [&](const std::string& s) { progress.update(s); };
   const ThroughputReport r = run_throughput(o);
   progress.clear();
-  export_to(f.export_json, r.to_json());
-  if (g.json) std::cout << r.to_json() << std::endl;
+  const std::string result = stamped(r.to_json(), g, devices);
+  export_to(f.export_json, result);
+  if (g.json) std::cout << result << std::endl;
   else print_throughput(r, std::cout);
+  write_html(f.html, result, g);
   for (const auto& row : r.rows) {
     if (!row.error.empty()) return 3;
   }
@@ -135,10 +138,12 @@ int run_bench_command(const BenchFlags& f, const Globals& g) {
   o.progress = [&](const std::string& s) { progress.update(s); };
   const BenchReport r = run_bench(o);
   progress.clear();
-  export_to(f.export_json, r.to_json());
+  const std::string result = stamped(r.to_json(), g, devices);
+  export_to(f.export_json, result);
   export_to(f.export_markdown, r.to_markdown());
-  if (g.json) std::cout << r.to_json() << std::endl;
+  if (g.json) std::cout << result << std::endl;
   else print_report(r, std::cout);
+  write_html(f.html, result, g);
   for (const auto& row : r.rows) {
     if (!row.ok()) return 3;
   }
@@ -158,6 +163,7 @@ void register_bench(CLI::App& app, Globals& globals, Action& action) {
   cmd->add_option("--python", f->python, "Python interpreter with onnxruntime and numpy, for the anchors");
   cmd->add_option("--export-json", f->export_json, "Also write the full results as JSON here");
   cmd->add_option("--export-markdown", f->export_markdown, "Also write the table as Markdown here");
+  add_html_option(cmd, f->html);
   cmd->add_flag("--inference", f->inference, "Measure inference throughput over the devices instead of start-up");
   cmd->add_option("--seconds", f->seconds, "With --inference: seconds per measurement")->check(CLI::Range(0.1, 3600.0));
   cmd->add_option("--shape-mix", f->shape_mix,

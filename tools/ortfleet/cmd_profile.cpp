@@ -18,6 +18,7 @@ struct ProfileFlags {
   int steady_runs = 20;
   std::string trace;
   std::string keep_dir;
+  std::string html;
   RunConfigFlags config;
 };
 
@@ -80,11 +81,13 @@ int run_profile_command(const ProfileFlags& f, const Globals& g) {
     out << r.timeline.to_chrome_trace();
     if (!out) throw Error("cannot write " + f.trace);
   }
-  if (g.json) std::cout << r.to_json() << std::endl;
+  const std::string result = stamped(r.to_json(), g, {o.device});
+  if (g.json) std::cout << result << std::endl;
   else {
     print_profile(r, std::cout);
     if (!f.trace.empty()) std::cout << "trace (ours and ONNX Runtime's, one clock): " << f.trace << " - open it in ui.perfetto.dev\n";
   }
+  write_html(f.html, result, g);
   return 0;
 }
 
@@ -97,6 +100,7 @@ void register_profile(CLI::App& app, Globals& globals, Action& action) {
   cmd->add_option("--runs", f->steady_runs, "Inferences after the first, for steady-state times")->check(CLI::Range(1, 10000));
   cmd->add_option("--trace", f->trace, "Write a Chrome/Perfetto trace with ortfleet's and ONNX Runtime's events");
   cmd->add_option("--keep", f->keep_dir, "Keep ONNX Runtime's profile and log in this folder");
+  add_html_option(cmd, f->html);
   f->config.add_to(cmd);
   cmd->callback([&globals, &action, f] { action = [&globals, f] { return run_profile_command(*f, globals); }; });
 }

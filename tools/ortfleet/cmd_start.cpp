@@ -26,6 +26,7 @@ struct StartFlags {
   std::string timeline_file;
   std::string trace_file;
   std::string profile_dir;
+  std::string html;
   bool ready_line = false;
   std::string ort_log;
   double timeout_s = FleetOptions{}.start_timeout_s;
@@ -106,11 +107,13 @@ int run_start(const StartFlags& f, const Globals& g) {
     // One line, as soon as every device is done, for the benchmark parent to read.
     std::cout << result.to_json() << std::endl;
   }
-  if (!f.timeline_file.empty()) write_file(f.timeline_file, result.timeline.to_json());
+  if (!f.timeline_file.empty()) write_file(f.timeline_file, stamped(result.timeline.to_json(), g, options.devices));
   if (!f.trace_file.empty()) write_file(f.trace_file, result.timeline.to_chrome_trace());
   if (!f.ready_line) {
-    if (g.json) print_json(nlohmann::json::parse(result.to_json()));
+    const std::string stamped_result = stamped(result.to_json(), g, options.devices);
+    if (g.json) std::cout << stamped_result << std::endl;
     else print_start_report(result, std::cout);
+    write_html(f.html, stamped_result, g);
   }
   fleet.shutdown();
   return result.all_ready ? 0 : 3;
@@ -127,6 +130,7 @@ void register_start(CLI::App& app, Globals& globals, Action& action) {
   cmd->add_option("--warmup", f->warmup, "Warm-up inferences per device before it counts as ready");
   cmd->add_option("--timeline", f->timeline_file, "Write the timeline as JSON here");
   cmd->add_option("--trace", f->trace_file, "Write a Chrome/Perfetto trace here (open in ui.perfetto.dev)");
+  add_html_option(cmd, f->html);
   cmd->add_option("--profile-dir", f->profile_dir, "Write ONNX Runtime's own profile per device here");
   cmd->add_option("--timeout", f->timeout_s,
                   "Seconds a device may take to become ready; a worker that has not answered by then is killed and "

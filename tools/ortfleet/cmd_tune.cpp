@@ -19,6 +19,7 @@ struct TuneFlags {
   int steady_runs = 30;
   std::string write_config;
   std::string write_serve_config;
+  std::string html;
   RunConfigFlags config;
 };
 
@@ -72,8 +73,10 @@ int run_tune_command(const TuneFlags& f, const Globals& g) {
     c.save(path);
     if (!g.json) std::cout << "wrote the " << goal << " configuration to " << path << " (use it with --config)\n";
   };
-  if (g.json) std::cout << r.to_json() << std::endl;
+  const std::string result = stamped(r.to_json(), g, {o.device});
+  if (g.json) std::cout << result << std::endl;
   else print_tune(r, std::cout);
+  write_html(f.html, result, g);
   write(f.write_config, r.start_fast, "start-fast");
   write(f.write_serve_config, r.serve_fast, "serve-fast");
   return r.start_fast >= 0 ? 0 : 1;
@@ -90,6 +93,7 @@ void register_tune(CLI::App& app, Globals& globals, Action& action) {
   cmd->add_option("--runs", f->steady_runs, "Inferences after the first, for p50/p99")->check(CLI::Range(2, 100000));
   cmd->add_option("--write-config", f->write_config, "Write the recommended start-fast configuration here");
   cmd->add_option("--write-serve-config", f->write_serve_config, "Write the recommended serve-fast configuration here");
+  add_html_option(cmd, f->html);
   f->config.add_to(cmd);
   cmd->callback([&globals, &action, f] { action = [&globals, f] { return run_tune_command(*f, globals); }; });
 }

@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("ortfleet ") + ORTFLEET_VERSION);
   Globals globals;
+  globals.command_line = shell_line(argc, argv);
   app.fallthrough();  // global flags work after the subcommand too: `ortfleet doctor --json`
   app.add_option("--ort-lib", globals.ort_lib, "libonnxruntime.so to use (else $ORTFLEET_ORT_LIB, the fetched copy, Python packages)");
   app.add_flag("--json", globals.json, "Print machine-readable JSON on stdout");
@@ -26,6 +27,7 @@ int main(int argc, char** argv) {
   register_tune(app, globals, action);
   register_cache(app, globals, action);
   register_serve(app, globals, action);
+  register_report(app, globals, action);
 
   try {
     app.parse(argc, argv);
