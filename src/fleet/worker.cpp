@@ -410,7 +410,7 @@ class WorkerState {
           if (it->second->holders == 0 && (oldest == sessions_.end() || it->second->last_used_ns < oldest->second->last_used_ns)) oldest = it;
         }
         if (oldest == sessions_.end()) break;
-        spdlog::info("{}: evicting {} (least recently used, nobody holds it)", lane(), oldest->second->model);
+        spdlog::debug("{}: evicting {} (least recently used, nobody holds it)", lane(), oldest->second->model);
         dropped.push_back(oldest->second);
         sessions_.erase(oldest);
       }

@@ -21,6 +21,7 @@ struct BenchFlags {
   int runs = 3;
   int warmup_rounds = 1;
   bool no_anchors = false;
+  bool no_pool = false;
   std::string python = "python3";
   std::string export_json;
   std::string export_markdown;
@@ -131,6 +132,7 @@ int run_bench_command(const BenchFlags& f, const Globals& g) {
   o.runs = f.runs;
   o.warmup_rounds = f.warmup_rounds;
   o.anchors = !f.no_anchors;
+  o.pool_rows = !f.no_pool;
   o.python = f.python;
   o.ort_library = g.ort_lib;
   o.config = f.config.resolve();
@@ -160,6 +162,7 @@ void register_bench(CLI::App& app, Globals& globals, Action& action) {
   cmd->add_option("-r,--runs", f->runs, "Timed rounds (each case once per round, fresh process each)")->check(CLI::Range(1, 1000));
   cmd->add_option("-w,--warmup", f->warmup_rounds, "Untimed rounds first (page cache, JIT cache)")->check(CLI::Range(0, 100));
   cmd->add_flag("--no-anchors", f->no_anchors, "Skip the onnxruntime Python package runs");
+  cmd->add_flag("--no-pool", f->no_pool, "Skip the rows on a warm worker pool (new session, and resident)");
   cmd->add_option("--python", f->python, "Python interpreter with onnxruntime and numpy, for the anchors");
   cmd->add_option("--export-json", f->export_json, "Also write the full results as JSON here");
   cmd->add_option("--export-markdown", f->export_markdown, "Also write the table as Markdown here");

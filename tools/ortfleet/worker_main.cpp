@@ -1,5 +1,6 @@
 // ortfleet-worker: one device's sessions in their own process, driven by a Fleet or a worker pool over a
 // socket.
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <cstdlib>
@@ -22,6 +23,9 @@ int main(int argc, char** argv) {
     std::cerr << "ortfleet-worker is started by ortfleet (a Fleet, a worker pool or `ortfleet serve`), not by hand\n";
     return 2;
   }
+  // Logs go to stderr, as the parent's do: stdout may carry a command's result (bench, --json).
+  auto logger = spdlog::stderr_color_mt("ortfleet-worker");
+  spdlog::set_default_logger(logger);
   spdlog::set_pattern("%^%l%$: [worker %P] %v");
   return ortfleet::run_worker_process(fd, device, narrowed);
 }

@@ -22,6 +22,10 @@ struct BenchOptions {
   int warmup_rounds = 1;                     ///< untimed rounds first
   bool anchors = true;                       ///< also time the onnxruntime Python package
   bool python_ortfleet = false;              ///< and ortfleet's Python API (set when `import ortfleet` works)
+  /// Also time starts on a warm worker pool (a pool server this bench starts first): a new model on
+  /// the warm pool, and the same model again (resident). Their figures need that pool up: they are
+  /// reported beside the cold rows, never as the fastest cold start.
+  bool pool_rows = true;
   std::string python = "python3";
   std::string ortfleet_executable;           ///< the `ortfleet` binary for child runs (default: next to this one)
   std::string ort_library;
@@ -46,6 +50,9 @@ struct BenchRow {
   std::vector<double> process_start_ms;  ///< per timed round: exec until main() (the Python interpreter, for Python rows)
   std::string error;        ///< why a round failed
   StartReport median_report;  ///< the round at the median, with its timeline
+  /// "" for a cold start; "warm pool" (the pool's workers were up, the session new) or "resident"
+  /// (the pool held the session already).
+  std::string warm;
   bool ok() const { return error.empty() && !wall_ms.empty(); }
 };
 

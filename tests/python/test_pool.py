@@ -1,0 +1,96 @@
+"""Warm worker pools from Python: ortfleet.Pool, ortfleet.prewarm() and the pool of `ortfleet serve`."""
+import os
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+import ortfleet
+
+
+def _inputs(fleet):
+    spec = fleet.inputs[0]
+    shape = [d if d > 0 else 1 for d in spec["shape"]]
+    return {spec["name"]: np.random.default_rng(5).standard_normal(shape).astype(np.float32)}
+
+
+def _outputs_alone(model, inputs):
+    with ortfleet.Fleet(model, devices="cpu", strategy="sequential") as alone:
+        alone.start().wait()
+        return alone.run("cpu", inputs)
+
+
+def test_a_fleet_on_a_pool_runs_in_its_workers_and_the_same_model_is_resident(models):
+    with ortfleet.Pool(devices="cpu*2") as pool:
+        assert pool.wait(120)
+        workers = {d["device"]: d["pid"] for d in pool.status()["devices"]}
+        with ortfleet.Fleet(models["mlp"], devices="cpu*2", pool=pool) as fleet:
+            assert fleet.start().wait(120)
+            status = {s["device"]: s for s in fleet.status()}
+            assert {d: s["pid"] for d, s in status.items()} == workers
+            assert not any(s["resident"] for s in status.values())
+            inputs = _inputs(fleet)
+            want = _outputs_alone(models["mlp"], inputs)
+            for device in ("cpu", "cpu:1"):
+                got = fleet.run(device, inputs)
+                for name in want:
+                    np.testing.assert_array_equal(got[name], want[name])
+        with ortfleet.Fleet(models["mlp"], devices="cpu*2", pool=pool) as again:
+            assert again.start().wait(120)
+            assert all(s["resident"] for s in again.status())
+        sessions = [s for d in pool.status()["devices"] for s in d["sessions"]]
+        assert len(sessions) == 2 and all(s["holders"] == 0 for s in sessions)
+        assert pool.evict() == 2
+
+
+def test_prewarm_returns_at_once_and_later_fleets_use_its_workers(models):
+    pool = ortfleet.prewarm(devices="cpu*2")
+    try:
+        assert pool.wait(120)
+        workers = sorted(d["pid"] for d in pool.status()["devices"])
+        with ortfleet.Fleet(models["mlp"], devices="cpu*2") as fleet:
+            assert fleet.start().wait(120)
+            assert sorted(s["pid"] for s in fleet.status()) == workers
+        # A device the prewarmed pool lacks, or pool=False: a fleet of its own.
+        with ortfleet.Fleet(models["mlp"], devices="cpu*3") as other:
+            assert other.start().wait(120)
+            assert not set(s["pid"] for s in other.status()) & set(workers)
+        with ortfleet.Fleet(models["mlp"], devices="cpu*2", pool=False, strategy="processes") as own:
+            assert own.start().wait(120)
+            assert not set(s["pid"] for s in own.status()) & set(workers)
+    finally:
+        ortfleet._forget_prewarmed()
+        pool.close()
+
+
+def test_a_fleet_on_the_pool_of_ortfleet_serve(models, tmp_path):
+    cli = os.path.join(os.environ.get("ORTFLEET_BUILD_DIR", "build/release"), "bin", "ortfleet")
+    if not os.access(cli, os.X_OK):
+        pytest.skip(f"no ortfleet executable at {cli} (set ORTFLEET_BUILD_DIR)")
+    socket = str(tmp_path / "pool.sock")
+    server = subprocess.Popen([cli, "-q", "serve", "--devices", "cpu*2", "--socket", socket])
+    try:
+        deadline = time.monotonic() + 60
+        while not os.path.exists(socket) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with ortfleet.Fleet(models["mlp"], devices="cpu*2", pool=socket) as first:
+            assert first.start().wait(120), first.status()
+            inputs = _inputs(first)
+            want = _outputs_alone(models["mlp"], inputs)
+            np.testing.assert_array_equal(first.run("cpu:1", inputs)[first.outputs[0]["name"]], want[first.outputs[0]["name"]])
+        with ortfleet.Fleet(models["mlp"], devices="cpu*2", pool=socket) as second:
+            assert second.start().wait(120)
+            assert all(s["resident"] for s in second.status())
+    finally:
+        server.terminate()
+        assert server.wait(60) == 0
+    assert not os.path.exists(socket)
+
+
+def test_pool_misuse_is_one_clear_error(models, tmp_path):
+    with pytest.raises(ortfleet.Error, match="pool=True is not a pool"):
+        ortfleet.Fleet(models["mlp"], devices="cpu", pool=True)
+    with ortfleet.Fleet(models["mlp"], devices="cpu", pool=str(tmp_path / "none.sock")) as fleet:
+        assert not fleet.start().wait(60)
+        assert "no pool server listens on" in fleet.status()[0]["error"]
