@@ -4,7 +4,8 @@
 # a new session (the pool evicts first) and resident. One JSON line per start.
 set -uo pipefail
 model=$1 rounds=${2:-3}
-socket=/tmp/ortfleet-pool-clients.sock
+folder=$(mktemp -d)  # a folder only this user can write: serve refuses a world-writable one
+socket=$folder/pool.sock
 "$ORTFLEET" -q serve --socket "$socket" &
 server=$!
 for _ in $(seq 1 600); do "$ORTFLEET" -q pool status --socket "$socket" --json 2>/dev/null | grep -q '"state": "starting"' || { [ -S "$socket" ] && break; }; sleep 0.05; done

@@ -305,10 +305,12 @@ namespace {
 struct ResidentSession {
   std::string key;
   std::string model;
+  // The session records later phases (a session for a new input shape) on the timeline it started
+  // with: the timeline lives as long as the session, and is declared first so that it goes last.
+  std::unique_ptr<Timeline> timeline;
   LocalDeviceResult result;
   int holders = 0;
   int64_t last_used_ns = 0;
-  std::mutex run_mutex;  // one run at a time: its outputs land in the channel's buffer
 };
 
 /// Everything the worker's channels share: its device and its sessions.
@@ -344,13 +346,14 @@ class WorkerState {
       return ready_message(*resident, status, /*resident=*/true, Timeline(monotonic_ns()));
     }
     delay_start_if_asked(lane());
-    Timeline timeline(main_ns_);
+    auto session = std::make_shared<ResidentSession>();
+    session->timeline = std::make_unique<Timeline>(main_ns_);
+    Timeline& timeline = *session->timeline;
     if (!initialised_) {
       // A worker that was not initialised first starts from its exec: show its process start too.
       if (auto spawn = env_var(kSpawnTimeVariable)) timeline.add({phase::process_start, lane(), std::stoll(*spawn), main_ns_, 0, {}});
       initialised_ = true;
     }
-    auto session = std::make_shared<ResidentSession>();
     session->key = key;
     session->model = plan.model_path;
     session->result = start_one(plan, timeline);

@@ -147,6 +147,17 @@ TEST(WorkerPool, AKilledWorkerFailsItsFleetByDeviceAndIsStartedAgain) {
   EXPECT_EQ(fresh->status()[1].pid, pool->status()[1].pid);
 }
 
+TEST(WorkerPool, AWorkerMakesSessionsForNewInputShapesLongAfterItsStart) {
+  // A session for a new shape is made on the first call of that shape, and records its phase on the
+  // timeline its start used: that timeline must outlive the start request.
+  auto pool = std::make_shared<WorkerPool>(cpu_pool(1));
+  auto fleet = ready_fleet(test::dynamic_mlp_model(), on_pool(pool));
+  for (int64_t batch : {2, 3, 1, 3}) {
+    const auto inputs = random_inputs(fleet->inputs(), static_cast<uint64_t>(batch), batch);
+    EXPECT_EQ(first_output(fleet->run(Device::cpu(0), inputs)), in_process_output(test::dynamic_mlp_model(), inputs)) << batch;
+  }
+}
+
 TEST(WorkerPool, MisuseIsReported) {
   auto pool = std::make_shared<WorkerPool>(cpu_pool(1));
   FleetOptions other = on_pool(pool);
