@@ -20,6 +20,14 @@ done
 grep -q '"resident": false' "$dir/first.json" || { echo "FAILED: the first start was not new"; cat "$dir/first.json"; exit 1; }
 if grep -q '"resident": false' "$dir/second.json"; then echo "FAILED: the second start was not resident"; cat "$dir/second.json"; exit 1; fi
 "$cli" pool status --socket "$socket" --json >"$dir/status.json"
+# Another user is refused, with one line that says why (where this runs as root and can become nobody).
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+  if setpriv --reuid=65534 --regid=65534 --clear-groups "$cli" pool status --socket "$socket" 2>"$dir/foreign.err"; then
+    echo "FAILED: another user could use the pool"; exit 1
+  fi
+  grep -q "^ortfleet: error: permission denied on the pool socket .*another user" "$dir/foreign.err" ||
+    { echo "FAILED: the foreign user's error:"; cat "$dir/foreign.err"; exit 1; }
+fi
 grep -q '"model": ".*mlp.onnx"' "$dir/status.json" || { echo "FAILED: status lists no session"; cat "$dir/status.json"; exit 1; }
 kill -TERM $server
 wait $server || { echo "FAILED: serve exited with $?"; cat "$dir/serve.log"; exit 1; }
