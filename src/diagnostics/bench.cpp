@@ -56,7 +56,7 @@ struct BenchPool {
         if (!w.error.empty()) why = w.error;
       }
       stop();
-      throw Error("the warm pool did not start: " + why, "Run without the pool rows (--no-pool)");
+      throw Error("the warm pool did not start: " + why);
     }
     start_ms = static_cast<double>(monotonic_ns() - begin) / 1e6;
   }
@@ -262,7 +262,11 @@ BenchReport run_bench(const BenchOptions& options) {
   std::unique_ptr<BenchPool> pool;
   if (o.pool_rows) {
     say("starting a warm worker pool for the pool rows");
-    pool = std::make_unique<BenchPool>(o);
+    try {
+      pool = std::make_unique<BenchPool>(o);
+    } catch (const std::exception& e) {
+      report.skipped.push_back("fleet on a warm pool, resident: " + Error::from(e).what_failed());
+    }
   } else {
     report.skipped.push_back("fleet on a warm pool, resident: turned off (--no-pool)");
   }

@@ -17,8 +17,9 @@ TEST(Bench, TimesEveryStrategyInFreshProcessesWithBaselines) {
   o.anchors = false;
   o.ortfleet_executable = test::bin("ortfleet");
   const BenchReport r = run_bench(o);
-  // Four strategies on 2 devices, then the two one-device baselines.
-  ASSERT_EQ(r.rows.size(), 6u);
+  // Four strategies on 2 devices, the two one-device baselines, then the warm-pool rows: a new
+  // session and a resident one, on 2 devices and on 1.
+  ASSERT_EQ(r.rows.size(), 10u);
   for (const auto& row : r.rows) {
     ASSERT_TRUE(row.ok()) << row.label << ": " << row.error;
     EXPECT_EQ(row.wall_ms.size(), 2u);
@@ -32,10 +33,21 @@ TEST(Bench, TimesEveryStrategyInFreshProcessesWithBaselines) {
   EXPECT_EQ(r.rows[0].baseline, "plain (1 device)");
   EXPECT_NEAR(r.rows[3].ratio_to_one * r.rows[3].efficiency, 1.0, 1e-9);
   EXPECT_FALSE(r.fastest.empty());
-  EXPECT_EQ(r.comparisons.size(), 3u);
+  EXPECT_EQ(r.comparisons.size(), 3u) << "the warm rows are not compared as cold starts";
+  EXPECT_EQ(r.rows[6].label, "fleet on a warm pool");
+  EXPECT_EQ(r.rows[6].warm, "warm pool");
+  EXPECT_EQ(r.rows[6].baseline, "fleet on a warm pool (1 device)");
+  EXPECT_EQ(r.rows[7].label, "fleet, resident");
+  EXPECT_EQ(r.rows[7].warm, "resident");
+  for (size_t i = 6; i < 10; ++i) {
+    const bool resident = r.rows[i].warm == "resident";
+    for (const auto& d : r.rows[i].median_report.devices) EXPECT_EQ(d.resident, resident) << r.rows[i].label;
+  }
+  EXPECT_EQ(r.fastest.find("pool"), std::string::npos);
+  EXPECT_EQ(r.fastest.find("resident"), std::string::npos);
   EXPECT_FALSE(r.skipped.empty());  // the anchors were turned off, and the report says so
   const auto j = nlohmann::json::parse(r.to_json());
-  EXPECT_EQ(j["rows"].size(), 6u);
+  EXPECT_EQ(j["rows"].size(), 10u);
   EXPECT_NE(r.to_markdown().find("| fleet | 2 |"), std::string::npos);
 }
 
