@@ -489,8 +489,9 @@ py::dict status_dict(const DeviceStatus& s) {
 class PyPool {
  public:
   PyPool(const py::object& devices, const std::string& ort_library, bool narrow_workers, size_t max_resident_sessions,
-         double start_timeout) {
+         double start_timeout, bool prime_libraries) {
     PoolOptions o;
+    o.prime_libraries = prime_libraries;
     o.devices = to_devices(devices);
     o.ort_library = ort_library;
     o.narrow_workers = narrow_workers;
@@ -717,9 +718,9 @@ PYBIND11_MODULE(_ortfleet, m) {
   py::class_<PyPool, std::shared_ptr<PyPool>>(m, "Pool",
                                               "A warm worker pool: per device a worker process with ONNX Runtime, the CUDA EP, "
                                               "cuInit and its context done, waiting for models")
-      .def(py::init<const py::object&, const std::string&, bool, size_t, double>(), py::arg("devices") = py::none(),
+      .def(py::init<const py::object&, const std::string&, bool, size_t, double, bool>(), py::arg("devices") = py::none(),
            py::arg("ort_library") = "", py::arg("narrow_workers") = true, py::arg("max_resident_sessions") = 0,
-           py::arg("start_timeout") = PoolOptions{}.start_timeout_s,
+           py::arg("start_timeout") = PoolOptions{}.start_timeout_s, py::arg("prime_libraries") = true,
            "Starts the workers in the background and returns at once (the GIL is released)")
       .def("wait", &PyPool::wait, py::arg("timeout") = py::none(), "Block until every worker is ready or failed; True when all are ready")
       .def("status", &PyPool::status, "Devices, workers, resident sessions and memory")
@@ -732,7 +733,7 @@ PYBIND11_MODULE(_ortfleet, m) {
   m.def(
       "prewarm",
       [](const py::object& devices, const std::string& ort_library) {
-        auto pool = std::make_shared<PyPool>(devices, ort_library, true, 0, PoolOptions{}.start_timeout_s);
+        auto pool = std::make_shared<PyPool>(devices, ort_library, true, 0, PoolOptions{}.start_timeout_s, true);
         prewarmed_pool() = pool;
         return pool;
       },

@@ -13,6 +13,7 @@
 #include <map>
 #include <thread>
 
+#include "base/private_dir.hpp"
 #include "base/system_paths.hpp"
 #include "engine/content_hash.hpp"
 #include "engine/cuda_driver.hpp"
@@ -22,6 +23,7 @@
 #include "ortfleet/engine/cache.hpp"
 #include "ortfleet/engine/runtime.hpp"
 #include "ortfleet/fleet/worker.hpp"
+#include "ortfleet/synth/synth.hpp"
 #include "process/spawn.hpp"
 
 namespace ortfleet::detail {
@@ -258,8 +260,12 @@ bool WorkerProcess::alive() const {
   return channel_->alive() && pid_ > 0;
 }
 
-std::vector<TimelineEvent> WorkerProcess::initialise(const LocalStartPlan& plan, size_t max_resident_sessions, double timeout_s) {
-  const json body = channel_->call({{"op", "init"}, {"plan", plan_to_json(plan)}, {"max_resident_sessions", max_resident_sessions}},
+std::vector<TimelineEvent> WorkerProcess::initialise(const LocalStartPlan& plan, size_t max_resident_sessions, bool prime,
+                                                  double timeout_s) {
+  const json body = channel_->call({{"op", "init"},
+                                    {"plan", plan_to_json(plan)},
+                                    {"max_resident_sessions", max_resident_sessions},
+                                    {"prime", prime}},
                                    "initialised", timeout_s)
                         .body;
   return Timeline::from_json(body.at("timeline").dump()).events();
@@ -320,7 +326,7 @@ class WorkerState {
 
   const Device& device() const { return device_; }
 
-  json initialise(const LocalStartPlan& plan, size_t max_resident) {
+  json initialise(const LocalStartPlan& plan, size_t max_resident, bool prime) {
     std::lock_guard starting(start_mutex_);
     initialised_ = true;
     Timeline timeline(main_ns_);
@@ -330,6 +336,7 @@ class WorkerState {
     for (const auto& e : prepared.device_errors) {
       if (e) throw *e;
     }
+    if (prime) prime_libraries(plan, timeline);
     if (max_resident > 0) max_resident_ = max_resident;
     return {{"event", "initialised"}, {"timeline", on_my_lane(timeline)}};
   }
@@ -463,6 +470,43 @@ class WorkerState {
 
   static bool is_out_of_memory(const Error& e) { return e.what_failed().find("out of memory") != std::string::npos; }
 
+  /// The first session of a process loads cuDNN and cuBLAS, makes their handles and loads their
+  /// common kernels: a few hundred ms on a GPU that every later session skips (on the CPU, a few ms of
+  /// first-use costs). A warm worker pays it before
+  /// any model arrives, with two throwaway models (convolutions and a fully connected layer; attention
+  /// and matrix products), not cached. Failing here only costs the first real session that time.
+  void prime_libraries(const LocalStartPlan& plan, Timeline& timeline) {
+    auto p = timeline.scope(phase::libraries_prime, lane());
+    try {
+      const auto folder = PrivateDir::temporary("ortfleet-primer");
+      synth::ResNetSpec convolutions;
+      convolutions.depth = 18;
+      convolutions.width = 0.125;
+      convolutions.image_size = 32;
+      synth::TransformerSpec attention;
+      attention.layers = 1;
+      attention.hidden = 64;
+      attention.heads = 2;
+      attention.ffn_multiplier = 2;
+      attention.sequence = 16;
+      attention.vocabulary = 64;
+      const std::string models[] = {synth::write_resnet((folder.path() / "convolutions.onnx").string(), convolutions).path,
+                                    synth::write_transformer((folder.path() / "attention.onnx").string(), attention).path};
+      Timeline scratch(main_ns_);  // the primer's own phases stay out of the worker's report
+      for (const auto& model : models) {
+        LocalStartPlan primer = plan;
+        primer.model_path = model;
+        primer.config.session.optimized_model_cache = false;
+        primer.profile_dir.clear();
+        const LocalDeviceResult r = start_one(primer, scratch);
+        if (r.error) throw *r.error;
+      }
+    } catch (const std::exception& e) {
+      p.arg("error", e.what());
+      spdlog::debug("{}: priming cuDNN and cuBLAS failed ({}); the first session pays their start", lane(), e.what());
+    }
+  }
+
   LocalDeviceResult start_one(const LocalStartPlan& plan, Timeline& timeline) {
     std::vector<LocalDeviceResult> results;
     start_locally(plan, timeline, results, [](size_t) {});
@@ -536,7 +580,8 @@ bool serve_channel(MessageChannel& channel, WorkerState& state, bool control, st
         return true;
       }
       if (op == "init") {
-        channel.send(state.initialise(plan_from_json(request->body.at("plan")), request->body.value("max_resident_sessions", size_t{0})));
+        channel.send(state.initialise(plan_from_json(request->body.at("plan")), request->body.value("max_resident_sessions", size_t{0}),
+                                      request->body.value("prime", true)));
       } else if (op == "start") {
         channel.send(state.start(plan_from_json(request->body.at("plan")), held));
       } else if (op == "run") {

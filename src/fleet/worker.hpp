@@ -2,7 +2,8 @@
 // Worker processes: one per device, for the processes and fleet strategies and for worker pools. The
 // parent spawns the ortfleet-worker executable with one end of a socket pair (the control channel);
 // the protocol is JSON messages, answered in order on each channel:
-//   {"op":"init", plan}                 -> {"event":"initialised", timeline}   runtime, EP, cuInit, context
+//   {"op":"init", plan, prime}          -> {"event":"initialised", timeline}   runtime, EP, cuInit, context,
+//                                                                             (prime) cuDNN and cuBLAS
 //   {"op":"start", plan}                -> {"event":"ready", session, resident, status, ...}
 //   {"op":"run", session, inputs} + fd  -> {"event":"outputs", outputs} + fd   (shared memory both ways)
 //   {"op":"release", session}           -> {"event":"released"}
@@ -109,9 +110,10 @@ class WorkerProcess {
   WorkerChannel& channel() { return *channel_; }
 
   /// Loads ONNX Runtime and the CUDA EP, runs cuInit and makes the context: what a start on this
-  /// worker then skips. It keeps at most `max_resident_sessions` sessions nobody holds (0: its
-  /// default). The events of that work, on the device's lane.
-  std::vector<TimelineEvent> initialise(const LocalStartPlan& plan, size_t max_resident_sessions, double timeout_s);
+  /// worker then skips; with `prime`, on a GPU, also cuDNN's and cuBLAS's first use (two throwaway
+  /// sessions). It keeps at most `max_resident_sessions` sessions nobody holds (0: its default). The
+  /// events of that work, on the device's lane.
+  std::vector<TimelineEvent> initialise(const LocalStartPlan& plan, size_t max_resident_sessions, bool prime, double timeout_s);
   WorkerReady start(const LocalStartPlan& plan, double timeout_s) { return channel_->start(plan, timeout_s); }
   /// A new channel to this worker for another process, holding `sessions` for as long as it is open.
   UniqueFd attach(const std::vector<std::string>& sessions, double timeout_s);

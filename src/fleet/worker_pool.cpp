@@ -64,7 +64,7 @@ struct WorkerPool::Impl {
           slots[i].status.pid = worker->pid();
           slots[i].status.visible_devices = worker->visible_devices();
         }
-        worker->initialise(init_plan(device), options.max_resident_sessions, options.start_timeout_s);
+        worker->initialise(init_plan(device), options.max_resident_sessions, options.prime_libraries, options.start_timeout_s);
         std::lock_guard lock(mutex);
         slots[i].worker = std::move(worker);
         slots[i].status.state = "ready";

@@ -158,6 +158,22 @@ TEST(WorkerPool, AWorkerMakesSessionsForNewInputShapesLongAfterItsStart) {
   }
 }
 
+TEST(WorkerPool, AWorkerPrimesItsLibrariesWithThrowawaySessionsWhenAsked) {
+  detail::LocalStartPlan plan;
+  plan.devices = {Device::cpu(0)};
+  for (bool prime : {true, false}) {
+    detail::WorkerProcess worker(test::bin("ortfleet-worker"), Device::cpu(0));
+    const auto events = worker.initialise(plan, 0, prime, 120);
+    const auto primed = std::find_if(events.begin(), events.end(), [](const TimelineEvent& e) { return e.name == phase::libraries_prime; });
+    ASSERT_EQ(primed != events.end(), prime);
+    if (prime) {
+      EXPECT_EQ(primed->args.count("error"), 0u) << primed->args.at("error");
+    }
+    // Nothing of the primer stays: no resident session.
+    EXPECT_TRUE(worker.channel().call({{"op", "status"}}, "status", 30).body.at("sessions").empty());
+  }
+}
+
 TEST(WorkerPool, MisuseIsReported) {
   auto pool = std::make_shared<WorkerPool>(cpu_pool(1));
   FleetOptions other = on_pool(pool);

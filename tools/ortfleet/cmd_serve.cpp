@@ -22,6 +22,7 @@ struct ServeFlags {
   std::string socket;
   size_t max_resident = 0;
   bool no_narrow = false;
+  bool no_prime = false;
   RunConfigFlags config;
 };
 
@@ -42,6 +43,7 @@ int run_serve(const ServeFlags& f, const Globals& g) {
   options.pool.config = f.config.resolve();
   options.pool.max_resident_sessions = f.max_resident;
   options.pool.narrow_workers = !f.no_narrow;
+  options.pool.prime_libraries = !f.no_prime;
   options.socket_path = f.socket;
   PoolServer server(options);
 
@@ -102,6 +104,7 @@ void register_serve(CLI::App& app, Globals& globals, Action& action) {
   cmd->add_option("--max-resident", f->max_resident,
                   "Sessions each worker keeps when no job holds them (least recently used go first; default 64)");
   cmd->add_flag("--no-narrow-workers", f->no_narrow, "Let every worker see every GPU (CUDA_VISIBLE_DEVICES as given)");
+  cmd->add_flag("--no-prime", f->no_prime, "Do not load cuDNN and cuBLAS with throwaway sessions while the workers start");
   f->config.add_to(cmd);
   cmd->callback([&globals, &action, f] { action = [&globals, f] { return run_serve(*f, globals); }; });
 

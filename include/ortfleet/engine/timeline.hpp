@@ -25,6 +25,7 @@ inline constexpr const char* session_create = "session.create";    ///< Ort::Ses
 inline constexpr const char* warmup = "warmup";                    ///< first inference(s) on generated inputs
 inline constexpr const char* shape_session = "shape.session";      ///< another ONNX Runtime session, for a new input shape
 inline constexpr const char* weights_upload = "weights.upload";    ///< the weights shape sessions share, onto the GPU once
+inline constexpr const char* libraries_prime = "libraries.prime";  ///< a warm worker's throwaway sessions: cuDNN, cuBLAS loaded
 inline constexpr const char* worker_spawn = "worker.spawn";        ///< a worker process until it answers
 inline constexpr const char* ready = "ready";                      ///< device ready (zero-length marker)
 }  // namespace phase

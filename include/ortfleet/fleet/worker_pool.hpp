@@ -25,6 +25,9 @@ struct PoolOptions {
   RunConfig config;                ///< CUDA settings applied before cuInit (module loading, connections)
   /// Each worker sees only its own GPU (CUDA_VISIBLE_DEVICES): its cuInit sets up one GPU, not all.
   bool narrow_workers = true;
+  /// On a GPU, also pay cuDNN's and cuBLAS's first use (library loads, handles, common kernels: a few
+  /// hundred ms of a process's first session) with two small throwaway models while the pool starts.
+  bool prime_libraries = true;
   /// Sessions a worker keeps that nobody holds (least recently used go first); 0: the worker's default.
   size_t max_resident_sessions = 0;
   double start_timeout_s = 10 * 60;  ///< how long a worker may take to initialise
