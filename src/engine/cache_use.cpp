@@ -147,7 +147,8 @@ CacheUse::CacheUse(const std::string& cache_dir, const std::string& model, const
     ensure_private_dir(cache.dir(), kCacheFolderHint);
     content_ = model_content(model, cache.dir());
     key_ = cache_key_text(content_.text, device, config);
-    entry_ = cache.entry_path_for_key(model, key_);
+    format_ = config.session.model_cache_format;
+    entry_ = cache.entry_path_for_key(model, key_, format_);
     if (!lock_.try_lock(entry_ + ".lock", FileLock::Mode::shared)) return;  // being written: busy
     std::string damage;
     if (identity_of(entry_, Symlinks::refuse)) {
@@ -156,6 +157,11 @@ CacheUse::CacheUse(const std::string& cache_dir, const std::string& model, const
         source_ = entry_;
         hit_ = true;
         options.SetGraphOptimizationLevel(ORT_DISABLE_ALL);
+        if (format_ == ModelCacheFormat::ort) {
+          options.AddConfigEntry("session.load_model_format", "ORT");
+          // Read by mapping the file, not into a heap buffer (when the session is made from the path).
+          options.AddConfigEntry("session.use_memory_mapped_ort_model", "1");
+        }
         return;  // the shared lock stays until the session exists
       }
     }
@@ -176,6 +182,10 @@ CacheUse::CacheUse(const std::string& cache_dir, const std::string& model, const
   }
   partial_ = entry_ + ".partial-" + std::to_string(::getpid());
   options.SetOptimizedModelFilePath(partial_.c_str());
+  if (format_ == ModelCacheFormat::ort) {
+    options.AddConfigEntry("session.save_model_format", "ORT");  // the partial name does not end in .ort
+    return;
+  }
   // The data file is named after the final entry: the rename in commit() moves only the .onnx file.
   options.AddConfigEntry("session.optimized_model_external_initializers_file_name",
                          fs::path(data_of(entry_)).filename().c_str());
@@ -198,7 +208,8 @@ void CacheUse::seal() {
   // A short graph, or weights shorter than the graph reads, would fail every later start: check
   // what ONNX Runtime wrote before vouching for it.
   const std::string expected_data = fs::absolute(data).lexically_normal().string();
-  for (const auto& [file, bytes_read] : external_data_extents(partial_)) {
+  const auto extents = format_ == ModelCacheFormat::ort ? std::map<std::string, uint64_t>{} : external_data_extents(partial_);
+  for (const auto& [file, bytes_read] : extents) {
     if (file != expected_data) throw Error("the optimised model names an unexpected data file, " + file);
     const auto id = identity_of(data, Symlinks::refuse);
     if (!id || !id->regular || id->bytes < bytes_read) {

@@ -50,6 +50,8 @@ CudaDriver::CudaDriver() {
   bind(cuMemFree_, "cuMemFree_v2");
   bind(cuMemcpyHtoD_, "cuMemcpyHtoD_v2");
   bind(cuMemcpyDtoD_, "cuMemcpyDtoD_v2");
+  bind(cuMemAllocHost_, "cuMemAllocHost_v2");
+  bind(cuMemFreeHost_, "cuMemFreeHost");
   if (!error_.empty()) return;
 
   const auto start = std::chrono::steady_clock::now();
@@ -209,6 +211,33 @@ void CudaDriver::copy_on_device(int ordinal, void* dst, const void* src, size_t 
   if (r == 0) r = cuCtxSynchronize_();
   release_primary_context(ordinal);
   check(r, "cuMemcpyDtoD", ordinal);
+}
+
+double CudaDriver::pinned_upload_gb_per_s(int ordinal, size_t bytes, int repeats) const {
+  const CurrentContextKeeper keep;
+  retain_primary_context(ordinal);
+  void* host = nullptr;
+  CUresult r = cuMemAllocHost_(&host, bytes);
+  if (r != 0) {
+    release_primary_context(ordinal);
+    check(r, "cuMemAllocHost", ordinal);
+  }
+  std::fill_n(static_cast<char*>(host), bytes, char{1});  // pages in place before the clock starts
+  uintptr_t device = 0;
+  r = cuMemAlloc_(&device, bytes);
+  double best_s = 0;
+  for (int i = 0; r == 0 && i < std::max(repeats, 1); ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    r = cuMemcpyHtoD_(device, host, bytes);
+    if (r == 0) r = cuCtxSynchronize_();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (r == 0 && (best_s == 0 || s < best_s)) best_s = s;
+  }
+  if (device != 0) cuMemFree_(device);
+  cuMemFreeHost_(host);
+  release_primary_context(ordinal);
+  check(r, "cuMemcpyHtoD (pinned)", ordinal);
+  return best_s > 0 ? static_cast<double>(bytes) / 1e9 / best_s : 0;
 }
 
 std::pair<uint64_t, uint64_t> CudaDriver::memory_info(int ordinal) const {

@@ -61,6 +61,14 @@ void print_profile(const ProfileReport& r, std::ostream& out) {
     for (const auto& op : r.cpu_fallback) out << " " << op;
   }
   out << fmt::format("\nsteady inference: p50 {}, p99 {}\n", format_ms(r.steady_p50_ms), format_ms(r.steady_p99_ms));
+  if (r.floor.empty()) return;
+  out << fmt::format("\nfloor of this start on this machine: {} (measured {}, {:.2f}x the floor)\n", format_ms(r.floor_ms),
+                     format_ms(r.wall_ms), r.floor_ratio());
+  Table floor({"term", "floor", "measured", "ratio", "floor from"}, {false, true, true, true, false});
+  for (const auto& t : r.floor) {
+    floor.add({t.label, format_ms(t.floor_ms), format_ms(t.measured_ms), t.floor_ms > 0 ? fmt::format("{:.2f}x", t.ratio()) : "-", t.basis});
+  }
+  floor.print(out);
 }
 
 int run_profile_command(const ProfileFlags& f, const Globals& g) {
