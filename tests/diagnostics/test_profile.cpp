@@ -171,7 +171,9 @@ TEST(Profile, WithoutAMeasuredBandwidthTheWeightsHaveNoFloor) {
   ProfileReport r = known_profile();
   add_floor(r, {});
   for (const auto& term : r.floor) {
-    if (term.name == "session") EXPECT_DOUBLE_EQ(term.floor_ms, 0);
+    if (term.name == "session") {
+      EXPECT_DOUBLE_EQ(term.floor_ms, 0);
+    }
   }
   EXPECT_GT(r.floor_ms, 0);
 }
