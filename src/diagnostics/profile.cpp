@@ -245,6 +245,9 @@ ProfileReport build_profile(const StartReport& start, const std::vector<OrtLogLi
   for (const auto& [name, ms] : per_transformer) r.transformers.emplace_back(name, ms);
   std::sort(r.transformers.begin(), r.transformers.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
 
+  // A graph loaded with nothing left to optimise (an ORT-format cache entry) logs no transformer:
+  // its partitioning starts when the session's initialisation does.
+  if (graph_begin == 0) graph_begin = t_init;
   if (t_init != 0 && graph_begin != 0 && t_save != 0 && t_saved != 0 && t_done != 0) {
     double transformers_ms = 0;
     for (const auto& [n, ms] : r.transformers) transformers_ms += ms;
