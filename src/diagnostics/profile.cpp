@@ -19,6 +19,7 @@
 #include "diagnostics/cold_start.hpp"
 #include "process/child_process.hpp"
 #include "ortfleet/diagnostics/statistics.hpp"
+#include "ortfleet/diagnostics/throughput.hpp"
 #include "ortfleet/engine/model_file.hpp"
 #include "ortfleet/base/error.hpp"
 
@@ -493,6 +494,10 @@ MachineSpeeds measure_machine_speeds(const Device& device, const std::string& mo
 }
 
 namespace {
+json shape_switch_json(const ShapeSwitchCost& c) {
+  return {{"call_ms", c.call_ms}, {"steady_call_ms", c.steady_call_ms}, {"cost_ms", c.cost_ms}};
+}
+
 /// The floor's terms and the speeds they came from.
 json floor_json(const ProfileReport& r) {
   json terms = json::array();
@@ -545,9 +550,36 @@ std::string ProfileReport::to_json() const {
               {"ort_profile", ort_profile_path},
               {"timeline", json::parse(timeline.to_json())},
               {"floor", floor_json(*this)},
+              {"shape_switch", shape_switch_json(shape_switch)},
               {"floor_ms", floor_ms},
               {"floor_ratio", floor_ratio()}}
       .dump(2);
+}
+
+ShapeSwitchCost measure_shape_switch(const std::string& model, const std::vector<std::string>& dynamic_dims, const Device& device,
+                                     const RunConfig& config, double seconds, const std::string& ort_library) {
+  ShapeSwitchCost cost;
+  const bool dynamic_batch = std::any_of(dynamic_dims.begin(), dynamic_dims.end(),
+                                         [](const std::string& d) { return d.find("[0]") != std::string::npos; });
+  if (!dynamic_batch || seconds <= 0) return cost;
+  ThroughputOptions t;
+  t.model = model;
+  t.devices = {device};
+  t.seconds = seconds;
+  t.config = config;
+  t.ort_library = ort_library;
+  t.shape_mix = {1, 2};
+  t.anchors = false;
+  const ThroughputReport mix = run_throughput(t);
+  // Rows: batch 1 alone, batch 2 alone, then one session on the alternating mix (every call a switch).
+  if (mix.rows.size() < 3) return cost;
+  for (size_t i = 0; i < 3; ++i) {
+    if (!mix.rows[i].error.empty()) throw Error("the shape-switch measurement failed: " + mix.rows[i].error, {}, device.to_string());
+  }
+  cost.steady_call_ms = (mix.rows[0].p50_ms + mix.rows[1].p50_ms) / 2;
+  cost.call_ms = mix.rows[2].p50_ms;
+  cost.cost_ms = std::max(0.0, cost.call_ms - cost.steady_call_ms);
+  return cost;
 }
 
 ProfileReport run_profile(const ProfileOptions& options) {
@@ -586,6 +618,7 @@ ProfileReport run_profile(const ProfileOptions& options) {
                               profile_path.empty() ? std::vector<OrtProfileEvent>{} : parse_ort_profile(read(profile_path), profile_path), facts);
   report.config = o.config;
   add_floor(report, measure_machine_speeds(o.device, o.model, facts.initializer_bytes));
+  report.shape_switch = measure_shape_switch(o.model, facts.dynamic_dims, o.device, o.config, o.shape_switch_seconds, o.ort_library);
   if (!work.removed_at_end()) report.ort_profile_path = profile_path;  // a temporary one is gone when we return
   return report;
 }

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -176,6 +177,23 @@ TEST(Profile, WithoutAMeasuredBandwidthTheWeightsHaveNoFloor) {
     }
   }
   EXPECT_GT(r.floor_ms, 0);
+}
+
+// A dynamic batch dim: profile measures what a batch switch costs one ONNX Runtime session.
+TEST(Profile, MeasuresAShapeSwitchOnlyForADynamicBatch) {
+  ProfileOptions o;
+  o.model = test::dynamic_mlp_model();
+  o.steady_runs = 3;
+  o.shape_switch_seconds = 0.2;
+  o.ortfleet_executable = test::bin("ortfleet");
+  const ProfileReport dynamic = run_profile(o);
+  const ShapeSwitchCost& c = dynamic.shape_switch;
+  ASSERT_TRUE(c.measured());
+  EXPECT_GT(c.call_ms, 0.0);
+  EXPECT_GT(c.steady_call_ms, 0.0);
+  EXPECT_DOUBLE_EQ(c.cost_ms, std::max(0.0, c.call_ms - c.steady_call_ms));
+  o.model = test::mlp_model();
+  EXPECT_FALSE(run_profile(o).shape_switch.measured());  // fixed batch: nothing to switch
 }
 
 TEST(Profile, RunsAColdStartInAFreshProcessAndAttributesMostOfIt) {

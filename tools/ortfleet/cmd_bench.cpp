@@ -154,6 +154,7 @@ int run_bench_command(const BenchFlags& f, const Globals& g) {
     p.config = o.config;
     p.config_arguments = o.config_arguments;
     p.ort_library = g.ort_lib;
+    p.shape_switch_seconds = 0;  // only the floor is wanted here
     progress.update("profiling one cold start on " + p.device.to_string() + " for its floor");
     o.floor_ms = run_profile(p).floor_ms;
   }

@@ -73,6 +73,15 @@ struct FloorTerm {
   double ratio() const { return floor_ms > 0 ? measured_ms / floor_ms : 0; }
 };
 
+/// What a batch-size switch costs one ONNX Runtime session: the p50 of calls alternating batch 1 and 2,
+/// the p50 of each batch alone (mean of the two) and the difference. Negative: not measured.
+struct ShapeSwitchCost {
+  double call_ms = -1;
+  double steady_call_ms = -1;
+  double cost_ms = -1;
+  bool measured() const { return cost_ms >= 0; }
+};
+
 struct ProfileReport {
   std::string model;
   std::string device;
@@ -95,6 +104,7 @@ struct ProfileReport {
   std::vector<std::string> top_costs;  ///< "graph optimisation: 1.21 s (45%) - <advice>"
   std::vector<std::string> dynamic_dims;  ///< the model's inputs' dims without a fixed size, "input[0] (batch)"
   std::string shapes_advice;              ///< what dynamic dims cost, and what to declare
+  ShapeSwitchCost shape_switch;  ///< measured for a dynamic batch (ProfileOptions::shape_switch_seconds)
   Timeline timeline;                   ///< our phases and ONNX Runtime's, on one clock
   std::string ort_profile_path;  ///< ONNX Runtime's profile when its folder is kept (ProfileOptions::work_dir), else empty
   bool on_gpu = false;
@@ -131,8 +141,17 @@ struct ProfileOptions {
   std::string ortfleet_executable;
   std::string ort_library;
   std::string work_dir;  ///< where the child writes its profile and log (default: a temporary folder)
+  /// Seconds per stream for the shape-switch measurement of a model with a dynamic batch dim (three
+  /// streams, in this process); 0 skips it.
+  double shape_switch_seconds = 1;
   double timeout_s = 3600;
 };
+
+/// Measures a batch switch of `model` (streams of `seconds` each, in this process) on `device`; not
+/// measured when the model's first input dim is fixed (`dynamic_dims` from inspect_model) or `seconds`
+/// is 0. Throws ortfleet::Error.
+ShapeSwitchCost measure_shape_switch(const std::string& model, const std::vector<std::string>& dynamic_dims, const Device& device,
+                                     const RunConfig& config, double seconds, const std::string& ort_library);
 
 /// Runs one cold start in a fresh process and builds the report.
 ProfileReport run_profile(const ProfileOptions& options);
