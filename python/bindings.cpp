@@ -818,6 +818,15 @@ PYBIND11_MODULE(_ortfleet, m) {
     o.seed = seed;
     return synth::write_mlp(path, {layers, width, 1}, o).path;
   }, py::arg("path"), py::arg("layers") = 3, py::arg("width") = 64, py::arg("seed") = 1);
+  m.def("synth_nodes", [](const std::string& path, int nodes, int width, uint64_t seed) {
+    synth::NodeHeavySpec spec;
+    spec.nodes = nodes;
+    spec.width = width;
+    synth::WriteOptions o;
+    o.seed = seed;
+    return synth::write_node_heavy(path, spec, o).path;
+  }, py::arg("path"), py::arg("nodes") = 24000, py::arg("width") = 64, py::arg("seed") = 1,
+     "A graph of tens of thousands of small nodes (`ortfleet synth nodes`)");
   m.def("synth_resnet", [](const std::string& path, int depth, int image_size, uint64_t seed, bool dynamic_batch) {
     synth::ResNetSpec spec;
     spec.depth = depth;

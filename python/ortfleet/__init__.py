@@ -47,12 +47,13 @@ from ._ortfleet import (  # noqa: E402,F401  (the public API)
     prewarm,
     profile,
     synth_mlp,
+    synth_nodes,
     synth_resnet,
     tune,
 )
 
 __all__ = ["DeviceTensor", "Error", "Fleet", "Pool", "bench", "doctor", "load_runtime", "prewarm", "profile",
-           "synth_mlp", "synth_resnet", "tune"]
+           "synth_mlp", "synth_nodes", "synth_resnet", "tune"]
 
 import atexit  # noqa: E402
 

@@ -174,7 +174,7 @@ json row_json(const BenchRow& r) {
   json j = {{"label", r.label},         {"family", r.family},           {"strategy", r.strategy},
             {"devices", r.device_count}, {"wall_ms", r.wall_ms},         {"min_ms", r.min_ms},
             {"median_ms", r.median_ms},  {"max_ms", r.max_ms},           {"baseline", r.baseline},
-            {"ratio_to_one_device", r.ratio_to_one}, {"efficiency", r.efficiency}, {"error", r.error},
+            {"ratio_to_one_device", r.ratio_to_one}, {"efficiency", r.efficiency}, {"floor_ratio", r.floor_ratio}, {"error", r.error},
             {"process_start_ms", r.process_start_ms}, {"warm", r.warm}};
   if (r.ok()) j["median_run"] = json::parse(r.median_report.to_json());
   return j;
@@ -236,6 +236,7 @@ BenchReport run_bench(const BenchOptions& options) {
   load_runtime(o.ort_library);  // for the report, and to find the CUDA EP next to it for the anchors
   BenchReport report;
   report.model = o.model;
+  report.floor_ms = o.floor_ms;
   report.machine = detail::machine_description(o.devices);
   if (const RuntimeInfo* rt = loaded_runtime()) report.ort_version = rt->version;
 
@@ -310,6 +311,7 @@ BenchReport run_bench(const BenchOptions& options) {
       c.row.ratio_to_one = c.row.median_ms / base->second;
       c.row.efficiency = base->second / c.row.median_ms;
     }
+    if (c.row.ok() && o.floor_ms > 0 && c.row.device_count == 1) c.row.floor_ratio = c.row.median_ms / o.floor_ms;
     report.rows.push_back(c.row);
   }
   // The fastest way to bring up all N devices, and how it compares with each alternative.
@@ -340,22 +342,23 @@ std::string BenchReport::to_json() const {
   json rows_json = json::array();
   for (const auto& r : rows) rows_json.push_back(row_json(r));
   return json{{"ortfleet_bench", 1}, {"model", model}, {"machine", machine}, {"onnxruntime", ort_version},
-              {"rows", rows_json}, {"skipped", skipped}, {"fastest", fastest}, {"comparisons", comparisons}, {"notes", notes}}
+              {"floor_ms", floor_ms}, {"rows", rows_json}, {"skipped", skipped}, {"fastest", fastest}, {"comparisons", comparisons}, {"notes", notes}}
       .dump(2);
 }
 
 std::string BenchReport::to_markdown() const {
   std::string out = fmt::format("Model `{}` on {} (ONNX Runtime {}): wall time from exec until every session is created and has run one inference.\n\n",
                                 fs::path(model).filename().string(), machine, ort_version);
-  out += "| start-up | devices | min | median | max | vs 1 device | efficiency |\n|---|---:|---:|---:|---:|---:|---:|\n";
+  out += "| start-up | devices | min | median | max | vs 1 device | efficiency | vs floor |\n|---|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const auto& r : rows) {
     if (!r.ok()) {
-      out += fmt::format("| {} | {} | failed: {} | | | | |\n", r.label, r.device_count, r.error);
+      out += fmt::format("| {} | {} | failed: {} | | | | | |\n", r.label, r.device_count, r.error);
       continue;
     }
-    out += fmt::format("| {} | {} | {:.2f} s | {:.2f} s | {:.2f} s | {} | {} |\n", r.label, r.device_count, r.min_ms / 1e3,
+    out += fmt::format("| {} | {} | {:.2f} s | {:.2f} s | {:.2f} s | {} | {} | {} |\n", r.label, r.device_count, r.min_ms / 1e3,
                        r.median_ms / 1e3, r.max_ms / 1e3, r.ratio_to_one > 0 ? fmt::format("{:.2f}x", r.ratio_to_one) : "",
-                       r.efficiency > 0 ? fmt::format("{:.0f}%", r.efficiency * 100) : "");
+                       r.efficiency > 0 ? fmt::format("{:.0f}%", r.efficiency * 100) : "",
+                       r.floor_ratio > 0 ? fmt::format("{:.2f}x", r.floor_ratio) : "");
   }
   for (const auto& c : comparisons) out += "\n- " + c;
   for (const auto& n : notes) out += "\n- " + n;

@@ -10,10 +10,16 @@
 #include <set>
 #include <sstream>
 
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
 #include "base/private_dir.hpp"
+#include "engine/cuda_driver.hpp"
 #include "diagnostics/cold_start.hpp"
 #include "process/child_process.hpp"
 #include "ortfleet/diagnostics/statistics.hpp"
+#include "ortfleet/diagnostics/throughput.hpp"
 #include "ortfleet/engine/model_file.hpp"
 #include "ortfleet/base/error.hpp"
 
@@ -108,6 +114,8 @@ constexpr Advice kAdvice[] = {
     {"partitioning", "partitioning, placement and session state",
      "grows with the node count; the optimised-model cache removes the work of fusing nodes first"},
     {"initializer.upload", "initializer upload", "copying weights into device memory; external data (mmap) avoids a host copy"},
+    {"weights.upload", "weights upload (ortfleet, staged)",
+     "the cached graph's weights in a few large copies from pinned memory, before the session exists"},
     {"kernel.creation", "kernel creation and memory planning", "one-time per session; shrinks with fewer nodes"},
     {"session.other", "rest of session creation", "session creation outside the steps ONNX Runtime logs"},
     {"warmup", "first inference (warm-up)",
@@ -150,6 +158,7 @@ ProfileReport build_profile(const StartReport& start, const std::vector<OrtLogLi
   r.model = start.model;
   if (start.devices.empty()) throw Error("the profiled start has no device");
   r.device = start.devices.front().device.to_string();
+  r.on_gpu = start.devices.front().device.is_gpu();
   r.initializer_bytes = facts.initializer_bytes;
   r.dynamic_dims = facts.dynamic_dims;
   if (!r.dynamic_dims.empty()) {
@@ -195,6 +204,13 @@ ProfileReport build_profile(const StartReport& start, const std::vector<OrtLogLi
         e.name == phase::cuda_init || e.name == phase::ep_library_load || e.name == phase::model_read) {
       add(e.name, e.start_ns, e.end_ns);
     }
+    if (e.name == phase::weights_upload) {
+      // The cached graph's weights, uploaded by ortfleet in large copies before the session exists.
+      const double bytes = e.args.count("bytes") ? std::stod(e.args.at("bytes")) : 0;
+      const double seconds = static_cast<double>(e.end_ns - e.start_ns) / 1e9;
+      r.upload_gb_per_s = seconds > 0 ? bytes / 1e9 / seconds : 0;
+      add(e.name, e.start_ns, e.end_ns, fmt::format("{:.2f} GB at {:.1f} GB/s", bytes / 1e9, r.upload_gb_per_s));
+    }
   }
   const TimelineEvent* proc = find(phase::process_start);
   const int64_t main_ns = proc ? proc->end_ns : start.main_ns;
@@ -230,6 +246,9 @@ ProfileReport build_profile(const StartReport& start, const std::vector<OrtLogLi
   for (const auto& [name, ms] : per_transformer) r.transformers.emplace_back(name, ms);
   std::sort(r.transformers.begin(), r.transformers.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
 
+  // A graph loaded with nothing left to optimise (an ORT-format cache entry) logs no transformer:
+  // its partitioning starts when the session's initialisation does.
+  if (graph_begin == 0) graph_begin = t_init;
   if (t_init != 0 && graph_begin != 0 && t_save != 0 && t_saved != 0 && t_done != 0) {
     double transformers_ms = 0;
     for (const auto& [n, ms] : r.transformers) transformers_ms += ms;
@@ -242,8 +261,9 @@ ProfileReport build_profile(const StartReport& start, const std::vector<OrtLogLi
         r.transformers.empty() ? "" : fmt::format("largest: {} {:.0f} ms", r.transformers.front().first, r.transformers.front().second));
     add("partitioning", graph_begin + optimisation_ns, t_save);
     const double upload_s = static_cast<double>(t_saved - t_save) / 1e9;
-    r.upload_gb_per_s = upload_s > 0 ? static_cast<double>(facts.initializer_bytes) / 1e9 / upload_s : 0;
-    add("initializer.upload", t_save, t_saved, fmt::format("{:.2f} GB at {:.1f} GB/s", static_cast<double>(facts.initializer_bytes) / 1e9, r.upload_gb_per_s));
+    const double ort_upload_gb_per_s = upload_s > 0 ? static_cast<double>(facts.initializer_bytes) / 1e9 / upload_s : 0;
+    if (r.upload_gb_per_s == 0) r.upload_gb_per_s = ort_upload_gb_per_s;  // unless ortfleet uploaded them itself
+    add("initializer.upload", t_save, t_saved, fmt::format("{:.2f} GB at {:.1f} GB/s", static_cast<double>(facts.initializer_bytes) / 1e9, ort_upload_gb_per_s));
     add("kernel.creation", t_saved, t_done);
     add("session.other", t_done, create->end_ns);
   } else {
@@ -342,6 +362,158 @@ ProfileReport build_profile(const StartReport& start, const std::vector<OrtLogLi
   return r;
 }
 
+// --- the floor --------------------------------------------------------------------------------------
+
+void add_floor(ProfileReport& r, const MachineSpeeds& speeds) {
+  r.speeds = speeds;
+  r.floor.clear();
+  auto phase_ms = [&](const char* name) {
+    double ms = 0;
+    for (const auto& p : r.phases) ms += p.name == name ? p.ms : 0;
+    return ms;
+  };
+  const auto events = r.timeline.events();
+  auto event_ms = [&](const char* name) {
+    for (const auto& e : events) {
+      if (e.name == name) return e.duration_ms();
+    }
+    return 0.0;
+  };
+  const TimelineEvent* create = nullptr;
+  for (const auto& e : events) create = create == nullptr && e.name == phase::session_create ? &e : create;
+
+  // Process: exec to main is the price of any process; ortfleet's own set-up is not.
+  FloorTerm process{"process", "process start", phase_ms("process.start"), phase_ms("process.start") + phase_ms("tool.setup"),
+                    "exec to main, as measured"};
+
+  // Runtime: loading ONNX Runtime and registering the EP can overlap cuInit and the context, so the
+  // floor is the longer of the two; measured is the span they took.
+  FloorTerm runtime{"runtime", r.on_gpu ? "runtime, EP and CUDA context" : "runtime load", 0, 0, ""};
+  int64_t first_ns = 0;
+  int64_t last_ns = 0;
+  for (const auto& e : events) {
+    if (create != nullptr && e.end_ns > create->start_ns) continue;
+    if (e.name != phase::runtime_load && e.name != phase::ep_library_load && e.name != phase::ep_register &&
+        e.name != phase::cuda_init && e.name != phase::cuda_context) continue;
+    first_ns = first_ns == 0 ? e.start_ns : std::min(first_ns, e.start_ns);
+    last_ns = std::max(last_ns, e.end_ns);
+  }
+  runtime.measured_ms = static_cast<double>(last_ns - first_ns) / 1e6;
+  const double ort_ms = event_ms(phase::runtime_load);
+  if (!r.on_gpu) {
+    runtime.floor_ms = ort_ms;
+    runtime.basis = "ONNX Runtime's library load, as measured";
+  } else {
+    // A start that ran cuInit on its own (the fleet's) has it on the timeline; a sequential one ran
+    // it inside the EP's registration, so cuInit as measured here is taken out of that.
+    const bool own_init = event_ms(phase::cuda_init) > 0;
+    const double init_ms = own_init ? event_ms(phase::cuda_init) : speeds.cuda_init_ms;
+    const double context_ms = event_ms(phase::cuda_context) > 0 ? event_ms(phase::cuda_context) : speeds.cuda_context_ms;
+    const double ep_ms = event_ms(phase::ep_library_load) +
+                         std::max(0.0, event_ms(phase::ep_register) - (own_init ? 0.0 : speeds.cuda_init_ms));
+    const double ep_side = ort_ms + ep_ms;
+    const double cuda_side = init_ms + context_ms;
+    runtime.floor_ms = std::max(ep_side, cuda_side);
+    runtime.basis = fmt::format("max(ONNX Runtime + EP load and registration {:.0f} ms, cuInit {:.0f} ms + context {:.0f} ms){}",
+                                ep_side, init_ms, context_ms, own_init ? "" : " (cuInit measured apart)");
+  }
+
+  // Session: the weights moved once at the machine's measured speed; the rest of session creation
+  // (graph work, kernels, planning) has no floor of its own.
+  FloorTerm session{"session", "session creation (weights)", 0, event_ms(phase::model_read) + event_ms(phase::weights_upload) + event_ms(phase::session_create), ""};
+  const double gb = static_cast<double>(r.initializer_bytes) / 1e9;
+  const double speed = r.on_gpu ? speeds.upload_gb_per_s : speeds.read_gb_per_s;
+  if (speed > 0) {
+    session.floor_ms = gb / speed * 1e3;
+    session.basis = fmt::format("{:.3f} GB of weights at {:.1f} GB/s ({})", gb, speed,
+                                r.on_gpu ? "pinned host-to-device copy" : "the model's files read from the page cache");
+  } else {
+    session.basis = "bandwidth not measured: no floor for the weights";
+  }
+
+  // Inference: one call at its steady latency, plus the convolution search the first call of the
+  // chosen mode does (measured: it is what the mode needs, not overhead).
+  double first_ms = 0;
+  for (const auto& e : events) {
+    if (e.name == phase::warmup && (!e.args.count("run") || e.args.at("run") == "1")) {
+      first_ms = e.duration_ms();
+      break;
+    }
+  }
+  const double search_ms = r.on_gpu ? std::max(0.0, r.conv_first_ms - r.conv_steady_ms) : 0.0;
+  FloorTerm inference{"inference", "first inference", r.steady_p50_ms + search_ms, first_ms,
+                      search_ms > 0 ? fmt::format("steady p50 + conv search {:.0f} ms", search_ms) : "steady p50"};
+
+  r.floor = {process, runtime, session, inference};
+  r.floor_ms = 0;
+  for (const auto& t : r.floor) r.floor_ms += t.floor_ms;
+}
+
+MachineSpeeds measure_machine_speeds(const Device& device, const std::string& model, uint64_t weight_bytes) {
+  MachineSpeeds speeds;
+  try {
+    if (device.is_gpu()) {
+      auto& driver = detail::CudaDriver::instance();
+      if (!driver.ok()) return speeds;
+      speeds.cuda_init_ms = driver.init_ms();
+      const int ordinal = cuda_ordinal(device);
+      if (!driver.holds_context(ordinal)) {
+        const auto start = std::chrono::steady_clock::now();
+        driver.retain_primary_context(ordinal);
+        speeds.cuda_context_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      } else {
+        driver.retain_primary_context(ordinal);
+      }
+      // Large enough to reach the bus's speed, small enough to fit beside anything else on the GPU.
+      const size_t bytes = std::clamp<uint64_t>(weight_bytes, uint64_t{64} << 20, uint64_t{512} << 20);
+      speeds.upload_gb_per_s = driver.pinned_upload_gb_per_s(ordinal, bytes);
+      driver.release_primary_context(ordinal);
+      return speeds;
+    }
+    // The CPU's weights term: the model's files read again, as ONNX Runtime reads them after the start.
+    std::vector<std::string> files = {model};
+    if (fs::exists(model + ".data")) files.push_back(model + ".data");
+    std::vector<char> buffer(size_t{4} << 20);
+    uint64_t bytes = 0;
+    double seconds = 0;
+    for (int pass = 0; pass < 2; ++pass) {  // the first pass brings them into the page cache
+      bytes = 0;
+      const auto start = std::chrono::steady_clock::now();
+      for (const auto& f : files) {
+        std::ifstream in(f, std::ios::binary);
+        while (in.read(buffer.data(), static_cast<std::streamsize>(buffer.size())) || in.gcount() > 0) {
+          bytes += static_cast<uint64_t>(in.gcount());
+        }
+      }
+      seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+    speeds.read_gb_per_s = seconds > 0 ? static_cast<double>(bytes) / 1e9 / seconds : 0;
+  } catch (const std::exception& e) {
+    spdlog::debug("could not measure the machine's speeds for the floor: {}", e.what());
+  }
+  return speeds;
+}
+
+namespace {
+json shape_switch_json(const ShapeSwitchCost& c) {
+  return {{"call_ms", c.call_ms}, {"steady_call_ms", c.steady_call_ms}, {"cost_ms", c.cost_ms}};
+}
+
+/// The floor's terms and the speeds they came from.
+json floor_json(const ProfileReport& r) {
+  json terms = json::array();
+  for (const auto& t : r.floor) {
+    terms.push_back({{"name", t.name}, {"label", t.label}, {"floor_ms", t.floor_ms}, {"measured_ms", t.measured_ms},
+                     {"ratio", t.ratio()}, {"basis", t.basis}});
+  }
+  return json{{"terms", terms},
+              {"upload_gb_per_s", r.speeds.upload_gb_per_s},
+              {"read_gb_per_s", r.speeds.read_gb_per_s},
+              {"cuda_init_ms", r.speeds.cuda_init_ms},
+              {"cuda_context_ms", r.speeds.cuda_context_ms}};
+}
+}  // namespace
+
 std::string ProfileReport::to_json() const {
   json phases_json = json::array();
   for (const auto& p : phases) {
@@ -377,8 +549,38 @@ std::string ProfileReport::to_json() const {
               {"steady_p50_ms", steady_p50_ms},
               {"steady_p99_ms", steady_p99_ms},
               {"ort_profile", ort_profile_path},
-              {"timeline", json::parse(timeline.to_json())}}
+              {"timeline", json::parse(timeline.to_json())},
+              {"floor", floor_json(*this)},
+              {"shape_switch", shape_switch_json(shape_switch)},
+              {"floor_ms", floor_ms},
+              {"floor_ratio", floor_ratio()}}
       .dump(2);
+}
+
+ShapeSwitchCost measure_shape_switch(const std::string& model, const std::vector<std::string>& dynamic_dims, const Device& device,
+                                     const RunConfig& config, double seconds, const std::string& ort_library) {
+  ShapeSwitchCost cost;
+  const bool dynamic_batch = std::any_of(dynamic_dims.begin(), dynamic_dims.end(),
+                                         [](const std::string& d) { return d.find("[0]") != std::string::npos; });
+  if (!dynamic_batch || seconds <= 0) return cost;
+  ThroughputOptions t;
+  t.model = model;
+  t.devices = {device};
+  t.seconds = seconds;
+  t.config = config;
+  t.ort_library = ort_library;
+  t.shape_mix = {1, 2};
+  t.anchors = false;
+  const ThroughputReport mix = run_throughput(t);
+  // Rows: batch 1 alone, batch 2 alone, then one session on the alternating mix (every call a switch).
+  if (mix.rows.size() < 3) return cost;
+  for (size_t i = 0; i < 3; ++i) {
+    if (!mix.rows[i].error.empty()) throw Error("the shape-switch measurement failed: " + mix.rows[i].error, {}, device.to_string());
+  }
+  cost.steady_call_ms = (mix.rows[0].p50_ms + mix.rows[1].p50_ms) / 2;
+  cost.call_ms = mix.rows[2].p50_ms;
+  cost.cost_ms = std::max(0.0, cost.call_ms - cost.steady_call_ms);
+  return cost;
 }
 
 ProfileReport run_profile(const ProfileOptions& options) {
@@ -416,6 +618,8 @@ ProfileReport run_profile(const ProfileOptions& options) {
   auto report = build_profile(start, parse_ort_log(read(log_path), log_path),
                               profile_path.empty() ? std::vector<OrtProfileEvent>{} : parse_ort_profile(read(profile_path), profile_path), facts);
   report.config = o.config;
+  add_floor(report, measure_machine_speeds(o.device, o.model, facts.initializer_bytes));
+  report.shape_switch = measure_shape_switch(o.model, facts.dynamic_dims, o.device, o.config, o.shape_switch_seconds, o.ort_library);
   if (!work.removed_at_end()) report.ort_profile_path = profile_path;  // a temporary one is gone when we return
   return report;
 }

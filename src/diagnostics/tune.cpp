@@ -152,6 +152,24 @@ TuneReport run_tune(const TuneOptions& options) {
     report.results.push_back(std::move(result));
   }
   choose(report);
+  // The recommendation accounts for the calls a server makes after start-up: with a dynamic batch,
+  // what each batch switch costs one ONNX Runtime session under the configuration that serves fastest.
+  const int chosen = report.serve_fast >= 0 ? report.serve_fast : report.start_fast;
+  if (chosen >= 0) {
+    say("measuring a batch switch");
+    report.shape_switch = measure_shape_switch(o.model, inspect_model(o.model).dynamic_dims, o.device,
+                                               report.results[static_cast<size_t>(chosen)].candidate.config, o.shape_switch_seconds,
+                                               o.ort_library);
+    const ShapeSwitchCost& c = report.shape_switch;
+    if (c.measured() && c.cost_ms > 0.1 * c.steady_call_ms) {
+      report.shapes_advice = fmt::format(
+          "a batch switch costs {:.3g} ms a call on one ONNX Runtime session ({:.3g} ms without switches): declare the batches you "
+          "serve (--batches 1,2,4,8, or shapes.batches in the config) so that each has a session of its own", c.cost_ms, c.steady_call_ms);
+    } else if (c.measured()) {
+      report.shapes_advice = fmt::format("a batch switch costs {:.3g} ms a call ({:.3g} ms without switches): one session serves every batch",
+                                         c.cost_ms, c.steady_call_ms);
+    }
+  }
   return report;
 }
 
@@ -166,7 +184,9 @@ std::string TuneReport::to_json() const {
   }
   auto name_of = [&](int i) { return i >= 0 ? json(results[static_cast<size_t>(i)].candidate.name) : json(nullptr); };
   return json{{"ortfleet_tune", 1}, {"model", model}, {"device", device}, {"results", rows},
-              {"start_fast", name_of(start_fast)}, {"serve_fast", name_of(serve_fast)}}
+              {"start_fast", name_of(start_fast)}, {"serve_fast", name_of(serve_fast)},
+              {"shape_switch", {{"call_ms", shape_switch.call_ms}, {"steady_call_ms", shape_switch.steady_call_ms}, {"cost_ms", shape_switch.cost_ms}}},
+              {"shapes_advice", shapes_advice}}
       .dump(2);
 }
 

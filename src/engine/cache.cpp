@@ -53,6 +53,7 @@ std::string cache_key_text(const std::string& model_content, const Device& devic
   std::string key = model_content + "|ort=" + (rt ? rt->version : "?") + "|device=" + device_class +
                     "|opt=" + to_string(config.session.graph_optimization);
   if (device.is_gpu()) key += "|nhwc=" + std::string(config.cuda.prefer_nhwc ? "1" : "0");
+  if (config.session.model_cache_format != ModelCacheFormat::onnx) key += "|format=" + to_string(config.session.model_cache_format);
   for (const auto& [k, v] : config.session.config_entries) key += "|" + k + "=" + v;
   return key;
 }
@@ -79,12 +80,14 @@ std::string ModelCache::key_text(const std::string& model_path, const Device& de
   return detail::cache_key_text(detail::model_content(model_path, private_dir ? dir_ : std::string()).text, device, config);
 }
 
-std::string ModelCache::entry_path_for_key(const std::string& model_path, const std::string& key) const {
-  return (fs::path(dir_) / (fs::path(model_path).stem().string() + "-" + detail::hex64(hash_text(key)) + ".onnx")).string();
+std::string ModelCache::entry_path_for_key(const std::string& model_path, const std::string& key, ModelCacheFormat format) const {
+  // ONNX Runtime tells the formats apart by this extension, from a path or from the bytes' header.
+  const char* extension = format == ModelCacheFormat::ort ? ".ort" : ".onnx";
+  return (fs::path(dir_) / (fs::path(model_path).stem().string() + "-" + detail::hex64(hash_text(key)) + extension)).string();
 }
 
 std::string ModelCache::entry_path(const std::string& model_path, const Device& device, const RunConfig& config) const {
-  return entry_path_for_key(model_path, key_text(model_path, device, config));
+  return entry_path_for_key(model_path, key_text(model_path, device, config), config.session.model_cache_format);
 }
 
 std::vector<CacheEntry> ModelCache::entries() const {
@@ -92,7 +95,7 @@ std::vector<CacheEntry> ModelCache::entries() const {
   if (!detail::check_private_dir(dir_, detail::kCacheFolderHint)) return out;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir_, ec)) {
-    if (e.path().extension() != ".onnx" || !e.is_regular_file(ec)) continue;
+    if ((e.path().extension() != ".onnx" && e.path().extension() != ".ort") || !e.is_regular_file(ec)) continue;
     uint64_t bytes = e.file_size(ec);
     const fs::path data = e.path().string() + ".data";  // the weights, stored beside the graph
     if (fs::is_regular_file(data, ec)) bytes += fs::file_size(data, ec);

@@ -2,8 +2,8 @@
 // One session's use of the optimised-model cache (ortfleet/engine/cache.hpp): a hit it loads with
 // graph optimisation off, or a miss it fills by having ONNX Runtime save its optimised graph.
 //
-// An entry ENTRY (<model stem>-<key hash>.onnx) is the files ONNX Runtime writes, ENTRY and
-// ENTRY.data (its weights), and ENTRY.manifest.json: their sizes and content hashes and the key,
+// An entry ENTRY (<model stem>-<key hash>.onnx, or .ort in ONNX Runtime's ORT format) is the files
+// ONNX Runtime writes, ENTRY and ENTRY.data (its weights; none in the ORT format), and ENTRY.manifest.json: their sizes and content hashes and the key,
 // written after ONNX Runtime saved them and before ENTRY appears under its name. Readers hold
 // ENTRY.lock shared while they check and load the entry; its one writer holds it exclusive, so
 // nobody reads an entry while it is made, set aside or rebuilt. Others starting meanwhile run
@@ -74,6 +74,7 @@ class CacheUse {
   std::string key_;
   std::string partial_;
   ModelContent content_;
+  ModelCacheFormat format_ = ModelCacheFormat::onnx;
   FileLock lock_;
   bool hit_ = false;
   bool enabled_ = false;

@@ -4,6 +4,7 @@
 #include <link.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 
@@ -50,6 +51,9 @@ CudaDriver::CudaDriver() {
   bind(cuMemFree_, "cuMemFree_v2");
   bind(cuMemcpyHtoD_, "cuMemcpyHtoD_v2");
   bind(cuMemcpyDtoD_, "cuMemcpyDtoD_v2");
+  bind(cuMemAllocHost_, "cuMemAllocHost_v2");
+  bind(cuMemFreeHost_, "cuMemFreeHost");
+  bind(cuMemcpyHtoDAsync_, "cuMemcpyHtoDAsync_v2");
   if (!error_.empty()) return;
 
   const auto start = std::chrono::steady_clock::now();
@@ -209,6 +213,65 @@ void CudaDriver::copy_on_device(int ordinal, void* dst, const void* src, size_t 
   if (r == 0) r = cuCtxSynchronize_();
   release_primary_context(ordinal);
   check(r, "cuMemcpyDtoD", ordinal);
+}
+
+void CudaDriver::upload_staged(int ordinal, void* dst, uint64_t bytes,
+                               const std::function<void(std::byte*, uint64_t, uint64_t)>& fill) const {
+  if (bytes == 0) return;
+  constexpr uint64_t kChunk = uint64_t{32} << 20;  // large enough for the bus's speed, small enough to pin quickly
+  const CurrentContextKeeper keep;
+  retain_primary_context(ordinal);
+  const size_t chunk = static_cast<size_t>(std::min(bytes, kChunk));
+  std::array<void*, 2> staging{nullptr, nullptr};
+  CUresult r = 0;
+  for (auto& buffer : staging) {
+    if (r == 0) r = cuMemAllocHost_(&buffer, chunk);
+  }
+  // Two buffers: one is filled from the host while the other's copy is in flight. Synchronising
+  // before each copy keeps one copy in flight, so the buffer about to be filled is free.
+  const auto base = reinterpret_cast<uintptr_t>(dst);
+  size_t next = 0;
+  for (uint64_t offset = 0; r == 0 && offset < bytes; offset += chunk, next ^= 1) {
+    const uint64_t length = std::min<uint64_t>(chunk, bytes - offset);
+    auto* buffer = static_cast<std::byte*>(staging[next]);
+    fill(buffer, offset, length);
+    r = cuCtxSynchronize_();
+    if (r == 0) r = cuMemcpyHtoDAsync_(base + offset, buffer, length, nullptr);
+  }
+  const CUresult done = cuCtxSynchronize_();
+  if (r == 0) r = done;
+  for (auto* buffer : staging) {
+    if (buffer != nullptr) cuMemFreeHost_(buffer);
+  }
+  release_primary_context(ordinal);
+  check(r, "cuMemcpyHtoDAsync (staged upload)", ordinal);
+}
+
+double CudaDriver::pinned_upload_gb_per_s(int ordinal, size_t bytes, int repeats) const {
+  const CurrentContextKeeper keep;
+  retain_primary_context(ordinal);
+  void* host = nullptr;
+  CUresult r = cuMemAllocHost_(&host, bytes);
+  if (r != 0) {
+    release_primary_context(ordinal);
+    check(r, "cuMemAllocHost", ordinal);
+  }
+  std::fill_n(static_cast<char*>(host), bytes, char{1});  // pages in place before the clock starts
+  uintptr_t device = 0;
+  r = cuMemAlloc_(&device, bytes);
+  double best_s = 0;
+  for (int i = 0; r == 0 && i < std::max(repeats, 1); ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    r = cuMemcpyHtoD_(device, host, bytes);
+    if (r == 0) r = cuCtxSynchronize_();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (r == 0 && (best_s == 0 || s < best_s)) best_s = s;
+  }
+  if (device != 0) cuMemFree_(device);
+  cuMemFreeHost_(host);
+  release_primary_context(ordinal);
+  check(r, "cuMemcpyHtoD (pinned)", ordinal);
+  return best_s > 0 ? static_cast<double>(bytes) / 1e9 / best_s : 0;
 }
 
 std::pair<uint64_t, uint64_t> CudaDriver::memory_info(int ordinal) const {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <functional>
 #include <string>
 
 namespace ortfleet::detail {
@@ -48,6 +49,15 @@ class CudaDriver {
   void copy_to_host(int ordinal, void* dst, const void* src, size_t bytes) const;
   /// Copies device memory to device memory of the same GPU and waits for the copy to finish.
   void copy_on_device(int ordinal, void* dst, const void* src, size_t bytes) const;
+  /// Fills `bytes` of device memory at `dst` in large copies from pinned staging buffers, at the bus's
+  /// speed rather than that of many small copies from pageable memory: `fill(staging, offset, length)`
+  /// writes bytes [offset, offset + length) of what belongs at `dst` into `staging`, while the
+  /// previous chunk is on its way. Returns when every byte has arrived.
+  void upload_staged(int ordinal, void* dst, uint64_t bytes,
+                     const std::function<void(std::byte* staging, uint64_t offset, uint64_t length)>& fill) const;
+  /// Host-to-device bandwidth of GPU `ordinal` in GB/s: `bytes` copied from pinned host memory in one
+  /// cuMemcpyHtoD, the best of `repeats` (the bus's speed, which weights cannot beat).
+  double pinned_upload_gb_per_s(int ordinal, size_t bytes, int repeats = 3) const;
   /// Free and total device memory, from the primary context of `ordinal`.
   std::pair<uint64_t, uint64_t> memory_info(int ordinal) const;
 
@@ -105,6 +115,9 @@ class CudaDriver {
   CUresult (*cuMemFree_)(uintptr_t) = nullptr;
   CUresult (*cuMemcpyHtoD_)(uintptr_t, const void*, size_t) = nullptr;
   CUresult (*cuMemcpyDtoD_)(uintptr_t, uintptr_t, size_t) = nullptr;
+  CUresult (*cuMemAllocHost_)(void**, size_t) = nullptr;
+  CUresult (*cuMemcpyHtoDAsync_)(uintptr_t, const void*, size_t, void*) = nullptr;
+  CUresult (*cuMemFreeHost_)(void*) = nullptr;
   mutable std::mutex mutex_;
   mutable std::map<int, int> retained_;  // ordinal -> retain count
 };

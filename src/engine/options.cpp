@@ -69,6 +69,15 @@ GraphOptimization parse_graph_optimization(const std::string& s) {
   throw Error("unknown graph optimization level '" + s + "'", "Use disabled, basic, extended, layout or all");
 }
 
+std::string to_string(ModelCacheFormat v) { return v == ModelCacheFormat::ort ? "ort" : "onnx"; }
+
+ModelCacheFormat parse_model_cache_format(const std::string& s) {
+  const std::string l = lower(s);
+  if (l == "onnx") return ModelCacheFormat::onnx;
+  if (l == "ort") return ModelCacheFormat::ort;
+  throw Error("unknown model cache format '" + s + "'", "Use onnx or ort");
+}
+
 std::vector<std::pair<std::string, std::string>> CudaOptions::provider_options() const {
   // The single mapping from our typed fields to the CUDA EP's option keys.
   std::vector<std::pair<std::string, std::string>> out = {
@@ -175,6 +184,7 @@ json session_json(const SessionOptions& s) {
           {"inter_op_threads", s.inter_op_threads},
           {"thread_spinning", s.thread_spinning},
           {"optimized_model_cache", s.optimized_model_cache ? json(*s.optimized_model_cache) : json(nullptr)},
+          {"model_cache_format", to_string(s.model_cache_format)},
           {"cuda_module_loading", s.cuda_module_loading},
           {"cuda_max_connections", s.cuda_max_connections},
           {"config_entries", s.config_entries}};
@@ -327,6 +337,7 @@ RunConfig RunConfig::from_json(const std::string& text, const std::string& sourc
     s.read_range("inter_op_threads", o.inter_op_threads, 0, max_threads(), "a whole number of threads");
     s.read("thread_spinning", o.thread_spinning, "true or false");
     s.read_optional("optimized_model_cache", o.optimized_model_cache, "true, false or null");
+    s.read_enum("model_cache_format", [&](const std::string& v) { o.model_cache_format = parse_model_cache_format(v); }, "onnx, ort");
     s.read_enum("cuda_module_loading", [&](const std::string& v) {
       const std::string u = upper(v);
       if (!u.empty() && u != "LAZY" && u != "EAGER") throw Error("bad value");
@@ -421,6 +432,7 @@ std::string RunConfig::summary() const {
   if (session.inter_op_threads != 0) parts.push_back("inter=" + std::to_string(session.inter_op_threads));
   if (!session.thread_spinning) parts.push_back("spin=0");
   if (session.optimized_model_cache) parts.push_back(*session.optimized_model_cache ? "model_cache" : "no_model_cache");
+  if (session.model_cache_format != d.session.model_cache_format) parts.push_back("cache_format=" + to_string(session.model_cache_format));
   if (!session.cuda_module_loading.empty()) parts.push_back("module_loading=" + session.cuda_module_loading);
   if (session.cuda_max_connections != 0) parts.push_back("connections=" + std::to_string(session.cuda_max_connections));
   for (const auto& [k, v] : session.config_entries) parts.push_back(k + "=" + v);

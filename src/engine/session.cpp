@@ -302,6 +302,8 @@ void Session::Impl::read_metadata(const Ort::Session& session) {
 
 void Session::Impl::share_weights(Ort::SessionOptions& options, const std::string& optimised_model) {
   if (!spec.device.is_gpu() || !spec.config.shapes.share_weights || max_sessions() == 1) return;
+  // An ORT-format entry keeps its weights inside the FlatBuffer: each session uploads its own.
+  if (fs::path(optimised_model).extension() == ".ort") return;
   if (!shared_weights) {
     auto upload = phase(phase::weights_upload);
     shared_weights = std::make_unique<detail::SharedWeights>(optimised_model, spec.device);

@@ -1,6 +1,8 @@
 #include "engine/shared_weights.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <map>
 
 #include "engine/cuda_driver.hpp"
@@ -38,20 +40,33 @@ SharedWeights::SharedWeights(const std::string& optimised_model, const Device& d
   bytes_ = total;
   std::map<std::string, std::unique_ptr<MappedFile>> files;  // the .onnx and its data file, mapped once
   const Ort::MemoryInfo gpu("Cuda", OrtArenaAllocator, cuda_ordinal(device), OrtMemTypeDefault);
+  std::vector<uint64_t> slots;
   uint64_t offset = 0;
   for (const auto& w : weights) {
     auto& file = files[w.file];
-    if (!file) file = std::make_unique<MappedFile>(w.file, /*populate=*/false);
+    if (!file) file = std::make_unique<MappedFile>(w.file, /*populate=*/true);
     if (w.offset + w.bytes > file->size()) {
       throw Error("initializer '" + w.name + "' lies outside " + w.file, "Clear the model cache: ortfleet cache clear", device.to_string());
     }
+    slots.push_back(offset);
     auto* slot = static_cast<std::byte*>(memory_) + offset;
-    driver.copy_to_device(cuda_ordinal(device), slot, static_cast<const std::byte*>(file->data()) + w.offset, w.bytes);
     values_.push_back(Ort::Value::CreateTensor(gpu, slot, w.bytes, w.dims.data(), w.dims.size(),
                                                static_cast<ONNXTensorElementDataType>(w.type)));
     names_.push_back(w.name);
     offset += aligned(w.bytes);
   }
+  // One pass over the weights in device order: thousands of small weights become a few large copies.
+  size_t first = 0;
+  driver.upload_staged(cuda_ordinal(device), memory_, total, [&](std::byte* staging, uint64_t begin, uint64_t length) {
+    const uint64_t end = begin + length;
+    while (first < weights.size() && slots[first] + weights[first].bytes <= begin) ++first;
+    for (size_t i = first; i < weights.size() && slots[i] < end; ++i) {
+      const uint64_t from = std::max(begin, slots[i]);
+      const uint64_t to = std::min(end, slots[i] + weights[i].bytes);
+      const auto* source = static_cast<const std::byte*>(files[weights[i].file]->data()) + weights[i].offset + (from - slots[i]);
+      std::memcpy(staging + (from - begin), source, to - from);
+    }
+  });
   upload_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 

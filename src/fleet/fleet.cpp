@@ -348,6 +348,19 @@ std::vector<DeviceStatus> Fleet::status() const {
 const std::vector<Device>& Fleet::devices() const { return impl_->options.devices; }
 Strategy Fleet::strategy() const { return impl_->strategy; }
 
+std::string Fleet::strategy_reason() const {
+  const auto& s = *impl_;
+  if (s.options.strategy != Strategy::automatic) return "as asked";
+  const auto gpus = std::count_if(s.options.devices.begin(), s.options.devices.end(), [](const Device& d) { return d.is_gpu(); });
+  std::string reason = "auto chose fleet: ";
+  reason += gpus > 0 ? "the floor of a GPU start holds max(EP load and registration, cuInit + context), which only the fleet's "
+                       "overlapped start reaches (the plain strategies pay their sum)"
+                     : "the model is read while ONNX Runtime loads";
+  if (s.options.pool != nullptr || !s.options.pool_socket.empty()) return reason + "; on the warm worker pool";
+  if (s.use_workers) return reason + "; " + std::to_string(gpus) + " GPUs: a worker process each, as GPUs in one process contend in the driver";
+  return reason + "; one process";
+}
+
 std::vector<TensorSpec> Fleet::inputs() const {
   std::lock_guard lock(impl_->mutex);
   return impl_->inputs;

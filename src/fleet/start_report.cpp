@@ -15,6 +15,7 @@ StartReport make_start_report(const Fleet& fleet, const std::string& model, int6
   StartReport r;
   r.model = model;
   r.strategy = to_string(fleet.strategy());
+  r.strategy_reason = fleet.strategy_reason();
   r.devices = fleet.status();
   r.main_ns = main_ns;
   r.spawn_ns = main_ns;
@@ -37,6 +38,7 @@ std::string StartReport::to_json() const {
   return json{{"ortfleet_start", 1},
               {"model", model},
               {"strategy", strategy},
+              {"strategy_reason", strategy_reason},
               {"devices", devices_json},
               {"spawn_ns", spawn_ns},
               {"main_ns", main_ns},
@@ -59,6 +61,7 @@ StartReport StartReport::from_json(const std::string& text) {
     StartReport r;
     r.model = j.at("model").get<std::string>();
     r.strategy = j.at("strategy").get<std::string>();
+    r.strategy_reason = j.value("strategy_reason", "");  // the Python anchors print none
     r.spawn_ns = j.at("spawn_ns").get<int64_t>();
     r.main_ns = j.at("main_ns").get<int64_t>();
     r.ready_ns = j.at("ready_ns").get<int64_t>();

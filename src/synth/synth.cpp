@@ -462,6 +462,36 @@ ModelSummary write_transformer(const std::string& path, const TransformerSpec& s
                  {{"ortfleet.input_range.input_ids", "0," + std::to_string(spec.vocabulary - 1)}});
 }
 
+ModelSummary write_node_heavy(const std::string& path, const NodeHeavySpec& spec, const WriteOptions& options) {
+  require(spec.nodes >= kNodeHeavyBlockNodes && spec.nodes <= 2'000'000,
+          "nodes must be " + std::to_string(kNodeHeavyBlockNodes) + "..2000000");
+  require(spec.width >= 1 && spec.width <= 4096, "width must be 1..4096");
+  require(spec.batch >= 1 && spec.batch <= 4096, "batch must be 1..4096");
+  const int64_t w = spec.width;
+  const int blocks = (spec.nodes + kNodeHeavyBlockNodes - 1) / kNodeHeavyBlockNodes;
+  GraphBuilder g("nodes", options.seed);
+  const Dim batch = batch_dim(spec.batch, spec.dynamic_batch);
+  g.input("input", DataType::float32, {batch, w});
+  const std::string sqrt2 = g.scalar("sqrt2", std::sqrt(2.0f));
+  const std::string one = g.scalar("one", 1.0f);
+  const std::string half = g.scalar("half", 0.5f);
+  std::string x = "input";
+  for (int b = 0; b < blocks; ++b) {
+    const std::string p = "block" + std::to_string(b);
+    const std::string weight = g.fan_in_weight(p + ".weight", {w, w}, w);
+    const std::string bias = g.weight(p + ".bias", {w}, -0.1f, 0.1f);
+    const std::string up = g.op("Add", {g.op("MatMul", {x, weight}), bias});
+    const std::string erf = g.op("Erf", {g.op("Div", {up, sqrt2})});
+    const std::string gelu = g.op("Mul", {g.op("Mul", {up, g.op("Add", {erf, one})}), half});
+    const std::string gamma = g.weight(p + ".norm.weight", {w}, 0.9f, 1.1f);
+    const std::string beta = g.weight(p + ".norm.bias", {w}, -0.02f, 0.02f);
+    x = g.op("LayerNormalization", {g.op("Add", {gelu, x}), gamma, beta},
+             {Attribute::Int("axis", -1), Attribute::Float("epsilon", 1e-5f)});
+  }
+  g.output(x, DataType::float32, {batch, w});
+  return g.write(path, "nodes", options);
+}
+
 ModelSummary write_mlp(const std::string& path, const MlpSpec& spec, const WriteOptions& options) {
   require(spec.layers >= 1 && spec.layers <= 1000, "layers must be 1..1000");
   require(spec.width >= 1 && spec.width <= 65536, "width must be 1..65536");

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -55,8 +56,9 @@ TEST(Profile, LogParserNamesTheBadLine) {
   }
 }
 
-// Phases from a start whose timings are known exactly: every millisecond lands where it belongs.
-TEST(Profile, AttributesTheColdStartToNamedPhases) {
+namespace {
+/// A GPU start whose timings are known exactly, with ONNX Runtime's log and profile of it.
+ProfileReport known_profile() {
   StartReport start;
   start.model = "m.onnx";
   start.spawn_ns = 0;
@@ -95,7 +97,13 @@ TEST(Profile, AttributesTheColdStartToNamedPhases) {
   };
   ModelFacts facts;
   facts.initializer_bytes = 400'000'000;
-  const ProfileReport r = build_profile(start, log, ort, facts);
+  return build_profile(start, log, ort, facts);
+}
+}  // namespace
+
+// Phases from a start whose timings are known exactly: every millisecond lands where it belongs.
+TEST(Profile, AttributesTheColdStartToNamedPhases) {
+  const ProfileReport r = known_profile();
   std::map<std::string, double> p;
   for (const auto& phase : r.phases) p[phase.name] = phase.ms;
   EXPECT_DOUBLE_EQ(r.wall_ms, 1740);
@@ -132,6 +140,62 @@ TEST(Profile, AttributesTheColdStartToNamedPhases) {
   EXPECT_TRUE(aligned);
 }
 
+// The floor: process start + max(EP side, cuInit + context) + weights at the bus's speed + one
+// steady inference and the conv search; each term beside what the start spent on the same work.
+TEST(Profile, TheFloorAddsUpItsTermsAndComparesEachWithTheStart) {
+  ProfileReport r = known_profile();
+  MachineSpeeds speeds;
+  speeds.upload_gb_per_s = 20;
+  speeds.cuda_init_ms = 50;  // the sequential start ran cuInit inside the EP's registration
+  add_floor(r, speeds);
+  ASSERT_EQ(r.floor.size(), 4u);
+  std::map<std::string, FloorTerm> t;
+  for (const auto& term : r.floor) t[term.name] = term;
+  EXPECT_DOUBLE_EQ(t["process"].floor_ms, 2);
+  EXPECT_DOUBLE_EQ(t["process"].measured_ms, 10);
+  // EP side: runtime 30 + registration 100 less cuInit 50 = 80; CUDA side: cuInit 50 + context 100.
+  EXPECT_DOUBLE_EQ(t["runtime"].floor_ms, 150);
+  EXPECT_DOUBLE_EQ(t["runtime"].measured_ms, 230);
+  EXPECT_DOUBLE_EQ(t["session"].floor_ms, 20);  // 0.4 GB at 20 GB/s
+  EXPECT_DOUBLE_EQ(t["session"].measured_ms, 1000);
+  EXPECT_DOUBLE_EQ(t["session"].ratio(), 50);
+  EXPECT_NEAR(t["inference"].floor_ms, 11 + 0.396, 1e-9);  // steady p50 + the conv search
+  EXPECT_DOUBLE_EQ(t["inference"].measured_ms, 500);
+  EXPECT_NEAR(r.floor_ms, 2 + 150 + 20 + 11.396, 1e-9);
+  EXPECT_NEAR(r.floor_ratio(), 1740 / r.floor_ms, 1e-9);
+  const auto j = nlohmann::json::parse(r.to_json());
+  EXPECT_EQ(j.at("floor").at("terms").size(), 4u);
+  EXPECT_NEAR(j.at("floor_ratio").get<double>(), r.floor_ratio(), 1e-9);
+}
+
+TEST(Profile, WithoutAMeasuredBandwidthTheWeightsHaveNoFloor) {
+  ProfileReport r = known_profile();
+  add_floor(r, {});
+  for (const auto& term : r.floor) {
+    if (term.name == "session") {
+      EXPECT_DOUBLE_EQ(term.floor_ms, 0);
+    }
+  }
+  EXPECT_GT(r.floor_ms, 0);
+}
+
+// A dynamic batch dim: profile measures what a batch switch costs one ONNX Runtime session.
+TEST(Profile, MeasuresAShapeSwitchOnlyForADynamicBatch) {
+  ProfileOptions o;
+  o.model = test::dynamic_mlp_model();
+  o.steady_runs = 3;
+  o.shape_switch_seconds = 0.2;
+  o.ortfleet_executable = test::bin("ortfleet");
+  const ProfileReport dynamic = run_profile(o);
+  const ShapeSwitchCost& c = dynamic.shape_switch;
+  ASSERT_TRUE(c.measured());
+  EXPECT_GT(c.call_ms, 0.0);
+  EXPECT_GT(c.steady_call_ms, 0.0);
+  EXPECT_DOUBLE_EQ(c.cost_ms, std::max(0.0, c.call_ms - c.steady_call_ms));
+  o.model = test::mlp_model();
+  EXPECT_FALSE(run_profile(o).shape_switch.measured());  // fixed batch: nothing to switch
+}
+
 TEST(Profile, RunsAColdStartInAFreshProcessAndAttributesMostOfIt) {
   ProfileOptions o;
   o.model = test::resnet18_model();
@@ -147,6 +211,10 @@ TEST(Profile, RunsAColdStartInAFreshProcessAndAttributesMostOfIt) {
   EXPECT_GT(r.conv_nodes, 0);
   EXPECT_TRUE(r.ort_profile_path.empty());  // its temporary folder is gone: nothing to point at
   EXPECT_GT(r.steady_p50_ms, 0.0);
+  // On the CPU the floor's weights term comes from reading the model's files again.
+  EXPECT_GT(r.speeds.read_gb_per_s, 0.0);
+  ASSERT_EQ(r.floor.size(), 4u);
+  EXPECT_GT(r.floor_ms, 0.0);
 }
 
 // The child's profile and log go into a folder only we can enter, with a name nobody can guess, and

@@ -72,6 +72,22 @@ TEST(Tune, SweepsInFreshProcessesAndRecommends) {
 }
 
 // Candidate configs and the private model cache live in a folder only we can enter, removed at the end.
+// A dynamic batch: the recommendation says what a batch switch costs the configuration chosen.
+TEST(Tune, MeasuresTheBatchSwitchOfTheChosenConfiguration) {
+  TuneOptions o;
+  o.model = test::dynamic_mlp_model();
+  o.candidates = {{"as given", {}}};
+  o.steady_runs = 3;
+  o.shape_switch_seconds = 0.2;
+  o.ortfleet_executable = test::bin("ortfleet");
+  const TuneReport r = run_tune(o);
+  ASSERT_TRUE(r.shape_switch.measured());
+  EXPECT_NE(r.shapes_advice.find("a batch switch costs"), std::string::npos) << r.shapes_advice;
+  EXPECT_TRUE(nlohmann::json::parse(r.to_json()).at("shape_switch").at("cost_ms").get<double>() >= 0);
+  o.model = test::mlp_model();
+  EXPECT_TRUE(run_tune(o).shapes_advice.empty());  // fixed batch: no advice
+}
+
 TEST(Tune, WorksInAPrivateFolderThatItRemoves) {
   const std::filesystem::path tmp = test::scratch_dir() / "tune-tmp";
   // What another user would plant at the name a predictable scheme picks: it must be left alone.

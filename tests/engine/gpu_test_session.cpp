@@ -1,6 +1,8 @@
 // GPU tests: they skip themselves where no GPU is present (ctest label "gpu").
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include <cmath>
 
 #include "ortfleet/base/error.hpp"
@@ -129,25 +131,33 @@ TEST(GpuSession, GigabyteTransformerRunsOnTheGpu) {
   fs::remove(path);
 }
 
+// Both formats of the cache. An ONNX entry's weights reach the GPU through ortfleet's staged upload
+// (ResNet-18's 46 MB: two 32 MiB chunks, weights split across the boundary); an ORT entry's through
+// ONNX Runtime, from the FlatBuffer saved with the CUDA EP's node assignment.
 TEST(GpuSession, ModelCacheHitOnTheGpuGivesTheSameResults) {
   ORTFLEET_REQUIRE_GPU();
-  SessionSpec spec = on_first_gpu(test::resnet18_model());
-  spec.config.session.optimized_model_cache = true;
-  spec.cache_dir = (test::scratch_dir() / "gpu-cache").string();
-  std::vector<float> first;
-  std::vector<Tensor> inputs;
-  {
-    Session miss(spec);
-    EXPECT_FALSE(miss.used_model_cache());
-    inputs = random_inputs(miss.inputs(), 3);
-    const auto out = miss.run(inputs);
-    first.assign(out[0].values<float>(), out[0].values<float>() + out[0].element_count());
+  for (const ModelCacheFormat format : {ModelCacheFormat::onnx, ModelCacheFormat::ort}) {
+    SCOPED_TRACE(to_string(format));
+    SessionSpec spec = on_first_gpu(test::resnet18_model());
+    spec.config.session.optimized_model_cache = true;
+    spec.config.session.model_cache_format = format;
+    spec.cache_dir = (test::scratch_dir() / ("gpu-cache-" + to_string(format))).string();
+    std::filesystem::remove_all(spec.cache_dir);
+    std::vector<float> first;
+    std::vector<Tensor> inputs;
+    {
+      Session miss(spec);
+      EXPECT_FALSE(miss.used_model_cache());
+      inputs = random_inputs(miss.inputs(), 3);
+      const auto out = miss.run(inputs);
+      first.assign(out[0].values<float>(), out[0].values<float>() + out[0].element_count());
+    }
+    Session hit(spec);
+    EXPECT_TRUE(hit.used_model_cache());
+    const auto out = hit.run(inputs);
+    const std::vector<float> second(out[0].values<float>(), out[0].values<float>() + out[0].element_count());
+    EXPECT_LT(relative_error(second, first), 1e-4);
   }
-  Session hit(spec);
-  EXPECT_TRUE(hit.used_model_cache());
-  const auto out = hit.run(inputs);
-  const std::vector<float> second(out[0].values<float>(), out[0].values<float>() + out[0].element_count());
-  EXPECT_LT(relative_error(second, first), 1e-4);
 }
 
 TEST(GpuSession, ADeviceThatDoesNotExistFailsWithItsName) {

@@ -56,12 +56,13 @@ struct Started {
 };
 
 /// Starts `model` (with the cache in `cache` unless empty) and runs it once on fixed inputs.
-Started start(const std::string& model, const fs::path& cache = {}) {
+Started start(const std::string& model, const fs::path& cache = {}, ModelCacheFormat format = ModelCacheFormat::onnx) {
   SessionSpec spec;
   spec.model_path = model;
   if (!cache.empty()) {
     spec.cache_dir = cache.string();
     spec.config.session.optimized_model_cache = true;
+    spec.config.session.model_cache_format = format;
   }
   Session s(spec);
   // Token ids of the small transformer must index its 100-word vocabulary.
@@ -169,6 +170,48 @@ TEST(ModelCache, EntriesDependOnEverythingThatShapesTheOptimisedGraph) {
   EXPECT_EQ(cache.entry_path(model, Device::cpu(), threads), key);
   EXPECT_NE(cache.entry_path(model, Device::cuda(0), base), key);
   EXPECT_NE(cache.entry_path(test::resnet18_model(), Device::cpu(), base), key);
+}
+
+TEST(ModelCache, TheFormatIsPartOfTheKeyAndTheExtension) {
+  load_runtime();
+  const ModelCache cache((test::scratch_dir() / "keys").string());
+  RunConfig ort;
+  ort.session.model_cache_format = ModelCacheFormat::ort;
+  const std::string onnx_entry = cache.entry_path(test::mlp_model(), Device::cpu(), {});
+  const std::string ort_entry = cache.entry_path(test::mlp_model(), Device::cpu(), ort);
+  EXPECT_TRUE(onnx_entry.ends_with(".onnx")) << onnx_entry;
+  EXPECT_TRUE(ort_entry.ends_with(".ort")) << ort_entry;
+  EXPECT_NE(fs::path(onnx_entry).stem(), fs::path(ort_entry).stem());
+}
+
+// The ORT format: the miss saves a .ort entry with no side file, the hit loads it and gives the
+// uncached model's outputs, for models with weights inline and with external data.
+TEST(ModelCache, AnOrtFormatEntryGivesTheUncachedOutputs) {
+  load_runtime();
+  for (const std::string& source : {test::mlp_model(), test::small_transformer(), test::resnet18_model()}) {
+    SCOPED_TRACE(source);
+    const fs::path cache = fresh("ort-format-" + fs::path(source).stem().string());
+    const std::string model = copy_model(source, fresh("ort-model-" + fs::path(source).stem().string()));
+    const auto want = start(model).output;
+    const Started miss = start(model, cache, ModelCacheFormat::ort);
+    EXPECT_FALSE(miss.used_cache);
+    expect_same(want, miss.output);
+    const std::string entry = only_entry(cache);
+    EXPECT_TRUE(entry.ends_with(".ort")) << entry;
+    EXPECT_FALSE(fs::exists(entry + ".data"));
+    const std::string bytes = read_all(entry);
+    ASSERT_GT(bytes.size(), 8u);
+    EXPECT_EQ(bytes.substr(4, 4), "ORTM");  // the FlatBuffer file identifier of ORT-format models
+    const Started hit = start(model, cache, ModelCacheFormat::ort);
+    EXPECT_TRUE(hit.used_cache);
+    expect_same(want, hit.output);
+    EXPECT_EQ(detail::check_entry(entry, ModelCache(cache.string()).key_text(model, Device::cpu(), [] {
+                RunConfig c;
+                c.session.model_cache_format = ModelCacheFormat::ort;
+                return c;
+              }())),
+              "");
+  }
 }
 
 TEST(ModelCache, AModifiedModelGetsANewEntry) {

@@ -71,6 +71,15 @@ INSTANTIATE_TEST_SUITE_P(Cpu, FleetStrategies,
                          ::testing::Values(Strategy::sequential, Strategy::threads, Strategy::processes, Strategy::fleet),
                          [](const auto& param_info) { return to_string(param_info.param); });
 
+// auto says why it chose; an explicit strategy was the caller's choice. Nothing is started.
+TEST(Fleet, AutoSaysWhyItChoseTheFleet) {
+  const Fleet automatic(test::mlp_model(), cpu_fleet(Strategy::automatic, 1));
+  EXPECT_EQ(automatic.strategy(), Strategy::fleet);
+  EXPECT_EQ(automatic.strategy_reason().rfind("auto chose fleet: ", 0), 0u) << automatic.strategy_reason();
+  EXPECT_NE(automatic.strategy_reason().find("one process"), std::string::npos) << automatic.strategy_reason();
+  EXPECT_EQ(Fleet(test::mlp_model(), cpu_fleet(Strategy::sequential, 1)).strategy_reason(), "as asked");
+}
+
 TEST(Fleet, ProcessesRunInWorkerProcesses) {
   Fleet fleet(test::mlp_model(), cpu_fleet(Strategy::processes));
   fleet.start();

@@ -7,6 +7,7 @@ import zipfile
 
 import pytest
 
+import numpy as np
 import ortfleet
 
 
@@ -30,8 +31,19 @@ def test_bench_profile_tune(models):
     assert all(not r["error"] for r in bench["rows"])
     profile = ortfleet.profile(models["resnet18"], device="cpu", runs=3)
     assert profile["attributed_share"] >= 0.9
+    # The floor of the start, term by term, and the start's ratio to it.
+    assert [t["name"] for t in profile["floor"]["terms"]] == ["process", "runtime", "session", "inference"]
+    assert profile["floor_ms"] > 0 and profile["floor_ratio"] > 0
     tune = ortfleet.tune(models["mlp"], device="cpu", quick=True, runs=3)
     assert tune["start_fast"] is not None and tune["serve_fast"] is not None
+
+
+def test_synth_nodes_writes_the_node_heavy_graph(tmp_path):
+    path = ortfleet.synth_nodes(str(tmp_path / "nodes.onnx"), nodes=900, width=8)
+    with ortfleet.Fleet(path, devices="cpu", strategy="sequential") as fleet:
+        assert fleet.start().wait()
+        (value,) = fleet.run("cpu", {"input": np.ones((1, 8), np.float32)}).values()
+        assert value.shape == (1, 8) and np.isfinite(value).all()
 
 
 def test_pip_install_builds_a_working_wheel(tmp_path):

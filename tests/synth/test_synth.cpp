@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -103,7 +104,42 @@ TEST(Synth, GigabyteTransformerLoadsAndRunsOnTheCpu) {
   fs::remove(path);
 }
 
+// Graph size as the knob: whole blocks of 9 nodes, one small weight each, GELU spelt out with Erf.
+TEST(Synth, NodeHeavyGraphHasTheNodesAskedForAndRuns) {
+  synth::NodeHeavySpec spec;
+  spec.nodes = 1000;  // 112 blocks: 1008 nodes
+  spec.width = 16;
+  const auto s = synth::write_node_heavy((test::scratch_dir() / "nodes1000.onnx").string(), spec);
+  EXPECT_EQ(s.kind, "nodes");
+  EXPECT_EQ(s.nodes, 1008);
+  EXPECT_EQ(s.parameters, 112u * (16u * 16u + 3u * 16u));
+  const ModelFacts facts = inspect_model(s.path);
+  EXPECT_EQ(facts.op_counts.at("MatMul"), 112);
+  EXPECT_EQ(facts.op_counts.at("Erf"), 112);
+  EXPECT_EQ(facts.op_counts.at("LayerNormalization"), 112);
+  EXPECT_EQ(facts.initializer_bytes, s.weight_bytes + 3 * sizeof(float));  // and the GELU's three constants
+  const auto out = run_once(s.path);
+  ASSERT_EQ(out.size(), 16u);
+  for (float v : out) ASSERT_TRUE(std::isfinite(v));
+  // LayerNormalization at the end of every block: outputs neither vanish nor blow up with depth.
+  float largest = 0;
+  for (float v : out) largest = std::max(largest, std::fabs(v));
+  EXPECT_GT(largest, 0.1f);
+  EXPECT_LT(largest, 10.0f);
+}
+
+TEST(Synth, NodeHeavyDefaultIsTheIssuesSizeClass) {
+  const auto s = synth::write_node_heavy((test::scratch_dir() / "nodes24k.onnx").string(), {});
+  EXPECT_GE(s.nodes, 24000);
+  EXPECT_LT(s.nodes, 24000 + synth::kNodeHeavyBlockNodes);
+  EXPECT_NEAR(static_cast<double>(s.weight_bytes), 45.7e6, 1e6);
+  fs::remove(s.path);
+}
+
 TEST(Synth, RejectsImpossibleShapes) {
+  synth::NodeHeavySpec n;
+  n.nodes = 3;
+  EXPECT_THROW(synth::write_node_heavy((test::scratch_dir() / "bad.onnx").string(), n), Error);
   synth::TransformerSpec t;
   t.hidden = 100;
   t.heads = 3;

@@ -119,6 +119,10 @@ void RunConfigFlags::add_to(CLI::App* app) {
   app->add_option("--inter-threads", inter_threads, "Inter-op threads per session")->check(CLI::Range(0, 4096));
   app->add_flag("--model-cache", model_cache, "Use the cache of pre-optimised models");
   app->add_flag("--no-model-cache", no_model_cache, "Never use it (the fleet strategy does by default)");
+  app->add_option("--model-cache-format", model_cache_format, "How the model cache stores a graph: onnx (weights mapped from a side file) or ort (ONNX Runtime's ORT format)")
+      ->check(CLI::IsMember({"onnx", "ort"}));
+  app->add_option("--session-config", session_config,
+                  "An ONNX Runtime session config entry KEY=VALUE, e.g. session.disable_prepacking=1 (repeatable)");
   app->add_flag("--cuda-graph", cuda_graph, "Enable CUDA graph capture in the CUDA EP");
   app->add_option("--module-loading", module_loading, "CUDA_MODULE_LOADING for the sessions' process: LAZY or EAGER");
   app->add_option("--shapes", shapes,
@@ -140,6 +144,12 @@ RunConfig RunConfigFlags::resolve() const {
   if (model_cache && no_model_cache) throw Error("--model-cache and --no-model-cache contradict each other");
   if (model_cache) c.session.optimized_model_cache = true;
   if (no_model_cache) c.session.optimized_model_cache = false;
+  if (!model_cache_format.empty()) c.session.model_cache_format = parse_model_cache_format(model_cache_format);
+  for (const auto& entry : session_config) {
+    const auto eq = entry.find('=');
+    if (eq == std::string::npos || eq == 0) throw Error("--session-config '" + entry + "' is not KEY=VALUE", "e.g. --session-config session.disable_prepacking=1");
+    c.session.config_entries[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
   if (cuda_graph) c.cuda.cuda_graph = true;
   if (!module_loading.empty()) {
     if (module_loading != "LAZY" && module_loading != "EAGER") throw Error("--module-loading takes LAZY or EAGER");
@@ -162,6 +172,8 @@ std::vector<std::string> RunConfigFlags::as_arguments() const {
   if (inter_threads >= 0) args.insert(args.end(), {"--inter-threads", std::to_string(inter_threads)});
   if (model_cache) args.emplace_back("--model-cache");
   if (no_model_cache) args.emplace_back("--no-model-cache");
+  if (!model_cache_format.empty()) args.insert(args.end(), {"--model-cache-format", model_cache_format});
+  for (const auto& entry : session_config) args.insert(args.end(), {"--session-config", entry});
   if (cuda_graph) args.emplace_back("--cuda-graph");
   if (!module_loading.empty()) args.insert(args.end(), {"--module-loading", module_loading});
   if (!shapes.empty()) args.insert(args.end(), {"--shapes", shapes});

@@ -58,6 +58,8 @@ struct RunConfigFlags {
   bool no_model_cache = false;
   bool cuda_graph = false;
   std::string module_loading;
+  std::string model_cache_format;      ///< "" (the config's), onnx or ort
+  std::vector<std::string> session_config;  ///< KEY=VALUE ONNX Runtime session config entries
   std::string shapes;
   std::string batches;
   int max_shape_sessions = 0;

@@ -8,6 +8,7 @@
 
 #include "cli.hpp"
 #include "ortfleet/diagnostics/bench.hpp"
+#include "ortfleet/diagnostics/profile.hpp"
 #include "ortfleet/diagnostics/throughput.hpp"
 #include "ortfleet/base/error.hpp"
 
@@ -30,6 +31,7 @@ struct BenchFlags {
   double seconds = 5;
   std::string shape_mix;
   std::string shape_order = "cycle";
+  bool floor = false;
   RunConfigFlags config;
 };
 
@@ -43,16 +45,23 @@ void export_to(const std::string& path, const std::string& text) {
 void print_report(const BenchReport& r, std::ostream& out) {
   out << "model " << r.model << " on " << r.machine << " (ONNX Runtime " << r.ort_version << ")\n"
       << "wall time from exec until every session is created and has run one inference\n\n";
-  Table t({"start-up", "devices", "min", "median", "max", "vs 1 device", "efficiency"},
-          {false, true, true, true, true, true, true});
+  const bool floor = r.floor_ms > 0;
+  std::vector<std::string> headers = {"start-up", "devices", "min", "median", "max", "vs 1 device", "efficiency"};
+  if (floor) headers.push_back("vs floor");
+  std::vector<bool> right(headers.size(), true);
+  right[0] = false;
+  Table t(headers, right);
   for (const auto& row : r.rows) {
+    std::vector<std::string> cells;
     if (!row.ok()) {
-      t.add({row.label, std::to_string(row.device_count), "failed", "", "", "", ""});
-      continue;
+      cells = {row.label, std::to_string(row.device_count), "failed", "", "", "", ""};
+    } else {
+      cells = {row.label, std::to_string(row.device_count), format_ms(row.min_ms), format_ms(row.median_ms), format_ms(row.max_ms),
+               row.ratio_to_one > 0 ? fmt::format("{:.2f}x", row.ratio_to_one) : "",
+               row.efficiency > 0 ? fmt::format("{:.0f}%", row.efficiency * 100) : ""};
     }
-    t.add({row.label, std::to_string(row.device_count), format_ms(row.min_ms), format_ms(row.median_ms), format_ms(row.max_ms),
-           row.ratio_to_one > 0 ? fmt::format("{:.2f}x", row.ratio_to_one) : "",
-           row.efficiency > 0 ? fmt::format("{:.0f}%", row.efficiency * 100) : ""});
+    if (floor) cells.push_back(row.floor_ratio > 0 ? fmt::format("{:.2f}x", row.floor_ratio) : "");
+    t.add(cells);
   }
   t.print(out);
   for (const auto& row : r.rows) {
@@ -138,6 +147,17 @@ int run_bench_command(const BenchFlags& f, const Globals& g) {
   o.config = f.config.resolve();
   o.config_arguments = f.config.as_arguments();
   o.progress = [&](const std::string& s) { progress.update(s); };
+  if (f.floor) {
+    ProfileOptions p;
+    p.model = model;
+    p.device = devices.front();
+    p.config = o.config;
+    p.config_arguments = o.config_arguments;
+    p.ort_library = g.ort_lib;
+    p.shape_switch_seconds = 0;  // only the floor is wanted here
+    progress.update("profiling one cold start on " + p.device.to_string() + " for its floor");
+    o.floor_ms = run_profile(p).floor_ms;
+  }
   const BenchReport r = run_bench(o);
   progress.clear();
   const std::string result = stamped(r.to_json(), g, devices);
@@ -167,6 +187,7 @@ void register_bench(CLI::App& app, Globals& globals, Action& action) {
   cmd->add_option("--export-json", f->export_json, "Also write the full results as JSON here");
   cmd->add_option("--export-markdown", f->export_markdown, "Also write the table as Markdown here");
   add_html_option(cmd, f->html);
+  cmd->add_flag("--floor", f->floor, "Profile one cold start of the first device first, and show each 1-device row against its floor");
   cmd->add_flag("--inference", f->inference, "Measure inference throughput over the devices instead of start-up");
   cmd->add_option("--seconds", f->seconds, "With --inference: seconds per measurement")->check(CLI::Range(0.1, 3600.0));
   cmd->add_option("--shape-mix", f->shape_mix,

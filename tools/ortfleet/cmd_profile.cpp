@@ -19,6 +19,7 @@ struct ProfileFlags {
   std::string trace;
   std::string keep_dir;
   std::string html;
+  double shape_switch_seconds = 1;
   RunConfigFlags config;
 };
 
@@ -61,6 +62,19 @@ void print_profile(const ProfileReport& r, std::ostream& out) {
     for (const auto& op : r.cpu_fallback) out << " " << op;
   }
   out << fmt::format("\nsteady inference: p50 {}, p99 {}\n", format_ms(r.steady_p50_ms), format_ms(r.steady_p99_ms));
+  if (r.shape_switch.measured()) {
+    out << fmt::format("shape switch (batch 1 and 2 alternating through one ONNX Runtime session): p50 {} a call against {} "
+                       "for each batch alone: {} per switch\n",
+                       format_ms(r.shape_switch.call_ms), format_ms(r.shape_switch.steady_call_ms), format_ms(r.shape_switch.cost_ms));
+  }
+  if (r.floor.empty()) return;
+  out << fmt::format("\nfloor of this start on this machine: {} (measured {}, {:.2f}x the floor)\n", format_ms(r.floor_ms),
+                     format_ms(r.wall_ms), r.floor_ratio());
+  Table floor({"term", "floor", "measured", "ratio", "floor from"}, {false, true, true, true, false});
+  for (const auto& t : r.floor) {
+    floor.add({t.label, format_ms(t.floor_ms), format_ms(t.measured_ms), t.floor_ms > 0 ? fmt::format("{:.2f}x", t.ratio()) : "-", t.basis});
+  }
+  floor.print(out);
 }
 
 int run_profile_command(const ProfileFlags& f, const Globals& g) {
@@ -72,6 +86,7 @@ int run_profile_command(const ProfileFlags& f, const Globals& g) {
   o.steady_runs = f.steady_runs;
   o.ort_library = g.ort_lib;
   o.work_dir = f.keep_dir;
+  o.shape_switch_seconds = f.shape_switch_seconds;
   ProgressLine progress(!g.quiet);
   progress.update("profiling one cold start of " + o.model + " on " + o.device.to_string());
   const ProfileReport r = run_profile(o);
@@ -101,6 +116,9 @@ void register_profile(CLI::App& app, Globals& globals, Action& action) {
   cmd->add_option("--trace", f->trace, "Write a Chrome/Perfetto trace with ortfleet's and ONNX Runtime's events");
   cmd->add_option("--keep", f->keep_dir, "Keep ONNX Runtime's profile and log in this folder");
   add_html_option(cmd, f->html);
+  cmd->add_option("--shape-switch-seconds", f->shape_switch_seconds,
+                  "Seconds per stream measuring what a batch switch costs one ONNX Runtime session (dynamic batch only; 0 skips)")
+      ->check(CLI::Range(0.0, 600.0));
   f->config.add_to(cmd);
   cmd->callback([&globals, &action, f] { action = [&globals, f] { return run_profile_command(*f, globals); }; });
 }

@@ -37,7 +37,9 @@ struct StartFlags {
 
 /// Durations per phase (rows) and lane (columns): where each device's start-up went.
 void print_start_report(const StartReport& r, std::ostream& out) {
-  out << "model " << r.model << ", strategy " << r.strategy << ", " << r.devices.size() << " device(s)\n\n";
+  out << "model " << r.model << ", strategy " << r.strategy << ", " << r.devices.size() << " device(s)\n";
+  if (!r.strategy_reason.empty() && r.strategy_reason != "as asked") out << r.strategy_reason << "\n";
+  out << "\n";
   Table devices({"device", "state", "ready after exec", "session", "provider", "pid", "error"},
                 {false, false, true, false, false, true, false});
   for (const auto& d : r.devices) {

@@ -20,6 +20,7 @@ struct SynthFlags {
   synth::ConvZooSpec zoo;
   synth::TransformerSpec transformer;
   synth::MlpSpec mlp;
+  synth::NodeHeavySpec nodes;
 };
 
 synth::WriteOptions write_options(const SynthFlags& f, ProgressLine& progress) {
@@ -93,6 +94,12 @@ void register_synth(CLI::App& app, Globals& globals, Action& action) {
   tf->add_option("--batch", f->transformer.batch, "Batch size");
   tf->add_flag("--dynamic-batch", f->transformer.dynamic_batch, "Make the batch dimension symbolic");
 
+  auto* nodes = model_command(synth, "nodes", "Tens of thousands of small nodes (start-up cost per node)", *f);
+  nodes->add_option("--nodes", f->nodes.nodes, "Nodes in the graph (rounded up to whole blocks of 9)");
+  nodes->add_option("--width", f->nodes.width, "Features per activation (weights: width x width per block)");
+  nodes->add_option("--batch", f->nodes.batch, "Batch size");
+  nodes->add_flag("--dynamic-batch", f->nodes.dynamic_batch, "Make the batch dimension symbolic");
+
   auto* mlp = model_command(synth, "mlp", "A small multilayer perceptron (fast tests)", *f);
   mlp->add_option("--layers", f->mlp.layers, "Layers");
   mlp->add_option("--width", f->mlp.width, "Width");
@@ -112,6 +119,7 @@ void register_synth(CLI::App& app, Globals& globals, Action& action) {
   bind(resnet, [](const SynthFlags& s, const synth::WriteOptions& o) { return synth::write_resnet(s.output, s.resnet, o); });
   bind(zoo, [](const SynthFlags& s, const synth::WriteOptions& o) { return synth::write_conv_zoo(s.output, s.zoo, o); });
   bind(tf, [](const SynthFlags& s, const synth::WriteOptions& o) { return synth::write_transformer(s.output, s.transformer, o); });
+  bind(nodes, [](const SynthFlags& s, const synth::WriteOptions& o) { return synth::write_node_heavy(s.output, s.nodes, o); });
   bind(mlp, [](const SynthFlags& s, const synth::WriteOptions& o) { return synth::write_mlp(s.output, s.mlp, o); });
 }
 

@@ -50,6 +50,7 @@ void print_tune(const TuneReport& r, std::ostream& out) {
     const auto& s = r.results[static_cast<size_t>(r.serve_fast)];
     out << fmt::format("F serve fast: {} (p50 {}, ready in {})\n", s.candidate.name, format_ms(s.steady_p50_ms), format_ms(s.ready_median_ms));
   }
+  if (!r.shapes_advice.empty()) out << "shapes: " << r.shapes_advice << "\n";
 }
 
 int run_tune_command(const TuneFlags& f, const Globals& g) {

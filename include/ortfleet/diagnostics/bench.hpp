@@ -32,6 +32,9 @@ struct BenchOptions {
   std::vector<std::string> config_arguments; ///< RunConfig flags passed to every child `ortfleet start`
   RunConfig config;                          ///< the same settings, for the Python anchors
   double timeout_s = 3600;
+  /// The floor of one device's cold start on this machine (ProfileReport::floor_ms, from `profile`);
+  /// when set, each 1-device row reports its median over it. 0: none.
+  double floor_ms = 0;
   std::function<void(const std::string&)> progress;  ///< one status line at a time
 };
 
@@ -47,6 +50,7 @@ struct BenchRow {
   std::string baseline;     ///< the 1-device row this one is compared with
   double ratio_to_one = 0;  ///< median / baseline median (1.0 = as fast as starting one device)
   double efficiency = 0;    ///< baseline median / median
+  double floor_ratio = 0;   ///< median / the floor of a 1-device start (1-device rows, when the floor is known)
   std::vector<double> process_start_ms;  ///< per timed round: exec until main() (the Python interpreter, for Python rows)
   std::string error;        ///< why a round failed
   StartReport median_report;  ///< the round at the median, with its timeline
@@ -62,6 +66,7 @@ struct BenchReport {
   std::string ort_version;
   std::vector<BenchRow> rows;
   std::vector<std::string> skipped;   ///< what was not run and why (e.g. no onnxruntime in Python)
+  double floor_ms = 0;                ///< the floor of a 1-device start (0: not measured)
   std::string fastest;                ///< label of the fastest N-device row
   std::vector<std::string> comparisons;  ///< "fleet is 3.1x faster than python sequential"
   std::vector<std::string> notes;        ///< what a row's figure includes, e.g. the Python interpreter's start

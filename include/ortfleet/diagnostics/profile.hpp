@@ -55,6 +55,33 @@ struct NodeCost {
   double steady_ms = 0;  ///< median over later inferences
 };
 
+/// What this machine does at best, measured beside the profiled start (0: not measured).
+struct MachineSpeeds {
+  double upload_gb_per_s = 0;  ///< host to GPU from pinned memory, in one large copy
+  double read_gb_per_s = 0;    ///< the model's files read again (from the page cache): the CPU's weights term
+  double cuda_init_ms = 0;     ///< cuInit, measured in ortfleet's own process after the start
+  double cuda_context_ms = 0;  ///< one primary context, likewise
+};
+
+/// One term of the floor of a cold start, and what the profiled start spent on the same work.
+struct FloorTerm {
+  std::string name;        ///< "process", "runtime", "session", "inference"
+  std::string label;
+  double floor_ms = 0;
+  double measured_ms = 0;
+  std::string basis;       ///< how the floor term was computed, for people
+  double ratio() const { return floor_ms > 0 ? measured_ms / floor_ms : 0; }
+};
+
+/// What a batch-size switch costs one ONNX Runtime session: the p50 of calls alternating batch 1 and 2,
+/// the p50 of each batch alone (mean of the two) and the difference. Negative: not measured.
+struct ShapeSwitchCost {
+  double call_ms = -1;
+  double steady_call_ms = -1;
+  double cost_ms = -1;
+  bool measured() const { return cost_ms >= 0; }
+};
+
 struct ProfileReport {
   std::string model;
   std::string device;
@@ -77,16 +104,33 @@ struct ProfileReport {
   std::vector<std::string> top_costs;  ///< "graph optimisation: 1.21 s (45%) - <advice>"
   std::vector<std::string> dynamic_dims;  ///< the model's inputs' dims without a fixed size, "input[0] (batch)"
   std::string shapes_advice;              ///< what dynamic dims cost, and what to declare
+  ShapeSwitchCost shape_switch;  ///< measured for a dynamic batch (ProfileOptions::shape_switch_seconds)
   Timeline timeline;                   ///< our phases and ONNX Runtime's, on one clock
   std::string ort_profile_path;  ///< ONNX Runtime's profile when its folder is kept (ProfileOptions::work_dir), else empty
+  bool on_gpu = false;
+  /// The floor of this start on this machine (add_floor): process start + max(EP load and
+  /// registration, cuInit + context) + weights at the measured bandwidth + the first inference at
+  /// its steady latency plus the conv search the chosen mode needs. Empty until add_floor().
+  std::vector<FloorTerm> floor;
+  double floor_ms = 0;
+  MachineSpeeds speeds;
 
   double attributed_share() const { return wall_ms > 0 ? attributed_ms / wall_ms : 0; }
+  /// The measured start over its floor (0 without a floor).
+  double floor_ratio() const { return floor_ms > 0 ? wall_ms / floor_ms : 0; }
   std::string to_json() const;
 };
 
 /// Builds the report from one start's outputs (separate from running it, for tests).
 ProfileReport build_profile(const StartReport& start, const std::vector<OrtLogLine>& log,
                             const std::vector<OrtProfileEvent>& ort_profile, const ModelFacts& facts);
+
+/// Computes report.floor from the report's phases and the machine's measured speeds.
+void add_floor(ProfileReport& report, const MachineSpeeds& speeds);
+
+/// Measures what add_floor needs on `device`: pinned host-to-device bandwidth, cuInit and a context
+/// on a GPU; the read speed of `model`'s files (already in the page cache) on the CPU.
+MachineSpeeds measure_machine_speeds(const Device& device, const std::string& model, uint64_t weight_bytes);
 
 struct ProfileOptions {
   std::string model;
@@ -97,8 +141,17 @@ struct ProfileOptions {
   std::string ortfleet_executable;
   std::string ort_library;
   std::string work_dir;  ///< where the child writes its profile and log (default: a temporary folder)
+  /// Seconds per stream for the shape-switch measurement of a model with a dynamic batch dim (three
+  /// streams, in this process); 0 skips it.
+  double shape_switch_seconds = 1;
   double timeout_s = 3600;
 };
+
+/// Measures a batch switch of `model` (streams of `seconds` each, in this process) on `device`; not
+/// measured when the model's first input dim is fixed (`dynamic_dims` from inspect_model) or `seconds`
+/// is 0. Throws ortfleet::Error.
+ShapeSwitchCost measure_shape_switch(const std::string& model, const std::vector<std::string>& dynamic_dims, const Device& device,
+                                     const RunConfig& config, double seconds, const std::string& ort_library);
 
 /// Runs one cold start in a fresh process and builds the report.
 ProfileReport run_profile(const ProfileOptions& options);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ortfleet/engine/devices.hpp"
+#include "ortfleet/diagnostics/profile.hpp"
 #include "ortfleet/engine/options.hpp"
 
 namespace ortfleet {
@@ -34,6 +35,10 @@ struct TuneReport {
   std::vector<TuneResult> results;
   int start_fast = -1;   ///< index into results
   int serve_fast = -1;
+  /// A model with a dynamic batch: what a batch switch costs one ONNX Runtime session under the
+  /// serve-fast configuration, and what to do about it.
+  ShapeSwitchCost shape_switch;
+  std::string shapes_advice;
   std::string to_json() const;
 };
 
@@ -54,6 +59,7 @@ struct TuneOptions {
   std::string ort_library;
   std::string cache_dir;  ///< for the model-cache configurations (default: a fresh temporary folder)
   double timeout_s = 3600;
+  double shape_switch_seconds = 1;  ///< per stream of the shape-switch measurement (dynamic batch only); 0 skips it
   std::function<void(const std::string&)> progress;
 };
 

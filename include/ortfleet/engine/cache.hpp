@@ -3,7 +3,8 @@
 // later sessions load that copy with graph optimisation off and skip the optimisation work. An entry
 // is keyed by the model's content (a hash of the .onnx file and of every external data file it
 // names), the ONNX Runtime version, the device class (CPU, or the GPU architecture) and every option
-// that changes the optimised graph. Each entry carries a manifest (the sizes and content hashes of
+// that changes the optimised graph, and the format it is stored in: ONNX with the weights in a side
+// file (ENTRY.onnx, ENTRY.onnx.data), or ONNX Runtime's ORT format (ENTRY.ort, weights inside). Each entry carries a manifest (the sizes and content hashes of
 // its files) and is checked against it before use: a damaged entry is set aside and made again.
 //
 // The cache lives in a folder only its user can write: $ORTFLEET_CACHE, else
@@ -32,8 +33,8 @@ class ModelCache {
   const std::string& dir() const { return dir_; }
   /// The entry's path for this model, device and configuration (whether or not it exists yet).
   std::string entry_path(const std::string& model_path, const Device& device, const RunConfig& config) const;
-  /// The entry's path for a key_text().
-  std::string entry_path_for_key(const std::string& model_path, const std::string& key) const;
+  /// The entry's path for a key_text() and the format the entry is stored in (its extension).
+  std::string entry_path_for_key(const std::string& model_path, const std::string& key, ModelCacheFormat format) const;
   /// The key text the entry name is hashed from. Reads the model's files unless their hashes are
   /// remembered in the cache folder for their present identity (size, inode, change time).
   std::string key_text(const std::string& model_path, const Device& device, const RunConfig& config) const;

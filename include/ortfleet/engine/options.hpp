@@ -15,6 +15,10 @@ namespace ortfleet {
 enum class ConvAlgoSearch { exhaustive, heuristic, default_algo };
 enum class ArenaExtendStrategy { next_power_of_two, same_as_requested };
 enum class GraphOptimization { disabled, basic, extended, layout, all };
+/// How the optimised-model cache stores a graph: ONNX with its weights in a side file (mapped at load),
+/// or ONNX Runtime's own ORT format (a FlatBuffer ONNX Runtime reads without protobuf parsing, its
+/// kernels' type constraints resolved when it was saved; weights inside, so under 2 GB only).
+enum class ModelCacheFormat { onnx, ort };
 
 struct CudaOptions {
   ConvAlgoSearch conv_algo_search = ConvAlgoSearch::exhaustive;  ///< ONNX Runtime's default
@@ -43,6 +47,7 @@ struct SessionOptions {
   /// Reuse a pre-optimised copy of the model (ortfleet/cache.hpp). Unset: the strategy decides (the
   /// fleet strategy uses it; the plain ones, which stand for what users run today, do not).
   std::optional<bool> optimized_model_cache;
+  ModelCacheFormat model_cache_format = ModelCacheFormat::onnx;
   std::string cuda_module_loading;     ///< "" (leave as is), "LAZY" or "EAGER": CUDA_MODULE_LOADING for the process
   /// CUDA_DEVICE_MAX_CONNECTIONS for the process (0: leave as is; the fleet strategy uses 1). Each
   /// connection is a hardware queue set up with the context: 1 made an H100's context 2x cheaper to
@@ -108,6 +113,8 @@ struct RunConfig {
 std::string to_string(ConvAlgoSearch v);
 std::string to_string(GraphOptimization v);
 std::string to_string(ArenaExtendStrategy v);
+std::string to_string(ModelCacheFormat v);
+ModelCacheFormat parse_model_cache_format(const std::string& s);
 ConvAlgoSearch parse_conv_algo_search(const std::string& s);
 GraphOptimization parse_graph_optimization(const std::string& s);
 

@@ -89,6 +89,9 @@ class Fleet {
   std::vector<DeviceStatus> status() const;
   const std::vector<Device>& devices() const;
   Strategy strategy() const;  ///< the strategy used (automatic resolved)
+  /// Why this strategy, in the terms of a start's floor (ortfleet/diagnostics/profile.hpp): "as asked"
+  /// for an explicit one; for auto, what the choice overlaps and where the sessions live.
+  std::string strategy_reason() const;
 
   /// Runs one inference on `device`. Host tensors, or GPU tensors of that device (in-process sessions
   /// read them in place; worker processes receive them through shared memory after a copy).
