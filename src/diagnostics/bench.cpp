@@ -311,7 +311,7 @@ BenchReport run_bench(const BenchOptions& options) {
       c.row.ratio_to_one = c.row.median_ms / base->second;
       c.row.efficiency = base->second / c.row.median_ms;
     }
-    if (c.row.ok() && o.floor_ms > 0 && c.row.device_count == 1) c.row.floor_ratio = c.row.median_ms / o.floor_ms;
+    if (c.row.ok() && c.row.warm.empty() && o.floor_ms > 0 && c.row.device_count == 1) c.row.floor_ratio = c.row.median_ms / o.floor_ms;
     report.rows.push_back(c.row);
   }
   // The fastest way to bring up all N devices, and how it compares with each alternative.
