@@ -257,7 +257,8 @@ std::string WorkerProcess::exited() {
 }
 
 bool WorkerProcess::alive() const {
-  return channel_->alive() && pid_ > 0;
+  std::lock_guard lock(process_mutex_);
+  return pid_ > 0 && channel_->alive();
 }
 
 std::vector<TimelineEvent> WorkerProcess::initialise(const LocalStartPlan& plan, size_t max_resident_sessions, bool prime,

@@ -102,7 +102,11 @@ class WorkerProcess {
   WorkerProcess(const WorkerProcess&) = delete;
   WorkerProcess& operator=(const WorkerProcess&) = delete;
 
-  int pid() const { return pid_; }
+  /// The worker's pid; -1 once it has been reaped.
+  int pid() const {
+    std::lock_guard lock(process_mutex_);
+    return pid_;
+  }
   int64_t spawn_ns() const { return spawn_ns_; }
   const Device& device() const { return device_; }
   /// What CUDA_VISIBLE_DEVICES the worker got; empty when it sees what this process sees.
@@ -132,7 +136,7 @@ class WorkerProcess {
   int64_t spawn_ns_ = 0;
   std::string ended_;
   std::unique_ptr<WorkerChannel> channel_;
-  std::mutex process_mutex_;
+  mutable std::mutex process_mutex_;  // pid_ and ended_
 };
 
 /// The worker's side: serves requests on `channel_fd` until told to stop. Returns the exit code.
