@@ -77,7 +77,9 @@ ModelCache::ModelCache(std::string dir) : dir_(dir.empty() ? (fs::path(default_r
 std::string ModelCache::key_text(const std::string& model_path, const Device& device, const RunConfig& config) const {
   // Remembered digests are read only from a folder no other user can write.
   const bool private_dir = detail::check_private_dir(dir_, detail::kCacheFolderHint);
-  return detail::cache_key_text(detail::model_content(model_path, private_dir ? dir_ : std::string()).text, device, config);
+  RunConfig keyed = config;
+  keyed.session.model_cache_format = detail::resolve_model_cache_format(model_path, config.session.model_cache_format);
+  return detail::cache_key_text(detail::model_content(model_path, private_dir ? dir_ : std::string()).text, device, keyed);
 }
 
 std::string ModelCache::entry_path_for_key(const std::string& model_path, const std::string& key, ModelCacheFormat format) const {
@@ -87,7 +89,8 @@ std::string ModelCache::entry_path_for_key(const std::string& model_path, const 
 }
 
 std::string ModelCache::entry_path(const std::string& model_path, const Device& device, const RunConfig& config) const {
-  return entry_path_for_key(model_path, key_text(model_path, device, config), config.session.model_cache_format);
+  return entry_path_for_key(model_path, key_text(model_path, device, config),
+                            detail::resolve_model_cache_format(model_path, config.session.model_cache_format));
 }
 
 std::vector<CacheEntry> ModelCache::entries() const {

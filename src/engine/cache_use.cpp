@@ -16,6 +16,7 @@
 #include "engine/content_hash.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/cache.hpp"
+#include "ortfleet/engine/model_file.hpp"
 
 namespace ortfleet::detail {
 namespace fs = std::filesystem;
@@ -30,6 +31,21 @@ constexpr int kManifestVersion = 1;
 /// The largest model (graph and weights) whose entry can be in the ORT format: FlatBuffers address
 /// 2 GB, and the graph and its bookkeeping need room beside the weights.
 constexpr uint64_t kOrtFormatMaxBytes = uint64_t{1900} << 20;
+
+}  // namespace
+
+ModelCacheFormat resolve_model_cache_format(const std::string& model, ModelCacheFormat asked) {
+  if (asked != ModelCacheFormat::automatic) return asked;
+  try {
+    const ModelFacts facts = inspect_model(model);
+    return facts.nodes >= kOrtFormatMinNodes && facts.initializer_bytes <= kOrtFormatMaxBytes ? ModelCacheFormat::ort
+                                                                                               : ModelCacheFormat::onnx;
+  } catch (const std::exception&) {
+    return ModelCacheFormat::onnx;  // ONNX Runtime will say what is wrong with the model
+  }
+}
+
+namespace {
 
 std::string manifest_of(const std::string& entry) { return entry + ".manifest.json"; }
 std::string data_of(const std::string& entry) { return entry + ".data"; }
@@ -149,10 +165,11 @@ CacheUse::CacheUse(const std::string& cache_dir, const std::string& model, const
   try {
     ensure_private_dir(cache.dir(), kCacheFolderHint);
     content_ = model_content(model, cache.dir());
-    format_ = config.session.model_cache_format;
+    format_ = resolve_model_cache_format(model, config.session.model_cache_format);
     uint64_t model_bytes = 0;
     for (const auto& [path, id] : content_.files) model_bytes += id.bytes;
     RunConfig keyed = config;
+    keyed.session.model_cache_format = format_;
     if (format_ == ModelCacheFormat::ort && model_bytes > kOrtFormatMaxBytes) {
       format_ = ModelCacheFormat::onnx;  // a FlatBuffer holds at most 2 GB, weights included
       keyed.session.model_cache_format = format_;

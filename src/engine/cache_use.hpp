@@ -25,6 +25,10 @@ inline constexpr const char* kCacheFolderHint =
 /// The key of an entry: the model's content (model_content().text) and what shapes its optimised graph.
 std::string cache_key_text(const std::string& model_content, const Device& device, const RunConfig& config);
 
+/// The format an entry of `model` gets: `asked`, or for automatic the one that wins for its class
+/// (the ORT format for kOrtFormatMinNodes nodes or more, else ONNX).
+ModelCacheFormat resolve_model_cache_format(const std::string& model, ModelCacheFormat asked);
+
 /// Whether the file `name` is one of the entry named `entry`'s (ENTRY, ENTRY.data,
 /// ENTRY.manifest.json, ENTRY.lock, and what a writer leaves behind: ENTRY.partial-<pid>, ...).
 bool belongs_to_entry(const std::string& name, const std::string& entry);

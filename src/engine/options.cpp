@@ -69,13 +69,16 @@ GraphOptimization parse_graph_optimization(const std::string& s) {
   throw Error("unknown graph optimization level '" + s + "'", "Use disabled, basic, extended, layout or all");
 }
 
-std::string to_string(ModelCacheFormat v) { return v == ModelCacheFormat::ort ? "ort" : "onnx"; }
+std::string to_string(ModelCacheFormat v) {
+  return v == ModelCacheFormat::ort ? "ort" : v == ModelCacheFormat::onnx ? "onnx" : "auto";
+}
 
 ModelCacheFormat parse_model_cache_format(const std::string& s) {
   const std::string l = lower(s);
   if (l == "onnx") return ModelCacheFormat::onnx;
   if (l == "ort") return ModelCacheFormat::ort;
-  throw Error("unknown model cache format '" + s + "'", "Use onnx or ort");
+  if (l == "auto") return ModelCacheFormat::automatic;
+  throw Error("unknown model cache format '" + s + "'", "Use auto, onnx or ort");
 }
 
 std::vector<std::pair<std::string, std::string>> CudaOptions::provider_options() const {
@@ -337,7 +340,7 @@ RunConfig RunConfig::from_json(const std::string& text, const std::string& sourc
     s.read_range("inter_op_threads", o.inter_op_threads, 0, max_threads(), "a whole number of threads");
     s.read("thread_spinning", o.thread_spinning, "true or false");
     s.read_optional("optimized_model_cache", o.optimized_model_cache, "true, false or null");
-    s.read_enum("model_cache_format", [&](const std::string& v) { o.model_cache_format = parse_model_cache_format(v); }, "onnx, ort");
+    s.read_enum("model_cache_format", [&](const std::string& v) { o.model_cache_format = parse_model_cache_format(v); }, "auto, onnx, ort");
     s.read_enum("cuda_module_loading", [&](const std::string& v) {
       const std::string u = upper(v);
       if (!u.empty() && u != "LAZY" && u != "EAGER") throw Error("bad value");

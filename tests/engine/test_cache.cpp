@@ -20,6 +20,7 @@
 
 #include "base/private_dir.hpp"
 #include "base/unique_fd.hpp"
+#include "ortfleet/synth/synth.hpp"
 #include "engine/cache_use.hpp"
 #include "engine/content_hash.hpp"
 #include "engine/mapped_file.hpp"
@@ -182,6 +183,28 @@ TEST(ModelCache, TheFormatIsPartOfTheKeyAndTheExtension) {
   EXPECT_TRUE(onnx_entry.ends_with(".onnx")) << onnx_entry;
   EXPECT_TRUE(ort_entry.ends_with(".ort")) << ort_entry;
   EXPECT_NE(fs::path(onnx_entry).stem(), fs::path(ort_entry).stem());
+}
+
+TEST(ModelCache, AutomaticallyNodeHeavyGraphsGetTheOrtFormatAndOthersTheOnnxFormat) {
+  load_runtime();
+  const ModelCache cache((test::scratch_dir() / "auto-format").string());
+  synth::NodeHeavySpec many;
+  many.nodes = kOrtFormatMinNodes + 100;
+  many.width = 8;
+  const std::string node_heavy = synth::write_node_heavy((test::scratch_dir() / "node-heavy.onnx").string(), many).path;
+  const RunConfig defaults;
+  ASSERT_EQ(defaults.session.model_cache_format, ModelCacheFormat::automatic);
+  EXPECT_TRUE(cache.entry_path(node_heavy, Device::cpu(), defaults).ends_with(".ort"));
+  EXPECT_TRUE(cache.entry_path(test::mlp_model(), Device::cpu(), defaults).ends_with(".onnx"));
+  // Automatic names the same entry as the format it chose: a cache filled either way is found.
+  RunConfig onnx;
+  onnx.session.model_cache_format = ModelCacheFormat::onnx;
+  EXPECT_EQ(cache.entry_path(test::mlp_model(), Device::cpu(), defaults), cache.entry_path(test::mlp_model(), Device::cpu(), onnx));
+  RunConfig ort;
+  ort.session.model_cache_format = ModelCacheFormat::ort;
+  EXPECT_EQ(cache.entry_path(node_heavy, Device::cpu(), defaults), cache.entry_path(node_heavy, Device::cpu(), ort));
+  EXPECT_EQ(parse_model_cache_format("auto"), ModelCacheFormat::automatic);
+  EXPECT_THROW(parse_model_cache_format("protobuf"), Error);
 }
 
 // The ORT format: the miss saves a .ort entry with no side file, the hit loads it and gives the
