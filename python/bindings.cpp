@@ -6,6 +6,8 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <chrono>
+#include <future>
 #include <cctype>
 #include <memory>
 #include <optional>
@@ -578,6 +580,40 @@ py::list specs_list(const std::vector<TensorSpec>& specs) {
   return out;
 }
 
+py::dict outputs_dict(const std::vector<Tensor>& outputs) {
+  py::dict result;
+  for (const auto& t : outputs) result[py::str(t.name)] = to_python(t);
+  return result;
+}
+
+/// Fleet.run_async's answer, shaped like concurrent.futures.Future: result(timeout), done(). Holds
+/// the inputs' Python objects until the run has read them.
+class PyRunFuture {
+ public:
+  PyRunFuture(std::future<std::vector<Tensor>> future, PreparedInputs inputs)
+      : inputs_(std::move(inputs)), future_(future.share()) {}
+
+  bool done() const { return future_.wait_for(std::chrono::seconds(0)) == std::future_status::ready; }
+  py::dict result(const std::optional<double>& timeout) {
+    bool ready = true;
+    std::vector<Tensor> outputs;
+    {
+      py::gil_scoped_release release;
+      if (timeout) ready = future_.wait_for(std::chrono::duration<double>(*timeout)) == std::future_status::ready;
+      if (ready) outputs = future_.get();  // throws the run's error
+    }
+    if (!ready) {
+      PyErr_SetString(PyExc_TimeoutError, "the run did not finish within the timeout");
+      throw py::error_already_set();
+    }
+    return outputs_dict(outputs);
+  }
+
+ private:
+  PreparedInputs inputs_;  // destroyed after future_, which waits for a run on a thread of this process
+  std::shared_future<std::vector<Tensor>> future_;
+};
+
 class PyFleet {
  public:
   PyFleet(const std::string& model, const py::object& devices, const std::string& strategy, const py::object& config,
@@ -618,17 +654,23 @@ class PyFleet {
   }
   py::dict run(const py::object& device, const py::dict& inputs, bool outputs_on_device) {
     const Device d = to_device(device);
-    PreparedInputs prepared;
-    const auto specs = fleet().inputs();
-    for (const auto& [name, value] : inputs) add_input(prepared, py::str(name), value, specs);
+    PreparedInputs prepared = prepare(inputs);
     std::vector<Tensor> outputs;
     {
       py::gil_scoped_release release;
       outputs = fleet().run(d, prepared.tensors, outputs_on_device);
     }
-    py::dict result;
-    for (const auto& t : outputs) result[py::str(t.name)] = to_python(t);
-    return result;
+    return outputs_dict(outputs);
+  }
+  std::unique_ptr<PyRunFuture> run_async(const py::object& device, const py::dict& inputs, bool outputs_on_device) {
+    const Device d = to_device(device);
+    PreparedInputs prepared = prepare(inputs);
+    std::future<std::vector<Tensor>> future;
+    {
+      py::gil_scoped_release release;
+      future = fleet().run_async(d, prepared.tensors, outputs_on_device);
+    }
+    return std::make_unique<PyRunFuture>(std::move(future), std::move(prepared));
   }
   py::list devices() {
     py::list out;
@@ -657,6 +699,12 @@ class PyFleet {
     if (!fleet_) throw Error("this fleet was closed");
     return *fleet_;
   }
+  PreparedInputs prepare(const py::dict& inputs) {
+    PreparedInputs prepared;
+    const auto specs = fleet().inputs();
+    for (const auto& [name, value] : inputs) add_input(prepared, py::str(name), value, specs);
+    return prepared;
+  }
   std::unique_ptr<Fleet> fleet_;
 };
 
@@ -680,6 +728,11 @@ PYBIND11_MODULE(_ortfleet, m) {
       .def("__dlpack_device__", &DeviceTensor::dlpack_device)
       .def_property_readonly("shape", [](const DeviceTensor& t) { return t.tensor().shape; })
       .def_property_readonly("dtype", [](const DeviceTensor& t) { return to_string(t.tensor().type); });
+
+  py::class_<PyRunFuture>(m, "RunFuture", "A run in flight (Fleet.run_async), like concurrent.futures.Future")
+      .def("done", &PyRunFuture::done, "True once the run has finished (or failed)")
+      .def("result", &PyRunFuture::result, py::arg("timeout") = py::none(),
+           "The outputs, waiting at most `timeout` seconds (TimeoutError then); raises the run's error");
 
   py::class_<PyFleet>(m, "Fleet", "One ready ONNX Runtime session per device")
       .def(py::init<const std::string&, const py::object&, const std::string&, const py::object&, int, const std::string&,
@@ -705,6 +758,9 @@ PYBIND11_MODULE(_ortfleet, m) {
       .def("status", &PyFleet::status)
       .def("run", &PyFleet::run, py::arg("device"), py::arg("inputs"), py::arg("outputs_on_device") = false,
            "Run one inference: inputs maps names to numpy arrays or DLPack tensors (torch, CuPy)")
+      .def("run_async", &PyFleet::run_async, py::arg("device"), py::arg("inputs"), py::arg("outputs_on_device") = false,
+           "Submit one inference and return at once: a future whose result(timeout=None) gives the outputs of run(). "
+           "Several runs may be in flight per device, so one thread can keep every device busy")
       .def_property_readonly("devices", &PyFleet::devices)
       .def_property_readonly("strategy", &PyFleet::strategy)
       .def_property_readonly("inputs", &PyFleet::inputs)

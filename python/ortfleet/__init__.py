@@ -40,6 +40,7 @@ from ._ortfleet import (  # noqa: E402,F401  (the public API)
     Error,
     Fleet,
     Pool,
+    RunFuture,
     _forget_prewarmed,
     bench,
     doctor,
@@ -52,7 +53,7 @@ from ._ortfleet import (  # noqa: E402,F401  (the public API)
     tune,
 )
 
-__all__ = ["DeviceTensor", "Error", "Fleet", "Pool", "bench", "doctor", "load_runtime", "prewarm", "profile",
+__all__ = ["DeviceTensor", "Error", "Fleet", "Pool", "RunFuture", "bench", "doctor", "load_runtime", "prewarm", "profile",
            "synth_mlp", "synth_nodes", "synth_resnet", "tune"]
 
 import atexit  # noqa: E402

@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <deque>
+#include <future>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -12,7 +15,9 @@
 
 #include "diagnostics/machine.hpp"
 #include "diagnostics/python_anchor.hpp"
+#include "base/private_dir.hpp"
 #include "fleet/local_start.hpp"
+#include "fleet/worker.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/diagnostics/statistics.hpp"
 #include "ortfleet/engine/cuda_provider.hpp"
@@ -21,6 +26,7 @@
 #include "ortfleet/engine/session.hpp"
 #include "ortfleet/engine/shapes.hpp"
 #include "ortfleet/fleet/fleet.hpp"
+#include "ortfleet/synth/synth.hpp"
 #include "process/child_process.hpp"
 
 namespace ortfleet {
@@ -67,6 +73,83 @@ ThroughputRow measure(const std::string& label, Fleet& fleet, const std::vector<
   return row;
 }
 
+/// One thread keeps `depth` runs in flight on `device` (run_async) until the deadline: the throughput
+/// a single client gets from pipelining. Latencies are from submit to result.
+ThroughputRow pipelined(const std::string& label, Fleet& fleet, const Device& device, double seconds, size_t depth) {
+  const auto inputs = random_inputs(fleet.inputs(), 7);
+  std::deque<std::pair<int64_t, std::future<std::vector<Tensor>>>> in_flight;
+  std::vector<double> latencies;
+  const auto collect = [&] {
+    in_flight.front().second.get();
+    latencies.push_back(static_cast<double>(monotonic_ns() - in_flight.front().first) / 1e6);
+    in_flight.pop_front();
+  };
+  for (int i = 0; i < 3; ++i) fleet.run(device, inputs);  // warm, untimed
+  const int64_t start = monotonic_ns();
+  const int64_t deadline = start + static_cast<int64_t>(seconds * 1e9);
+  while (monotonic_ns() < deadline) {
+    while (in_flight.size() < depth) in_flight.emplace_back(monotonic_ns(), fleet.run_async(device, inputs));
+    collect();
+  }
+  while (!in_flight.empty()) collect();
+  ThroughputRow row;
+  row.label = label;
+  row.devices = 1;
+  row.threads = 1;
+  row.inferences_per_s = static_cast<double>(latencies.size()) / (static_cast<double>(monotonic_ns() - start) / 1e9);
+  row.p50_ms = percentile(latencies, 50);
+  row.p99_ms = percentile(latencies, 99);
+  return row;
+}
+
+/// What a call through a worker process costs by itself: an identity model at batch 1 (nothing to
+/// compute) through the request ring and through the socket, against a session in this process.
+void add_round_trips(const ThroughputOptions& o, ThroughputReport& report) {
+  const Device device = o.devices.front();
+  const auto folder = detail::PrivateDir::temporary("ortfleet-round-trip");
+  const std::string model = (folder.path() / "identity.onnx").string();
+  synth::write_identity(model, synth::IdentitySpec{});
+  struct Way {
+    std::string label;
+    const char* short_name;  // in the note
+    Strategy strategy;
+    const char* ring;  // kRingVariable while the fleet starts: its workers take a ring or not
+  };
+  const std::vector<Way> ways = {{"worker round trip, identity batch 1, request ring", "request ring", Strategy::processes, "1"},
+                                 {"worker round trip, identity batch 1, socket", "socket", Strategy::processes, "0"},
+                                 {"in-process call, identity batch 1", "in process", Strategy::threads, "1"}};
+  std::string note = fmt::format("round trip (identity model, batch 1, {}, host inputs):", device.to_string());
+  for (const auto& way : ways) {
+    if (o.progress) o.progress(fmt::format("{}, {:.0f} s", way.label, o.seconds));
+    FleetOptions fo;
+    fo.devices = {device};
+    fo.strategy = way.strategy;
+    fo.config = o.config;
+    fo.ort_library = o.ort_library;
+    Fleet fleet(model, fo);
+    {
+      const char* saved = std::getenv(detail::kRingVariable);
+      const std::string previous = saved != nullptr ? saved : "";
+      ::setenv(detail::kRingVariable, way.ring, 1);
+      fleet.start();
+      const bool ready = fleet.wait();
+      if (saved != nullptr) ::setenv(detail::kRingVariable, previous.c_str(), 1);
+      else ::unsetenv(detail::kRingVariable);
+      if (!ready) throw Error("the identity model failed to start on " + device.to_string() + ": " + fleet.status().front().error);
+    }
+    report.rows.push_back(measure(way.label, fleet, {device}, o.seconds, 1));
+    const auto& row = report.rows.back();
+    note += fmt::format(" {} p50 {:.1f} us, p99 {:.1f} us;", way.short_name, row.p50_ms * 1000, row.p99_ms * 1000);
+    if (way.strategy == Strategy::processes && std::string(way.ring) == "1") {
+      constexpr size_t kDepth = 8;
+      if (o.progress) o.progress(fmt::format("one thread, {} runs in flight through the ring, {:.0f} s", kDepth, o.seconds));
+      report.rows.push_back(pipelined(fmt::format("worker, identity batch 1, {} in flight from one thread (run_async)", kDepth), fleet,
+                                      device, o.seconds, kDepth));
+    }
+  }
+  note.pop_back();
+  report.notes.push_back(note);
+}
 
 // --- shape mix ------------------------------------------------------------------------------------
 
@@ -291,6 +374,7 @@ ThroughputReport run_throughput(const ThroughputOptions& options) {
     }
   }
   for (auto& r : report.rows) r.speedup = r.inferences_per_s / report.rows.front().inferences_per_s;
+  add_round_trips(o, report);  // speed-ups compare models of the same kind: these rows have none
   return report;
 }
 

@@ -54,6 +54,8 @@ CudaDriver::CudaDriver() {
   bind(cuMemAllocHost_, "cuMemAllocHost_v2");
   bind(cuMemFreeHost_, "cuMemFreeHost");
   bind(cuMemcpyHtoDAsync_, "cuMemcpyHtoDAsync_v2");
+  bind(cuMemHostRegister_, "cuMemHostRegister_v2");
+  bind(cuMemHostUnregister_, "cuMemHostUnregister");
   if (!error_.empty()) return;
 
   const auto start = std::chrono::steady_clock::now();
@@ -283,6 +285,29 @@ std::pair<uint64_t, uint64_t> CudaDriver::memory_info(int ordinal) const {
   release_primary_context(ordinal);
   check(r, "cuMemGetInfo", ordinal);
   return {free_bytes, total_bytes};
+}
+
+std::unique_ptr<CudaDriver::HostRegistration> CudaDriver::register_host(int ordinal, void* pointer, size_t bytes) const {
+  constexpr unsigned kPortable = 0x01;  // CU_MEMHOSTREGISTER_PORTABLE: pinned for every context
+  const CurrentContextKeeper keep;
+  retain_primary_context(ordinal);  // held until the registration ends
+  const CUresult r = cuMemHostRegister_(pointer, bytes, kPortable);
+  if (r != 0) release_primary_context(ordinal);
+  check(r, "cuMemHostRegister", ordinal);
+  return std::unique_ptr<HostRegistration>(new HostRegistration(ordinal, pointer));
+}
+
+CudaDriver::HostRegistration::~HostRegistration() {
+  const auto& driver = CudaDriver::instance();
+  const CurrentContextKeeper keep;
+  try {
+    driver.retain_primary_context(ordinal_);
+  } catch (const Error&) {
+    return;  // the driver is gone with its registrations
+  }
+  driver.cuMemHostUnregister_(pointer_);
+  driver.release_primary_context(ordinal_);
+  driver.release_primary_context(ordinal_);  // the retain of register_host()
 }
 
 CudaDriver::CurrentContextKeeper::CurrentContextKeeper() {

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <functional>
 #include <string>
@@ -63,6 +64,25 @@ class CudaDriver {
 
   std::string describe(CUresult r) const;
 
+  /// Host memory pinned for DMA while this lives (cuMemHostRegister, portable to every context): the
+  /// GPU's copies from it run asynchronously instead of through a staging buffer. Holds the primary
+  /// context of its device as long.
+  class HostRegistration {
+   public:
+    ~HostRegistration();
+    HostRegistration(const HostRegistration&) = delete;
+    HostRegistration& operator=(const HostRegistration&) = delete;
+
+   private:
+    friend class CudaDriver;
+    HostRegistration(int ordinal, void* pointer) : ordinal_(ordinal), pointer_(pointer) {}
+    int ordinal_;
+    void* pointer_;
+  };
+  /// Pins `bytes` at `pointer` (page-aligned, e.g. a shared-memory mapping) for `ordinal`'s copies.
+  /// Throws ortfleet::Error when the driver refuses (locked-memory limit, memory already registered).
+  std::unique_ptr<HostRegistration> register_host(int ordinal, void* pointer, size_t bytes) const;
+
   /// Restores the calling thread's current CUDA context when it goes away. The caller's thread may
   /// be a PyTorch or CuPy one whose current device is theirs: ONNX Runtime's runs (cudaSetDevice) and
   /// this class's helpers switch it, and must leave it as they found it.
@@ -118,6 +138,8 @@ class CudaDriver {
   CUresult (*cuMemAllocHost_)(void**, size_t) = nullptr;
   CUresult (*cuMemcpyHtoDAsync_)(uintptr_t, const void*, size_t, void*) = nullptr;
   CUresult (*cuMemFreeHost_)(void*) = nullptr;
+  CUresult (*cuMemHostRegister_)(void*, size_t, unsigned) = nullptr;
+  CUresult (*cuMemHostUnregister_)(void*) = nullptr;
   mutable std::mutex mutex_;
   mutable std::map<int, int> retained_;  // ordinal -> retain count
 };

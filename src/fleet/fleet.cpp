@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <future>
 #include <limits>
 #include <thread>
 
@@ -77,6 +78,17 @@ struct Fleet::Impl {
     detail::WorkerChannel* channel() const { return attached ? attached.get() : &process->channel(); }
   };
   std::vector<Remote> remotes;
+
+  /// Where a run on `device` goes, once the device is ready (waiting while it starts); throws why not.
+  struct Target {
+    Session* session = nullptr;
+    detail::WorkerChannel* worker = nullptr;
+    std::string remote_session;
+  };
+  Target ready_target(const Device& device);
+  /// `call` on a worker: an error that leaves the worker gone marks the device failed.
+  template <class Call>
+  auto on_worker(const Device& device, detail::WorkerChannel& worker, Call call) -> decltype(call());
   std::unique_ptr<detail::MessageChannel> pool_connection;  // to the `ortfleet serve` daemon
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;
@@ -370,49 +382,73 @@ std::vector<TensorSpec> Fleet::outputs() const {
   return impl_->outputs;
 }
 
+namespace {
+void reject_device_outputs(const Device& device) {
+  throw Error("outputs stay on the GPU only for sessions in this process, and " + device.to_string() + " runs in a worker process",
+              "Start the fleet with strategy threads or sequential for device outputs", device.to_string());
+}
+}  // namespace
+
+Fleet::Impl::Target Fleet::Impl::ready_target(const Device& device) {
+  std::unique_lock lock(mutex);
+  const size_t i = index_of(device);
+  if (!started) throw Error("run() on " + device.to_string() + " before start()", "Call start() first");
+  // A device still starting is waited for, as long as its start may take; one that failed says why.
+  const auto settled = [&] { return status[i].state != DeviceState::pending && status[i].state != DeviceState::starting; };
+  if (!wait_until(lock, detail::deadline_in(options.start_timeout_s, start_ns), settled)) {
+    throw Error(device.to_string() + " did not become ready within " + detail::seconds_text(options.start_timeout_s),
+                "It is still starting; if start-ups this long are expected, raise the start timeout "
+                "(FleetOptions::start_timeout_s, Fleet(start_timeout=...), ortfleet start --timeout)",
+                device.to_string());
+  }
+  if (status[i].state == DeviceState::failed) {
+    const auto& failure = *failures[i];
+    if (failure.after_ready) throw failure.error;
+    throw Error(device.to_string() + " failed to start: " + failure.error.what_failed(), failure.error.hint(), device.to_string());
+  }
+  if (status[i].state != DeviceState::ready) throw Error("the fleet is shut down", {}, device.to_string());
+  Target target;
+  if (use_workers) {
+    target.worker = remotes[i].channel();
+    target.remote_session = remotes[i].session;
+  } else {
+    target.session = local[i].session.get();
+  }
+  return target;
+}
+
+template <class Call>
+auto Fleet::Impl::on_worker(const Device& device, detail::WorkerChannel& worker, Call call) -> decltype(call()) {
+  try {
+    return call();
+  } catch (const Error& e) {
+    // A worker that died or was killed for not answering serves no later run: the device has failed.
+    if (!worker.alive()) mark_failed(index_of(device), e, /*after_ready=*/true);
+    throw;
+  }
+}
+
 std::vector<Tensor> Fleet::run(const Device& device, const std::vector<Tensor>& inputs, bool outputs_on_device) {
   auto& s = *impl_;
-  Session* session = nullptr;
-  detail::WorkerChannel* worker = nullptr;
-  std::string remote_session;
-  {
-    std::unique_lock lock(s.mutex);
-    const size_t i = s.index_of(device);
-    if (!s.started) throw Error("run() on " + device.to_string() + " before start()", "Call start() first");
-    // A device still starting is waited for, as long as its start may take; one that failed says why.
-    const auto settled = [&] { return s.status[i].state != DeviceState::pending && s.status[i].state != DeviceState::starting; };
-    if (!s.wait_until(lock, detail::deadline_in(s.options.start_timeout_s, s.start_ns), settled)) {
-      throw Error(device.to_string() + " did not become ready within " + detail::seconds_text(s.options.start_timeout_s),
-                  "It is still starting; if start-ups this long are expected, raise the start timeout "
-                  "(FleetOptions::start_timeout_s, Fleet(start_timeout=...), ortfleet start --timeout)",
-                  device.to_string());
-    }
-    if (s.status[i].state == DeviceState::failed) {
-      const auto& failure = *s.failures[i];
-      if (failure.after_ready) throw failure.error;
-      throw Error(device.to_string() + " failed to start: " + failure.error.what_failed(), failure.error.hint(), device.to_string());
-    }
-    if (s.status[i].state != DeviceState::ready) throw Error("the fleet is shut down", {}, device.to_string());
-    if (s.use_workers) {
-      worker = s.remotes[i].channel();
-      remote_session = s.remotes[i].session;
-    }
-    else session = s.local[i].session.get();
+  const auto target = s.ready_target(device);
+  if (target.worker != nullptr) {
+    if (outputs_on_device) reject_device_outputs(device);
+    return s.on_worker(device, *target.worker,
+                       [&] { return target.worker->run(target.remote_session, inputs, s.options.run_timeout_s); });
   }
-  if (worker != nullptr) {
-    if (outputs_on_device) {
-      throw Error("outputs stay on the GPU only for sessions in this process, and " + device.to_string() + " runs in a worker process",
-                  "Start the fleet with strategy threads or sequential for device outputs", device.to_string());
-    }
-    try {
-      return worker->run(remote_session, inputs, s.options.run_timeout_s);
-    } catch (const Error& e) {
-      // A worker that died or was killed for not answering serves no later run: the device has failed.
-      if (!worker->alive()) s.mark_failed(s.index_of(device), e, /*after_ready=*/true);
-      throw;
-    }
+  return target.session->run(inputs, outputs_on_device);
+}
+
+std::future<std::vector<Tensor>> Fleet::run_async(const Device& device, const std::vector<Tensor>& inputs, bool outputs_on_device) {
+  auto& s = *impl_;
+  const auto target = s.ready_target(device);
+  if (target.worker != nullptr) {
+    if (outputs_on_device) reject_device_outputs(device);
+    // A worker that dies with this run in flight fails its future; the device is marked failed by the next call.
+    return s.on_worker(device, *target.worker,
+                       [&] { return target.worker->run_async(target.remote_session, inputs, s.options.run_timeout_s); });
   }
-  return session->run(inputs, outputs_on_device);
+  return std::async(std::launch::async, [session = target.session, inputs, outputs_on_device] { return session->run(inputs, outputs_on_device); });
 }
 
 Timeline Fleet::timeline() const { return impl_->timeline; }

@@ -21,11 +21,13 @@ auto reading(const char* what, Read read) -> decltype(read()) {
   }
 }
 
-ElementType element_type_from_json(const json& j) {
-  const auto type = static_cast<ElementType>(j.get<int>());
-  if (element_size(type) == 0 && type != ElementType::string) throw Error("unknown element type " + j.dump());
+ElementType checked_element_type(int number) {
+  const auto type = static_cast<ElementType>(number);
+  if (element_size(type) == 0 && type != ElementType::string) throw Error("unknown element type " + std::to_string(number));
   return type;
 }
+
+ElementType element_type_from_json(const json& j) { return checked_element_type(j.get<int>()); }
 }  // namespace
 
 json plan_to_json(const LocalStartPlan& plan) {
@@ -140,6 +142,98 @@ std::vector<Tensor> unpack_tensors(const json& descriptions, const std::shared_p
   }
   return out;
   });
+}
+
+namespace {
+constexpr uint32_t kRingTableMagic = 0x546e726f;  // "ornT"
+
+struct RingTableHeader {
+  uint32_t magic;
+  uint32_t count;
+};
+struct RingTensorEntry {
+  int32_t type;
+  uint32_t rank;
+  uint32_t name_bytes;
+  uint32_t reserved;
+  uint64_t offset;
+  uint64_t bytes;
+};
+
+size_t aligned(size_t n, size_t to) { return (n + to - 1) / to * to; }
+size_t entry_bytes(const Tensor& t) { return aligned(sizeof(RingTensorEntry) + t.shape.size() * sizeof(int64_t) + t.name.size(), 8); }
+
+size_t ring_table_bytes(const std::vector<Tensor>& tensors) {
+  size_t table = sizeof(RingTableHeader);
+  for (const auto& t : tensors) table += entry_bytes(t);
+  return aligned(table, kAlignment);
+}
+}  // namespace
+
+size_t ring_tensors_bytes(const std::vector<Tensor>& tensors) {
+  size_t total = ring_table_bytes(tensors);
+  for (const auto& t : tensors) total += aligned(t.bytes, kAlignment);
+  return total;
+}
+
+size_t write_ring_tensors(const std::vector<Tensor>& tensors, std::byte* area, size_t capacity) {
+  const size_t total = ring_tensors_bytes(tensors);
+  if (total > capacity) {
+    throw Error("tensors of " + std::to_string(total) + " bytes do not fit a ring slot of " + std::to_string(capacity) + " bytes");
+  }
+  const RingTableHeader header{kRingTableMagic, static_cast<uint32_t>(tensors.size())};
+  std::memcpy(area, &header, sizeof(header));
+  size_t at = sizeof(header);
+  size_t data = ring_table_bytes(tensors);
+  for (const auto& t : tensors) {
+    if (t.on_gpu()) throw Error("a ring carries host tensors; '" + t.name + "' is on " + t.device.to_string());
+    const RingTensorEntry entry{static_cast<int32_t>(t.type), static_cast<uint32_t>(t.shape.size()),
+                                static_cast<uint32_t>(t.name.size()), 0, data, t.bytes};
+    std::memcpy(area + at, &entry, sizeof(entry));
+    std::memcpy(area + at + sizeof(entry), t.shape.data(), t.shape.size() * sizeof(int64_t));
+    std::memcpy(area + at + sizeof(entry) + t.shape.size() * sizeof(int64_t), t.name.data(), t.name.size());
+    at += entry_bytes(t);
+    if (t.bytes > 0) std::memcpy(area + data, t.data, t.bytes);
+    data += aligned(t.bytes, kAlignment);
+  }
+  return total;
+}
+
+std::vector<Tensor> read_ring_tensors(const std::byte* area, size_t bytes, const std::shared_ptr<void>& owner) {
+  const auto malformed = [](const std::string& why) {
+    return Error("malformed tensors in a ring slot: " + why, "The worker and its parent come from different ortfleet builds?");
+  };
+  RingTableHeader header{};
+  if (bytes < sizeof(header)) throw malformed("shorter than its header");
+  std::memcpy(&header, area, sizeof(header));
+  if (header.magic != kRingTableMagic) throw malformed("wrong magic");
+  std::vector<Tensor> out;
+  size_t at = sizeof(header);
+  for (uint32_t i = 0; i < header.count; ++i) {
+    RingTensorEntry entry{};
+    if (bytes - at < sizeof(entry)) throw malformed("the table runs past its area");
+    std::memcpy(&entry, area + at, sizeof(entry));
+    // Compared without adding: the sender's numbers may be anything.
+    if (entry.rank > 64 || entry.name_bytes > 4096) throw malformed("a tensor of rank " + std::to_string(entry.rank));
+    const size_t described = sizeof(entry) + entry.rank * sizeof(int64_t) + entry.name_bytes;
+    if (bytes - at < described) throw malformed("the table runs past its area");
+    Tensor t;
+    t.shape.resize(entry.rank);
+    std::memcpy(t.shape.data(), area + at + sizeof(entry), entry.rank * sizeof(int64_t));
+    t.name.assign(reinterpret_cast<const char*>(area + at + sizeof(entry) + entry.rank * sizeof(int64_t)), entry.name_bytes);
+    at += aligned(described, 8);
+    if (at > bytes) throw malformed("the table runs past its area");
+    t.type = checked_element_type(entry.type);
+    t.bytes = entry.bytes;
+    if (entry.offset > bytes || entry.bytes > bytes - entry.offset) throw Error("tensor '" + t.name + "' lies outside its ring slot");
+    if (t.type == ElementType::string || t.bytes != checked_bytes(t.shape, t.type, "tensor '" + t.name + "'")) {
+      throw Error("tensor '" + t.name + "' has " + std::to_string(t.bytes) + " bytes, which does not match its shape");
+    }
+    t.data = const_cast<std::byte*>(area + entry.offset);
+    t.owner = owner;
+    out.push_back(std::move(t));
+  }
+  return out;
 }
 
 json specs_to_json(const std::vector<TensorSpec>& specs) {

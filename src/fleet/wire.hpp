@@ -39,4 +39,18 @@ nlohmann::json pack_tensors(const std::vector<Tensor>& tensors, std::shared_ptr<
 /// when a description does not fit the buffer or its shape.
 std::vector<Tensor> unpack_tensors(const nlohmann::json& descriptions, const std::shared_ptr<SharedBuffer>& buffer);
 
+// Tensors in a request ring's slot (process/request_ring.hpp): a binary table, no JSON on the hot path.
+// A count, then per tensor its element type, rank, name length, offset and bytes, its dimensions and
+// name; the data follows, each tensor aligned. Offsets count from the start of the area, so the bytes
+// can be copied to another slot as they are.
+
+/// The bytes write_ring_tensors() takes for `tensors`.
+size_t ring_tensors_bytes(const std::vector<Tensor>& tensors);
+/// Writes host tensors at `area`; returns the bytes written (ring_tensors_bytes). Throws ortfleet::Error
+/// when they do not fit `capacity` or a tensor is not in host memory.
+size_t write_ring_tensors(const std::vector<Tensor>& tensors, std::byte* area, size_t capacity);
+/// Tensors that view `area` in place, each keeping `owner` alive. Throws ortfleet::Error when the table
+/// does not fit `bytes` or a tensor's bytes do not match its shape.
+std::vector<Tensor> read_ring_tensors(const std::byte* area, size_t bytes, const std::shared_ptr<void>& owner);
+
 }  // namespace ortfleet::detail

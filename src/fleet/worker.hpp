@@ -11,11 +11,15 @@
 //   {"op":"evict"}                      -> {"event":"evicted", count}   sessions nobody holds
 //   {"op":"status"}                     -> {"event":"status", sessions, memory_bytes}
 //   {"op":"stop"}                       -> the worker exits (control channel only)
+//   {"op":"ring"} + fd                  -> {"event":"ring"}   a request ring for this channel's runs
+// Once a channel has a request ring (sent before its first run, and again, bigger, when a run does
+// not fit), its runs go through the ring (fleet/worker_ring.hpp), not through "run" messages.
 // A worker keeps every session it started, keyed by the model's content, the plan and the runtime: a
 // second start of the same key is answered at once ("resident"). A session is held by the channels
 // that started or attached it; one nobody holds stays until it is evicted (least recently used first,
 // when the worker holds more than its limit or a new session runs out of device memory).
 #include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -23,6 +27,7 @@
 #include <vector>
 
 #include "fleet/local_start.hpp"
+#include "fleet/worker_ring.hpp"
 #include "process/ipc.hpp"
 
 namespace ortfleet::detail {
@@ -59,6 +64,9 @@ class WorkerChannel {
     std::function<void()> kill;                 ///< a worker that did not answer in time (none: leave it)
   };
   WorkerChannel(UniqueFd socket, Device device, int pid, Hooks hooks = {});
+  ~WorkerChannel();  ///< ends the runs in flight on its ring
+  WorkerChannel(const WorkerChannel&) = delete;
+  WorkerChannel& operator=(const WorkerChannel&) = delete;
 
   const Device& device() const { return device_; }
   int pid() const { return pid_; }
@@ -70,6 +78,12 @@ class WorkerChannel {
   WorkerReady start(const LocalStartPlan& plan, double timeout_s);
   /// One inference on `session`; a worker that does not answer within `timeout_s` fails the channel.
   std::vector<Tensor> run(const std::string& session, const std::vector<Tensor>& inputs, double timeout_s);
+  /// The same, submitted without waiting for it: several runs may be in flight at once (through the
+  /// request ring; without one, a thread of its own waits for the run). The inputs are copied before
+  /// it returns. The future throws what run() would.
+  std::future<std::vector<Tensor>> run_async(const std::string& session, const std::vector<Tensor>& inputs, double timeout_s);
+  /// Ends the runs in flight on this channel's request ring (they fail: the worker is stopping).
+  void close_ring();
   /// Lets go of a session this channel holds (best effort: a worker that is gone holds nothing).
   void release(const std::string& session);
   /// Any other request: the reply's body when its event is `expected`, else throws as start() does.
@@ -79,6 +93,15 @@ class WorkerChannel {
 
  private:
   [[noreturn]] void gone(const std::string& doing);
+  /// A worker that did not answer in time: killed (when the hooks can), and the channel is gone.
+  [[noreturn]] void unresponsive(const std::string& timed_out, const std::string& timeout_hint);
+  std::string run_timed_out(double timeout_s) const;
+  void throw_if_gone() const;  ///< mutex_ held
+  /// The channel's request ring, handed to the worker after its first start (or before its first run,
+  /// waiting at most `timeout_s` for the worker to take it); none when kRingVariable is 0.
+  std::shared_ptr<RingClient> ring(double timeout_s);
+  /// The error of a ring run that got no answer: the worker died, or it is killed for not answering.
+  std::exception_ptr ring_failure(RequestRing::Wait why, double timeout_s);
   Message expect(Received reply, const char* expected, const std::string& doing, const std::string& timed_out,
                  const std::string& timeout_hint);
 
@@ -90,6 +113,9 @@ class WorkerChannel {
   std::shared_ptr<SharedBuffer> input_buffer_;  // ours, reused while big enough
   ReceivedBuffer outputs_;                       // the worker's output buffer, mapped once
   mutable std::mutex mutex_;                     // one request at a time
+  std::mutex ring_mutex_;
+  bool ring_opened_ = false;
+  std::shared_ptr<RingClient> ring_;  // declared last: it goes first, while what its hooks use is there
 };
 
 class WorkerProcess {
@@ -146,5 +172,9 @@ int worker_main(int channel_fd, const Device& device, bool narrowed);
 /// that device sleeps that long before it handles its start request, so that a test can stop it
 /// (SIGSTOP) while it is starting. Never set outside tests.
 inline constexpr const char* kTestStartDelayVariable = "ORTFLEET_TEST_WORKER_START_DELAY";
+
+/// Set to 0, runs on worker processes go through the socket (a JSON message and a memfd per run) instead
+/// of the request ring: what `bench --inference` compares the ring with.
+inline constexpr const char* kRingVariable = "ORTFLEET_WORKER_RING";
 
 }  // namespace ortfleet::detail

@@ -137,6 +137,11 @@ Received MessageChannel::receive(int64_t deadline_ns) {
   return result;
 }
 
+bool MessageChannel::peer_closed() const {
+  pollfd p{socket_.get(), 0, 0};  // no events asked: hang-up and errors are reported regardless
+  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR | POLLNVAL)) != 0;
+}
+
 std::shared_ptr<SharedBuffer> SharedBuffer::create(size_t bytes) {
   UniqueFd fd(::memfd_create("ortfleet-tensors", MFD_CLOEXEC));
   if (!fd) throw Error(std::string("memfd_create failed: ") + std::strerror(errno));

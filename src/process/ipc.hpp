@@ -43,6 +43,8 @@ class MessageChannel {
   /// never answers cannot hold the caller past it.
   Received receive(int64_t deadline_ns = kNoDeadline);
   int fd() const { return socket_.get(); }
+  /// Whether the other end has closed (its process exited), without reading: safe beside a receive.
+  bool peer_closed() const;
 
  private:
   UniqueFd socket_;

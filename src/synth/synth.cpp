@@ -510,6 +510,16 @@ ModelSummary write_mlp(const std::string& path, const MlpSpec& spec, const Write
   return g.write(path, "mlp", options);
 }
 
+ModelSummary write_identity(const std::string& path, const IdentitySpec& spec, const WriteOptions& options) {
+  require(spec.width >= 1 && spec.width <= (1 << 30), "width must be 1..2^30");
+  require(spec.batch >= 1, "batch must be at least 1");
+  GraphBuilder g("identity", options.seed);
+  const Dim batch = batch_dim(spec.batch, spec.dynamic_batch);
+  g.input("input", DataType::float32, {batch, spec.width});
+  g.output(g.op("Identity", {"input"}), DataType::float32, {batch, spec.width});
+  return g.write(path, "identity", options);
+}
+
 std::string default_model(const std::string& cache_dir) {
   // Every `ortfleet start` without a model loads this file: it must come from a folder no other user
   // can put a model of their own in.

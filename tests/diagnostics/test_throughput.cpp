@@ -14,7 +14,9 @@ TEST(Throughput, OverDevicesAndThreads) {
   o.devices = {Device::cpu(0), Device::cpu(1)};
   o.seconds = 0.3;
   const ThroughputReport r = run_throughput(o);
-  ASSERT_EQ(r.rows.size(), 4u);  // 1 thread, 2 threads on one session, 2 worker processes, 2 sessions in process
+  // 1 thread, 2 threads on one session, 2 worker processes, 2 sessions in process; then the round
+  // trips: ring, 8 in flight through the ring, socket, in process.
+  ASSERT_EQ(r.rows.size(), 8u);
   for (const auto& row : r.rows) {
     EXPECT_GT(row.inferences_per_s, 0.0) << row.label;
     EXPECT_LE(row.p50_ms, row.p99_ms);
@@ -23,7 +25,12 @@ TEST(Throughput, OverDevicesAndThreads) {
   EXPECT_EQ(r.rows[2].devices, 2);
   EXPECT_EQ(r.rows[3].devices, 2);
   EXPECT_NE(r.rows[2].label, r.rows[3].label);
-  EXPECT_EQ(nlohmann::json::parse(r.to_json())["rows"].size(), 4u);
+  EXPECT_EQ(nlohmann::json::parse(r.to_json())["rows"].size(), 8u);
+  EXPECT_EQ(r.rows[4].label, "worker round trip, identity batch 1, request ring");
+  EXPECT_EQ(r.rows[6].label, "worker round trip, identity batch 1, socket");
+  EXPECT_EQ(r.rows[5].threads, 1);
+  ASSERT_FALSE(r.notes.empty());
+  EXPECT_NE(r.notes.back().find("round trip (identity model, batch 1, cpu"), std::string::npos) << r.notes.back();
 }
 
 TEST(Throughput, AShapeMixThroughOneSessionAndThroughShapeAwareSessions) {

@@ -181,3 +181,30 @@ def test_a_device_that_fails_to_start_is_named_once(models):
             assert status["state"] == "failed"
             assert status["error"].count(f"(on {status['device']})") == 1, status["error"]
             assert status["error"].count("(on ") == 1, status["error"]
+
+
+@pytest.mark.parametrize("strategy", ["threads", "processes"])
+def test_run_async_returns_futures_with_the_outputs_of_run(models, strategy):
+    with ortfleet.Fleet(models["mlp"], devices="cpu*2", strategy=strategy, config=SLIM) as fleet:
+        fleet.start().wait()
+        rng = np.random.default_rng(3)
+        batches = [rng.uniform(-1, 1, (1, 64)).astype(np.float32) for _ in range(20)]
+        # More runs in flight than a worker's ring has slots, over both devices, from one thread.
+        futures = [fleet.run_async(("cpu", "cpu:1")[i % 2], {"input": x}) for i, x in enumerate(batches)]
+        assert all(isinstance(f, ortfleet.RunFuture) for f in futures)
+        for x, future in zip(batches, futures):
+            got = future.result(timeout=60)
+            assert future.done()
+            want = fleet.run("cpu", {"input": x})
+            assert got.keys() == want.keys()
+            for name in want:
+                np.testing.assert_array_equal(got[name], want[name])
+
+
+def test_run_async_raises_the_errors_of_run(models):
+    with ortfleet.Fleet(models["mlp"], devices="cpu", strategy="processes", config=SLIM) as fleet:
+        fleet.start().wait()
+        with pytest.raises(ortfleet.Error):  # 3 is not 64: refused at once, or by the run
+            fleet.run_async("cpu", {"input": np.zeros((1, 3), np.float32)}).result()
+        with pytest.raises(ortfleet.Error, match="not part of this fleet"):
+            fleet.run_async("cpu:5", {"input": np.zeros((1, 64), np.float32)})

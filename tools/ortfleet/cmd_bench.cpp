@@ -86,7 +86,7 @@ void print_throughput(const ThroughputReport& r, std::ostream& out) {
       continue;
     }
     std::vector<std::string> cells = {row.label, fmt::format("{:.1f}", row.inferences_per_s), format_ms(row.p50_ms),
-                                      format_ms(row.p99_ms), fmt::format("{:.2f}x", row.speedup)};
+                                      format_ms(row.p99_ms), row.speedup > 0 ? fmt::format("{:.2f}x", row.speedup) : "-"};
     if (mix) {
       cells.insert(cells.end(), {format_ms(row.first_call_ms), std::to_string(row.sessions),
                                  row.memory_bytes > 0 ? format_bytes(row.memory_bytes) : "-"});

@@ -21,6 +21,7 @@ struct SynthFlags {
   synth::TransformerSpec transformer;
   synth::MlpSpec mlp;
   synth::NodeHeavySpec nodes;
+  synth::IdentitySpec identity;
 };
 
 synth::WriteOptions write_options(const SynthFlags& f, ProgressLine& progress) {
@@ -106,6 +107,11 @@ void register_synth(CLI::App& app, Globals& globals, Action& action) {
   mlp->add_option("--batch", f->mlp.batch, "Batch size");
   mlp->add_flag("--dynamic-batch", f->mlp.dynamic_batch, "Make the batch dimension symbolic");
 
+  auto* identity = model_command(synth, "identity", "One input copied to its output (round-trip timing)", *f);
+  identity->add_option("--width", f->identity.width, "Elements per batch row");
+  identity->add_option("--batch", f->identity.batch, "Batch size, when fixed (--fixed-batch)");
+  identity->add_flag("!--fixed-batch", f->identity.dynamic_batch, "Make the batch dimension fixed (default: symbolic)");
+
   auto bind = [&globals, &action, f](CLI::App* cmd, auto writer) {
     cmd->callback([&globals, &action, f, writer] {
       action = [&globals, f, writer] {
@@ -121,6 +127,7 @@ void register_synth(CLI::App& app, Globals& globals, Action& action) {
   bind(tf, [](const SynthFlags& s, const synth::WriteOptions& o) { return synth::write_transformer(s.output, s.transformer, o); });
   bind(nodes, [](const SynthFlags& s, const synth::WriteOptions& o) { return synth::write_node_heavy(s.output, s.nodes, o); });
   bind(mlp, [](const SynthFlags& s, const synth::WriteOptions& o) { return synth::write_mlp(s.output, s.mlp, o); });
+  bind(identity, [](const SynthFlags& s, const synth::WriteOptions& o) { return synth::write_identity(s.output, s.identity, o); });
 }
 
 }  // namespace ortfleet::cli

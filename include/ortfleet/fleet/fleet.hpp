@@ -2,6 +2,7 @@
 // The fleet: one model, one ready session per device, brought up as fast as the machine allows.
 // "Ready" means created and warmed up on generated inputs, so that cuDNN's algorithm search and
 // other first-run costs are paid at start-up, not by the first user request.
+#include <future>
 #include <memory>
 #include <string>
 #include <vector>
@@ -98,6 +99,12 @@ class Fleet {
   /// outputs_on_device leaves the outputs on the GPU (in-process sessions only). A device still starting
   /// is waited for (up to start_timeout_s after start()); an error before start().
   std::vector<Tensor> run(const Device& device, const std::vector<Tensor>& inputs, bool outputs_on_device = false);
+  /// The same, returning at once with the outputs to come: several runs may be in flight per device, so
+  /// one thread can keep every device busy. A worker process receives the inputs (copied) before this
+  /// returns; an in-process session runs on a thread of its own and reads the inputs while it runs, so
+  /// borrowed input memory must outlive the future. Errors of the run come out of the future's get();
+  /// a device that is not ready throws here, as run() does.
+  std::future<std::vector<Tensor>> run_async(const Device& device, const std::vector<Tensor>& inputs, bool outputs_on_device = false);
   std::vector<TensorSpec> inputs() const;   ///< the model's inputs (empty until the first device is ready)
   std::vector<TensorSpec> outputs() const;
 

@@ -60,6 +60,13 @@ struct NodeHeavySpec {
   bool dynamic_batch = false;
 };
 inline constexpr int kNodeHeavyBlockNodes = 9;
+/// One input copied to one output (Identity): a model that costs nothing to run, so that timing it
+/// measures what surrounds a run (a worker's round trip, bindings).
+struct IdentitySpec {
+  int width = 16;
+  bool dynamic_batch = true;
+  int batch = 1;  ///< when the batch is fixed
+};
 
 enum class ExternalData { automatic, always, never };  ///< automatic: external when over 2 GB
 
@@ -73,7 +80,7 @@ struct WriteOptions {
 struct ModelSummary {
   std::string path;
   std::string external_data_path;  ///< empty when every weight is inside the .onnx file
-  std::string kind;                ///< "resnet50", "convzoo", "transformer", "nodes", "mlp"
+  std::string kind;                ///< "resnet50", "convzoo", "transformer", "nodes", "mlp", "identity"
   uint64_t parameters = 0;
   uint64_t weight_bytes = 0;
   uint64_t file_bytes = 0;         ///< .onnx plus external data
@@ -87,6 +94,7 @@ ModelSummary write_conv_zoo(const std::string& path, const ConvZooSpec& spec, co
 ModelSummary write_transformer(const std::string& path, const TransformerSpec& spec, const WriteOptions& options = {});
 ModelSummary write_node_heavy(const std::string& path, const NodeHeavySpec& spec, const WriteOptions& options = {});
 ModelSummary write_mlp(const std::string& path, const MlpSpec& spec, const WriteOptions& options = {});
+ModelSummary write_identity(const std::string& path, const IdentitySpec& spec, const WriteOptions& options = {});
 
 /// The built-in default model (ResNet-50, seed 1), written once into `cache_dir` and reused.
 std::string default_model(const std::string& cache_dir);
