@@ -52,6 +52,39 @@ void delay_start_if_asked(const std::string& device) {
   std::this_thread::sleep_for(std::chrono::duration<double>(std::stod(setting->substr(equals + 1))));
 }
 
+/// Host tensors for a worker: device tensors are copied to the host first (a worker is another
+/// process, and another CUDA context).
+std::vector<Tensor> host_inputs(const std::vector<Tensor>& inputs) {
+  std::vector<Tensor> host;
+  for (const auto& t : inputs) {
+    if (!t.on_gpu()) {
+      host.push_back(t);
+      continue;
+    }
+    Tensor copy = Tensor::host_copy(t.name, t.type, t.shape, nullptr);
+    CudaDriver::instance().copy_to_host(cuda_ordinal(t.device), copy.data, t.data, t.bytes);
+    host.push_back(std::move(copy));
+  }
+  return host;
+}
+
+/// The worker's ring pages pinned for its GPU's copies, or nothing (CPU sessions; a driver that refuses).
+std::shared_ptr<void> pin_for(const Device& device, const RequestRing& ring) {
+  if (!device.is_gpu()) return nullptr;
+  // Pinning makes every page of the ring resident: a ring grown for huge inputs stays pageable.
+  constexpr size_t kMaxPinnedBytes = size_t{1} << 30;
+  if (ring.mapping_bytes() > kMaxPinnedBytes) {
+    spdlog::debug("{}: the request ring ({} bytes) is too large to pin; its copies are staged", device.to_string(), ring.mapping_bytes());
+    return nullptr;
+  }
+  try {
+    return CudaDriver::instance().register_host(cuda_ordinal(device), ring.mapping(), ring.mapping_bytes());
+  } catch (const Error& e) {
+    spdlog::debug("{}: the request ring stays pageable (its copies are staged): {}", device.to_string(), e.what());
+    return nullptr;
+  }
+}
+
 const char* kTimeoutHint =
     "The worker was killed. If this is expected to take that long, raise the timeout (ortfleet start --timeout, "
     "FleetOptions::start_timeout_s / run_timeout_s, Fleet(start_timeout=..., run_timeout=...)); else look for what "
@@ -90,6 +123,17 @@ std::string resolve_ort_library(const std::string& explicit_library) {
 WorkerChannel::WorkerChannel(UniqueFd socket, Device device, int pid, Hooks hooks)
     : device_(std::move(device)), pid_(pid), hooks_(std::move(hooks)), channel_(std::move(socket)) {}
 
+WorkerChannel::~WorkerChannel() { close_ring(); }
+
+void WorkerChannel::close_ring() {
+  std::shared_ptr<RingClient> ring;
+  {
+    std::lock_guard ring_lock(ring_mutex_);
+    ring = ring_;
+  }
+  if (ring) ring->shutdown();
+}
+
 bool WorkerChannel::alive() const {
   std::lock_guard lock(mutex_);
   return gone_.empty();
@@ -102,15 +146,26 @@ void WorkerChannel::gone(const std::string& doing) {
   throw Error(what, "Its messages above say why; run with --strategy threads to see the failure in-process", device_.to_string());
 }
 
+void WorkerChannel::unresponsive(const std::string& timed_out, const std::string& timeout_hint) {
+  // Silent but alive (stopped, hung in a driver call): it will not answer later either, and it may
+  // hold a GPU.
+  if (hooks_.kill) hooks_.kill();
+  gone_ = timed_out + (hooks_.kill ? "; it was killed" : "");
+  throw Error(timed_out, timeout_hint, device_.to_string());
+}
+
+std::string WorkerChannel::run_timed_out(double timeout_s) const {
+  return fmt::format("{} did not finish a run within {}: its worker (pid {}) did not answer", device_.to_string(),
+                     seconds_text(timeout_s), pid_);
+}
+
+void WorkerChannel::throw_if_gone() const {
+  if (!gone_.empty()) throw Error(device_.to_string() + " has no worker any more: " + gone_, "Start a new Fleet", device_.to_string());
+}
+
 Message WorkerChannel::expect(Received reply, const char* expected, const std::string& doing, const std::string& timed_out,
                               const std::string& timeout_hint) {
-  if (reply.kind == Received::Kind::timed_out) {
-    // Silent but alive (stopped, hung in a driver call): it will not answer later either, and it may
-    // hold a GPU.
-    if (hooks_.kill) hooks_.kill();
-    gone_ = timed_out + (hooks_.kill ? "; it was killed" : "");
-    throw Error(timed_out, timeout_hint, device_.to_string());
-  }
+  if (reply.kind == Received::Kind::timed_out) unresponsive(timed_out, timeout_hint);
   if (reply.kind == Received::Kind::closed) gone(doing);
   if (!reply.message.body.is_object()) throw Error("the worker process sent a message that is not an object", {}, device_.to_string());
   if (reply.message.body.value("event", "") != expected) {
@@ -122,7 +177,7 @@ Message WorkerChannel::expect(Received reply, const char* expected, const std::s
 Message WorkerChannel::call(const json& request, const char* expected, double timeout_s, const std::vector<int>& fds) {
   std::lock_guard lock(mutex_);
   const std::string op = request.value("op", "request");
-  if (!gone_.empty()) throw Error(device_.to_string() + " has no worker any more: " + gone_, "Start a new Fleet", device_.to_string());
+  throw_if_gone();
   try {
     channel_.send(request, fds);
   } catch (const Error&) {
@@ -132,15 +187,16 @@ Message WorkerChannel::call(const json& request, const char* expected, double ti
   const std::string timed_out =
       op == "start" ? fmt::format("{} did not become ready within {}: its worker (pid {}) did not answer", device_.to_string(),
                                   seconds_text(timeout_s), pid_)
-      : op == "run" ? fmt::format("{} did not finish a run within {}: its worker (pid {}) did not answer", device_.to_string(),
-                                  seconds_text(timeout_s), pid_)
+      : op == "run" ? run_timed_out(timeout_s)
                     : fmt::format("the worker for {} (pid {}) did not answer '{}' within {}", device_.to_string(), pid_, op,
                                   seconds_text(timeout_s));
   return expect(channel_.receive(deadline_in(timeout_s, monotonic_ns())), expected, doing, timed_out, kTimeoutHint);
 }
 
 WorkerReady WorkerChannel::start(const LocalStartPlan& plan, double timeout_s) {
-  return ready_from_json(call({{"op", "start"}, {"plan", plan_to_json(plan)}}, "ready", timeout_s).body);
+  WorkerReady ready = ready_from_json(call({{"op", "start"}, {"plan", plan_to_json(plan)}}, "ready", timeout_s).body);
+  ring(timeout_s);  // now, so that the first run does not pay for it
+  return ready;
 }
 
 WorkerReady ready_from_json(const json& body) {
@@ -154,18 +210,52 @@ WorkerReady ready_from_json(const json& body) {
   return ready;
 }
 
-std::vector<Tensor> WorkerChannel::run(const std::string& session, const std::vector<Tensor>& inputs, double timeout_s) {
-  // Device tensors are copied to the host first: a worker is another process (and CUDA context).
-  std::vector<Tensor> host;
-  for (const auto& t : inputs) {
-    if (!t.on_gpu()) {
-      host.push_back(t);
-      continue;
-    }
-    Tensor copy = Tensor::host_copy(t.name, t.type, t.shape, nullptr);
-    CudaDriver::instance().copy_to_host(cuda_ordinal(t.device), copy.data, t.data, t.bytes);
-    host.push_back(std::move(copy));
+std::shared_ptr<RingClient> WorkerChannel::ring(double timeout_s) {
+  std::lock_guard ring_lock(ring_mutex_);
+  if (ring_opened_) return ring_;
+  ring_opened_ = true;
+  if (const auto setting = env_var(kRingVariable); setting && *setting == "0") return nullptr;
+  auto ring = RequestRing::create(RingClient::kSlots, RingClient::kInitialSlotBytes);
+  call({{"op", "ring"}}, "ring", std::min(timeout_s, kControlTimeoutS), {ring->fd()});
+  RingClient::Peer peer;
+  peer.device = device_.to_string();
+  peer.alive = [this] { return !channel_.peer_closed(); };
+  peer.install = [this](int fd) { call({{"op", "ring"}}, "ring", kControlTimeoutS, {fd}); };
+  peer.failure = [this](RequestRing::Wait why, double run_timeout_s) { return ring_failure(why, run_timeout_s); };
+  ring_ = std::make_shared<RingClient>(std::move(peer), std::move(ring));
+  return ring_;
+}
+
+std::exception_ptr WorkerChannel::ring_failure(RequestRing::Wait why, double timeout_s) {
+  std::lock_guard lock(mutex_);
+  try {
+    throw_if_gone();  // another run already found out
+    if (why == RequestRing::Wait::timed_out) unresponsive(run_timed_out(timeout_s), kTimeoutHint);
+    gone("running");
+  } catch (...) {
+    return std::current_exception();
   }
+}
+
+std::future<std::vector<Tensor>> WorkerChannel::run_async(const std::string& session, const std::vector<Tensor>& inputs, double timeout_s) {
+  {
+    std::lock_guard lock(mutex_);
+    throw_if_gone();
+  }
+  if (const auto ring = this->ring(timeout_s)) return ring->run_async(host_inputs(inputs), session, timeout_s);
+  // The socket carries one run at a time: a thread waits for this one (the inputs' memory is copied first).
+  std::vector<Tensor> copies;
+  for (const auto& t : host_inputs(inputs)) copies.push_back(Tensor::host_copy(t.name, t.type, t.shape, t.data));
+  return std::async(std::launch::async, [this, session, copies = std::move(copies), timeout_s] { return run(session, copies, timeout_s); });
+}
+
+std::vector<Tensor> WorkerChannel::run(const std::string& session, const std::vector<Tensor>& inputs, double timeout_s) {
+  {
+    std::lock_guard lock(mutex_);
+    throw_if_gone();
+  }
+  if (const auto ring = this->ring(timeout_s)) return ring->run(host_inputs(inputs), session, timeout_s);
+  const std::vector<Tensor> host = host_inputs(inputs);
   json described;
   int buffer_fd = -1;
   {
@@ -279,6 +369,7 @@ UniqueFd WorkerProcess::attach(const std::vector<std::string>& sessions, double 
 }
 
 void WorkerProcess::stop() {
+  channel_->close_ring();  // runs in flight end before the process they wait for is reaped
   {
     std::lock_guard lock(process_mutex_);
     if (pid_ <= 0) return;
@@ -378,6 +469,16 @@ class WorkerState {
     hold(key, held);
     evict(max_resident_);
     return ready_message(*session, ready_status(session->result), /*resident=*/false, timeline);
+  }
+
+  /// The session a run names; throws when this worker does not have it.
+  std::shared_ptr<ResidentSession> to_run(const std::string& key) {
+    auto session = find(key);
+    if (session == nullptr) {
+      throw Error("no session '" + key + "' on " + device_.to_string() + " (it was evicted or never started)",
+                  "Start the model again", device_.to_string());
+    }
+    return session;
   }
 
   std::shared_ptr<ResidentSession> find(const std::string& key) {
@@ -564,6 +665,7 @@ bool serve_channel(MessageChannel& channel, WorkerState& state, bool control, st
   std::vector<std::string> held;
   std::shared_ptr<SharedBuffer> output_buffer;  // reused: the peer copies outputs out before its next request
   ReceivedBuffer inputs;                       // the peer's input buffer, mapped once
+  std::unique_ptr<RingServer> ring_server;      // this channel's runs, once the peer sent a ring
   while (true) {
     std::optional<Message> request;
     try {
@@ -586,17 +688,22 @@ bool serve_channel(MessageChannel& channel, WorkerState& state, bool control, st
       } else if (op == "start") {
         channel.send(state.start(plan_from_json(request->body.at("plan")), held));
       } else if (op == "run") {
-        const std::string key = request->body.value("session", "");
-        auto session = state.find(key);
-        if (session == nullptr) {
-          throw Error("no session '" + key + "' on " + state.device().to_string() + " (it was evicted or never started)",
-                      "Start the model again", state.device().to_string());
-        }
+        auto session = state.to_run(request->body.value("session", ""));
         if (request->fds.empty()) throw Error("a run request came without its shared memory");
         auto given = unpack_tensors(request->body.at("inputs"), inputs.map(std::move(request->fds.front())));
         auto outputs = session->result.session->run(given);
         const json described = pack_tensors(outputs, output_buffer);
         channel.send({{"event", "outputs"}, {"outputs", described}}, {output_buffer->fd()});
+      } else if (op == "ring") {
+        if (request->fds.empty()) throw Error("a ring request came without its shared memory");
+        auto ring = RequestRing::attach(std::move(request->fds.front()));
+        if (!ring_server) {
+          ring_server = std::make_unique<RingServer>(
+              [&state](const std::string& key, std::vector<Tensor> given) { return state.to_run(key)->result.session->run(given); },
+              [device = state.device()](const RequestRing& r) { return pin_for(device, r); });
+        }
+        ring_server->serve(std::move(ring));
+        channel.send({{"event", "ring"}});
       } else if (op == "release") {
         state.release(request->body.value("session", ""), held);
         channel.send({{"event", "released"}});
