@@ -47,8 +47,8 @@ class EchoServer {
       }
       for (size_t i = 0; i < request.bytes; ++i) area[offset + i] = area[request.bytes - 1 - i];
       std::memcpy(area + offset + request.bytes, request.tag.data(), request.tag.size());
+      ++served_;  // before the answer: a client that has its answer may read the count at once
       ring_->respond(*slot, RequestRing::Status::ok, offset, bytes);
-      ++served_;
     }
   }
   std::shared_ptr<RequestRing> ring_;
