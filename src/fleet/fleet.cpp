@@ -117,24 +117,17 @@ struct Fleet::Impl {
     changed.notify_all();
   }
 
+  /// Whether the sessions start on a worker pool, in this process or an `ortfleet serve` daemon.
+  bool on_pool() const { return options.pool != nullptr || !options.pool_socket.empty(); }
+
   bool all_done() const {
     return std::all_of(status.begin(), status.end(),
                        [](const DeviceStatus& d) { return d.state != DeviceState::pending && d.state != DeviceState::starting; });
   }
 
-  /// Waits on `changed` until `done` or the monotonic clock reaches `deadline_ns`; what `done` says then.
   template <class Done>
   bool wait_until(std::unique_lock<std::mutex>& lock, int64_t deadline_ns, Done done) {
-    if (deadline_ns == detail::kNoDeadline) {
-      changed.wait(lock, done);
-      return true;
-    }
-    while (!done()) {
-      const int64_t left_ns = deadline_ns - monotonic_ns();
-      if (left_ns <= 0) return false;
-      changed.wait_for(lock, std::chrono::nanoseconds(left_ns));
-    }
-    return true;
+    return detail::wait_until(changed, lock, deadline_ns, done);
   }
 
   /// The one place a device becomes ready, wherever its session lives.
@@ -290,9 +283,8 @@ Fleet::Fleet(std::string model_path, FleetOptions options) : impl_(std::make_uni
   const auto gpus = std::count_if(s.options.devices.begin(), s.options.devices.end(), [](const Device& d) { return d.is_gpu(); });
   // Several GPUs in one process contend inside the CUDA driver and ONNX Runtime (module loading,
   // cuDNN/cuBLAS handle creation, allocation): the fleet gives each GPU its own process.
-  s.use_workers = s.strategy == Strategy::processes || (s.strategy == Strategy::fleet && gpus > 1) || s.options.pool != nullptr ||
-                  !s.options.pool_socket.empty();
-  const bool on_pool = s.options.pool != nullptr || !s.options.pool_socket.empty();
+  const bool on_pool = s.on_pool();
+  s.use_workers = s.strategy == Strategy::processes || (s.strategy == Strategy::fleet && gpus > 1) || on_pool;
   if (s.options.pool != nullptr && !s.options.pool_socket.empty()) {
     throw Error("a fleet starts on one pool: both a WorkerPool and a pool socket were given", "Give one of them");
   }
@@ -368,7 +360,7 @@ std::string Fleet::strategy_reason() const {
   reason += gpus > 0 ? "the floor of a GPU start holds max(EP load and registration, cuInit + context), which only the fleet's "
                        "overlapped start reaches (the plain strategies pay their sum)"
                      : "the model is read while ONNX Runtime loads";
-  if (s.options.pool != nullptr || !s.options.pool_socket.empty()) return reason + "; on the warm worker pool";
+  if (s.on_pool()) return reason + "; on the warm worker pool";
   if (s.use_workers) return reason + "; " + std::to_string(gpus) + " GPUs: a worker process each, as GPUs in one process contend in the driver";
   return reason + "; one process";
 }

@@ -122,15 +122,7 @@ bool WorkerPool::wait(double timeout_s) {
   const auto settled = [&] {
     return std::none_of(s.slots.begin(), s.slots.end(), [](const Impl::Slot& slot) { return slot.status.state == "starting"; });
   };
-  while (!settled()) {
-    if (deadline == detail::kNoDeadline) {
-      s.changed.wait(lock);
-      continue;
-    }
-    const int64_t left = deadline - monotonic_ns();
-    if (left <= 0) return false;
-    s.changed.wait_for(lock, std::chrono::nanoseconds(left));
-  }
+  if (!detail::wait_until(s.changed, lock, deadline, settled)) return false;
   return std::all_of(s.slots.begin(), s.slots.end(), [](const Impl::Slot& slot) { return slot.status.state == "ready"; });
 }
 
@@ -209,19 +201,11 @@ std::shared_ptr<detail::WorkerProcess> WorkerPool::worker(const Device& device, 
   const int64_t deadline = detail::deadline_in(timeout_s, monotonic_ns());
   std::unique_lock lock(s.mutex);
   const size_t i = s.index_of(device);
-  while (s.slots[i].status.state == "starting") {
-    if (deadline == detail::kNoDeadline) {
-      s.changed.wait(lock);
-      continue;
-    }
-    const int64_t left = deadline - monotonic_ns();
-    if (left <= 0) {
-      throw Error("the pool's worker for " + device.to_string() + " was not initialised within " + detail::seconds_text(timeout_s),
-                  "It is still loading ONNX Runtime and the CUDA EP; wait longer (raise the start timeout) or check "
-                  "`ortfleet pool status`",
-                  device.to_string());
-    }
-    s.changed.wait_for(lock, std::chrono::nanoseconds(left));
+  if (!detail::wait_until(s.changed, lock, deadline, [&] { return s.slots[i].status.state != "starting"; })) {
+    throw Error("the pool's worker for " + device.to_string() + " was not initialised within " + detail::seconds_text(timeout_s),
+                "It is still loading ONNX Runtime and the CUDA EP; wait longer (raise the start timeout) or check "
+                "`ortfleet pool status`",
+                device.to_string());
   }
   if (s.slots[i].error) throw Error("the pool's worker for " + device.to_string() + " failed: " + s.slots[i].error->what_failed(),
                                     s.slots[i].error->hint(), device.to_string());

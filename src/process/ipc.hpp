@@ -2,15 +2,19 @@
 // Talking to another process: JSON messages over a SOCK_SEQPACKET socket (message boundaries kept,
 // file descriptors passed along), and shared memory (memfd) that the receiver maps instead of
 // copying bytes through the socket. What the messages mean is the fleet's business (fleet/wire.hpp).
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "base/unique_fd.hpp"
+#include "ortfleet/base/clock.hpp"
 
 namespace ortfleet::detail {
 
@@ -23,6 +27,22 @@ struct Message {
 inline constexpr int64_t kNoDeadline = std::numeric_limits<int64_t>::max();
 /// `seconds` after `from_ns` (monotonic clock); kNoDeadline when that lies past the clock's end (infinity).
 int64_t deadline_in(double seconds, int64_t from_ns);
+
+/// Waits on `changed` (with `lock` held) until `done()` or the monotonic clock reaches `deadline_ns`;
+/// returns what `done()` says then.
+template <class Done>
+bool wait_until(std::condition_variable& changed, std::unique_lock<std::mutex>& lock, int64_t deadline_ns, Done done) {
+  if (deadline_ns == kNoDeadline) {
+    changed.wait(lock, done);
+    return true;
+  }
+  while (!done()) {
+    const int64_t left_ns = deadline_ns - monotonic_ns();
+    if (left_ns <= 0) return false;
+    changed.wait_for(lock, std::chrono::nanoseconds(left_ns));
+  }
+  return true;
+}
 
 /// What a receive got: a message, the peer's closed end (it exited), or nothing before the deadline
 /// (the peer is alive but silent: stopped, hung, or still busy).
