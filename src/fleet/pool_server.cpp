@@ -213,14 +213,18 @@ PoolServer::PoolServer(ServeOptions options) : impl_(std::make_unique<Impl>()) {
   detail::ensure_private_dir(folder, "Use --socket with a path in a folder only you can write");
   const sockaddr_un address = socket_address(s.options.socket_path);
   if (fs::exists(fs::symlink_status(s.options.socket_path))) {
+    bool answered = false;
     try {
       connect_to(s.options.socket_path);
+      answered = true;
+    } catch (const Error&) {
+      // nobody listens: a stale socket of a server that is gone
+    }
+    if (answered) {
       throw Error("a pool server already listens on " + s.options.socket_path,
                   "Use it (ortfleet pool status), stop it (SIGTERM), or give another --socket");
-    } catch (const Error& e) {
-      if (e.what_failed().find("already listens") != std::string::npos) throw;
-      fs::remove(s.options.socket_path);  // a stale socket of a server that is gone
     }
+    fs::remove(s.options.socket_path);
   }
   s.listener = unix_socket();
   // Mode 0600 from the start: no moment in which another user could connect.
