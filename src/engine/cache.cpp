@@ -89,8 +89,10 @@ std::string ModelCache::entry_path_for_key(const std::string& model_path, const 
 }
 
 std::string ModelCache::entry_path(const std::string& model_path, const Device& device, const RunConfig& config) const {
-  return entry_path_for_key(model_path, key_text(model_path, device, config),
-                            detail::resolve_model_cache_format(model_path, config.session.model_cache_format));
+  // Resolved once here: key_text then finds the format already chosen (reading the model's graph once).
+  RunConfig resolved = config;
+  resolved.session.model_cache_format = detail::resolve_model_cache_format(model_path, config.session.model_cache_format);
+  return entry_path_for_key(model_path, key_text(model_path, device, resolved), resolved.session.model_cache_format);
 }
 
 std::vector<CacheEntry> ModelCache::entries() const {
