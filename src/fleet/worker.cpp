@@ -202,7 +202,6 @@ WorkerReady WorkerChannel::start(const LocalStartPlan& plan, double timeout_s) {
 WorkerReady ready_from_json(const json& body) {
   WorkerReady ready;
   ready.session = body.at("session").get<std::string>();
-  ready.resident = body.at("resident").get<bool>();
   ready.status = status_from_json(body.at("status"));
   ready.inputs = specs_from_json(body.at("inputs"));
   ready.outputs = specs_from_json(body.at("outputs"));
@@ -347,8 +346,9 @@ std::string WorkerProcess::exited() {
 }
 
 bool WorkerProcess::alive() const {
-  std::lock_guard lock(process_mutex_);
-  return pid_ > 0 && channel_->alive();
+  // The channel's lock is not taken under the process's: a failing channel call holds its own lock
+  // while it asks the process how it ended.
+  return pid() > 0 && channel_->alive();
 }
 
 std::vector<TimelineEvent> WorkerProcess::initialise(const LocalStartPlan& plan, size_t max_resident_sessions, bool prime,
@@ -422,7 +422,7 @@ class WorkerState {
     std::lock_guard starting(start_mutex_);
     initialised_ = true;
     Timeline timeline(main_ns_);
-    if (auto spawn = env_var(kSpawnTimeVariable)) timeline.add({phase::process_start, lane(), std::stoll(*spawn), main_ns_, 0, {}});
+    add_process_start(timeline);
     const PreparedRuntime prepared = prepare_runtime(plan, timeline);
     if (prepared.error) throw *prepared.error;
     for (const auto& e : prepared.device_errors) {
@@ -442,7 +442,7 @@ class WorkerState {
       auto status = ready_status(resident->result);
       status.ready_ns = monotonic_ns();
       status.resident = true;
-      return ready_message(*resident, status, /*resident=*/true, Timeline(monotonic_ns()));
+      return ready_message(*resident, status, Timeline(monotonic_ns()));
     }
     delay_start_if_asked(lane());
     auto session = std::make_shared<ResidentSession>();
@@ -450,7 +450,7 @@ class WorkerState {
     Timeline& timeline = *session->timeline;
     if (!initialised_) {
       // A worker that was not initialised first starts from its exec: show its process start too.
-      if (auto spawn = env_var(kSpawnTimeVariable)) timeline.add({phase::process_start, lane(), std::stoll(*spawn), main_ns_, 0, {}});
+      add_process_start(timeline);
       initialised_ = true;
     }
     session->key = key;
@@ -468,7 +468,7 @@ class WorkerState {
     }
     hold(key, held);
     evict(max_resident_);
-    return ready_message(*session, ready_status(session->result), /*resident=*/false, timeline);
+    return ready_message(*session, ready_status(session->result), timeline);
   }
 
   /// The session a run names; throws when this worker does not have it.
@@ -560,6 +560,11 @@ class WorkerState {
  private:
   std::string lane() const { return device_.to_string(); }
 
+  /// exec until main(), when the parent's spawn time came along.
+  void add_process_start(Timeline& timeline) const {
+    if (auto spawn = env_var(kSpawnTimeVariable)) timeline.add({phase::process_start, lane(), std::stoll(*spawn), main_ns_, 0, {}});
+  }
+
   /// Every phase of this process, shared ones too, on this worker's lane.
   json on_my_lane(const Timeline& timeline) const {
     Timeline mine(timeline.origin_ns());
@@ -639,10 +644,10 @@ class WorkerState {
     }
   }
 
-  json ready_message(const ResidentSession& s, const DeviceStatus& status, bool resident, const Timeline& timeline) const {
+  /// The status says whether the session was resident.
+  json ready_message(const ResidentSession& s, const DeviceStatus& status, const Timeline& timeline) const {
     return {{"event", "ready"},
             {"session", s.key},
-            {"resident", resident},
             {"status", status_to_json(status)},
             {"inputs", specs_to_json(s.result.session->inputs())},
             {"outputs", specs_to_json(s.result.session->outputs())},

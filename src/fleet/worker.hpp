@@ -4,7 +4,7 @@
 // the protocol is JSON messages, answered in order on each channel:
 //   {"op":"init", plan, prime}          -> {"event":"initialised", timeline}   runtime, EP, cuInit, context,
 //                                                                             (prime) cuDNN and cuBLAS
-//   {"op":"start", plan}                -> {"event":"ready", session, resident, status, ...}
+//   {"op":"start", plan}                -> {"event":"ready", session, status (resident or not), ...}
 //   {"op":"run", session, inputs} + fd  -> {"event":"outputs", outputs} + fd   (shared memory both ways)
 //   {"op":"release", session}           -> {"event":"released"}
 //   {"op":"attach", hold} + fd          -> {"event":"attached"}   a new channel (a pool server's client)
@@ -45,7 +45,6 @@ std::string resolve_ort_library(const std::string& explicit_library);
 /// What a worker reports once a session is ready.
 struct WorkerReady {
   std::string session;  ///< the key to run it by
-  bool resident = false;  ///< it was already loaded: nothing was started
   DeviceStatus status;
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;
