@@ -255,18 +255,12 @@ std::vector<Tensor> WorkerChannel::run(const std::string& session, const std::ve
   }
   if (const auto ring = this->ring(timeout_s)) return ring->run(host_inputs(inputs), session, timeout_s);
   const std::vector<Tensor> host = host_inputs(inputs);
-  json described;
-  int buffer_fd = -1;
-  {
-    std::lock_guard lock(mutex_);
-    described = pack_tensors(host, input_buffer_);
-    buffer_fd = input_buffer_->fd();
-  }
-  Message reply = call({{"op", "run"}, {"session", session}, {"inputs", described}}, "outputs", timeout_s, {buffer_fd});
+  std::lock_guard one_run(socket_run_mutex_);
+  const json described = pack_tensors(host, input_buffer_);
+  Message reply = call({{"op", "run"}, {"session", session}, {"inputs", described}}, "outputs", timeout_s, {input_buffer_->fd()});
   if (reply.fds.empty()) throw Error("the worker sent outputs without their shared memory", {}, device_.to_string());
   // The worker writes its next outputs into the same buffer: hand out copies (outputs are small next
   // to inputs: logits, embeddings) and keep the mapping for the next call.
-  std::lock_guard lock(mutex_);
   std::vector<Tensor> outputs;
   for (const auto& t : unpack_tensors(reply.body.at("outputs"), outputs_.map(std::move(reply.fds.front())))) {
     outputs.push_back(Tensor::host_copy(t.name, t.type, t.shape, t.data));

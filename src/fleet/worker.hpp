@@ -109,9 +109,12 @@ class WorkerChannel {
   Hooks hooks_;
   std::string gone_;  // why the worker is no longer reachable, once it is not
   MessageChannel channel_;
-  std::shared_ptr<SharedBuffer> input_buffer_;  // ours, reused while big enough
-  ReceivedBuffer outputs_;                       // the worker's output buffer, mapped once
+  std::shared_ptr<SharedBuffer> input_buffer_;  // ours, reused while big enough (socket path; under socket_run_mutex_)
+  ReceivedBuffer outputs_;                       // the worker's output buffer, mapped once (the same)
   mutable std::mutex mutex_;                     // one request at a time
+  // One run at a time on the socket path, from packing its inputs to copying its outputs out: both
+  // buffers are reused by the next run.
+  std::mutex socket_run_mutex_;
   std::mutex ring_mutex_;
   bool ring_opened_ = false;
   std::shared_ptr<RingClient> ring_;  // declared last: it goes first, while what its hooks use is there
