@@ -686,6 +686,18 @@ class PyFleet {
     const auto specs = fleet().outputs();
     return specs_list(specs);
   }
+  py::dict transfer_counters() {
+    const TransferCounters c = fleet().transfer_counters();
+    py::dict out;
+    out["inputs_host_bytes"] = c.inputs_host_bytes;
+    out["inputs_ipc_bytes"] = c.inputs_ipc_bytes;
+    out["inputs_staged_bytes"] = c.inputs_staged_bytes;
+    out["outputs_host_bytes"] = c.outputs_host_bytes;
+    out["outputs_ipc_bytes"] = c.outputs_ipc_bytes;
+    out["outputs_staged_bytes"] = c.outputs_staged_bytes;
+    out["ipc_opens"] = c.ipc_opens;
+    return out;
+  }
   py::object timeline() { return parse_json(fleet().timeline().to_json()); }
   std::string trace() { return fleet().timeline().to_chrome_trace(); }
   void shutdown() {
@@ -765,6 +777,9 @@ PYBIND11_MODULE(_ortfleet, m) {
       .def_property_readonly("strategy", &PyFleet::strategy)
       .def_property_readonly("inputs", &PyFleet::inputs)
       .def_property_readonly("outputs", &PyFleet::outputs)
+      .def("transfer_counters", &PyFleet::transfer_counters,
+           "Bytes of tensors that crossed to and from worker processes, by how: host shared memory, CUDA IPC (in place), "
+           "or staged through host memory; and how many worker allocations were mapped")
       .def("timeline", &PyFleet::timeline)
       .def("trace", &PyFleet::trace, "The start-up as a Chrome/Perfetto trace (JSON text)")
       .def("shutdown", &PyFleet::shutdown)

@@ -56,6 +56,10 @@ CudaDriver::CudaDriver() {
   bind(cuMemcpyHtoDAsync_, "cuMemcpyHtoDAsync_v2");
   bind(cuMemHostRegister_, "cuMemHostRegister_v2");
   bind(cuMemHostUnregister_, "cuMemHostUnregister");
+  bind(cuIpcGetMemHandle_, "cuIpcGetMemHandle");
+  bind(cuIpcOpenMemHandle_, "cuIpcOpenMemHandle_v2");
+  bind(cuIpcCloseMemHandle_, "cuIpcCloseMemHandle");
+  bind(cuMemGetAddressRange_, "cuMemGetAddressRange_v2");
   if (!error_.empty()) return;
 
   const auto start = std::chrono::steady_clock::now();
@@ -308,6 +312,44 @@ CudaDriver::HostRegistration::~HostRegistration() {
   driver.cuMemHostUnregister_(pointer_);
   driver.release_primary_context(ordinal_);
   driver.release_primary_context(ordinal_);  // the retain of register_host()
+}
+
+CudaDriver::IpcHandle CudaDriver::ipc_handle(int ordinal, const void* pointer) const {
+  const CurrentContextKeeper keep;
+  retain_primary_context(ordinal);
+  const auto address = reinterpret_cast<uintptr_t>(pointer);
+  uintptr_t base = 0;
+  size_t size = 0;
+  IpcMemHandle handle{};
+  CUresult r = cuMemGetAddressRange_(&base, &size, address);
+  if (r == 0) r = cuIpcGetMemHandle_(&handle, base);
+  release_primary_context(ordinal);
+  check(r, "cuIpcGetMemHandle", ordinal);
+  return {handle.reserved, address - base};
+}
+
+std::unique_ptr<CudaDriver::IpcMapping> CudaDriver::open_ipc(int ordinal, const std::array<std::byte, 64>& handle) const {
+  constexpr unsigned kLazyEnablePeerAccess = 0x1;  // the only flag the driver takes
+  const CurrentContextKeeper keep;
+  retain_primary_context(ordinal);  // held until the mapping closes
+  uintptr_t base = 0;
+  const CUresult r = cuIpcOpenMemHandle_(&base, IpcMemHandle{handle}, kLazyEnablePeerAccess);
+  if (r != 0) release_primary_context(ordinal);
+  check(r, "cuIpcOpenMemHandle", ordinal);
+  return std::unique_ptr<IpcMapping>(new IpcMapping(ordinal, reinterpret_cast<std::byte*>(base)));
+}
+
+CudaDriver::IpcMapping::~IpcMapping() {
+  const auto& driver = CudaDriver::instance();
+  const CurrentContextKeeper keep;
+  try {
+    driver.retain_primary_context(ordinal_);
+  } catch (const Error&) {
+    return;  // the driver is gone with its mappings
+  }
+  driver.cuIpcCloseMemHandle_(reinterpret_cast<uintptr_t>(base_));
+  driver.release_primary_context(ordinal_);
+  driver.release_primary_context(ordinal_);  // the retain of open_ipc()
 }
 
 CudaDriver::CurrentContextKeeper::CurrentContextKeeper() {

@@ -2,6 +2,7 @@
 // The NVIDIA driver API, loaded with dlopen (libcuda.so.1) so that ortfleet builds and runs where no
 // CUDA is installed. Only the handful of entry points ortfleet needs are declared; their C ABI has
 // been stable since CUDA 4.
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -63,6 +64,36 @@ class CudaDriver {
   std::pair<uint64_t, uint64_t> memory_info(int ordinal) const;
 
   std::string describe(CUresult r) const;
+
+  /// What another process needs to reach device memory in place (cuIpcGetMemHandle): the handle of
+  /// the allocation that holds a pointer, and where in that allocation the pointer lies.
+  struct IpcHandle {
+    std::array<std::byte, 64> bytes{};
+    uint64_t offset = 0;
+  };
+  /// The handle of the memory at `pointer` on GPU `ordinal`. Throws ortfleet::Error when it cannot be
+  /// shared: memory not from cuMemAlloc/cudaMalloc (virtual-memory or stream-ordered pools, such as
+  /// PyTorch's expandable segments), or a GPU without IPC.
+  IpcHandle ipc_handle(int ordinal, const void* pointer) const;
+
+  /// Another process's device memory, mapped into this one while this lives (cuIpcOpenMemHandle).
+  /// Holds the primary context of its device as long.
+  class IpcMapping {
+   public:
+    ~IpcMapping();
+    IpcMapping(const IpcMapping&) = delete;
+    IpcMapping& operator=(const IpcMapping&) = delete;
+    std::byte* base() const { return base_; }
+
+   private:
+    friend class CudaDriver;
+    IpcMapping(int ordinal, std::byte* base) : ordinal_(ordinal), base_(base) {}
+    int ordinal_;
+    std::byte* base_;
+  };
+  /// Maps the allocation behind `handle` (made by another process on the same GPU) into GPU `ordinal`'s
+  /// primary context. Throws ortfleet::Error when the driver refuses.
+  std::unique_ptr<IpcMapping> open_ipc(int ordinal, const std::array<std::byte, 64>& handle) const;
 
   /// Host memory pinned for DMA while this lives (cuMemHostRegister, portable to every context): the
   /// GPU's copies from it run asynchronously instead of through a staging buffer. Holds the primary
@@ -140,6 +171,13 @@ class CudaDriver {
   CUresult (*cuMemFreeHost_)(void*) = nullptr;
   CUresult (*cuMemHostRegister_)(void*, size_t, unsigned) = nullptr;
   CUresult (*cuMemHostUnregister_)(void*) = nullptr;
+  struct IpcMemHandle {
+    std::array<std::byte, 64> reserved;
+  };
+  CUresult (*cuIpcGetMemHandle_)(IpcMemHandle*, uintptr_t) = nullptr;
+  CUresult (*cuIpcOpenMemHandle_)(uintptr_t*, IpcMemHandle, unsigned) = nullptr;
+  CUresult (*cuIpcCloseMemHandle_)(uintptr_t) = nullptr;
+  CUresult (*cuMemGetAddressRange_)(uintptr_t*, size_t*, uintptr_t) = nullptr;
   mutable std::mutex mutex_;
   mutable std::map<int, int> retained_;  // ordinal -> retain count
 };

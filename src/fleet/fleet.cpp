@@ -374,13 +374,6 @@ std::vector<TensorSpec> Fleet::outputs() const {
   return impl_->outputs;
 }
 
-namespace {
-void reject_device_outputs(const Device& device) {
-  throw Error("outputs stay on the GPU only for sessions in this process, and " + device.to_string() + " runs in a worker process",
-              "Start the fleet with strategy threads or sequential for device outputs", device.to_string());
-}
-}  // namespace
-
 Fleet::Impl::Target Fleet::Impl::ready_target(const Device& device) {
   std::unique_lock lock(mutex);
   const size_t i = index_of(device);
@@ -424,9 +417,8 @@ std::vector<Tensor> Fleet::run(const Device& device, const std::vector<Tensor>& 
   auto& s = *impl_;
   const auto target = s.ready_target(device);
   if (target.worker != nullptr) {
-    if (outputs_on_device) reject_device_outputs(device);
     return s.on_worker(device, *target.worker,
-                       [&] { return target.worker->run(target.remote_session, inputs, s.options.run_timeout_s); });
+                       [&] { return target.worker->run(target.remote_session, inputs, s.options.run_timeout_s, outputs_on_device); });
   }
   return target.session->run(inputs, outputs_on_device);
 }
@@ -435,15 +427,23 @@ std::future<std::vector<Tensor>> Fleet::run_async(const Device& device, const st
   auto& s = *impl_;
   const auto target = s.ready_target(device);
   if (target.worker != nullptr) {
-    if (outputs_on_device) reject_device_outputs(device);
     // A worker that dies with this run in flight fails its future; the device is marked failed by the next call.
     return s.on_worker(device, *target.worker,
-                       [&] { return target.worker->run_async(target.remote_session, inputs, s.options.run_timeout_s); });
+                       [&] { return target.worker->run_async(target.remote_session, inputs, s.options.run_timeout_s, outputs_on_device); });
   }
   return std::async(std::launch::async, [session = target.session, inputs, outputs_on_device] { return session->run(inputs, outputs_on_device); });
 }
 
 Timeline Fleet::timeline() const { return impl_->timeline; }
+
+TransferCounters Fleet::transfer_counters() const {
+  std::lock_guard lock(impl_->mutex);
+  TransferCounters total;
+  for (const auto& r : impl_->remotes) {
+    if (r.attached || r.process) total += r.channel()->transfer_counters();
+  }
+  return total;
+}
 
 void Fleet::shutdown() {
   auto& s = *impl_;

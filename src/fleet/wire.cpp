@@ -145,61 +145,89 @@ std::vector<Tensor> unpack_tensors(const json& descriptions, const std::shared_p
 }
 
 namespace {
-constexpr uint32_t kRingTableMagic = 0x546e726f;  // "ornT"
+constexpr uint32_t kRingTableMagic = 0x326e726f;  // "orn2"
+constexpr uint32_t kOutputsOnDevice = 1;
+constexpr uint32_t kInHostMemory = 0;
+constexpr uint32_t kCudaIpc = 1;
 
 struct RingTableHeader {
   uint32_t magic;
   uint32_t count;
+  uint32_t flags;
+  uint32_t released;  // leases after the header, before the entries
 };
 struct RingTensorEntry {
   int32_t type;
   uint32_t rank;
   uint32_t name_bytes;
-  uint32_t reserved;
+  uint32_t location;  // kInHostMemory or kCudaIpc
   uint64_t offset;
-  uint64_t bytes;
+  uint64_t bytes;     // the tensor's bytes (what its shape takes), wherever they are
+  int32_t device_index;
+  uint32_t reserved;
+};
+struct IpcRecord {
+  std::array<std::byte, 64> handle;
+  uint64_t offset;
+  uint64_t lease;
 };
 
 size_t aligned(size_t n, size_t to) { return (n + to - 1) / to * to; }
 size_t entry_bytes(const Tensor& t) { return aligned(sizeof(RingTensorEntry) + t.shape.size() * sizeof(int64_t) + t.name.size(), 8); }
+/// What a tensor's data takes in the area: its bytes, or its reference.
+size_t data_bytes(const WireTensor& w) { return aligned(w.ipc ? sizeof(IpcRecord) : w.tensor.bytes, kAlignment); }
 
-size_t ring_table_bytes(const std::vector<Tensor>& tensors) {
-  size_t table = sizeof(RingTableHeader);
-  for (const auto& t : tensors) table += entry_bytes(t);
+size_t ring_table_bytes(const RingMessage& message) {
+  size_t table = sizeof(RingTableHeader) + message.released.size() * sizeof(uint64_t);
+  for (const auto& w : message.tensors) table += entry_bytes(w.tensor);
   return aligned(table, kAlignment);
 }
 }  // namespace
 
-size_t ring_tensors_bytes(const std::vector<Tensor>& tensors) {
-  size_t total = ring_table_bytes(tensors);
-  for (const auto& t : tensors) total += aligned(t.bytes, kAlignment);
+RingMessage host_message(const std::vector<Tensor>& tensors) {
+  RingMessage message;
+  for (const auto& t : tensors) message.tensors.push_back({t, std::nullopt});
+  return message;
+}
+
+size_t ring_message_bytes(const RingMessage& message) {
+  size_t total = ring_table_bytes(message);
+  for (const auto& w : message.tensors) total += data_bytes(w);
   return total;
 }
 
-size_t write_ring_tensors(const std::vector<Tensor>& tensors, std::byte* area, size_t capacity) {
-  const size_t total = ring_tensors_bytes(tensors);
+size_t write_ring_message(const RingMessage& message, std::byte* area, size_t capacity) {
+  const size_t total = ring_message_bytes(message);
   if (total > capacity) {
     throw Error("tensors of " + std::to_string(total) + " bytes do not fit a ring slot of " + std::to_string(capacity) + " bytes");
   }
-  const RingTableHeader header{kRingTableMagic, static_cast<uint32_t>(tensors.size())};
+  const RingTableHeader header{kRingTableMagic, static_cast<uint32_t>(message.tensors.size()),
+                               message.outputs_on_device ? kOutputsOnDevice : 0, static_cast<uint32_t>(message.released.size())};
   std::memcpy(area, &header, sizeof(header));
   size_t at = sizeof(header);
-  size_t data = ring_table_bytes(tensors);
-  for (const auto& t : tensors) {
-    if (t.on_gpu()) throw Error("a ring carries host tensors; '" + t.name + "' is on " + t.device.to_string());
-    const RingTensorEntry entry{static_cast<int32_t>(t.type), static_cast<uint32_t>(t.shape.size()),
-                                static_cast<uint32_t>(t.name.size()), 0, data, t.bytes};
+  if (!message.released.empty()) std::memcpy(area + at, message.released.data(), message.released.size() * sizeof(uint64_t));
+  at += message.released.size() * sizeof(uint64_t);
+  size_t data = ring_table_bytes(message);
+  for (const auto& [t, ipc] : message.tensors) {
+    if (t.on_gpu() && !ipc) throw Error("a ring carries device tensors by reference; '" + t.name + "' on " + t.device.to_string() + " has none");
+    const RingTensorEntry entry{static_cast<int32_t>(t.type), static_cast<uint32_t>(t.shape.size()), static_cast<uint32_t>(t.name.size()),
+                                ipc ? kCudaIpc : kInHostMemory, data, t.bytes, t.device.index, 0};
     std::memcpy(area + at, &entry, sizeof(entry));
     std::memcpy(area + at + sizeof(entry), t.shape.data(), t.shape.size() * sizeof(int64_t));
     std::memcpy(area + at + sizeof(entry) + t.shape.size() * sizeof(int64_t), t.name.data(), t.name.size());
     at += entry_bytes(t);
-    if (t.bytes > 0) std::memcpy(area + data, t.data, t.bytes);
-    data += aligned(t.bytes, kAlignment);
+    if (ipc) {
+      const IpcRecord record{ipc->handle, ipc->offset, ipc->lease};
+      std::memcpy(area + data, &record, sizeof(record));
+    } else if (t.bytes > 0) {
+      std::memcpy(area + data, t.data, t.bytes);
+    }
+    data += data_bytes({t, ipc});
   }
   return total;
 }
 
-std::vector<Tensor> read_ring_tensors(const std::byte* area, size_t bytes, const std::shared_ptr<void>& owner) {
+RingMessage read_ring_message(const std::byte* area, size_t bytes, const std::shared_ptr<void>& owner) {
   const auto malformed = [](const std::string& why) {
     return Error("malformed tensors in a ring slot: " + why, "The worker and its parent come from different ortfleet builds?");
   };
@@ -207,17 +235,23 @@ std::vector<Tensor> read_ring_tensors(const std::byte* area, size_t bytes, const
   if (bytes < sizeof(header)) throw malformed("shorter than its header");
   std::memcpy(&header, area, sizeof(header));
   if (header.magic != kRingTableMagic) throw malformed("wrong magic");
-  std::vector<Tensor> out;
+  RingMessage message;
+  message.outputs_on_device = (header.flags & kOutputsOnDevice) != 0;
   size_t at = sizeof(header);
+  // Compared without adding or multiplying: the sender's numbers may be anything.
+  if (header.released > (bytes - at) / sizeof(uint64_t)) throw malformed("the table runs past its area");
+  message.released.resize(header.released);
+  if (header.released > 0) std::memcpy(message.released.data(), area + at, header.released * sizeof(uint64_t));
+  at += header.released * sizeof(uint64_t);
   for (uint32_t i = 0; i < header.count; ++i) {
     RingTensorEntry entry{};
     if (bytes - at < sizeof(entry)) throw malformed("the table runs past its area");
     std::memcpy(&entry, area + at, sizeof(entry));
-    // Compared without adding: the sender's numbers may be anything.
     if (entry.rank > 64 || entry.name_bytes > 4096) throw malformed("a tensor of rank " + std::to_string(entry.rank));
     const size_t described = sizeof(entry) + entry.rank * sizeof(int64_t) + entry.name_bytes;
     if (bytes - at < described) throw malformed("the table runs past its area");
-    Tensor t;
+    WireTensor w;
+    Tensor& t = w.tensor;
     t.shape.resize(entry.rank);
     std::memcpy(t.shape.data(), area + at + sizeof(entry), entry.rank * sizeof(int64_t));
     t.name.assign(reinterpret_cast<const char*>(area + at + sizeof(entry) + entry.rank * sizeof(int64_t)), entry.name_bytes);
@@ -225,15 +259,24 @@ std::vector<Tensor> read_ring_tensors(const std::byte* area, size_t bytes, const
     if (at > bytes) throw malformed("the table runs past its area");
     t.type = checked_element_type(entry.type);
     t.bytes = entry.bytes;
-    if (entry.offset > bytes || entry.bytes > bytes - entry.offset) throw Error("tensor '" + t.name + "' lies outside its ring slot");
     if (t.type == ElementType::string || t.bytes != checked_bytes(t.shape, t.type, "tensor '" + t.name + "'")) {
       throw Error("tensor '" + t.name + "' has " + std::to_string(t.bytes) + " bytes, which does not match its shape");
     }
-    t.data = const_cast<std::byte*>(area + entry.offset);
-    t.owner = owner;
-    out.push_back(std::move(t));
+    if (entry.location != kInHostMemory && entry.location != kCudaIpc) throw malformed("tensor '" + t.name + "' lies nowhere known");
+    const size_t stored = entry.location == kCudaIpc ? sizeof(IpcRecord) : t.bytes;
+    if (entry.offset > bytes || stored > bytes - entry.offset) throw Error("tensor '" + t.name + "' lies outside its ring slot");
+    if (entry.location == kCudaIpc) {
+      IpcRecord record{};
+      std::memcpy(&record, area + entry.offset, sizeof(record));
+      w.ipc = CudaIpcRef{record.handle, record.offset, record.lease};
+      t.device = Device::cuda(entry.device_index);
+    } else {
+      t.data = const_cast<std::byte*>(area + entry.offset);
+      t.owner = owner;
+    }
+    message.tensors.push_back(std::move(w));
   }
-  return out;
+  return message;
 }
 
 json specs_to_json(const std::vector<TensorSpec>& specs) {

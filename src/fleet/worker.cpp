@@ -18,6 +18,7 @@
 #include "engine/content_hash.hpp"
 #include "engine/cuda_driver.hpp"
 #include "engine/model_digest.hpp"
+#include "fleet/device_tensors.hpp"
 #include "fleet/wire.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/cache.hpp"
@@ -50,22 +51,6 @@ void delay_start_if_asked(const std::string& device) {
   const auto equals = setting->rfind('=');
   if (equals == std::string::npos || setting->substr(0, equals) != device) return;
   std::this_thread::sleep_for(std::chrono::duration<double>(std::stod(setting->substr(equals + 1))));
-}
-
-/// Host tensors for a worker: device tensors are copied to the host first (a worker is another
-/// process, and another CUDA context).
-std::vector<Tensor> host_inputs(const std::vector<Tensor>& inputs) {
-  std::vector<Tensor> host;
-  for (const auto& t : inputs) {
-    if (!t.on_gpu()) {
-      host.push_back(t);
-      continue;
-    }
-    Tensor copy = Tensor::host_copy(t.name, t.type, t.shape, nullptr);
-    CudaDriver::instance().copy_to_host(cuda_ordinal(t.device), copy.data, t.data, t.bytes);
-    host.push_back(std::move(copy));
-  }
-  return host;
 }
 
 /// The worker's ring pages pinned for its GPU's copies, or nothing (CPU sessions; a driver that refuses).
@@ -121,7 +106,11 @@ std::string resolve_ort_library(const std::string& explicit_library) {
 // --- one channel, the parent's or a client's side ---------------------------------------------------
 
 WorkerChannel::WorkerChannel(UniqueFd socket, Device device, int pid, Hooks hooks)
-    : device_(std::move(device)), pid_(pid), hooks_(std::move(hooks)), channel_(std::move(socket)) {}
+    : device_(std::move(device)),
+      pid_(pid),
+      hooks_(std::move(hooks)),
+      channel_(std::move(socket)),
+      transfers_(std::make_unique<DeviceTensorsClient>(device_)) {}
 
 WorkerChannel::~WorkerChannel() { close_ring(); }
 
@@ -221,6 +210,9 @@ std::shared_ptr<RingClient> WorkerChannel::ring(double timeout_s) {
   peer.alive = [this] { return !channel_.peer_closed(); };
   peer.install = [this](int fd) { call({{"op", "ring"}}, "ring", kControlTimeoutS, {fd}); };
   peer.failure = [this](RequestRing::Wait why, double run_timeout_s) { return ring_failure(why, run_timeout_s); };
+  peer.receive = [this](std::vector<WireTensor> outputs, bool outputs_on_device) {
+    return transfers_->outputs(std::move(outputs), outputs_on_device);
+  };
   ring_ = std::make_shared<RingClient>(std::move(peer), std::move(ring));
   return ring_;
 }
@@ -236,25 +228,32 @@ std::exception_ptr WorkerChannel::ring_failure(RequestRing::Wait why, double tim
   }
 }
 
-std::future<std::vector<Tensor>> WorkerChannel::run_async(const std::string& session, const std::vector<Tensor>& inputs, double timeout_s) {
+std::future<std::vector<Tensor>> WorkerChannel::run_async(const std::string& session, const std::vector<Tensor>& inputs, double timeout_s,
+                                                          bool outputs_on_device) {
   {
     std::lock_guard lock(mutex_);
     throw_if_gone();
   }
-  if (const auto ring = this->ring(timeout_s)) return ring->run_async(host_inputs(inputs), session, timeout_s);
+  if (const auto ring = this->ring(timeout_s)) return ring->run_async(transfers_->request(inputs, outputs_on_device), session, timeout_s);
   // The socket carries one run at a time: a thread waits for this one (the inputs' memory is copied first).
   std::vector<Tensor> copies;
-  for (const auto& t : host_inputs(inputs)) copies.push_back(Tensor::host_copy(t.name, t.type, t.shape, t.data));
-  return std::async(std::launch::async, [this, session, copies = std::move(copies), timeout_s] { return run(session, copies, timeout_s); });
+  for (const auto& t : transfers_->host_inputs(inputs)) copies.push_back(Tensor::host_copy(t.name, t.type, t.shape, t.data));
+  return std::async(std::launch::async, [this, session, copies = std::move(copies), timeout_s, outputs_on_device] {
+    return run_on_socket(session, copies, timeout_s, outputs_on_device);
+  });
 }
 
-std::vector<Tensor> WorkerChannel::run(const std::string& session, const std::vector<Tensor>& inputs, double timeout_s) {
+std::vector<Tensor> WorkerChannel::run(const std::string& session, const std::vector<Tensor>& inputs, double timeout_s, bool outputs_on_device) {
   {
     std::lock_guard lock(mutex_);
     throw_if_gone();
   }
-  if (const auto ring = this->ring(timeout_s)) return ring->run(host_inputs(inputs), session, timeout_s);
-  const std::vector<Tensor> host = host_inputs(inputs);
+  if (const auto ring = this->ring(timeout_s)) return ring->run(transfers_->request(inputs, outputs_on_device), session, timeout_s);
+  return run_on_socket(session, transfers_->host_inputs(inputs), timeout_s, outputs_on_device);
+}
+
+std::vector<Tensor> WorkerChannel::run_on_socket(const std::string& session, const std::vector<Tensor>& host, double timeout_s,
+                                                 bool outputs_on_device) {
   std::lock_guard one_run(socket_run_mutex_);
   const json described = pack_tensors(host, input_buffer_);
   Message reply = call({{"op", "run"}, {"session", session}, {"inputs", described}}, "outputs", timeout_s, {input_buffer_->fd()});
@@ -265,8 +264,10 @@ std::vector<Tensor> WorkerChannel::run(const std::string& session, const std::ve
   for (const auto& t : unpack_tensors(reply.body.at("outputs"), outputs_.map(std::move(reply.fds.front())))) {
     outputs.push_back(Tensor::host_copy(t.name, t.type, t.shape, t.data));
   }
-  return outputs;
+  return transfers_->outputs(host_message(outputs).tensors, outputs_on_device);
 }
+
+TransferCounters WorkerChannel::transfer_counters() const { return transfers_->counters(); }
 
 void WorkerChannel::release(const std::string& session) {
   try {
@@ -664,6 +665,9 @@ bool serve_channel(MessageChannel& channel, WorkerState& state, bool control, st
   std::vector<std::string> held;
   std::shared_ptr<SharedBuffer> output_buffer;  // reused: the peer copies outputs out before its next request
   ReceivedBuffer inputs;                       // the peer's input buffer, mapped once
+  // Device tensors of this channel's runs: mapped inputs and outputs leased to the peer. Declared
+  // before the ring server, whose thread uses it.
+  auto transfers = std::make_shared<DeviceTensorsServer>(state.device());
   std::unique_ptr<RingServer> ring_server;      // this channel's runs, once the peer sent a ring
   while (true) {
     std::optional<Message> request;
@@ -698,8 +702,13 @@ bool serve_channel(MessageChannel& channel, WorkerState& state, bool control, st
         auto ring = RequestRing::attach(std::move(request->fds.front()));
         if (!ring_server) {
           ring_server = std::make_unique<RingServer>(
-              [&state](const std::string& key, std::vector<Tensor> given) { return state.to_run(key)->result.session->run(given); },
-              [device = state.device()](const RequestRing& r) { return pin_for(device, r); });
+              [&state, transfers](const std::string& key, const RingMessage& run_request) {
+                const auto session = state.to_run(key);
+                return transfers->response(session->result.session->run(transfers->inputs(run_request), run_request.outputs_on_device),
+                                           run_request.outputs_on_device);
+              },
+              [device = state.device()](const RequestRing& r) { return pin_for(device, r); },
+              [transfers](const RingMessage& response) { transfers->discard(response); });
         }
         ring_server->serve(std::move(ring));
         channel.send({{"event", "ring"}});

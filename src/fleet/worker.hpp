@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "fleet/device_tensors.hpp"
 #include "fleet/local_start.hpp"
 #include "fleet/worker_ring.hpp"
 #include "process/ipc.hpp"
@@ -76,11 +77,16 @@ class WorkerChannel {
   /// Throws ortfleet::Error with the worker's error, how it died, or that it did not answer in time.
   WorkerReady start(const LocalStartPlan& plan, double timeout_s);
   /// One inference on `session`; a worker that does not answer within `timeout_s` fails the channel.
-  std::vector<Tensor> run(const std::string& session, const std::vector<Tensor>& inputs, double timeout_s);
+  /// Device tensors on the worker's GPU cross in place (fleet/device_tensors.hpp), and so do the
+  /// outputs with `outputs_on_device`.
+  std::vector<Tensor> run(const std::string& session, const std::vector<Tensor>& inputs, double timeout_s, bool outputs_on_device = false);
   /// The same, submitted without waiting for it: several runs may be in flight at once (through the
   /// request ring; without one, a thread of its own waits for the run). The inputs are copied before
   /// it returns. The future throws what run() would.
-  std::future<std::vector<Tensor>> run_async(const std::string& session, const std::vector<Tensor>& inputs, double timeout_s);
+  std::future<std::vector<Tensor>> run_async(const std::string& session, const std::vector<Tensor>& inputs, double timeout_s,
+                                             bool outputs_on_device = false);
+  /// How this channel's tensors crossed so far.
+  TransferCounters transfer_counters() const;
   /// Ends the runs in flight on this channel's request ring (they fail: the worker is stopping).
   void close_ring();
   /// Lets go of a session this channel holds (best effort: a worker that is gone holds nothing).
@@ -95,6 +101,8 @@ class WorkerChannel {
   /// A worker that did not answer in time: killed (when the hooks can), and the channel is gone.
   [[noreturn]] void unresponsive(const std::string& timed_out, const std::string& timeout_hint);
   std::string run_timed_out(double timeout_s) const;
+  /// A run through a "run" message and shared memory (no request ring), on host tensors.
+  std::vector<Tensor> run_on_socket(const std::string& session, const std::vector<Tensor>& host, double timeout_s, bool outputs_on_device);
   void throw_if_gone() const;  ///< mutex_ held
   /// The channel's request ring, handed to the worker after its first start (or before its first run,
   /// waiting at most `timeout_s` for the worker to take it); none when kRingVariable is 0.
@@ -117,6 +125,7 @@ class WorkerChannel {
   std::mutex socket_run_mutex_;
   std::mutex ring_mutex_;
   bool ring_opened_ = false;
+  std::unique_ptr<DeviceTensorsClient> transfers_;  // before ring_: its hooks use it
   std::shared_ptr<RingClient> ring_;  // declared last: it goes first, while what its hooks use is there
 };
 

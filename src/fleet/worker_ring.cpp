@@ -98,8 +98,9 @@ void RingClient::unclaim(const Claim& c) {
 }
 
 RingClient::Claim RingClient::submit(size_t bytes, size_t slot_bytes_needed, const Writer& write, const std::string& tag,
-                                     double timeout_s) {
+                                     double timeout_s, bool outputs_on_device) {
   Claim c = claim(std::max(bytes, slot_bytes_needed));
+  c.outputs_on_device = outputs_on_device;
   try {
     write(c.ring->data(c.slot), c.ring->slot_bytes());
     c.request_id = next_request_id_.fetch_add(1);
@@ -113,6 +114,12 @@ RingClient::Claim RingClient::submit(size_t bytes, size_t slot_bytes_needed, con
   return c;
 }
 
+RingClient::Claim RingClient::submit(const RingMessage& request, const std::string& tag, double timeout_s) {
+  const size_t bytes = ring_message_bytes(request);
+  return submit(bytes, bytes, [&](std::byte* area, size_t capacity) { write_ring_message(request, area, capacity); }, tag, timeout_s,
+                request.outputs_on_device);
+}
+
 RingClient::Finished RingClient::finish(const Claim& c) {
   OnExit release([&] { unclaim(c); });
   const auto response = c.ring->response(c.slot);
@@ -123,13 +130,21 @@ RingClient::Finished RingClient::finish(const Claim& c) {
   }
   const std::byte* area = c.ring->data(c.slot);
   Finished finished;
+  finished.outputs_on_device = c.outputs_on_device;
   switch (response.status) {
-    case RequestRing::Status::ok:
-      // The slot is reused by the next request: the caller gets copies.
-      for (const auto& t : read_ring_tensors(area + response.offset, response.bytes, nullptr)) {
-        finished.outputs.push_back(Tensor::host_copy(t.name, t.type, t.shape, t.data));
+    case RequestRing::Status::ok: {
+      // The slot is reused by the next request: the caller gets copies of host tensors.
+      auto outputs = read_ring_message(area + response.offset, response.bytes, nullptr).tensors;
+      for (auto& w : outputs) {
+        if (!w.ipc) w.tensor = Tensor::host_copy(w.tensor.name, w.tensor.type, w.tensor.shape, w.tensor.data);
+      }
+      if (peer_.receive) {
+        finished.outputs = peer_.receive(std::move(outputs), c.outputs_on_device);
+      } else {
+        for (auto& w : outputs) finished.outputs.push_back(std::move(w.tensor));
       }
       return finished;
+    }
     case RequestRing::Status::response_too_large:
       if (response.needed_bytes <= c.ring->slot_bytes()) {
         throw Error("the worker process for " + peer_.device + " found no room for a response that fits its slot", "This is a bug in ortfleet; please report it",
@@ -164,7 +179,8 @@ std::vector<Tensor> RingClient::wait_and_finish(const Claim& c, const std::strin
 std::vector<Tensor> RingClient::resend(Finished finished, const std::string& tag, double timeout_s) {
   const auto& bytes = finished.resend;
   const Claim c = submit(bytes.size(), finished.needed_bytes,
-                         [&](std::byte* area, size_t) { std::memcpy(area, bytes.data(), bytes.size()); }, tag, timeout_s);
+                         [&](std::byte* area, size_t) { std::memcpy(area, bytes.data(), bytes.size()); }, tag, timeout_s,
+                         finished.outputs_on_device);
   const Wait why = c.ring->wait_done(c.slot, c.deadline_ns, peer_.alive);
   if (why != Wait::done) {
     OnExit release([&] { unclaim(c); });
@@ -178,18 +194,13 @@ std::vector<Tensor> RingClient::resend(Finished finished, const std::string& tag
   return std::move(again.outputs);
 }
 
-std::vector<Tensor> RingClient::run(const std::vector<Tensor>& inputs, const std::string& tag, double timeout_s) {
-  const size_t bytes = ring_tensors_bytes(inputs);
-  const Claim c = submit(bytes, bytes, [&](std::byte* area, size_t capacity) { write_ring_tensors(inputs, area, capacity); }, tag,
-                         timeout_s);
-  return wait_and_finish(c, tag, timeout_s);
+std::vector<Tensor> RingClient::run(const RingMessage& request, const std::string& tag, double timeout_s) {
+  return wait_and_finish(submit(request, tag, timeout_s), tag, timeout_s);
 }
 
-std::future<std::vector<Tensor>> RingClient::run_async(const std::vector<Tensor>& inputs, const std::string& tag, double timeout_s) {
-  const size_t bytes = ring_tensors_bytes(inputs);
+std::future<std::vector<Tensor>> RingClient::run_async(const RingMessage& request, const std::string& tag, double timeout_s) {
   Pending p;
-  p.claim = submit(bytes, bytes, [&](std::byte* area, size_t capacity) { write_ring_tensors(inputs, area, capacity); }, tag,
-                   timeout_s);
+  p.claim = submit(request, tag, timeout_s);
   p.tag = tag;
   p.timeout_s = timeout_s;
   auto future = p.promise.get_future();
@@ -311,7 +322,8 @@ void RingClient::shutdown() {
 
 // --- the worker's side ---------------------------------------------------------------------------
 
-RingServer::RingServer(Run run, Prepare prepare) : run_(std::move(run)), prepare_(std::move(prepare)) {}
+RingServer::RingServer(Run run, Prepare prepare, Discard discard)
+    : run_(std::move(run)), prepare_(std::move(prepare)), discard_(std::move(discard)) {}
 
 RingServer::~RingServer() { stop(); }
 
@@ -354,21 +366,22 @@ void RingServer::handle(const std::shared_ptr<RequestRing>& ring, uint32_t slot)
   const size_t capacity = ring->slot_bytes();
   try {
     const auto request = ring->request(slot);
-    auto outputs = run_(request.tag, read_ring_tensors(area, request.bytes, ring));
+    RingMessage response = run_(request.tag, read_ring_message(area, request.bytes, ring));
     const size_t offset = (request.bytes + kResponseAlignment - 1) / kResponseAlignment * kResponseAlignment;
-    const size_t needed = ring_tensors_bytes(outputs);
+    const size_t needed = ring_message_bytes(response);
     if (offset > capacity || needed > capacity - offset) {
+      if (discard_) discard_(response);
       ring->respond(slot, RequestRing::Status::response_too_large, 0, 0, offset + needed);
       return;
     }
     // An output may view the ring itself (a model that hands an input back): copy it out before the
     // response is written over it.
     const auto* begin = static_cast<const std::byte*>(ring->mapping());
-    for (auto& t : outputs) {
+    for (auto& [t, ipc] : response.tensors) {
       const auto* data = static_cast<const std::byte*>(t.data);
-      if (data >= begin && data < begin + ring->mapping_bytes()) t = Tensor::host_copy(t.name, t.type, t.shape, t.data);
+      if (!ipc && data >= begin && data < begin + ring->mapping_bytes()) t = Tensor::host_copy(t.name, t.type, t.shape, t.data);
     }
-    write_ring_tensors(outputs, area + offset, capacity - offset);
+    write_ring_message(response, area + offset, capacity - offset);
     ring->respond(slot, RequestRing::Status::ok, offset, needed);
   } catch (const std::exception& e) {
     const std::string text = error_to_json(e).dump();

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "fleet/wire.hpp"
 #include "ortfleet/engine/tensor.hpp"
 #include "process/request_ring.hpp"
 
@@ -33,6 +34,9 @@ class RingClient {
     /// The error for a run that ended without an answer (timed_out: the worker is killed; peer_gone:
     /// how it died), for the caller to throw.
     std::function<std::exception_ptr(RequestRing::Wait why, double timeout_s)> failure;
+    /// Turns a response's tensors (host ones already copied out of the slot; device ones by reference)
+    /// into the caller's outputs. None: the host tensors as they are.
+    std::function<std::vector<Tensor>(std::vector<WireTensor> outputs, bool outputs_on_device)> receive;
   };
   /// Serves runs through `ring`, which the worker already has (the caller installed it).
   RingClient(Peer peer, std::shared_ptr<RequestRing> ring);
@@ -40,11 +44,11 @@ class RingClient {
   RingClient(const RingClient&) = delete;
   RingClient& operator=(const RingClient&) = delete;
 
-  /// One inference on host tensors; `tag` names the session in the worker ("" for its only one).
-  std::vector<Tensor> run(const std::vector<Tensor>& inputs, const std::string& tag, double timeout_s);
+  /// One inference; `tag` names the session in the worker ("" for its only one).
+  std::vector<Tensor> run(const RingMessage& request, const std::string& tag, double timeout_s);
   /// Submits the inference (waiting only while every slot is in flight) and returns at once; the
-  /// inputs are copied into the ring before it returns.
-  std::future<std::vector<Tensor>> run_async(const std::vector<Tensor>& inputs, const std::string& tag, double timeout_s);
+  /// request is copied into the ring before it returns.
+  std::future<std::vector<Tensor>> run_async(const RingMessage& request, const std::string& tag, double timeout_s);
   /// Ends every wait: runs in flight fail with an error that says the worker was stopped. Idempotent.
   void shutdown();
 
@@ -61,6 +65,7 @@ class RingClient {
     uint64_t request_id = 0;
     size_t request_bytes = 0;
     int64_t deadline_ns = 0;
+    bool outputs_on_device = false;
   };
   struct Pending {
     Claim claim;
@@ -73,6 +78,7 @@ class RingClient {
     std::vector<Tensor> outputs;
     std::vector<std::byte> resend;  ///< non-empty: the response did not fit
     size_t needed_bytes = 0;
+    bool outputs_on_device = false;
   };
   using Writer = std::function<void(std::byte* area, size_t capacity)>;
 
@@ -80,7 +86,9 @@ class RingClient {
   Claim claim(size_t bytes);
   void grow(std::unique_lock<std::mutex>& lock, size_t bytes);
   void unclaim(const Claim& c);
-  Claim submit(size_t bytes, size_t slot_bytes_needed, const Writer& write, const std::string& tag, double timeout_s);
+  Claim submit(size_t bytes, size_t slot_bytes_needed, const Writer& write, const std::string& tag, double timeout_s,
+               bool outputs_on_device);
+  Claim submit(const RingMessage& request, const std::string& tag, double timeout_s);
   /// Reads the response of a done slot and frees the slot (or throws the worker's error).
   Finished finish(const Claim& c);
   std::vector<Tensor> wait_and_finish(const Claim& c, const std::string& tag, double timeout_s);
@@ -105,12 +113,14 @@ class RingClient {
 /// The worker's side: a thread that takes requests from the ring, runs them and writes the outputs back.
 class RingServer {
  public:
-  /// Runs one request: the session named by `tag`, on inputs that view the ring.
-  using Run = std::function<std::vector<Tensor>(const std::string& tag, std::vector<Tensor> inputs)>;
+  /// Runs one request: the session named by `tag`, on a request whose host tensors view the ring.
+  using Run = std::function<RingMessage(const std::string& tag, const RingMessage& request)>;
+  /// Lets go of a response that did not fit its slot (the client sends the request again).
+  using Discard = std::function<void(const RingMessage& response)>;
   /// Called with every new ring before it is served; what it returns lives as long as the ring is
   /// served (e.g. the ring's pages registered with CUDA).
   using Prepare = std::function<std::shared_ptr<void>(const RequestRing& ring)>;
-  RingServer(Run run, Prepare prepare);
+  RingServer(Run run, Prepare prepare, Discard discard = {});
   ~RingServer();  ///< stop()
   RingServer(const RingServer&) = delete;
   RingServer& operator=(const RingServer&) = delete;
@@ -126,6 +136,7 @@ class RingServer {
 
   Run run_;
   Prepare prepare_;
+  Discard discard_;
   std::mutex mutex_;
   std::shared_ptr<RequestRing> current_;
   std::shared_ptr<RequestRing> next_;

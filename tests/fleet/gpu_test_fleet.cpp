@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/cuda_driver.hpp"
 #include "ortfleet/engine/session.hpp"
 #include "ortfleet/fleet/fleet.hpp"
 #include "ortfleet/fleet/worker_pool.hpp"
@@ -77,6 +78,79 @@ TEST(GpuWorkerPool, NarrowedWorkersOnEveryGpuComputeWhatTheCpuComputesAndKeepSes
         EXPECT_NEAR(out[0].values<float>()[i], want[0].values<float>()[i], 2e-2) << s.device.to_string() << " at " << i;
       }
     }
+  }
+}
+
+namespace {
+/// A copy of a host tensor in device memory of `device`, freed with the tensor.
+Tensor on_device(const Tensor& host, const Device& device) {
+  const auto& driver = detail::CudaDriver::instance();
+  void* memory = driver.allocate(device.index, host.bytes);
+  driver.copy_to_device(device.index, memory, host.data, host.bytes);
+  Tensor t = Tensor::borrow(host.name, host.type, host.shape, memory, device);
+  t.owner = std::shared_ptr<void>(memory, [device](void* p) { detail::CudaDriver::instance().release(device.index, p); });
+  return t;
+}
+
+Tensor to_host(const Tensor& t) {
+  Tensor host = Tensor::host_copy(t.name, t.type, t.shape, nullptr);
+  detail::CudaDriver::instance().copy_to_host(t.device.index, host.data, t.data, t.bytes);
+  return host;
+}
+
+void expect_near(const Tensor& got, const Tensor& want, const std::string& where) {
+  ASSERT_EQ(got.element_count(), want.element_count()) << where;
+  for (int64_t i = 0; i < got.element_count(); ++i) {
+    ASSERT_NEAR(got.values<float>()[i], want.values<float>()[i], 2e-2) << where << " at " << i;
+  }
+}
+}  // namespace
+
+TEST(GpuWorkerTensors, DeviceInputsAndOutputsCrossToWorkersInPlace) {
+  ORTFLEET_REQUIRE_GPU();
+  FleetOptions o;
+  o.strategy = Strategy::processes;  // a worker per GPU, even on one
+  Fleet fleet(test::resnet18_model(), o);
+  fleet.start();
+  ASSERT_TRUE(fleet.wait()) << fleet.status().front().error;
+  SessionSpec cpu;
+  cpu.model_path = test::resnet18_model();
+  Session reference(cpu);
+  const auto inputs = random_inputs(reference.inputs(), 5);
+  const auto want = reference.run(inputs);
+  constexpr int kRuns = 20;
+  for (const auto& d : fleet.devices()) {
+    const Tensor input = on_device(inputs[0], d);
+    expect_near(fleet.run(d, {input})[0], want[0], d.to_string() + ", host outputs");
+    for (int i = 0; i < kRuns; ++i) {
+      const auto out = fleet.run(d, {input}, /*outputs_on_device=*/true);
+      ASSERT_TRUE(out[0].on_gpu()) << d.to_string();
+      ASSERT_EQ(out[0].device, d);
+      if (i == 0 || i == kRuns - 1) expect_near(to_host(out[0]), want[0], d.to_string() + ", device outputs");
+    }
+    // Outputs held at once each keep their own memory.
+    const auto first = fleet.run(d, {input}, true);
+    const auto second = fleet.run(d, {input}, true);
+    EXPECT_NE(first[0].data, second[0].data) << d.to_string();
+    expect_near(to_host(first[0]), want[0], d.to_string() + ", first of two held");
+  }
+  const TransferCounters c = fleet.transfer_counters();
+  const uint64_t gpus = fleet.devices().size();
+  EXPECT_EQ(c.inputs_staged_bytes, 0u);
+  EXPECT_EQ(c.outputs_staged_bytes, 0u);
+  EXPECT_EQ(c.inputs_host_bytes, 0u);
+  EXPECT_EQ(c.inputs_ipc_bytes, gpus * (kRuns + 3) * inputs[0].bytes);
+  EXPECT_EQ(c.outputs_ipc_bytes, gpus * (kRuns + 2) * want[0].bytes);
+  EXPECT_EQ(c.outputs_host_bytes, gpus * want[0].bytes);
+  // Mapped once per allocation of the worker's arena, not once per run.
+  EXPECT_LE(c.ipc_opens, gpus * 4) << c.ipc_opens << " mappings for " << gpus * (kRuns + 2) << " device outputs";
+  EXPECT_GE(c.ipc_opens, gpus);
+
+  if (fleet.devices().size() > 1) {
+    // A tensor on another GPU than the worker's goes through host memory, and still gives the right outputs.
+    const Tensor elsewhere = on_device(inputs[0], fleet.devices()[1]);
+    expect_near(fleet.run(fleet.devices()[0], {elsewhere})[0], want[0], "an input from another GPU");
+    EXPECT_EQ(fleet.transfer_counters().inputs_staged_bytes, inputs[0].bytes);
   }
 }
 

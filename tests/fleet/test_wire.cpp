@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstring>
+
 #include "fleet/wire.hpp"
 #include "ortfleet/base/error.hpp"
 
@@ -28,6 +30,66 @@ TEST(Wire, DescriptionsThatDoNotFitTheBufferAreRejected) {
   EXPECT_THROW(unpack_tensors(outside, buffer), Error);
   const nlohmann::json mismatch = nlohmann::json::array({{{"name", "x"}, {"type", 1}, {"shape", {3}}, {"offset", 0}, {"bytes", 8}}});
   EXPECT_THROW(unpack_tensors(mismatch, buffer), Error);
+}
+
+TEST(Wire, ARingMessageRoundTripsWithHostTensorsReferencesAndReleasedLeases) {
+  const float x[] = {1.5f, -2.0f, 3.25f};
+  RingMessage sent = host_message({Tensor::host_copy("x", ElementType::float32, {3}, x)});
+  CudaIpcRef ref;
+  for (size_t i = 0; i < ref.handle.size(); ++i) ref.handle[i] = static_cast<std::byte>(i * 7);
+  ref.offset = 4096;
+  ref.lease = 42;
+  Tensor on_gpu = Tensor::borrow("y", ElementType::int64, {2, 5}, nullptr, Device::cuda(3));
+  on_gpu.bytes = 80;
+  sent.tensors.push_back({on_gpu, ref});
+  sent.outputs_on_device = true;
+  sent.released = {5, 9, 11};
+  std::vector<std::byte> area(ring_message_bytes(sent));
+  ASSERT_EQ(write_ring_message(sent, area.data(), area.size()), area.size());
+
+  const RingMessage back = read_ring_message(area.data(), area.size(), nullptr);
+  EXPECT_TRUE(back.outputs_on_device);
+  EXPECT_EQ(back.released, (std::vector<uint64_t>{5, 9, 11}));
+  ASSERT_EQ(back.tensors.size(), 2u);
+  EXPECT_FALSE(back.tensors[0].ipc);
+  EXPECT_EQ(back.tensors[0].tensor.values<float>()[2], 3.25f);
+  const auto& [y, y_ref] = back.tensors[1];
+  ASSERT_TRUE(y_ref);
+  EXPECT_EQ(y.name, "y");
+  EXPECT_EQ(y.shape, (std::vector<int64_t>{2, 5}));
+  EXPECT_EQ(y.bytes, 80u);
+  EXPECT_EQ(y.device, Device::cuda(3));
+  EXPECT_EQ(y.data, nullptr);  // mapped by the receiver
+  EXPECT_EQ(y_ref->handle, ref.handle);
+  EXPECT_EQ(y_ref->offset, 4096u);
+  EXPECT_EQ(y_ref->lease, 42u);
+}
+
+TEST(Wire, ADeviceTensorWithoutAReferenceIsNotWrittenAsBytes) {
+  Tensor on_gpu = Tensor::borrow("y", ElementType::float32, {1}, nullptr, Device::cuda(0));
+  const RingMessage message = host_message({on_gpu});
+  std::vector<std::byte> area(ring_message_bytes(message) + 64);
+  EXPECT_THROW(write_ring_message(message, area.data(), area.size()), Error);
+}
+
+TEST(Wire, AMalformedRingMessageIsRejected) {
+  const float x[] = {1.0f};
+  RingMessage sent = host_message({Tensor::host_copy("x", ElementType::float32, {1}, x)});
+  sent.released = {1};
+  std::vector<std::byte> area(ring_message_bytes(sent));
+  write_ring_message(sent, area.data(), area.size());
+  // More released leases than the area holds.
+  auto too_many = area;
+  const uint32_t huge = 1u << 30;
+  std::memcpy(too_many.data() + 12, &huge, sizeof(huge));
+  EXPECT_THROW(read_ring_message(too_many.data(), too_many.size(), nullptr), Error);
+  // A tensor said to lie somewhere unknown (its entry's location word).
+  auto nowhere = area;
+  const uint32_t unknown = 7;
+  std::memcpy(nowhere.data() + 16 + sizeof(uint64_t) + 12, &unknown, sizeof(unknown));
+  EXPECT_THROW(read_ring_message(nowhere.data(), nowhere.size(), nullptr), Error);
+  // Cut short.
+  EXPECT_THROW(read_ring_message(area.data(), 20, nullptr), Error);
 }
 
 TEST(Wire, AnErrorKeepsItsPartsAcrossTheWire) {

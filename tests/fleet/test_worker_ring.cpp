@@ -82,6 +82,27 @@ TEST_F(WorkerRing, OutputsMatchASessionInThisProcess) {
   }
 }
 
+TEST_F(WorkerRing, TransferCountersSayHowTheBytesTravelled) {
+  const Tensor input = identity_input(4, 1.0f);
+  fleet_->run(Device::cpu(), {input});
+  fleet_->run_async(Device::cpu(), {input}).get();
+  const TransferCounters c = fleet_->transfer_counters();
+  EXPECT_EQ(c.inputs_host_bytes, 2 * input.bytes);
+  EXPECT_EQ(c.outputs_host_bytes, 2 * input.bytes);  // the identity hands its input back
+  EXPECT_EQ(c.inputs_ipc_bytes + c.inputs_staged_bytes + c.outputs_ipc_bytes + c.outputs_staged_bytes + c.ipc_opens, 0u);
+}
+
+TEST_F(WorkerRing, OutputsOnDeviceFromACpuWorkerAreHostTensors) {
+  // A worker session on the CPU has no device to leave its outputs on: they come back as a session
+  // in this process returns them, not as an error.
+  const Tensor input = identity_input(2, 3.0f);
+  const auto out = fleet_->run(Device::cpu(), {input}, /*outputs_on_device=*/true);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_FALSE(out[0].on_gpu());
+  EXPECT_TRUE(same_bytes(out[0], input));
+  EXPECT_EQ(fleet_->transfer_counters().outputs_staged_bytes, 0u);
+}
+
 TEST_F(WorkerRing, RunAsyncKeepsManyRunsInFlight) {
   // More runs than the ring has slots, all submitted before any is waited for.
   std::vector<Tensor> inputs;

@@ -106,6 +106,23 @@ def test_a_dead_worker_is_reported_and_the_others_keep_working(models):
         fleet.run("cpu:1", x)
 
 
+def test_transfer_counters_count_what_crossed_to_the_workers(models):
+    x = {"input": np.ones((1, 64), np.float32)}
+    with ortfleet.Fleet(models["mlp"], devices="cpu*2", strategy="processes", config=SLIM) as fleet:
+        fleet.start().wait()
+        assert fleet.transfer_counters()["inputs_host_bytes"] == 0
+        out = fleet.run("cpu:1", x, outputs_on_device=True)  # no GPU to leave them on: host arrays
+        fleet.run("cpu", x)
+        counters = fleet.transfer_counters()
+        assert counters["inputs_host_bytes"] == 2 * x["input"].nbytes
+        assert counters["outputs_host_bytes"] == 2 * sum(o.nbytes for o in out.values())
+        assert counters["inputs_ipc_bytes"] == counters["outputs_ipc_bytes"] == counters["ipc_opens"] == 0
+    with ortfleet.Fleet(models["mlp"], devices="cpu", strategy="threads", config=SLIM) as fleet:
+        fleet.start().wait()
+        fleet.run("cpu", x)
+        assert not any(fleet.transfer_counters().values())  # nothing crossed: the session is in this process
+
+
 def test_timeline_and_trace(models):
     import json
 

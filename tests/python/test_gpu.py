@@ -91,10 +91,11 @@ def test_a_pytorch_job_feeds_each_gpu_its_own_tensors(dynamic_resnet, batch, on_
             assert torch.cuda.current_device() == 0  # the export made device i current only while it ran
 
 
-def test_outputs_left_on_each_gpu_are_torch_tensors_there(dynamic_resnet, batch, on_cpu):
+@pytest.mark.parametrize("strategy", ["threads", "processes"])  # processes: a worker per GPU, tensors by CUDA IPC
+def test_outputs_left_on_each_gpu_are_torch_tensors_there(dynamic_resnet, batch, on_cpu, strategy):
     torch = torch_with_cuda()
     n = like_a_pytorch_job(torch)
-    with ortfleet.Fleet(dynamic_resnet, devices=list(range(n)), strategy="threads", config=EXACT) as fleet:
+    with ortfleet.Fleet(dynamic_resnet, devices=list(range(n)), strategy=strategy, config=EXACT) as fleet:
         assert fleet.start().wait(), fleet.status()
         for i in range(n):
             x = torch.from_numpy(batch).to(f"cuda:{i}")
@@ -113,6 +114,15 @@ def test_outputs_left_on_each_gpu_are_torch_tensors_there(dynamic_resnet, batch,
                 del out
                 np.testing.assert_allclose(t.cpu().numpy(), host[k], rtol=1e-5, atol=1e-5)
             assert_outputs_match(host, on_cpu)
+        counters = fleet.transfer_counters()
+        if strategy == "processes":
+            # The torch tensors on each worker's GPU never touched host memory, either way.
+            x_bytes = batch.nbytes
+            assert counters["inputs_ipc_bytes"] == 2 * n * x_bytes, counters
+            assert counters["inputs_staged_bytes"] == 0 and counters["inputs_host_bytes"] == 0, counters
+            assert counters["outputs_ipc_bytes"] > 0 and counters["outputs_staged_bytes"] == 0, counters
+        else:
+            assert not any(counters.values()), counters
 
 
 @pytest.mark.parametrize("strategy", ["auto", "threads"])
@@ -130,8 +140,8 @@ def test_cupy_arrays_on_each_gpu(dynamic_resnet, batch, on_cpu, strategy):
                 x = cupy.asarray(batch)
             assert_outputs_match(fleet.run(i, {"input": x}), on_cpu)
             assert cupy.cuda.Device().id == 0
-            if strategy == "threads":
-                for k, out in fleet.run(i, {"input": x}, outputs_on_device=True).items():
-                    y = cupy.from_dlpack(out)
-                    assert y.device.id == i
-                    np.testing.assert_allclose(cupy.asnumpy(y), on_cpu[k], rtol=1e-3, atol=1e-3)
+            # Sessions in this process and workers alike leave outputs on the GPU.
+            for k, out in fleet.run(i, {"input": x}, outputs_on_device=True).items():
+                y = cupy.from_dlpack(out)
+                assert y.device.id == i
+                np.testing.assert_allclose(cupy.asnumpy(y), on_cpu[k], rtol=1e-3, atol=1e-3)

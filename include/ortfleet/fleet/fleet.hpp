@@ -56,6 +56,20 @@ struct FleetOptions {
   std::string pool_socket;
 };
 
+/// Tensor bytes that crossed between this process and its worker processes, by how they travelled.
+/// Device tensors on a worker's GPU cross by CUDA IPC reference (no copy at all); "staged" bytes are
+/// device tensors that had to go through host memory (another GPU, memory the driver will not share).
+struct TransferCounters {
+  uint64_t inputs_host_bytes = 0;     ///< host inputs, through shared memory
+  uint64_t inputs_ipc_bytes = 0;      ///< device inputs, read in place by the worker
+  uint64_t inputs_staged_bytes = 0;   ///< device inputs copied to the host and back
+  uint64_t outputs_host_bytes = 0;    ///< outputs returned in host memory
+  uint64_t outputs_ipc_bytes = 0;     ///< device outputs, mapped in place from the worker
+  uint64_t outputs_staged_bytes = 0;  ///< device outputs that came through host memory
+  uint64_t ipc_opens = 0;             ///< worker allocations mapped into this process (once each)
+  TransferCounters& operator+=(const TransferCounters& o);
+};
+
 enum class DeviceState { pending, starting, ready, failed, stopped };
 std::string to_string(DeviceState s);
 
@@ -94,10 +108,12 @@ class Fleet {
   /// for an explicit one; for auto, what the choice overlaps and where the sessions live.
   std::string strategy_reason() const;
 
-  /// Runs one inference on `device`. Host tensors, or GPU tensors of that device (in-process sessions
-  /// read them in place; worker processes receive them through shared memory after a copy).
-  /// outputs_on_device leaves the outputs on the GPU (in-process sessions only). A device still starting
-  /// is waited for (up to start_timeout_s after start()); an error before start().
+  /// Runs one inference on `device`. Host tensors, or GPU tensors: sessions in this process and worker
+  /// processes read those of their own GPU in place (a worker through CUDA IPC, once the caller's
+  /// queued work on that GPU is done); others are copied. outputs_on_device leaves the outputs on the
+  /// GPU: a worker's stay in its memory, valid until the last copy of the tensor goes or the fleet
+  /// shuts down. A device still starting is waited for (up to start_timeout_s after start()); an error
+  /// before start().
   std::vector<Tensor> run(const Device& device, const std::vector<Tensor>& inputs, bool outputs_on_device = false);
   /// The same, returning at once with the outputs to come: several runs may be in flight per device, so
   /// one thread can keep every device busy. A worker process receives the inputs (copied) before this
@@ -105,6 +121,8 @@ class Fleet {
   /// borrowed input memory must outlive the future. Errors of the run come out of the future's get();
   /// a device that is not ready throws here, as run() does.
   std::future<std::vector<Tensor>> run_async(const Device& device, const std::vector<Tensor>& inputs, bool outputs_on_device = false);
+  /// How tensors crossed to and from the worker processes so far (zero for sessions in this process).
+  TransferCounters transfer_counters() const;
   std::vector<TensorSpec> inputs() const;   ///< the model's inputs (empty until the first device is ready)
   std::vector<TensorSpec> outputs() const;
 
