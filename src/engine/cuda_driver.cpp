@@ -301,17 +301,21 @@ std::unique_ptr<CudaDriver::HostRegistration> CudaDriver::register_host(int ordi
   return std::unique_ptr<HostRegistration>(new HostRegistration(ordinal, pointer));
 }
 
-CudaDriver::HostRegistration::~HostRegistration() {
-  const auto& driver = CudaDriver::instance();
+void CudaDriver::end_retained(int ordinal, const std::function<void()>& end) const {
   const CurrentContextKeeper keep;
   try {
-    driver.retain_primary_context(ordinal_);
+    retain_primary_context(ordinal);
   } catch (const Error&) {
-    return;  // the driver is gone with its registrations
+    return;  // the driver is gone, and with it what `end` would end
   }
-  driver.cuMemHostUnregister_(pointer_);
-  driver.release_primary_context(ordinal_);
-  driver.release_primary_context(ordinal_);  // the retain of register_host()
+  end();
+  release_primary_context(ordinal);
+  release_primary_context(ordinal);  // the retain of what is ended
+}
+
+CudaDriver::HostRegistration::~HostRegistration() {
+  const auto& driver = CudaDriver::instance();
+  driver.end_retained(ordinal_, [&] { driver.cuMemHostUnregister_(pointer_); });
 }
 
 CudaDriver::IpcHandle CudaDriver::ipc_handle(int ordinal, const void* pointer) const {
@@ -341,15 +345,7 @@ std::unique_ptr<CudaDriver::IpcMapping> CudaDriver::open_ipc(int ordinal, const 
 
 CudaDriver::IpcMapping::~IpcMapping() {
   const auto& driver = CudaDriver::instance();
-  const CurrentContextKeeper keep;
-  try {
-    driver.retain_primary_context(ordinal_);
-  } catch (const Error&) {
-    return;  // the driver is gone with its mappings
-  }
-  driver.cuIpcCloseMemHandle_(reinterpret_cast<uintptr_t>(base_));
-  driver.release_primary_context(ordinal_);
-  driver.release_primary_context(ordinal_);  // the retain of open_ipc()
+  driver.end_retained(ordinal_, [&] { driver.cuIpcCloseMemHandle_(reinterpret_cast<uintptr_t>(base_)); });
 }
 
 CudaDriver::CurrentContextKeeper::CurrentContextKeeper() {

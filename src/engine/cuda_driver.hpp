@@ -140,6 +140,9 @@ class CudaDriver {
  private:
   CudaDriver();
   void check(CUresult r, const char* call, int ordinal) const;
+  /// Runs `end` (the call that ends a registration or mapping) in the primary context of `ordinal`,
+  /// then lets go of the context retain the registration or mapping held.
+  void end_retained(int ordinal, const std::function<void()>& end) const;
 
   bool ok_ = false;
   std::string error_;
