@@ -85,6 +85,14 @@ std::vector<OrtLogLine> parse_ort_log(const std::string& text, const std::string
   return lines;
 }
 
+std::vector<OrtLogLine> read_ort_log(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error("cannot read ONNX Runtime's log " + path, "The start that wrote it may have failed before logging");
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_ort_log(text.str(), path);
+}
+
 // --- the report -------------------------------------------------------------------------------------
 
 namespace {
@@ -151,6 +159,23 @@ std::string transformer_named(const std::string& m, const char* prefix, const ch
 }
 
 }  // namespace
+
+std::vector<std::pair<std::string, double>> transformer_times(const std::vector<OrtLogLine>& log, int64_t from_ns, int64_t to_ns) {
+  std::map<std::string, double> per_transformer;
+  std::map<std::string, int64_t> open_transformer;
+  for (const auto& l : log) {
+    if (l.t_ns < from_ns || l.t_ns > to_ns) continue;
+    if (auto name = transformer_named(l.message, "Applying graph transformer ", " on step"); !name.empty()) {
+      open_transformer[name] = l.t_ns;
+    } else if (auto done = transformer_named(l.message, "GraphTransformer ", " modified"); !done.empty() && open_transformer.count(done)) {
+      per_transformer[done] += static_cast<double>(l.t_ns - open_transformer[done]) / 1e6;
+      open_transformer.erase(done);
+    }
+  }
+  std::vector<std::pair<std::string, double>> out(per_transformer.begin(), per_transformer.end());
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  return out;
+}
 
 ProfileReport build_profile(const StartReport& start, const std::vector<OrtLogLine>& log,
                             const std::vector<OrtProfileEvent>& ort_profile, const ModelFacts& facts) {
@@ -231,20 +256,12 @@ ProfileReport build_profile(const StartReport& start, const std::vector<OrtLogLi
   const int64_t t_saved = at("Done saving initialized tensors");
   const int64_t t_done = at("Session successfully initialized.");
   int64_t graph_begin = 0;
-  std::map<std::string, double> per_transformer;
-  std::map<std::string, int64_t> open_transformer;
   for (const auto& l : log) {
     if (l.t_ns < create->start_ns || l.t_ns > create->end_ns || !is_transformer_message(l.message)) continue;
-    if (graph_begin == 0) graph_begin = l.t_ns;
-    if (auto name = transformer_named(l.message, "Applying graph transformer ", " on step"); !name.empty()) {
-      open_transformer[name] = l.t_ns;
-    } else if (auto done = transformer_named(l.message, "GraphTransformer ", " modified"); !done.empty() && open_transformer.count(done)) {
-      per_transformer[done] += static_cast<double>(l.t_ns - open_transformer[done]) / 1e6;
-      open_transformer.erase(done);
-    }
+    graph_begin = l.t_ns;
+    break;
   }
-  for (const auto& [name, ms] : per_transformer) r.transformers.emplace_back(name, ms);
-  std::sort(r.transformers.begin(), r.transformers.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  r.transformers = transformer_times(log, create->start_ns, create->end_ns);
 
   // A graph loaded with nothing left to optimise (an ORT-format cache entry) logs no transformer:
   // its partitioning starts when the session's initialisation does.
@@ -615,7 +632,7 @@ ProfileReport run_profile(const ProfileOptions& options) {
     return s.str();
   };
   const std::string profile_path = start.devices.front().profile_path;
-  auto report = build_profile(start, parse_ort_log(read(log_path), log_path),
+  auto report = build_profile(start, read_ort_log(log_path),
                               profile_path.empty() ? std::vector<OrtProfileEvent>{} : parse_ort_profile(read(profile_path), profile_path), facts);
   report.config = o.config;
   add_floor(report, measure_machine_speeds(o.device, o.model, facts.initializer_bytes));

@@ -2,8 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
 #include "base/private_dir.hpp"
@@ -11,6 +15,8 @@
 #include "process/child_process.hpp"
 #include "ortfleet/diagnostics/statistics.hpp"
 #include "ortfleet/engine/model_file.hpp"
+#include "ortfleet/engine/runtime.hpp"
+#include "ortfleet/engine/session.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/fleet/fleet.hpp"
 
@@ -24,7 +30,7 @@ std::vector<TuneCandidate> default_sweep(const Device& device, const RunConfig& 
     RunConfig c = base;
     change(c);
     c.name = name;
-    out.push_back({name, c});
+    out.push_back({name, c, {}});
   };
   add("as given", [](RunConfig&) {});
   if (device.is_gpu()) {
@@ -64,14 +70,140 @@ std::vector<TuneCandidate> default_sweep(const Device& device, const RunConfig& 
   return out;
 }
 
+std::vector<TuneCandidate> transformer_candidates(const TuneCandidate& base, const std::vector<std::pair<std::string, double>>& transformers,
+                                                  int count) {
+  std::vector<std::string> costliest;
+  for (const auto& [name, ms] : transformers) {
+    if (static_cast<int>(costliest.size()) >= count) break;
+    if (ms > 0) costliest.push_back(name);
+  }
+  std::vector<TuneCandidate> out;
+  auto add = [&](const std::vector<std::string>& names) {
+    TuneCandidate c = base;
+    std::string& entry = c.config.session.config_entries[kDisableOptimizersEntry];
+    std::string label;
+    for (const auto& n : names) {
+      // ONNX Runtime 1.29 splits the list at semicolons (its header says commas: a comma-separated
+      // list disables nothing, which the logged start of the configuration then shows).
+      entry += (entry.empty() ? "" : ";") + n;
+      label += (label.empty() ? "" : " + ") + n;
+    }
+    c.name = "disable " + label;
+    c.config.name = c.name;
+    c.disabled_transformers = names;
+    out.push_back(std::move(c));
+  };
+  for (const auto& name : costliest) add({name});
+  if (costliest.size() > 1) add(costliest);
+  return out;
+}
+
+namespace {
+
+/// The outputs of one inference on generated inputs (seeded), copied out of the session's memory.
+std::vector<Tensor> reference_outputs(const std::string& model, const Device& device, RunConfig config, const std::string& ort_library) {
+  load_runtime(ort_library);
+  config.session.optimized_model_cache = false;  // compare what the options make, not a cached graph
+  SessionSpec spec;
+  spec.model_path = model;
+  spec.device = device;
+  spec.config = std::move(config);
+  Session session(spec);
+  std::vector<Tensor> out;
+  for (const Tensor& t : session.run(random_inputs(session.inputs(), /*seed=*/7))) {
+    out.push_back(Tensor::host_copy(t.name, t.type, t.shape, t.data));
+  }
+  return out;
+}
+
+double value_at(const Tensor& t, int64_t i) {
+  switch (t.type) {
+    case ElementType::float32: return t.values<float>()[i];
+    case ElementType::float64: return t.values<double>()[i];
+    default: return std::numeric_limits<double>::quiet_NaN();
+  }
+}
+
+struct OutputComparison {
+  double largest = 0;    ///< |a - b| over every compared element
+  std::string mismatch;  ///< the first difference beyond the tolerance, in words ("" when none)
+};
+
+/// Compares outputs with the reference's: float32 and float64 by value (|a - b| <= tolerance * (1 + |b|)),
+/// other types by their bytes.
+OutputComparison compare_outputs(const std::vector<Tensor>& outputs, const std::vector<Tensor>& reference, double tolerance) {
+  OutputComparison c;
+  if (outputs.size() != reference.size()) {
+    c.mismatch = fmt::format("it gives {} outputs where the first configuration gives {}", outputs.size(), reference.size());
+    return c;
+  }
+  for (size_t k = 0; k < outputs.size() && c.mismatch.empty(); ++k) {
+    const Tensor& a = outputs[k];
+    const Tensor& b = reference[k];
+    if (a.type != b.type || a.shape != b.shape) {
+      c.mismatch = "output " + b.name + " has another type or shape than the first configuration's";
+    } else if (a.type != ElementType::float32 && a.type != ElementType::float64) {
+      if (std::memcmp(a.data, b.data, b.bytes) != 0) c.mismatch = "output " + b.name + " differs from the first configuration's";
+    } else {
+      for (int64_t i = 0; i < b.element_count(); ++i) {
+        const double x = value_at(a, i);
+        const double y = value_at(b, i);
+        if (std::isnan(x) && std::isnan(y)) continue;
+        const double difference = std::fabs(x - y);
+        if (!std::isnan(difference)) c.largest = std::max(c.largest, difference);
+        if (!(difference <= tolerance * (1 + std::fabs(y))) && c.mismatch.empty()) {
+          c.mismatch = fmt::format("output {} element {} is {:.6g} instead of {:.6g}", b.name, i, x, y);
+        }
+      }
+    }
+  }
+  return c;
+}
+
+/// "235 ms", "0.31 ms", "7.4 us": a duration's size, the sentence says which way it goes.
+std::string magnitude_ms(double ms) {
+  const double size = std::fabs(ms);
+  return size >= 0.1 ? fmt::format("{:.3g} ms", size) : fmt::format("{:.2g} us", size * 1e3);
+}
+
+}  // namespace
+
+std::vector<std::string> describe_disabled_transformers(const TuneReport& report) {
+  std::vector<std::string> out;
+  if (report.results.empty() || !report.results.front().ok()) return out;
+  const TuneResult& base = report.results.front();
+  for (const auto& r : report.results) {
+    const auto& names = r.candidate.disabled_transformers;
+    if (names.empty()) continue;
+    std::string list;
+    for (size_t i = 0; i < names.size(); ++i) list += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
+    if (!r.ok()) {
+      out.push_back(fmt::format("disabling {} failed: {}", list, r.error));
+      continue;
+    }
+    const double saved = base.ready_median_ms - r.ready_median_ms;
+    const double cost = r.steady_p50_ms - base.steady_p50_ms;
+    double logged = 0;
+    for (const auto& [name, ms] : report.transformers) {
+      if (std::find(names.begin(), names.end(), name) != names.end()) logged += ms;
+    }
+    const std::string outputs = r.outputs_differ.empty()
+                                    ? fmt::format("outputs within {:.2g} of the first configuration's", r.max_output_difference)
+                                    : "it changes the outputs beyond the tolerance (" + r.outputs_differ + "), so it is not recommended";
+    out.push_back(fmt::format("disabling {} {} {} at start and {} {} per call ({} in the logged start); {}", list, saved >= 0 ? "saves" : "adds",
+                              magnitude_ms(saved), cost >= 0 ? "costs" : "saves", magnitude_ms(cost), magnitude_ms(logged), outputs));
+  }
+  return out;
+}
+
 void choose(TuneReport& report) {
   auto& rs = report.results;
   for (auto& r : rs) {
     r.pareto = false;
-    if (!r.ok()) continue;
+    if (!r.recommendable()) continue;
     bool dominated = false;
     for (const auto& o : rs) {
-      if (&o == &r || !o.ok()) continue;
+      if (&o == &r || !o.recommendable()) continue;
       const bool no_worse = o.ready_median_ms <= r.ready_median_ms && o.steady_p50_ms <= r.steady_p50_ms;
       const bool better = o.ready_median_ms < r.ready_median_ms || o.steady_p50_ms < r.steady_p50_ms;
       dominated = dominated || (no_worse && better);
@@ -95,7 +227,7 @@ TuneReport run_tune(const TuneOptions& options) {
     if (o.progress) o.progress(s);
   };
   const std::string ortfleet = detail::ortfleet_executable(o.ortfleet_executable);
-  const auto candidates = o.candidates.empty() ? default_sweep(o.device, o.base, o.quick) : o.candidates;
+  auto candidates = o.candidates.empty() ? default_sweep(o.device, o.base, o.quick) : o.candidates;
   // Candidate configs and the private cache: a folder nobody else can plant files in, removed at the end.
   const detail::PrivateDir work_dir = detail::PrivateDir::temporary("ortfleet-tune");
   const fs::path& work = work_dir.path();
@@ -103,6 +235,7 @@ TuneReport run_tune(const TuneOptions& options) {
   // deployment's first start would; the timed starts then measure what every later start costs.
   const std::string cache = o.cache_dir.empty() ? (work / "cache").string() : o.cache_dir;
 
+  std::optional<std::vector<Tensor>> reference;  // the first configuration's outputs, for those that disable transformers
   TuneReport report;
   report.model = o.model;
   report.device = o.device.to_string();
@@ -123,15 +256,35 @@ TuneReport run_tune(const TuneOptions& options) {
     request.timeout_s = o.timeout_s;
     std::vector<double> first;
     std::vector<double> steady;
+    // The untimed start of the first configuration logs which graph transformers cost its start, and
+    // that of one disabling transformers shows that ONNX Runtime no longer runs them.
+    const bool find_transformers = i == 0 && o.transformers_to_disable > 0;
+    const bool logged = find_transformers || !candidates[i].disabled_transformers.empty();
+    const std::string log_path = (work / ("ort-log-" + std::to_string(i) + ".jsonl")).string();
     for (int rep = 0; rep < 1 + o.repetitions && result.error.empty(); ++rep) {
       say(fmt::format("[{}/{}] {}: {}", i + 1, candidates.size(), candidates[i].name,
                       rep == 0 ? "untimed start" : fmt::format("start {}/{}", rep, o.repetitions)));
-      const detail::ColdStart child = detail::run_cold_start(request);
+      detail::ColdStartRequest this_start = request;
+      if (rep == 0 && logged) this_start.arguments.insert(this_start.arguments.end(), {"--ort-log", log_path});
+      const detail::ColdStart child = detail::run_cold_start(this_start);
       if (!child.ok()) {
         result.error = child.error;
         break;
       }
       const StartReport& start = *child.report;
+      if (rep == 0 && logged) {
+        const auto ran = transformer_times(read_ort_log(log_path), std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
+        std::string still_ran;
+        for (const auto& name : candidates[i].disabled_transformers) {
+          if (std::any_of(ran.begin(), ran.end(), [&](const auto& t) { return t.first == name; })) still_ran += (still_ran.empty() ? "" : ", ") + name;
+        }
+        if (!still_ran.empty()) result.error = "ONNX Runtime still ran " + still_ran + " with " + kDisableOptimizersEntry + " naming it";
+        if (find_transformers) {
+          report.transformers = ran;
+          auto more = transformer_candidates(candidates[0], ran, o.transformers_to_disable);
+          candidates.insert(candidates.end(), more.begin(), more.end());
+        }
+      }
       if (rep == 0) continue;
       // Ready = exec until the first inference ends; the later inferences give the steady latency.
       for (const auto& e : start.timeline.events()) {
@@ -149,9 +302,23 @@ TuneReport run_tune(const TuneOptions& options) {
     result.first_inference_ms = summarize(first).median;
     result.steady_p50_ms = percentile(steady, 50);
     result.steady_p99_ms = percentile(steady, 99);
+    if (!candidates[i].disabled_transformers.empty() && result.ok()) {
+      // A fusion replaces nodes by one kernel: without it the numbers may differ, within rounding.
+      say(fmt::format("[{}/{}] {}: comparing outputs", i + 1, candidates.size(), candidates[i].name));
+      try {
+        if (!reference) reference = reference_outputs(o.model, o.device, candidates[0].config, o.ort_library);
+        const OutputComparison c =
+            compare_outputs(reference_outputs(o.model, o.device, candidates[i].config, o.ort_library), *reference, o.output_tolerance);
+        result.max_output_difference = c.largest;
+        result.outputs_differ = c.mismatch;
+      } catch (const std::exception& e) {
+        result.error = Error::from(e).what_failed();
+      }
+    }
     report.results.push_back(std::move(result));
   }
   choose(report);
+  report.transformer_findings = describe_disabled_transformers(report);
   // The recommendation accounts for the calls a server makes after start-up: with a dynamic batch,
   // what each batch switch costs one ONNX Runtime session under the configuration that serves fastest.
   const int chosen = report.serve_fast >= 0 ? report.serve_fast : report.start_fast;
@@ -180,13 +347,16 @@ std::string TuneReport::to_json() const {
                     {"ready_ms", r.ready_ms}, {"ready_median_ms", r.ready_median_ms},
                     {"first_inference_ms", r.first_inference_ms}, {"steady_p50_ms", r.steady_p50_ms},
                     {"steady_p99_ms", r.steady_p99_ms}, {"memory_bytes", r.memory_bytes}, {"pareto", r.pareto},
-                    {"error", r.error}});
+                    {"disabled_transformers", r.candidate.disabled_transformers},
+                    {"max_output_difference", r.max_output_difference}, {"outputs_differ", r.outputs_differ}, {"error", r.error}});
   }
+  json transformers_json = json::array();
+  for (const auto& [n, ms] : transformers) transformers_json.push_back({{"name", n}, {"ms", ms}});
   auto name_of = [&](int i) { return i >= 0 ? json(results[static_cast<size_t>(i)].candidate.name) : json(nullptr); };
   return json{{"ortfleet_tune", 1}, {"model", model}, {"device", device}, {"results", rows},
               {"start_fast", name_of(start_fast)}, {"serve_fast", name_of(serve_fast)},
               {"shape_switch", {{"call_ms", shape_switch.call_ms}, {"steady_call_ms", shape_switch.steady_call_ms}, {"cost_ms", shape_switch.cost_ms}}},
-              {"shapes_advice", shapes_advice}}
+              {"shapes_advice", shapes_advice}, {"transformers", transformers_json}, {"transformer_findings", transformer_findings}}
       .dump(2);
 }
 

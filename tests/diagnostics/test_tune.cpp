@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ortfleet/diagnostics/tune.hpp"
+#include "ortfleet/synth/synth.hpp"
 #include "test_support.hpp"
 
 namespace ortfleet {
@@ -33,6 +34,87 @@ TEST(Tune, ParetoFrontAndRecommendations) {
   EXPECT_FALSE(report.results[4].pareto);  // failures are never recommended
   EXPECT_EQ(report.start_fast, 3);
   EXPECT_EQ(report.serve_fast, 0);
+}
+
+TEST(Tune, ConfigurationsThatChangeTheOutputsAreNeverRecommended) {
+  TuneReport report;
+  report.results = {result("as given", 500, 2), result("disable GeluFusionL2", 300, 1)};
+  report.results[1].outputs_differ = "output y element 0 is 1.1 instead of 1.2";
+  choose(report);
+  EXPECT_TRUE(report.results[0].pareto);
+  EXPECT_FALSE(report.results[1].pareto);
+  EXPECT_EQ(report.start_fast, 0);
+  EXPECT_EQ(report.serve_fast, 0);
+}
+
+TEST(Tune, DisablesEachOfTheCostliestTransformersAndThemAllTogether) {
+  TuneCandidate base{"as given", {}, {}};
+  base.config.session.config_entries[kDisableOptimizersEntry] = "NchwcTransformer";  // the user's own stays disabled
+  const std::vector<std::pair<std::string, double>> logged = {
+      {"GeluFusionL2", 235}, {"ConstantFolding", 80}, {"MatMulAddFusion", 12}, {"CommonSubexpressionElimination", 9}, {"Idle", 0}};
+  const auto c = transformer_candidates(base, logged, 3);
+  ASSERT_EQ(c.size(), 4u);
+  EXPECT_EQ(c[0].name, "disable GeluFusionL2");
+  EXPECT_EQ(c[0].disabled_transformers, std::vector<std::string>{"GeluFusionL2"});
+  EXPECT_EQ(c[0].config.session.config_entries.at(kDisableOptimizersEntry), "NchwcTransformer;GeluFusionL2");
+  EXPECT_EQ(c[2].name, "disable MatMulAddFusion");
+  EXPECT_EQ(c[3].name, "disable GeluFusionL2 + ConstantFolding + MatMulAddFusion");
+  EXPECT_EQ(c[3].config.session.config_entries.at(kDisableOptimizersEntry), "NchwcTransformer;GeluFusionL2;ConstantFolding;MatMulAddFusion");
+  EXPECT_EQ(c[3].config.name, c[3].name);
+  EXPECT_EQ(transformer_candidates(base, logged, 1).size(), 1u);     // one alone: no "all together"
+  EXPECT_EQ(transformer_candidates(base, {{"Idle", 0}}, 3).size(), 0u);  // nothing that cost time
+}
+
+TEST(Tune, SaysWhatDisablingATransformerSavesAtStartAndCostsPerCall) {
+  TuneReport report;
+  report.transformers = {{"GeluFusionL2", 235}, {"ConstantFolding", 40}};
+  report.results = {result("as given", 649, 2.0), result("disable GeluFusionL2", 420, 2.5), result("disable ConstantFolding", 660, 1.5),
+                    result("disable both", 400, 9)};
+  report.results[1].candidate.disabled_transformers = {"GeluFusionL2"};
+  report.results[1].max_output_difference = 2e-6;
+  report.results[2].candidate.disabled_transformers = {"ConstantFolding"};
+  report.results[2].max_output_difference = 0;
+  report.results[3].candidate.disabled_transformers = {"GeluFusionL2", "ConstantFolding"};
+  report.results[3].outputs_differ = "output y element 3 is 0.5 instead of 0.7";
+  const auto said = describe_disabled_transformers(report);
+  ASSERT_EQ(said.size(), 3u);
+  EXPECT_EQ(said[0].rfind("disabling GeluFusionL2 saves 229 ms at start and costs 0.5 ms per call (235 ms in the logged start)", 0), 0u) << said[0];
+  EXPECT_EQ(said[1].rfind("disabling ConstantFolding adds 11 ms at start and saves 0.5 ms per call", 0), 0u) << said[1];
+  EXPECT_EQ(said[2].rfind("disabling GeluFusionL2 and ConstantFolding saves 249 ms at start and costs 7 ms per call (275 ms", 0), 0u) << said[2];
+  EXPECT_NE(said[2].find("not recommended"), std::string::npos) << said[2];
+  EXPECT_NE(said[2].find("element 3 is 0.5 instead of 0.7"), std::string::npos) << said[2];
+}
+
+// On a node-heavy graph the CPU EP's transformers take measurable time: tune finds them in its
+// logged start, disables them (ONNX Runtime must then not run them) and compares the outputs.
+TEST(Tune, MeasuresTheCostliestTransformersDisabled) {
+  synth::NodeHeavySpec spec;
+  spec.nodes = 270;
+  spec.width = 16;
+  const std::string model = synth::write_node_heavy((test::scratch_dir() / "tune-nodes.onnx").string(), spec).path;
+  TuneOptions o;
+  o.model = model;
+  o.candidates = {{"as given", {}, {}}};
+  o.transformers_to_disable = 2;
+  o.steady_runs = 3;
+  o.ortfleet_executable = test::bin("ortfleet");
+  const TuneReport r = run_tune(o);
+  ASSERT_GE(r.transformers.size(), 2u);
+  ASSERT_EQ(r.results.size(), 4u);  // as given, each of the two costliest, both
+  for (size_t i = 1; i < r.results.size(); ++i) {
+    const auto& x = r.results[i];
+    ASSERT_TRUE(x.ok()) << x.candidate.name << ": " << x.error;
+    EXPECT_FALSE(x.candidate.disabled_transformers.empty());
+    EXPECT_GE(x.max_output_difference, 0.0) << x.candidate.name;  // compared
+    EXPECT_TRUE(x.outputs_differ.empty()) << x.outputs_differ;
+  }
+  EXPECT_EQ(r.results[1].candidate.disabled_transformers, std::vector<std::string>{r.transformers[0].first});
+  EXPECT_EQ(r.results[3].candidate.disabled_transformers.size(), 2u);
+  ASSERT_EQ(r.transformer_findings.size(), 3u);
+  EXPECT_EQ(r.transformer_findings[0].rfind("disabling " + r.transformers[0].first + " ", 0), 0u) << r.transformer_findings[0];
+  const auto j = nlohmann::json::parse(r.to_json());
+  EXPECT_EQ(j.at("transformers").size(), r.transformers.size());
+  EXPECT_EQ(j.at("results")[3].at("disabled_transformers").size(), 2u);
 }
 
 TEST(Tune, SweepsDependOnTheDevice) {
@@ -76,7 +158,8 @@ TEST(Tune, SweepsInFreshProcessesAndRecommends) {
 TEST(Tune, MeasuresTheBatchSwitchOfTheChosenConfiguration) {
   TuneOptions o;
   o.model = test::dynamic_mlp_model();
-  o.candidates = {{"as given", {}}};
+  o.candidates = {{"as given", {}, {}}};
+  o.transformers_to_disable = 0;
   o.steady_runs = 3;
   o.shape_switch_seconds = 0.2;
   o.ortfleet_executable = test::bin("ortfleet");
@@ -96,7 +179,8 @@ TEST(Tune, WorksInAPrivateFolderThatItRemoves) {
   const test::ScopedEnv tmpdir("TMPDIR", tmp.string());
   TuneOptions o;
   o.model = test::mlp_model();
-  o.candidates = {TuneCandidate{"as given", {}}};
+  o.candidates = {TuneCandidate{"as given", {}, {}}};
+  o.transformers_to_disable = 0;
   o.steady_runs = 1;
   o.ortfleet_executable = test::bin("ortfleet");
   const TuneReport r = run_tune(o);

@@ -166,6 +166,9 @@ TEST(ModelCache, EntriesDependOnEverythingThatShapesTheOptimisedGraph) {
   RunConfig basic = base;
   basic.session.graph_optimization = GraphOptimization::basic;
   EXPECT_NE(cache.entry_path(model, Device::cpu(), basic), key);
+  RunConfig without_fusion = base;  // a graph made with a transformer disabled is not the full graph
+  without_fusion.session.config_entries["optimization.disable_specified_optimizers"] = "GeluFusionL2";
+  EXPECT_NE(cache.entry_path(model, Device::cpu(), without_fusion), key);
   RunConfig threads = base;
   threads.session.intra_op_threads = 3;  // does not change the graph
   EXPECT_EQ(cache.entry_path(model, Device::cpu(), threads), key);

@@ -1,6 +1,7 @@
 // ortfleet tune: which options start this model fastest, which serve it fastest, and what each costs.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iostream>
 #include <memory>
 
@@ -17,6 +18,8 @@ struct TuneFlags {
   bool quick = false;
   int repetitions = 1;
   int steady_runs = 30;
+  int transformers_to_disable = 3;
+  double output_tolerance = 1e-3;
   std::string write_config;
   std::string write_serve_config;
   std::string html;
@@ -31,6 +34,7 @@ void print_tune(const TuneReport& r, std::ostream& out) {
     std::string mark = x.pareto ? "*" : "";
     if (static_cast<int>(i) == r.start_fast) mark += "S";
     if (static_cast<int>(i) == r.serve_fast) mark += "F";
+    if (!x.outputs_differ.empty()) mark += "!";
     if (!x.ok()) {
       t.add({mark, x.candidate.name, "failed", x.error.substr(0, 60), "", "", ""});
       continue;
@@ -40,6 +44,9 @@ void print_tune(const TuneReport& r, std::ostream& out) {
   }
   t.print(out);
   out << "\n* Pareto front (nothing else starts faster and runs faster); ready = exec until the first inference ends\n";
+  if (std::any_of(r.results.begin(), r.results.end(), [](const TuneResult& x) { return !x.outputs_differ.empty(); })) {
+    out << "! outputs differ from the first configuration's beyond the tolerance (--output-tolerance): never recommended\n";
+  }
   if (r.start_fast >= 0) {
     const auto& s = r.results[static_cast<size_t>(r.start_fast)];
     const auto& base = r.results.front();
@@ -51,6 +58,7 @@ void print_tune(const TuneReport& r, std::ostream& out) {
     out << fmt::format("F serve fast: {} (p50 {}, ready in {})\n", s.candidate.name, format_ms(s.steady_p50_ms), format_ms(s.ready_median_ms));
   }
   if (!r.shapes_advice.empty()) out << "shapes: " << r.shapes_advice << "\n";
+  for (const auto& finding : r.transformer_findings) out << "transformers: " << finding << "\n";
 }
 
 int run_tune_command(const TuneFlags& f, const Globals& g) {
@@ -61,6 +69,8 @@ int run_tune_command(const TuneFlags& f, const Globals& g) {
   o.quick = f.quick;
   o.repetitions = f.repetitions;
   o.steady_runs = f.steady_runs;
+  o.transformers_to_disable = f.transformers_to_disable;
+  o.output_tolerance = f.output_tolerance;
   o.ort_library = g.ort_lib;
   ProgressLine progress(!g.quiet);
   o.progress = [&](const std::string& s) { progress.update(s); };
@@ -92,6 +102,12 @@ void register_tune(CLI::App& app, Globals& globals, Action& action) {
   cmd->add_flag("--quick", f->quick, "Only the options that matter most (conv search, model cache, graph level)");
   cmd->add_option("--repeat", f->repetitions, "Timed cold starts per configuration")->check(CLI::Range(1, 100));
   cmd->add_option("--runs", f->steady_runs, "Inferences after the first, for p50/p99")->check(CLI::Range(2, 100000));
+  cmd->add_option("--disable-transformers", f->transformers_to_disable,
+                  "Try disabling each of the N graph transformers that cost the start most, and all N together (0: none)")
+      ->check(CLI::Range(0, 20));
+  cmd->add_option("--output-tolerance", f->output_tolerance,
+                  "How far outputs may move when a transformer is disabled: |a - b| <= T * (1 + |b|)")
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--write-config", f->write_config, "Write the recommended start-fast configuration here");
   cmd->add_option("--write-serve-config", f->write_serve_config, "Write the recommended serve-fast configuration here");
   add_html_option(cmd, f->html);

@@ -37,6 +37,11 @@ struct OrtLogLine {
 };
 /// Parses the JSON lines of an --ort-log file. Throws ortfleet::Error naming the bad line.
 std::vector<OrtLogLine> parse_ort_log(const std::string& text, const std::string& source);
+/// Reads and parses an --ort-log file. Throws ortfleet::Error.
+std::vector<OrtLogLine> read_ort_log(const std::string& path);
+/// The time each graph transformer took in the log's messages from `from_ns` to `to_ns` (its steps
+/// summed), largest first: from "Applying graph transformer X on step N" to "GraphTransformer X modified".
+std::vector<std::pair<std::string, double>> transformer_times(const std::vector<OrtLogLine>& log, int64_t from_ns, int64_t to_ns);
 
 struct ProfilePhase {
   std::string name;     ///< stable id: "cuda.context", "graph.optimization", ...
