@@ -18,6 +18,8 @@ struct ScratchDir {
     // Worker processes and child runs share the process's model cache; keep it in the scratch folder.
     ::setenv("ORTFLEET_CACHE", (path / "cache").c_str(), 1);
     ::setenv("ORTFLEET_WORKER", bin("ortfleet-worker").c_str(), 1);
+    // A pool server the developer runs on the default socket must not carry the tests' fleets.
+    ::setenv("ORTFLEET_AUTO_POOL", "0", 1);
   }
   ~ScratchDir() {
     std::error_code ec;

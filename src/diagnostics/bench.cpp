@@ -15,6 +15,7 @@
 #include "diagnostics/machine.hpp"
 #include "diagnostics/python_anchor.hpp"
 #include "process/child_process.hpp"
+#include "ortfleet/base/clock.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/diagnostics/statistics.hpp"
 #include "ortfleet/engine/model_file.hpp"
@@ -330,12 +331,38 @@ BenchReport run_bench(const BenchOptions& options) {
   }
   if (auto note = python_fleet_note(report.rows)) report.notes.push_back(*note);
   for (auto& note : warm_notes(report.rows)) report.notes.push_back(std::move(note));
+  if (o.save_record) {
+    if (const auto record = start_record_of(report, o.devices, machine_gpu_names())) {
+      try {
+        save_start_record(*record);
+        report.notes.push_back("saved these starts as this machine's start record " + start_record_path(record->device_count) +
+                               ": `auto` chooses a worker process per GPU or one process from it");
+      } catch (const std::exception& e) {
+        report.notes.push_back("could not save this machine's start record: " + Error::from(e).what_failed());
+      }
+    }
+  }
   if (pool) {
     report.notes.push_back(fmt::format("the warm pool itself took {:.0f} ms to start ({}), once, before these rows: paid by "
                                        "`ortfleet serve` or ortfleet.prewarm() while a job does other work",
                                        pool->start_ms, count_label(o.devices)));
   }
   return report;
+}
+
+std::optional<StartRecord> start_record_of(const BenchReport& report, const std::vector<Device>& devices, const std::vector<std::string>& gpus) {
+  const bool all_gpus = std::all_of(devices.begin(), devices.end(), [](const Device& d) { return d.is_gpu(); });
+  if (devices.size() < 2 || !all_gpus) return std::nullopt;
+  StartRecord record;
+  record.gpus = gpus;
+  record.device_count = static_cast<int>(devices.size());
+  record.measured_at = utc_now();
+  record.model = report.model;
+  for (const auto& r : report.rows) {
+    if (r.ok() && r.family == "ortfleet" && r.warm.empty() && r.device_count == record.device_count) record.start_ms[r.label] = r.median_ms;
+  }
+  if (record.start_ms.empty()) return std::nullopt;
+  return record;
 }
 
 std::string BenchReport::to_json() const {

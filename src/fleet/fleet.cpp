@@ -8,12 +8,17 @@
 #include <limits>
 #include <thread>
 
+#include <fmt/format.h>
+
+#include "base/system_paths.hpp"
 #include "fleet/local_start.hpp"
 #include "fleet/pool_server.hpp"
 #include "fleet/worker.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/runtime.hpp"
 #include "ortfleet/engine/model_file.hpp"
+#include "ortfleet/fleet/pool_server.hpp"
+#include "ortfleet/fleet/start_record.hpp"
 #include "ortfleet/fleet/worker_pool.hpp"
 #include "process/ipc.hpp"
 
@@ -58,6 +63,11 @@ struct Fleet::Impl {
   FleetOptions options;
   Strategy strategy = Strategy::fleet;
   bool use_workers = false;
+  bool one_process = false;  // auto found one process faster than a worker per GPU on this machine
+  std::string auto_reason;
+  /// Strategy::automatic, from what is measured: may point options.pool_socket at a live pool server
+  /// or set one_process. Returns the reason, naming the measurement.
+  std::string choose_automatically(long gpus);
 
   mutable std::mutex mutex;
   std::condition_variable changed;
@@ -262,6 +272,64 @@ struct Fleet::Impl {
 };
 
 namespace {
+/// The bench rows a record compares: a worker process per GPU (the fleet's way for several GPUs)
+/// against the fastest start of them all in one process.
+constexpr const char* kWorkersRow = "fleet";
+const std::vector<std::pair<const char*, const char*>> kOneProcessRows = {{"fleet, one process", "the fleet in one process"},
+                                                                          {"threads", "threads in one process"}};
+
+bool auto_pool_allowed(const FleetOptions& options) {
+  const auto env = detail::env_var("ORTFLEET_AUTO_POOL");
+  return options.auto_pool && !(env && *env == "0");
+}
+}  // namespace
+
+std::string Fleet::Impl::choose_automatically(long gpus) {
+  auto& s = *this;
+  const std::string floor = gpus > 0 ? "the floor of a GPU start holds max(EP load and registration, cuInit + context), which only the fleet's "
+                                       "overlapped start reaches (the plain strategies pay their sum)"
+                                     : "the model is read while ONNX Runtime loads";
+  if (s.on_pool()) return "auto chose fleet: " + floor + "; on the warm worker pool";
+  std::string pool_note;
+  if (auto_pool_allowed(s.options)) {
+    const std::string socket = default_pool_socket();
+    if (const auto served = detail::live_pool_devices(socket, 2.0)) {
+      std::vector<std::string> missing;
+      for (const auto& d : s.options.devices) {
+        const bool found = std::any_of(served->begin(), served->end(), [&](const std::string& x) { return Device::parse(x) == d; });
+        if (!found) missing.push_back(d.to_string());
+      }
+      if (missing.empty()) {
+        s.options.pool_socket = socket;
+        return fmt::format("auto chose the warm worker pool of `ortfleet serve` on {}: it answered and serves {}, so no worker process, "
+                           "runtime load, cuInit or context is paid (ORTFLEET_AUTO_POOL=0 starts cold)",
+                           socket, to_string(s.options.devices));
+      }
+      pool_note = fmt::format(" (the pool server on {} does not serve {})", socket, fmt::join(missing, ", "));
+    }
+  }
+  if (gpus <= 1) return "auto chose fleet: " + floor + "; one process" + pool_note;
+  const auto record = find_start_record(static_cast<int>(gpus));
+  if (record && record->start_ms.count(kWorkersRow)) {
+    const double workers_ms = record->start_ms.at(kWorkersRow);
+    for (const auto& [row, words] : kOneProcessRows) {
+      const auto one = record->start_ms.find(row);
+      if (one == record->start_ms.end()) continue;
+      s.one_process = one->second < workers_ms;
+      if (s.one_process) {
+        return fmt::format("auto chose fleet in one process: on this machine ({}) {} started {} GPUs in {:.0f} ms vs {:.0f} ms for a worker "
+                           "process per GPU{}", record->described(), words, gpus, one->second, workers_ms, pool_note);
+      }
+      return fmt::format("auto chose fleet: on this machine ({}) a worker process per GPU started {} GPUs in {:.0f} ms vs {:.0f} ms for {}{}",
+                         record->described(), gpus, workers_ms, one->second, words, pool_note);
+    }
+  }
+  return "auto chose fleet: " + floor + "; " + std::to_string(gpus) +
+         " GPUs: a worker process each, as GPUs in one process contend in the driver (no bench record of " + std::to_string(gpus) +
+         " GPUs on this machine: 'ortfleet bench' saves one)" + pool_note;
+}
+
+namespace {
 void check_timeout(double seconds, const char* what, const char* example) {
   if (!(seconds > 0)) {  // NaN too
     throw Error(std::string("the ") + what + " must be a positive number of seconds (got " + std::to_string(seconds) + ")",
@@ -281,10 +349,12 @@ Fleet::Fleet(std::string model_path, FleetOptions options) : impl_(std::make_uni
   s.options = std::move(options);
   s.strategy = s.options.strategy == Strategy::automatic ? Strategy::fleet : s.options.strategy;
   const auto gpus = std::count_if(s.options.devices.begin(), s.options.devices.end(), [](const Device& d) { return d.is_gpu(); });
+  if (s.options.strategy == Strategy::automatic) s.auto_reason = s.choose_automatically(gpus);
   // Several GPUs in one process contend inside the CUDA driver and ONNX Runtime (module loading,
-  // cuDNN/cuBLAS handle creation, allocation): the fleet gives each GPU its own process.
+  // cuDNN/cuBLAS handle creation, allocation): the fleet gives each GPU its own process, unless this
+  // machine's bench found one process faster.
   const bool on_pool = s.on_pool();
-  s.use_workers = s.strategy == Strategy::processes || (s.strategy == Strategy::fleet && gpus > 1) || on_pool;
+  s.use_workers = s.strategy == Strategy::processes || (s.strategy == Strategy::fleet && gpus > 1 && !s.one_process) || on_pool;
   if (s.options.pool != nullptr && !s.options.pool_socket.empty()) {
     throw Error("a fleet starts on one pool: both a WorkerPool and a pool socket were given", "Give one of them");
   }
@@ -352,18 +422,7 @@ std::vector<DeviceStatus> Fleet::status() const {
 const std::vector<Device>& Fleet::devices() const { return impl_->options.devices; }
 Strategy Fleet::strategy() const { return impl_->strategy; }
 
-std::string Fleet::strategy_reason() const {
-  const auto& s = *impl_;
-  if (s.options.strategy != Strategy::automatic) return "as asked";
-  const auto gpus = std::count_if(s.options.devices.begin(), s.options.devices.end(), [](const Device& d) { return d.is_gpu(); });
-  std::string reason = "auto chose fleet: ";
-  reason += gpus > 0 ? "the floor of a GPU start holds max(EP load and registration, cuInit + context), which only the fleet's "
-                       "overlapped start reaches (the plain strategies pay their sum)"
-                     : "the model is read while ONNX Runtime loads";
-  if (s.on_pool()) return reason + "; on the warm worker pool";
-  if (s.use_workers) return reason + "; " + std::to_string(gpus) + " GPUs: a worker process each, as GPUs in one process contend in the driver";
-  return reason + "; one process";
-}
+std::string Fleet::strategy_reason() const { return impl_->options.strategy == Strategy::automatic ? impl_->auto_reason : "as asked"; }
 
 std::vector<TensorSpec> Fleet::inputs() const {
   std::lock_guard lock(impl_->mutex);

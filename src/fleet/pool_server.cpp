@@ -331,5 +331,18 @@ OpenedOnPool open_on_pool_server(const std::string& socket_path, const LocalStar
   return opened;
 }
 
+std::optional<std::vector<std::string>> live_pool_devices(const std::string& socket_path, double timeout_s) {
+  std::error_code ec;
+  if (!fs::is_socket(socket_path, ec)) return std::nullopt;  // the common case, without a connection attempt
+  try {
+    const json status = json::parse(pool_status(socket_path, timeout_s));
+    std::vector<std::string> devices;
+    for (const auto& d : status.at("devices")) devices.push_back(d.at("device").get<std::string>());
+    return devices;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
 }  // namespace detail
 }  // namespace ortfleet

@@ -26,4 +26,8 @@ struct OpenedOnPool {
 /// ortfleet::Error when no server answers there or it refuses this client.
 OpenedOnPool open_on_pool_server(const std::string& socket_path, const LocalStartPlan& plan, double timeout_s);
 
+/// The devices ("cuda:0", "cpu:1") of the pool server answering on `socket_path` within `timeout_s`;
+/// nothing when none answers there (no socket, nobody listening, another user's, no reply in time).
+std::optional<std::vector<std::string>> live_pool_devices(const std::string& socket_path, double timeout_s);
+
 }  // namespace ortfleet::detail

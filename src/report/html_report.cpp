@@ -13,6 +13,7 @@
 
 #include "base/system_paths.hpp"
 #include "diagnostics/machine.hpp"
+#include "ortfleet/base/clock.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/runtime.hpp"
 #include "report/report_template.hpp"
@@ -44,15 +45,6 @@ std::string markers() {
   std::string out;
   for (const auto& k : kKinds) out += (out.empty() ? "" : ", ") + std::string(k.marker);
   return out;
-}
-
-std::string utc_now() {
-  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return text;
 }
 
 std::string read_text(const fs::path& path, const std::string& what) {

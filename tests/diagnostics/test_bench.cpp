@@ -51,6 +51,37 @@ TEST(Bench, TimesEveryStrategyInFreshProcessesWithBaselines) {
   EXPECT_NE(r.to_markdown().find("| fleet | 2 |"), std::string::npos);
 }
 
+// What auto chooses from: the cold ortfleet starts of every GPU, not Python's, a warm pool's or one device's.
+TEST(Bench, ABenchOfSeveralGpusIsThisMachinesStartRecord) {
+  auto row = [](std::string label, std::string family, int devices, double median, std::string warm = {}) {
+    BenchRow r;
+    r.label = std::move(label);
+    r.family = std::move(family);
+    r.device_count = devices;
+    r.wall_ms = {median};
+    r.median_ms = median;
+    r.warm = std::move(warm);
+    return r;
+  };
+  BenchReport report;
+  report.model = "resnet50.onnx";
+  report.rows = {row("fleet", "ortfleet", 2, 741),          row("threads", "ortfleet", 2, 1210),
+                 row("python threads", "onnxruntime-python", 2, 1900), row("fleet (1 device)", "ortfleet", 1, 500),
+                 row("fleet on a warm pool", "ortfleet", 2, 90, "warm pool"), row("processes", "ortfleet", 2, 990)};
+  report.rows.back().error = "cuda:1 failed";
+  const std::vector<std::string> gpus = {"NVIDIA H200", "NVIDIA H200"};
+  const auto record = start_record_of(report, {Device::cuda(0), Device::cuda(1)}, gpus);
+  ASSERT_TRUE(record);
+  EXPECT_EQ(record->device_count, 2);
+  EXPECT_EQ(record->gpus, gpus);
+  EXPECT_EQ(record->model, "resnet50.onnx");
+  EXPECT_EQ(record->source, "bench");
+  EXPECT_EQ(record->measured_at.size(), std::string("2026-11-23T06:00:00Z").size()) << record->measured_at;
+  EXPECT_EQ(record->start_ms, (std::map<std::string, double>{{"fleet", 741}, {"threads", 1210}}));
+  EXPECT_FALSE(start_record_of(report, {Device::cpu(0), Device::cpu(1)}, gpus));  // CPU sessions: auto needs no record
+  EXPECT_FALSE(start_record_of(report, {Device::cuda(0)}, gpus));
+}
+
 TEST(Bench, AFailingCaseIsReportedNotFatal) {
   BenchOptions o;
   o.model = test::mlp_model();

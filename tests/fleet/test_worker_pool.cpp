@@ -309,4 +309,46 @@ TEST(PoolServer, TheDefaultSocketIsInTheUsersRuntimeFolder) {
   EXPECT_EQ(default_pool_socket(), "/tmp/ortfleet-" + std::to_string(::getuid()) + "/pool.sock");
 }
 
+// auto starts on a pool server that answers on the default socket and serves every device asked for;
+// it says so, and the sessions live in the pool's workers. Opting out, or a device the pool lacks,
+// starts cold as before.
+TEST(PoolServer, AutoStartsOnALivePoolServerOnTheDefaultSocket) {
+  const detail::PrivateDir runtime = detail::PrivateDir::temporary("ortfleet-test-runtime");
+  const test::ScopedEnv xdg("XDG_RUNTIME_DIR", runtime.path().string());
+  const test::ScopedEnv allowed("ORTFLEET_AUTO_POOL", std::nullopt);
+  ServeOptions so;
+  so.pool = cpu_pool(2);
+  PoolServer server(so);
+  ASSERT_EQ(server.socket_path(), default_pool_socket());
+  std::thread serving([&] { server.serve(); });
+  ASSERT_TRUE(server.pool().wait(120));
+  FleetOptions o;
+  o.devices = {Device::cpu(0), Device::cpu(1)};
+  {
+    auto fleet = ready_fleet(test::mlp_model(), o);
+    EXPECT_EQ(fleet->strategy_reason().rfind("auto chose the warm worker pool of `ortfleet serve` on " + default_pool_socket(), 0), 0u)
+        << fleet->strategy_reason();
+    const auto workers = server.pool().status();
+    const auto status = fleet->status();
+    for (size_t i = 0; i < status.size(); ++i) EXPECT_EQ(status[i].pid, workers[i].pid) << "the session lives in the pool's worker";
+  }
+  FleetOptions opted_out = o;
+  opted_out.auto_pool = false;
+  EXPECT_EQ(Fleet(test::mlp_model(), opted_out).strategy_reason().find("pool"), std::string::npos);
+  {
+    const test::ScopedEnv off("ORTFLEET_AUTO_POOL", "0");
+    EXPECT_EQ(Fleet(test::mlp_model(), o).strategy_reason().find("pool"), std::string::npos);
+  }
+  FleetOptions three = o;
+  three.devices.push_back(Device::cpu(2));
+  const std::string reason = Fleet(test::mlp_model(), three).strategy_reason();
+  EXPECT_EQ(reason.rfind("auto chose fleet: ", 0), 0u) << reason;
+  EXPECT_NE(reason.find("does not serve cpu:2"), std::string::npos) << reason;
+  FleetOptions sequential = o;
+  sequential.strategy = Strategy::sequential;  // an explicit strategy is never moved onto the pool
+  EXPECT_EQ(Fleet(test::mlp_model(), sequential).strategy_reason(), "as asked");
+  server.stop();
+  serving.join();
+}
+
 }  // namespace ortfleet

@@ -32,6 +32,7 @@ def pytest_collection_modifyitems(config, items):
 def models(tmp_path_factory):
     d = tmp_path_factory.mktemp("models")
     os.environ.setdefault("ORTFLEET_CACHE", str(d / "cache"))
+    os.environ.setdefault("ORTFLEET_AUTO_POOL", "0")  # a developer's `ortfleet serve` must not carry the tests' fleets
     return {
         "mlp": ortfleet.synth_mlp(str(d / "mlp.onnx")),
         "resnet18": ortfleet.synth_resnet(str(d / "resnet18.onnx"), depth=18, image_size=64),

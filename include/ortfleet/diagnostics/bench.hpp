@@ -9,6 +9,7 @@
 
 #include "ortfleet/engine/devices.hpp"
 #include "ortfleet/fleet/fleet.hpp"
+#include "ortfleet/fleet/start_record.hpp"
 #include "ortfleet/fleet/start_report.hpp"
 #include "ortfleet/engine/options.hpp"
 
@@ -36,6 +37,9 @@ struct BenchOptions {
   /// when set, each 1-device row reports its median over it. 0: none.
   double floor_ms = 0;
   std::function<void(const std::string&)> progress;  ///< one status line at a time
+  /// Save the medians of a bench of several GPUs as this machine's start record, which
+  /// Strategy::automatic chooses from (ortfleet/fleet/start_record.hpp).
+  bool save_record = true;
 };
 
 struct BenchRow {
@@ -75,6 +79,11 @@ struct BenchReport {
 };
 
 BenchReport run_bench(const BenchOptions& options);
+
+/// The start record of a bench on `devices` (two GPUs or more): the median of every cold ortfleet row
+/// that brought up all of them, on a machine with these `gpus`; nothing for CPU devices, one device or
+/// no such row.
+std::optional<StartRecord> start_record_of(const BenchReport& report, const std::vector<Device>& devices, const std::vector<std::string>& gpus);
 
 /// "fleet from Python: 52 ms of its 651 ms went to starting the Python interpreter...": the fleet from
 /// Python against the command line's fleet, without the interpreter's start, which a Python job has

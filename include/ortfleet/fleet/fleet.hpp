@@ -23,7 +23,9 @@ enum class Strategy {
   processes,   ///< one worker process per device, each starting on its own (a multiprocessing pool)
   fleet,       ///< ours: library load, cuInit, GPU contexts and model read overlapped; tuned threads;
                ///< one worker process per GPU where GPUs would contend inside one process
-  automatic,   ///< fleet
+  automatic,   ///< fleet, from what is measured where it is: a live `ortfleet serve` pool on the default
+               ///< socket (FleetOptions::auto_pool), else for several GPUs workers or one process as this
+               ///< machine's last bench record found faster (ortfleet/fleet/start_record.hpp)
 };
 std::string to_string(Strategy s);
 Strategy parse_strategy(const std::string& s);
@@ -54,6 +56,10 @@ struct FleetOptions {
   std::shared_ptr<WorkerPool> pool;
   /// Or on the pool of the `ortfleet serve` daemon listening on this socket.
   std::string pool_socket;
+  /// Strategy::automatic starts on the pool of an `ortfleet serve` daemon answering on the default
+  /// socket (default_pool_socket()) when it serves every device asked for. Off here, or with
+  /// ORTFLEET_AUTO_POOL=0 in the environment: auto starts cold whatever runs.
+  bool auto_pool = true;
 };
 
 /// Tensor bytes that crossed between this process and its worker processes, by how they travelled.
@@ -104,8 +110,8 @@ class Fleet {
   std::vector<DeviceStatus> status() const;
   const std::vector<Device>& devices() const;
   Strategy strategy() const;  ///< the strategy used (automatic resolved)
-  /// Why this strategy, in the terms of a start's floor (ortfleet/diagnostics/profile.hpp): "as asked"
-  /// for an explicit one; for auto, what the choice overlaps and where the sessions live.
+  /// Why this strategy: "as asked" for an explicit one; for auto, the measurement it went by (a live
+  /// pool server, this machine's bench record) or else what the choice overlaps and where the sessions live.
   std::string strategy_reason() const;
 
   /// Runs one inference on `device`. Host tensors, or GPU tensors: sessions in this process and worker
