@@ -85,11 +85,12 @@ TEST(Fleet, AutoSaysWhyItChoseTheFleet) {
 // For several GPUs, auto goes by this machine's last bench: a worker process per GPU or one process,
 // whichever started them faster, and says which measurement it used. Nothing is started.
 TEST(Fleet, AutoChoosesFromThisMachinesBenchRecord) {
+  const std::string model = test::mlp_model();  // first: the test set-up sets ORTFLEET_CACHE when it runs
   const detail::PrivateDir cache = detail::PrivateDir::temporary("ortfleet-test-records");
   const test::ScopedEnv root("ORTFLEET_CACHE", cache.path().string());
   FleetOptions two;
   two.devices = {Device::cuda(0), Device::cuda(1)};
-  const std::string no_record = Fleet(test::mlp_model(), two).strategy_reason();
+  const std::string no_record = Fleet(model, two).strategy_reason();
   EXPECT_EQ(no_record.rfind("auto chose fleet: ", 0), 0u) << no_record;
   EXPECT_NE(no_record.find("no bench record of 2 GPUs on this machine"), std::string::npos) << no_record;
 
@@ -101,27 +102,27 @@ TEST(Fleet, AutoChoosesFromThisMachinesBenchRecord) {
   save_start_record(record);
   const std::string machine = "(" + record.described() + ")";
   EXPECT_NE(machine.find("bench of 2026-11-23"), std::string::npos) << machine;
-  const Fleet workers(test::mlp_model(), two);
+  const Fleet workers(model, two);
   EXPECT_EQ(workers.strategy(), Strategy::fleet);
   EXPECT_EQ(workers.strategy_reason(),
             "auto chose fleet: on this machine " + machine + " a worker process per GPU started 2 GPUs in 741 ms vs 1210 ms for threads in one process");
 
   record.start_ms["threads"] = 600;
   save_start_record(record);
-  EXPECT_EQ(Fleet(test::mlp_model(), two).strategy_reason(),
+  EXPECT_EQ(Fleet(model, two).strategy_reason(),
             "auto chose fleet in one process: on this machine " + machine + " threads in one process started 2 GPUs in 600 ms vs 741 ms for a worker "
             "process per GPU");
 
   FleetOptions three = two;  // the record is of two GPUs
   three.devices.push_back(Device::cuda(2));
-  EXPECT_NE(Fleet(test::mlp_model(), three).strategy_reason().find("no bench record of 3 GPUs"), std::string::npos);
+  EXPECT_NE(Fleet(model, three).strategy_reason().find("no bench record of 3 GPUs"), std::string::npos);
   FleetOptions asked = two;
   asked.strategy = Strategy::fleet;
-  EXPECT_EQ(Fleet(test::mlp_model(), asked).strategy_reason(), "as asked");
+  EXPECT_EQ(Fleet(model, asked).strategy_reason(), "as asked");
 
   record.gpus.push_back("Another GPU");  // made on another machine: not this one's measurement
   save_start_record(record);
-  EXPECT_NE(Fleet(test::mlp_model(), two).strategy_reason().find("no bench record of 2 GPUs"), std::string::npos);
+  EXPECT_NE(Fleet(model, two).strategy_reason().find("no bench record of 2 GPUs"), std::string::npos);
 }
 
 TEST(Fleet, ProcessesRunInWorkerProcesses) {

@@ -313,6 +313,7 @@ TEST(PoolServer, TheDefaultSocketIsInTheUsersRuntimeFolder) {
 // it says so, and the sessions live in the pool's workers. Opting out, or a device the pool lacks,
 // starts cold as before.
 TEST(PoolServer, AutoStartsOnALivePoolServerOnTheDefaultSocket) {
+  const std::string model = test::mlp_model();  // first: the test set-up sets ORTFLEET_AUTO_POOL=0 when it runs
   const detail::PrivateDir runtime = detail::PrivateDir::temporary("ortfleet-test-runtime");
   const test::ScopedEnv xdg("XDG_RUNTIME_DIR", runtime.path().string());
   const test::ScopedEnv allowed("ORTFLEET_AUTO_POOL", std::nullopt);
@@ -325,7 +326,7 @@ TEST(PoolServer, AutoStartsOnALivePoolServerOnTheDefaultSocket) {
   FleetOptions o;
   o.devices = {Device::cpu(0), Device::cpu(1)};
   {
-    auto fleet = ready_fleet(test::mlp_model(), o);
+    auto fleet = ready_fleet(model, o);
     EXPECT_EQ(fleet->strategy_reason().rfind("auto chose the warm worker pool of `ortfleet serve` on " + default_pool_socket(), 0), 0u)
         << fleet->strategy_reason();
     const auto workers = server.pool().status();
@@ -334,19 +335,19 @@ TEST(PoolServer, AutoStartsOnALivePoolServerOnTheDefaultSocket) {
   }
   FleetOptions opted_out = o;
   opted_out.auto_pool = false;
-  EXPECT_EQ(Fleet(test::mlp_model(), opted_out).strategy_reason().find("pool"), std::string::npos);
+  EXPECT_EQ(Fleet(model, opted_out).strategy_reason().find("pool"), std::string::npos);
   {
     const test::ScopedEnv off("ORTFLEET_AUTO_POOL", "0");
-    EXPECT_EQ(Fleet(test::mlp_model(), o).strategy_reason().find("pool"), std::string::npos);
+    EXPECT_EQ(Fleet(model, o).strategy_reason().find("pool"), std::string::npos);
   }
   FleetOptions three = o;
   three.devices.push_back(Device::cpu(2));
-  const std::string reason = Fleet(test::mlp_model(), three).strategy_reason();
+  const std::string reason = Fleet(model, three).strategy_reason();
   EXPECT_EQ(reason.rfind("auto chose fleet: ", 0), 0u) << reason;
   EXPECT_NE(reason.find("does not serve cpu:2"), std::string::npos) << reason;
   FleetOptions sequential = o;
   sequential.strategy = Strategy::sequential;  // an explicit strategy is never moved onto the pool
-  EXPECT_EQ(Fleet(test::mlp_model(), sequential).strategy_reason(), "as asked");
+  EXPECT_EQ(Fleet(model, sequential).strategy_reason(), "as asked");
   server.stop();
   serving.join();
 }
