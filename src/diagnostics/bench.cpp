@@ -134,6 +134,9 @@ std::vector<Case> plan_cases(const BenchOptions& o, const std::string& ortfleet,
     // The fleet's workers as before narrowing: each cuInit sets up every GPU of the node.
     ortfleet_case(Strategy::fleet, all, "fleet, workers see every GPU");
     cases.back().start.arguments.push_back("--no-narrow-workers");
+    // What auto weighs the workers against (this machine's start record): every GPU in one process.
+    ortfleet_case(Strategy::fleet, all, "fleet, one process");
+    cases.back().start.arguments.push_back("--one-process");
   }
   if (!pool_socket.empty()) {
     // Each warm-pool row is followed by its resident row: the session it made is the one found again.

@@ -63,10 +63,9 @@ struct Fleet::Impl {
   FleetOptions options;
   Strategy strategy = Strategy::fleet;
   bool use_workers = false;
-  bool one_process = false;  // auto found one process faster than a worker per GPU on this machine
   std::string auto_reason;
   /// Strategy::automatic, from what is measured: may point options.pool_socket at a live pool server
-  /// or set one_process. Returns the reason, naming the measurement.
+  /// or set options.one_process. Returns the reason, naming the measurement.
   std::string choose_automatically(long gpus);
 
   mutable std::mutex mutex;
@@ -290,6 +289,7 @@ std::string Fleet::Impl::choose_automatically(long gpus) {
                                        "overlapped start reaches (the plain strategies pay their sum)"
                                      : "the model is read while ONNX Runtime loads";
   if (s.on_pool()) return "auto chose fleet: " + floor + "; on the warm worker pool";
+  if (s.options.one_process && gpus > 1) return "auto chose fleet: " + floor + "; every GPU in this process, as asked (one_process)";
   std::string pool_note;
   if (auto_pool_allowed(s.options)) {
     const std::string socket = default_pool_socket();
@@ -315,8 +315,8 @@ std::string Fleet::Impl::choose_automatically(long gpus) {
     for (const auto& [row, words] : kOneProcessRows) {
       const auto one = record->start_ms.find(row);
       if (one == record->start_ms.end()) continue;
-      s.one_process = one->second < workers_ms;
-      if (s.one_process) {
+      s.options.one_process = one->second < workers_ms;
+      if (s.options.one_process) {
         return fmt::format("auto chose fleet in one process: on this machine ({}) {} started {} GPUs in {:.0f} ms vs {:.0f} ms for a worker "
                            "process per GPU{}", record->described(), words, gpus, one->second, workers_ms, pool_note);
       }
@@ -354,7 +354,7 @@ Fleet::Fleet(std::string model_path, FleetOptions options) : impl_(std::make_uni
   // cuDNN/cuBLAS handle creation, allocation): the fleet gives each GPU its own process, unless this
   // machine's bench found one process faster.
   const bool on_pool = s.on_pool();
-  s.use_workers = s.strategy == Strategy::processes || (s.strategy == Strategy::fleet && gpus > 1 && !s.one_process) || on_pool;
+  s.use_workers = s.strategy == Strategy::processes || (s.strategy == Strategy::fleet && gpus > 1 && !s.options.one_process) || on_pool;
   if (s.options.pool != nullptr && !s.options.pool_socket.empty()) {
     throw Error("a fleet starts on one pool: both a WorkerPool and a pool socket were given", "Give one of them");
   }

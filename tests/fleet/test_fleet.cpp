@@ -113,6 +113,15 @@ TEST(Fleet, AutoChoosesFromThisMachinesBenchRecord) {
             "auto chose fleet in one process: on this machine " + machine + " threads in one process started 2 GPUs in 600 ms vs 741 ms for a worker "
             "process per GPU");
 
+  record.start_ms["fleet, one process"] = 650;  // bench's row of the fleet in one process, when it has one, before threads
+  save_start_record(record);
+  EXPECT_EQ(Fleet(model, two).strategy_reason(),
+            "auto chose fleet in one process: on this machine " + machine + " the fleet in one process started 2 GPUs in 650 ms vs 741 ms for a "
+            "worker process per GPU");
+  FleetOptions asked_one = two;
+  asked_one.one_process = true;
+  EXPECT_NE(Fleet(model, asked_one).strategy_reason().find("as asked (one_process)"), std::string::npos);
+
   FleetOptions three = two;  // the record is of two GPUs
   three.devices.push_back(Device::cuda(2));
   EXPECT_NE(Fleet(model, three).strategy_reason().find("no bench record of 3 GPUs"), std::string::npos);

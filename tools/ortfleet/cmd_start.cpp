@@ -32,6 +32,7 @@ struct StartFlags {
   double timeout_s = FleetOptions{}.start_timeout_s;
   std::string pool;
   bool no_narrow = false;
+  bool one_process = false;
   RunConfigFlags config;
 };
 
@@ -95,6 +96,7 @@ int run_start(const StartFlags& f, const Globals& g) {
   options.profile_dir = f.profile_dir;
   options.start_timeout_s = f.timeout_s;
   options.narrow_workers = !f.no_narrow;
+  options.one_process = f.one_process;
   if (!f.pool.empty()) options.pool_socket = f.pool == "default" ? default_pool_socket() : f.pool;
   const std::string model = f.target.model_path(g.quiet || f.ready_line);
   options.devices = f.target.device_list();
@@ -141,6 +143,7 @@ void register_start(CLI::App& app, Globals& globals, Action& action) {
   cmd->add_option("--pool", f->pool,
                   "Start on the warm pool of `ortfleet serve` listening on this socket ('default': " + default_pool_socket() + ")");
   cmd->add_flag("--no-narrow-workers", f->no_narrow, "Let worker processes see every GPU (CUDA_VISIBLE_DEVICES as given)");
+  cmd->add_flag("--one-process", f->one_process, "With the fleet on several GPUs: every session in this process, no worker processes");
   cmd->add_flag("--ready-line", f->ready_line, "Print one JSON line when every device is done (for bench)");
   cmd->add_option("--ort-log", f->ort_log, "Write ONNX Runtime's log (verbose, timestamped JSON lines) here (in-process strategies)");
   f->config.add_to(cmd);
