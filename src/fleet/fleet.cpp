@@ -296,8 +296,7 @@ std::string Fleet::Impl::choose_automatically(long gpus) {
     if (const auto served = detail::live_pool_devices(socket, 2.0)) {
       std::vector<std::string> missing;
       for (const auto& d : s.options.devices) {
-        const bool found = std::any_of(served->begin(), served->end(), [&](const std::string& x) { return Device::parse(x) == d; });
-        if (!found) missing.push_back(d.to_string());
+        if (std::find(served->begin(), served->end(), d.to_string()) == served->end()) missing.push_back(d.to_string());
       }
       if (missing.empty()) {
         s.options.pool_socket = socket;
