@@ -120,10 +120,25 @@ struct Fleet::Impl {
 
   void mark_failed(size_t i, const Error& error, bool after_ready = false) {
     std::lock_guard lock(mutex);
+    mark_failed_locked(i, error, after_ready);
+  }
+
+  void mark_failed_locked(size_t i, const Error& error, bool after_ready) {
     status[i].state = DeviceState::failed;
     status[i].error = error.what();
     failures[i] = Failure{error, after_ready};
     changed.notify_all();
+  }
+
+  /// A worker that died or was given up on with runs in flight: those runs found out on threads of
+  /// their own (the ring's or run_async's), so its device has failed though nobody has called since.
+  /// Asked whenever the devices' states are read; `mutex` held.
+  void note_gone_workers() {
+    if (!use_workers) return;
+    for (size_t i = 0; i < status.size(); ++i) {
+      if (status[i].state != DeviceState::ready) continue;  // ready: its remote is in place
+      if (auto error = remotes[i].channel()->gone_error()) mark_failed_locked(i, *error, /*after_ready=*/true);
+    }
   }
 
   /// Whether the sessions start on a worker pool, in this process or an `ortfleet serve` daemon.
@@ -410,11 +425,13 @@ bool Fleet::wait(double timeout_s) {
 
 bool Fleet::ready(const Device& device) const {
   std::lock_guard lock(impl_->mutex);
+  impl_->note_gone_workers();
   return impl_->status[impl_->index_of(device)].state == DeviceState::ready;
 }
 
 std::vector<DeviceStatus> Fleet::status() const {
   std::lock_guard lock(impl_->mutex);
+  impl_->note_gone_workers();
   return impl_->status;
 }
 
@@ -444,6 +461,7 @@ Fleet::Impl::Target Fleet::Impl::ready_target(const Device& device) {
                 "(FleetOptions::start_timeout_s, Fleet(start_timeout=...), ortfleet start --timeout)",
                 device.to_string());
   }
+  note_gone_workers();
   if (status[i].state == DeviceState::failed) {
     const auto& failure = *failures[i];
     if (failure.after_ready) throw failure.error;
@@ -485,7 +503,8 @@ std::future<std::vector<Tensor>> Fleet::run_async(const Device& device, const st
   auto& s = *impl_;
   const auto target = s.ready_target(device);
   if (target.worker != nullptr) {
-    // A worker that dies with this run in flight fails its future; the device is marked failed by the next call.
+    // A worker that dies with this run in flight fails its future, and its device has failed from then
+    // on (note_gone_workers), whether or not anyone calls get().
     return s.on_worker(device, *target.worker,
                        [&] { return target.worker->run_async(target.remote_session, inputs, s.options.run_timeout_s, outputs_on_device); });
   }

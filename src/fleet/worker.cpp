@@ -148,8 +148,18 @@ std::string WorkerChannel::run_timed_out(double timeout_s) const {
                      seconds_text(timeout_s), pid_);
 }
 
+Error WorkerChannel::no_worker_error() const {
+  return Error(device_.to_string() + " has no worker any more: " + gone_, "Start a new Fleet", device_.to_string());
+}
+
 void WorkerChannel::throw_if_gone() const {
-  if (!gone_.empty()) throw Error(device_.to_string() + " has no worker any more: " + gone_, "Start a new Fleet", device_.to_string());
+  if (!gone_.empty()) throw no_worker_error();
+}
+
+std::optional<Error> WorkerChannel::gone_error() const {
+  std::unique_lock lock(mutex_, std::try_to_lock);
+  if (!lock.owns_lock() || gone_.empty()) return std::nullopt;
+  return no_worker_error();
 }
 
 Message WorkerChannel::expect(Received reply, const char* expected, const std::string& doing, const std::string& timed_out,

@@ -23,12 +23,14 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "fleet/device_tensors.hpp"
 #include "fleet/local_start.hpp"
 #include "fleet/worker_ring.hpp"
+#include "ortfleet/base/error.hpp"
 #include "process/ipc.hpp"
 
 namespace ortfleet::detail {
@@ -95,6 +97,9 @@ class WorkerChannel {
   Message call(const nlohmann::json& request, const char* expected, double timeout_s, const std::vector<int>& fds = {});
   /// False once the worker died, closed this channel or was given up on: every later request fails.
   bool alive() const;
+  /// The error every later request throws, once this channel knows its worker is gone; nothing while it
+  /// is reachable, or while a request holds the channel (that request is finding out). Never waits.
+  std::optional<Error> gone_error() const;
 
  private:
   [[noreturn]] void gone(const std::string& doing);
@@ -104,6 +109,7 @@ class WorkerChannel {
   /// A run through a "run" message and shared memory (no request ring), on host tensors.
   std::vector<Tensor> run_on_socket(const std::string& session, const std::vector<Tensor>& host, double timeout_s, bool outputs_on_device);
   void throw_if_gone() const;  ///< mutex_ held
+  Error no_worker_error() const;  ///< mutex_ held, gone_ set
   /// The channel's request ring, handed to the worker after its first start (or before its first run,
   /// waiting at most `timeout_s` for the worker to take it); none when kRingVariable is 0.
   std::shared_ptr<RingClient> ring(double timeout_s);

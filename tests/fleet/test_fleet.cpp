@@ -181,6 +181,38 @@ TEST(Fleet, AWorkerThatDiesIsReportedAndTheRestKeepWorking) {
   EXPECT_EQ(fleet.run(Device::cpu(1), inputs).size(), 1u);
 }
 
+// A worker that dies with a run_async in flight fails its device then, not at the next call: the run
+// found out on a thread of its own (the ring's, or the socket's), and status() says so though nobody
+// called get(). Through the request ring and through the socket.
+TEST(Fleet, AWorkerThatDiesWithARunInFlightFailsItsDeviceWithoutAnotherCall) {
+  for (const char* ring : {"1", "0"}) {
+    SCOPED_TRACE(std::string("request ring ") + ring);
+    const test::ScopedEnv ring_setting(detail::kRingVariable, std::string(ring));
+    Fleet fleet(test::mlp_model(), cpu_fleet(Strategy::processes));
+    fleet.start();
+    ASSERT_TRUE(fleet.wait());
+    const int pid = fleet.status()[0].pid;
+    const auto inputs = random_inputs(fleet.inputs(), 1);
+    ASSERT_EQ(::kill(pid, SIGSTOP), 0);  // the run stays in flight until the worker is killed
+    auto in_flight = fleet.run_async(Device::cpu(0), inputs);
+    ASSERT_EQ(::kill(pid, SIGKILL), 0);
+    in_flight.wait();  // failed, not collected
+    const auto status = fleet.status();
+    EXPECT_EQ(status[0].state, DeviceState::failed);
+    EXPECT_NE(status[0].error.find("was killed by signal SIGKILL"), std::string::npos) << status[0].error;
+    EXPECT_FALSE(fleet.ready(Device::cpu(0)));
+    EXPECT_EQ(status[1].state, DeviceState::ready);
+    try {
+      in_flight.get();
+      ADD_FAILURE() << "a killed worker answered";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("was killed by signal SIGKILL"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(fleet.run_async(Device::cpu(0), inputs), Error);  // at once: the device has failed
+    EXPECT_EQ(fleet.run(Device::cpu(1), inputs).size(), 1u);
+  }
+}
+
 TEST(Fleet, StartIsNonBlockingAndRunWaitsForReadiness) {
   Fleet fleet(test::resnet18_model(), cpu_fleet(Strategy::threads, 1));
   fleet.start();

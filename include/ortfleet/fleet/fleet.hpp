@@ -129,7 +129,8 @@ class Fleet {
   /// one thread can keep every device busy. A worker process receives the inputs (copied) before this
   /// returns; an in-process session runs on a thread of its own and reads the inputs while it runs, so
   /// borrowed input memory must outlive the future. Errors of the run come out of the future's get();
-  /// a device that is not ready throws here, as run() does.
+  /// a device that is not ready throws here, as run() does. A worker that dies with runs in flight fails
+  /// its device as soon as they find out (status() shows it), whether or not get() is called.
   std::future<std::vector<Tensor>> run_async(const Device& device, const std::vector<Tensor>& inputs, bool outputs_on_device = false);
   /// How tensors crossed to and from the worker processes so far (zero for sessions in this process).
   TransferCounters transfer_counters() const;
