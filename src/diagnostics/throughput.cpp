@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <deque>
 #include <future>
+#include <latch>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -34,33 +35,51 @@ using nlohmann::json;
 
 namespace {
 
-/// Each thread runs inferences on its device until the deadline; returns per-inference latencies.
-std::vector<std::vector<double>> hammer(Fleet& fleet, const std::vector<Device>& per_thread, double seconds) {
-  const auto inputs = random_inputs(fleet.inputs(), 7);
-  std::vector<std::vector<double>> latencies(per_thread.size());
+/// Each thread runs inferences on its device with its inputs until the deadline; returns per-inference
+/// latencies. A thread's failure is rethrown here once every thread has stopped.
+std::vector<std::vector<double>> hammer(Fleet& fleet, const std::vector<Device>& per_thread,
+                                        const std::vector<std::vector<Tensor>>& inputs, double seconds) {
+  const size_t n = per_thread.size();
+  std::vector<std::vector<double>> latencies(n);
+  std::vector<std::exception_ptr> errors(n);
+  std::latch warm(static_cast<std::ptrdiff_t>(n));
+  std::latch go(1);
+  int64_t deadline = 0;  // set before `go` opens
   std::vector<std::thread> threads;
-  std::atomic<bool> go{false};
-  int64_t deadline = 0;
-  for (size_t t = 0; t < per_thread.size(); ++t) {
+  for (size_t t = 0; t < n; ++t) {
     threads.emplace_back([&, t] {
-      for (int i = 0; i < 3; ++i) fleet.run(per_thread[t], inputs);  // warm, untimed
-      while (!go.load()) std::this_thread::yield();
-      while (monotonic_ns() < deadline) {
-        const int64_t start = monotonic_ns();
-        fleet.run(per_thread[t], inputs);
-        latencies[t].push_back(static_cast<double>(monotonic_ns() - start) / 1e6);
+      try {
+        for (int i = 0; i < 3; ++i) fleet.run(per_thread[t], inputs[t]);  // warm, untimed
+      } catch (...) {
+        errors[t] = std::current_exception();
+      }
+      warm.count_down();
+      go.wait();
+      if (errors[t]) return;
+      try {
+        while (monotonic_ns() < deadline) {
+          const int64_t start = monotonic_ns();
+          fleet.run(per_thread[t], inputs[t]);
+          latencies[t].push_back(static_cast<double>(monotonic_ns() - start) / 1e6);
+        }
+      } catch (...) {
+        errors[t] = std::current_exception();
       }
     });
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // let every thread finish its warm-up
+  warm.wait();  // every thread has finished its warm-up
   deadline = monotonic_ns() + static_cast<int64_t>(seconds * 1e9);
-  go = true;
+  go.count_down();
   for (auto& th : threads) th.join();
+  for (const auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
   return latencies;
 }
 
-ThroughputRow measure(const std::string& label, Fleet& fleet, const std::vector<Device>& per_thread, double seconds, int devices) {
-  const auto latencies = hammer(fleet, per_thread, seconds);
+ThroughputRow measure(const std::string& label, Fleet& fleet, const std::vector<Device>& per_thread,
+                      const std::vector<std::vector<Tensor>>& inputs, double seconds, int devices) {
+  const auto latencies = hammer(fleet, per_thread, inputs, seconds);
   std::vector<double> all;
   for (const auto& l : latencies) all.insert(all.end(), l.begin(), l.end());
   ThroughputRow row;
@@ -71,6 +90,19 @@ ThroughputRow measure(const std::string& label, Fleet& fleet, const std::vector<
   row.p50_ms = percentile(all, 50);
   row.p99_ms = percentile(all, 99);
   return row;
+}
+
+/// Generated inputs of batch `batch` (the first dim of inputs whose first dim is dynamic).
+std::vector<Tensor> inputs_of_batch(const std::vector<TensorSpec>& specs, int64_t batch) {
+  ShapeOptions one;
+  one.batches = {batch};
+  return random_inputs(with_shapes(specs, resolve_shapes(specs, one, 1).front()), 7);
+}
+
+void check_batches(const std::vector<int64_t>& batches, const std::string& what, const char* example) {
+  for (const auto b : batches) {
+    if (b <= 0) throw Error(what + " must be positive (got " + std::to_string(b) + ")", std::string("Write them as ") + example);
+  }
 }
 
 /// One thread keeps `depth` runs in flight on `device` (run_async) until the deadline: the throughput
@@ -137,7 +169,7 @@ void add_round_trips(const ThroughputOptions& o, ThroughputReport& report) {
       else ::unsetenv(detail::kRingVariable);
       if (!ready) throw Error("the identity model failed to start on " + device.to_string() + ": " + fleet.status().front().error);
     }
-    report.rows.push_back(measure(way.label, fleet, {device}, o.seconds, 1));
+    report.rows.push_back(measure(way.label, fleet, {device}, {random_inputs(fleet.inputs(), 7)}, o.seconds, 1));
     const auto& row = report.rows.back();
     note += fmt::format(" {} p50 {:.1f} us, p99 {:.1f} us;", way.short_name, row.p50_ms * 1000, row.p99_ms * 1000);
     if (way.strategy == Strategy::processes && std::string(way.ring) == "1") {
@@ -157,13 +189,6 @@ std::string mix_text(const std::vector<int64_t>& mix) {
   std::string out;
   for (const auto b : mix) out += (out.empty() ? "" : ",") + std::to_string(b);
   return out;
-}
-
-/// Generated inputs of batch `batch` (the first dim of inputs whose first dim is dynamic).
-std::vector<Tensor> inputs_of_batch(const std::vector<TensorSpec>& specs, int64_t batch) {
-  ShapeOptions one;
-  one.batches = {batch};
-  return random_inputs(with_shapes(specs, resolve_shapes(specs, one, 1).front()), 7);
 }
 
 /// One Session made with `config` on `device`, ready, then a stream of calls whose batch follows the
@@ -247,9 +272,7 @@ ThroughputReport run_shape_mix(const ThroughputOptions& o) {
   auto say = [&](const std::string& s) {
     if (o.progress) o.progress(s);
   };
-  for (const auto b : o.shape_mix) {
-    if (b <= 0) throw Error("batch sizes of a shape mix must be positive", "Write it as 1,2 or 1,8,32");
-  }
+  check_batches(o.shape_mix, "batch sizes of a shape mix", "1,2 or 1,8,32");
   const Device device = o.devices.front();
   const std::string mix = mix_text(o.shape_mix);
   const std::string order = o.random_order ? ", random order" : "";
@@ -325,6 +348,155 @@ ThroughputReport run_shape_mix(const ThroughputOptions& o) {
   return report;
 }
 
+// --- scaling over devices and threads, in this process and in worker processes --------------------
+
+/// What every call of a set of rows feeds the sessions: one batch size, in host memory or already on
+/// the session's GPU.
+struct Workload {
+  int64_t batch = 0;
+  bool on_device = false;
+  std::vector<Tensor> host;  // the inputs, in host memory
+  std::string text() const { return fmt::format("batch {}, {} inputs", batch, on_device ? "device" : "host"); }
+};
+
+std::vector<Workload> workloads_for(const ThroughputOptions& o, const std::vector<TensorSpec>& specs, bool gpus) {
+  std::vector<Workload> out;
+  const auto add = [&](int64_t batch, const std::vector<Tensor>& host) {
+    out.push_back(Workload{batch, false, host});
+    if (gpus) out.push_back(Workload{batch, true, host});
+  };
+  if (o.batches.empty()) {
+    const auto host = random_inputs(specs, 7);
+    const auto shaped = std::find_if(host.begin(), host.end(), [](const Tensor& t) { return !t.shape.empty(); });
+    add(shaped != host.end() ? shaped->shape.front() : 1, host);
+  }
+  for (size_t i = 0; i < o.batches.size(); ++i) {
+    const int64_t b = o.batches[i];
+    if (std::find(o.batches.begin(), o.batches.begin() + static_cast<std::ptrdiff_t>(i), b) == o.batches.begin() + static_cast<std::ptrdiff_t>(i)) {
+      add(b, inputs_of_batch(specs, b));
+    }
+  }
+  return out;
+}
+
+/// The inputs of each thread: the workload's, or for device inputs a copy on each thread's GPU (one per GPU).
+std::vector<std::vector<Tensor>> inputs_per_thread(const Workload& w, const std::vector<Device>& per_thread) {
+  std::map<std::string, std::vector<Tensor>> on_device;
+  std::vector<std::vector<Tensor>> out;
+  for (const auto& d : per_thread) {
+    if (!w.on_device) {
+      out.push_back(w.host);
+      continue;
+    }
+    auto& copies = on_device[d.to_string()];
+    if (copies.empty()) {
+      for (const auto& t : w.host) copies.push_back(Tensor::copy_to_gpu(t, d));
+    }
+    out.push_back(copies);
+  }
+  return out;
+}
+
+/// One kind of scaling row: `threads` threads calling sessions on the first `devices` devices (more
+/// threads than devices share the first device's session), in this process or in worker processes.
+struct ScalingCase {
+  int devices = 1;
+  int threads = 1;
+  bool workers = false;
+  std::string label() const {
+    if (devices == 1 && threads == 1) return fmt::format("1 device, 1 thread, {}", workers ? "a worker process" : "in this process");
+    if (devices == 1) return fmt::format("1 device, {} threads on one session, in this process", threads);
+    return fmt::format("{} devices, one session each, {}", devices, workers ? "a worker process each" : "in this process");
+  }
+};
+
+/// "2 GPUs", "1 CPU device".
+std::string device_count_text(int count, const Device& kind) {
+  return fmt::format("{} {}{}", count, kind.is_gpu() ? "GPU" : "CPU device", count == 1 ? "" : "s");
+}
+
+/// For each workload (batch, host or device inputs): one session on one device and its threads, then
+/// one session on each device; on 1 and on N devices both in this process and in worker processes, with
+/// the same session settings (the fleet's), so that the ratio is what the worker's data path costs.
+ThroughputReport run_scaling(const ThroughputOptions& o) {
+  const auto say = [&](const std::string& s) {
+    if (o.progress) o.progress(s);
+  };
+  check_batches(o.batches, "batch sizes", "1 or 1,32");
+  ThroughputReport report;
+  report.model = o.model;
+  report.machine = detail::machine_description(o.devices);
+  const Device first = o.devices.front();
+  const int n = static_cast<int>(o.devices.size());
+  const bool gpus = std::all_of(o.devices.begin(), o.devices.end(), [](const Device& d) { return d.is_gpu(); });
+  std::vector<ScalingCase> cases = {{1, 1, false}, {1, 1, true}};
+  if (n > 1) cases.insert(cases.end(), {{1, n, false}, {n, n, false}, {n, n, true}});
+
+  std::vector<Workload> workloads;  // once the first fleet knows the model's inputs
+  std::map<std::pair<size_t, size_t>, ThroughputRow> measured;  // (workload, case)
+  for (const int devices : n > 1 ? std::vector<int>{1, n} : std::vector<int>{1}) {
+    for (const bool workers : {false, true}) {
+      FleetOptions fo;
+      fo.devices.assign(o.devices.begin(), o.devices.begin() + devices);
+      fo.strategy = workers ? Strategy::processes : Strategy::threads;
+      fo.config = detail::tuned_for_fleet(o.config, first, devices);
+      fo.ort_library = o.ort_library;
+      const std::string where = workers ? "a worker process each" : "in this process";
+      say(fmt::format("starting {} session{}, {}", devices, devices == 1 ? "" : "s", where));
+      Fleet fleet(o.model, fo);
+      fleet.start();
+      if (!fleet.wait()) {
+        for (const auto& st : fleet.status()) {
+          if (st.state == DeviceState::failed) throw Error(fmt::format("a session {} failed on {}: {}", where, st.device.to_string(), st.error));
+        }
+      }
+      if (workloads.empty()) workloads = workloads_for(o, fleet.inputs(), gpus);
+      for (size_t w = 0; w < workloads.size(); ++w) {
+        for (size_t c = 0; c < cases.size(); ++c) {
+          const ScalingCase& sc = cases[c];
+          if (sc.devices != devices || sc.workers != workers) continue;
+          const std::string label = sc.label() + ", " + workloads[w].text();
+          say(fmt::format("{}, {:.0f} s", label, o.seconds));
+          const std::vector<Device> per_thread =
+              sc.devices == 1 ? std::vector<Device>(static_cast<size_t>(sc.threads), first) : fo.devices;
+          ThroughputRow row;
+          try {
+            row = measure(label, fleet, per_thread, inputs_per_thread(workloads[w], per_thread), o.seconds, sc.devices);
+          } catch (const std::exception& e) {
+            row.label = label;
+            row.devices = sc.devices;
+            row.threads = sc.threads;
+            row.error = Error::from(e).what();
+          }
+          row.batch = workloads[w].batch;
+          row.inputs = workloads[w].on_device ? "device" : "host";
+          measured[{w, c}] = row;
+        }
+      }
+    }
+  }
+  if (!gpus) report.notes.push_back("not run: rows with inputs already on the device (the devices are not GPUs)");
+
+  for (size_t w = 0; w < workloads.size(); ++w) {
+    const ThroughputRow& base = measured.at({w, 0});  // 1 device, 1 thread, in this process
+    for (size_t c = 0; c < cases.size(); ++c) {
+      ThroughputRow row = measured.at({w, c});
+      if (row.error.empty() && base.error.empty() && base.inferences_per_s > 0) row.speedup = row.inferences_per_s / base.inferences_per_s;
+      if (cases[c].workers) {
+        // The in-process row of the same devices: the case just before this one.
+        const ThroughputRow& in_process = measured.at({w, c - 1});
+        if (row.error.empty() && in_process.error.empty() && in_process.inferences_per_s > 0) {
+          row.vs_in_process = row.inferences_per_s / in_process.inferences_per_s;
+          report.notes.push_back(fmt::format("workers reach {:.2f}x in-process ({}, {})", row.vs_in_process,
+                                             device_count_text(cases[c].devices, first), workloads[w].text()));
+        }
+      }
+      report.rows.push_back(std::move(row));
+    }
+  }
+  return report;
+}
+
 }  // namespace
 
 ThroughputReport run_throughput(const ThroughputOptions& options) {
@@ -333,47 +505,7 @@ ThroughputReport run_throughput(const ThroughputOptions& options) {
   validate_model_file(o.model);
   load_runtime(o.ort_library);
   if (!o.shape_mix.empty()) return run_shape_mix(o);
-  auto say = [&](const std::string& s) {
-    if (o.progress) o.progress(s);
-  };
-  FleetOptions fo;
-  fo.config = o.config;
-  fo.ort_library = o.ort_library;
-  fo.strategy = Strategy::fleet;
-  ThroughputReport report;
-  report.model = o.model;
-  report.machine = detail::machine_description(o.devices);
-  const Device first = o.devices.front();
-  const int n = static_cast<int>(o.devices.size());
-  {
-    fo.devices = {first};
-    say("starting one session on " + first.to_string());
-    Fleet one(o.model, fo);
-    one.start();
-    if (!one.wait()) throw Error("the session on " + first.to_string() + " failed: " + one.status().front().error);
-    say(fmt::format("1 session, 1 thread, {:.0f} s", o.seconds));
-    report.rows.push_back(measure("1 device, 1 thread", one, {first}, o.seconds, 1));
-    if (n > 1) {
-      say(fmt::format("1 session, {} threads, {:.0f} s", n, o.seconds));
-      report.rows.push_back(measure(fmt::format("1 device, {} threads on one session", n), one,
-                                    std::vector<Device>(static_cast<size_t>(n), first), o.seconds, 1));
-    }
-  }
-  if (n > 1) {
-    // Where the sessions live changes what a call costs: a worker process answers through shared
-    // memory (the fleet's start-up), a session in this process is called directly (threads).
-    fo.devices = o.devices;
-    for (const auto& [strategy, where] : {std::pair{Strategy::fleet, "a worker process each"}, std::pair{Strategy::threads, "in this process"}}) {
-      fo.strategy = strategy;
-      say(fmt::format("starting {} sessions, one per device, {}", n, where));
-      Fleet all(o.model, fo);
-      all.start();
-      if (!all.wait()) throw Error(fmt::format("the {} strategy failed to start on every device", to_string(strategy)));
-      say(fmt::format("{} sessions, {}, one thread each, {:.0f} s", n, where, o.seconds));
-      report.rows.push_back(measure(fmt::format("{} devices, one session each, {}", n, where), all, o.devices, o.seconds, n));
-    }
-  }
-  for (auto& r : report.rows) r.speedup = r.inferences_per_s / report.rows.front().inferences_per_s;
+  ThroughputReport report = run_scaling(o);
   add_round_trips(o, report);  // speed-ups compare models of the same kind: these rows have none
   return report;
 }
@@ -392,6 +524,9 @@ std::string ThroughputReport::to_json() const {
                    {"first_call_ratio", r.first_call_ratio},
                    {"memory_bytes", r.memory_bytes},
                    {"sessions", r.sessions},
+                   {"batch", r.batch},
+                   {"inputs", r.inputs},
+                   {"vs_in_process", r.vs_in_process},
                    {"error", r.error}});
   }
   return json{{"ortfleet_throughput", 1}, {"model", model}, {"machine", machine}, {"rows", out}, {"notes", notes}}.dump(2);

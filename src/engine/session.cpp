@@ -70,17 +70,6 @@ TensorSpec spec_of(const std::string& name, const Ort::TypeInfo& info) {
   return spec;
 }
 
-/// `bytes` of device memory on `device`, freed with the last copy of the tensor.
-Tensor allocate_on_gpu(const std::string& name, ElementType type, const std::vector<int64_t>& shape, size_t bytes,
-                       const Device& device) {
-  const int ordinal = cuda_ordinal(device);
-  void* memory = detail::CudaDriver::instance().allocate(ordinal, bytes);
-  Tensor t = Tensor::borrow(name, type, shape, memory, device);
-  t.bytes = bytes;
-  t.owner = std::shared_ptr<void>(memory, [ordinal](void* p) { detail::CudaDriver::instance().release(ordinal, p); });
-  return t;
-}
-
 double ms_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
@@ -475,7 +464,7 @@ std::vector<Tensor> Session::Impl::pad(const std::vector<Tensor>& given, int64_t
       continue;
     }
     auto& driver = detail::CudaDriver::instance();
-    Tensor padded = allocate_on_gpu(t.name, t.type, shape, bytes, t.device);
+    Tensor padded = Tensor::allocate_on_gpu(t.name, t.type, shape, bytes, t.device);
     driver.copy_on_device(cuda_ordinal(t.device), padded.data, t.data, t.bytes);
     const std::vector<std::byte> zeros(bytes - t.bytes);
     if (!zeros.empty()) driver.copy_to_device(cuda_ordinal(t.device), static_cast<std::byte*>(padded.data) + t.bytes, zeros.data(), zeros.size());
@@ -601,7 +590,7 @@ std::vector<Tensor> Session::Impl::run_graph(ShapeSession& g, const std::vector<
   std::lock_guard replay(g.graph_mutex);
   if (g.graph_inputs.empty()) {
     // The buffers this session's graph will be captured on: the inputs of its first call, copied.
-    for (const auto& t : given) g.graph_inputs.push_back(allocate_on_gpu(t.name, t.type, t.shape, t.bytes, spec.device));
+    for (const auto& t : given) g.graph_inputs.push_back(Tensor::allocate_on_gpu(t.name, t.type, t.shape, t.bytes, spec.device));
   }
   for (const auto& t : given) {
     const auto fixed = std::find_if(g.graph_inputs.begin(), g.graph_inputs.end(), [&](const Tensor& f) { return f.name == t.name; });
@@ -649,7 +638,7 @@ std::vector<Tensor> Session::Impl::run_graph(ShapeSession& g, const std::vector<
     const std::vector<int64_t> shape = info.GetShape();
     const void* source = g.graph_outputs[i].GetTensorRawData();
     if (outputs_on_device) {
-      Tensor t = allocate_on_gpu(outputs[i].name, type, shape, checked_bytes(shape, type, "output '" + outputs[i].name + "'"), spec.device);
+      Tensor t = Tensor::allocate_on_gpu(outputs[i].name, type, shape, checked_bytes(shape, type, "output '" + outputs[i].name + "'"), spec.device);
       driver.copy_on_device(ordinal, t.data, source, t.bytes);
       out.push_back(std::move(t));
     } else {

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <random>
 
+#include "engine/cuda_driver.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/shapes.hpp"
 
@@ -67,6 +68,22 @@ Tensor Tensor::borrow(std::string name, ElementType type, std::vector<int64_t> s
   t.bytes = checked_bytes(t.shape, type, "tensor '" + t.name + "'");
   t.data = data;
   t.device = device;
+  return t;
+}
+
+Tensor Tensor::allocate_on_gpu(std::string name, ElementType type, std::vector<int64_t> shape, size_t bytes, const Device& device) {
+  const int ordinal = cuda_ordinal(device);
+  void* memory = detail::CudaDriver::instance().allocate(ordinal, bytes);
+  Tensor t = borrow(std::move(name), type, std::move(shape), memory, device);
+  t.bytes = bytes;
+  t.owner = std::shared_ptr<void>(memory, [ordinal](void* p) { detail::CudaDriver::instance().release(ordinal, p); });
+  return t;
+}
+
+Tensor Tensor::copy_to_gpu(const Tensor& host, const Device& device) {
+  if (host.on_gpu()) throw Error("tensor '" + host.name + "' is on " + host.device.to_string() + ", not in host memory", {}, device.to_string());
+  Tensor t = allocate_on_gpu(host.name, host.type, host.shape, host.bytes, device);
+  detail::CudaDriver::instance().copy_to_device(cuda_ordinal(device), t.data, host.data, host.bytes);
   return t;
 }
 

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "ortfleet/base/error.hpp"
@@ -8,29 +9,86 @@
 
 namespace ortfleet {
 
-TEST(Throughput, OverDevicesAndThreads) {
+TEST(Throughput, OverDevicesAndThreadsInThisProcessAndInWorkers) {
   ThroughputOptions o;
   o.model = test::mlp_model();
   o.devices = {Device::cpu(0), Device::cpu(1)};
   o.seconds = 0.3;
   const ThroughputReport r = run_throughput(o);
-  // 1 thread, 2 threads on one session, 2 worker processes, 2 sessions in process; then the round
-  // trips: ring, 8 in flight through the ring, socket, in process.
-  ASSERT_EQ(r.rows.size(), 8u);
+  // 1 device in process, 1 device through a worker, 2 threads on one session, 2 devices in process,
+  // 2 devices through workers; then the round trips: ring, 8 in flight through the ring, socket, in process.
+  ASSERT_EQ(r.rows.size(), 9u);
   for (const auto& row : r.rows) {
+    EXPECT_TRUE(row.error.empty()) << row.label << ": " << row.error;
     EXPECT_GT(row.inferences_per_s, 0.0) << row.label;
     EXPECT_LE(row.p50_ms, row.p99_ms);
   }
+  // The model's own batch (1), host inputs: the only inputs on CPU devices.
+  EXPECT_EQ(r.rows[0].label, "1 device, 1 thread, in this process, batch 1, host inputs");
+  EXPECT_EQ(r.rows[1].label, "1 device, 1 thread, a worker process, batch 1, host inputs");
+  EXPECT_EQ(r.rows[2].label, "1 device, 2 threads on one session, in this process, batch 1, host inputs");
+  EXPECT_EQ(r.rows[3].label, "2 devices, one session each, in this process, batch 1, host inputs");
+  EXPECT_EQ(r.rows[4].label, "2 devices, one session each, a worker process each, batch 1, host inputs");
   EXPECT_DOUBLE_EQ(r.rows[0].speedup, 1.0);
-  EXPECT_EQ(r.rows[2].devices, 2);
+  EXPECT_EQ(r.rows[2].threads, 2);
   EXPECT_EQ(r.rows[3].devices, 2);
-  EXPECT_NE(r.rows[2].label, r.rows[3].label);
-  EXPECT_EQ(nlohmann::json::parse(r.to_json())["rows"].size(), 8u);
-  EXPECT_EQ(r.rows[4].label, "worker round trip, identity batch 1, request ring");
-  EXPECT_EQ(r.rows[6].label, "worker round trip, identity batch 1, socket");
-  EXPECT_EQ(r.rows[5].threads, 1);
+  EXPECT_EQ(r.rows[4].devices, 2);
+  // The worker rows against the in-process rows of as many devices.
+  EXPECT_DOUBLE_EQ(r.rows[1].vs_in_process, r.rows[1].inferences_per_s / r.rows[0].inferences_per_s);
+  EXPECT_DOUBLE_EQ(r.rows[4].vs_in_process, r.rows[4].inferences_per_s / r.rows[3].inferences_per_s);
+  EXPECT_EQ(r.rows[3].vs_in_process, 0.0);
+  EXPECT_EQ(nlohmann::json::parse(r.to_json())["rows"].size(), 9u);
+  EXPECT_EQ(r.rows[5].label, "worker round trip, identity batch 1, request ring");
+  EXPECT_EQ(r.rows[7].label, "worker round trip, identity batch 1, socket");
+  EXPECT_EQ(r.rows[6].threads, 1);
   ASSERT_FALSE(r.notes.empty());
   EXPECT_NE(r.notes.back().find("round trip (identity model, batch 1, cpu"), std::string::npos) << r.notes.back();
+}
+
+// Rows for each batch asked for; on CPU devices, host inputs only: the device-input rows are left out
+// with a note, not failed.
+TEST(Throughput, ARowSetForEachBatchAndNoDeviceInputsWithoutAGpu) {
+  ThroughputOptions o;
+  o.model = test::dynamic_mlp_model();
+  o.devices = {Device::cpu()};
+  o.seconds = 0.2;
+  o.batches = {1, 32};
+  const ThroughputReport r = run_throughput(o);
+  ASSERT_EQ(r.rows.size(), 8u);  // in process and through a worker, at batch 1 and 32; the round trips
+  EXPECT_EQ(r.rows[0].label, "1 device, 1 thread, in this process, batch 1, host inputs");
+  EXPECT_EQ(r.rows[1].label, "1 device, 1 thread, a worker process, batch 1, host inputs");
+  EXPECT_EQ(r.rows[2].label, "1 device, 1 thread, in this process, batch 32, host inputs");
+  EXPECT_EQ(r.rows[3].label, "1 device, 1 thread, a worker process, batch 32, host inputs");
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_TRUE(r.rows[i].error.empty()) << r.rows[i].label << ": " << r.rows[i].error;
+    EXPECT_EQ(r.rows[i].batch, i < 2 ? 1 : 32);
+    EXPECT_EQ(r.rows[i].inputs, "host");
+  }
+  EXPECT_DOUBLE_EQ(r.rows[2].speedup, 1.0);  // each batch against its own in-process row
+  for (const auto& row : r.rows) EXPECT_EQ(row.label.find("device inputs"), std::string::npos) << row.label;
+  const auto has_note = [&](const std::string& text) {
+    return std::any_of(r.notes.begin(), r.notes.end(), [&](const std::string& n) { return n.find(text) != std::string::npos; });
+  };
+  EXPECT_TRUE(has_note("workers reach ")) << r.notes.front();
+  EXPECT_TRUE(has_note("x in-process (1 CPU device, batch 32, host inputs)"));
+  EXPECT_TRUE(has_note("not run: rows with inputs already on the device"));
+  const auto j = nlohmann::json::parse(r.to_json());
+  EXPECT_EQ(j["rows"][2]["batch"], 32);
+  EXPECT_EQ(j["rows"][2]["inputs"], "host");
+}
+
+TEST(Throughput, BatchSizesMustBePositive) {
+  ThroughputOptions o;
+  o.model = test::dynamic_mlp_model();
+  o.devices = {Device::cpu()};
+  o.seconds = 0.1;
+  o.batches = {1, 0};
+  try {
+    run_throughput(o);
+    FAIL() << "batch 0 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("batch sizes must be positive (got 0)"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Throughput, AShapeMixThroughOneSessionAndThroughShapeAwareSessions) {

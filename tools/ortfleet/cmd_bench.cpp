@@ -30,6 +30,7 @@ struct BenchFlags {
   bool inference = false;
   double seconds = 5;
   std::string shape_mix;
+  std::string batch;
   std::string shape_order = "cycle";
   bool floor = false;
   RunConfigFlags config;
@@ -110,6 +111,7 @@ int run_inference(const BenchFlags& f, const Globals& g, const std::string& mode
   o.config = f.config.resolve();
   o.ort_library = g.ort_lib;
   if (!f.shape_mix.empty()) o.shape_mix = parse_batch_list(f.shape_mix);
+  if (!f.batch.empty()) o.batches = parse_batch_list(f.batch);
   o.random_order = f.shape_order == "random";
   o.anchors = !f.no_anchors;
   o.python = f.python;
@@ -193,6 +195,9 @@ void register_bench(CLI::App& app, Globals& globals, Action& action) {
   cmd->add_option("--shape-mix", f->shape_mix,
                   "With --inference: batch sizes a stream of calls cycles through (1,2 or 1,8,32): one ONNX Runtime session "
                   "against shape-aware sessions, on the first device (the model needs a dynamic first dim)");
+  cmd->add_option("--batch", f->batch,
+                  "With --inference: batch sizes to measure the scaling rows at (1 or 1,32; the model needs a dynamic first dim), "
+                  "a set of rows each, with host inputs and on GPUs also with inputs already on the device");
   cmd->add_option("--shape-order", f->shape_order, "With --shape-mix: cycle through the sizes, or draw them at random")
       ->check(CLI::IsMember({"cycle", "random"}));
   f->config.add_to(cmd);

@@ -14,7 +14,8 @@
 namespace ortfleet {
 
 /// Inference throughput: a stream of batches over N devices at once vs one device, and N threads
-/// over one device's session vs one session per device (`bench --inference`).
+/// over one device's session vs one session per device (`bench --inference`). On 1 and on N devices,
+/// sessions in worker processes against sessions in this process, with the same session settings.
 struct ThroughputOptions {
   std::string model;
   std::vector<Device> devices;
@@ -25,6 +26,10 @@ struct ThroughputOptions {
   /// these sizes (or is drawn from them), on the first device: one ONNX Runtime session (what
   /// ONNX Runtime alone does), shape-aware sessions, and each size alone.
   std::vector<int64_t> shape_mix;
+  /// Batch sizes to measure the scaling rows at (the first dim of inputs whose first dim is dynamic),
+  /// a set of rows each; empty: the model's own inputs (dynamic dims 1). On GPUs every batch is
+  /// measured twice: inputs in host memory, and inputs already on the session's GPU.
+  std::vector<int64_t> batches;
   bool random_order = false;
   bool anchors = true;            ///< also the onnxruntime Python package's one session (shape mix)
   std::string python = "python3";
@@ -38,11 +43,14 @@ struct ThroughputRow {
   double inferences_per_s = 0;
   double p50_ms = 0;
   double p99_ms = 0;
-  double speedup = 0;           ///< vs the first row
+  double speedup = 0;           ///< vs 1 device, 1 thread, in this process, same batch and inputs (shape mix: one session)
   double first_call_ms = 0;     ///< shape mix: the slowest first call of a shape after ready
   double first_call_ratio = 0;  ///< shape mix: the largest first call of a shape / that shape's steady p50
   uint64_t memory_bytes = 0;    ///< shape mix: device memory (GPU) or resident memory (CPU) the sessions added
   int sessions = 0;             ///< shape mix: ONNX Runtime sessions on the device at the end
+  int64_t batch = 0;            ///< scaling rows: the batch of every call
+  std::string inputs;           ///< scaling rows: where the inputs are, "host" or "device"
+  double vs_in_process = 0;     ///< worker rows: inferences/s over the in-process row of the same devices, batch and inputs
   std::string error;            ///< why the row could not be measured
 };
 

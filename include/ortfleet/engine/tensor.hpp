@@ -61,6 +61,11 @@ struct Tensor {
   static Tensor host_copy(std::string name, ElementType type, std::vector<int64_t> shape, const void* src);
   /// A tensor over memory the caller owns.
   static Tensor borrow(std::string name, ElementType type, std::vector<int64_t> shape, void* data, Device device = Device::cpu());
+  /// `bytes` of uninitialised memory on GPU `device` (its primary context), freed with the last copy of
+  /// the tensor.
+  static Tensor allocate_on_gpu(std::string name, ElementType type, std::vector<int64_t> shape, size_t bytes, const Device& device);
+  /// A copy of host tensor `host` in GPU `device`'s memory, freed with the last copy of the tensor.
+  static Tensor copy_to_gpu(const Tensor& host, const Device& device);
 
   template <typename T>
   T* values() { return static_cast<T*>(data); }
