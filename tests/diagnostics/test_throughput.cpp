@@ -9,6 +9,16 @@
 
 namespace ortfleet {
 
+namespace {
+ThroughputOptions on_one_cpu(const std::string& model, double seconds) {
+  ThroughputOptions o;
+  o.model = model;
+  o.devices = {Device::cpu()};
+  o.seconds = seconds;
+  return o;
+}
+}  // namespace
+
 TEST(Throughput, OverDevicesAndThreadsInThisProcessAndInWorkers) {
   ThroughputOptions o;
   o.model = test::mlp_model();
@@ -48,10 +58,7 @@ TEST(Throughput, OverDevicesAndThreadsInThisProcessAndInWorkers) {
 // Rows for each batch asked for; on CPU devices, host inputs only: the device-input rows are left out
 // with a note, not failed.
 TEST(Throughput, ARowSetForEachBatchAndNoDeviceInputsWithoutAGpu) {
-  ThroughputOptions o;
-  o.model = test::dynamic_mlp_model();
-  o.devices = {Device::cpu()};
-  o.seconds = 0.2;
+  ThroughputOptions o = on_one_cpu(test::dynamic_mlp_model(), 0.2);
   o.batches = {1, 32};
   const ThroughputReport r = run_throughput(o);
   ASSERT_EQ(r.rows.size(), 8u);  // in process and through a worker, at batch 1 and 32; the round trips
@@ -78,10 +85,7 @@ TEST(Throughput, ARowSetForEachBatchAndNoDeviceInputsWithoutAGpu) {
 }
 
 TEST(Throughput, BatchSizesMustBePositive) {
-  ThroughputOptions o;
-  o.model = test::dynamic_mlp_model();
-  o.devices = {Device::cpu()};
-  o.seconds = 0.1;
+  ThroughputOptions o = on_one_cpu(test::dynamic_mlp_model(), 0.1);
   o.batches = {1, 0};
   try {
     run_throughput(o);
