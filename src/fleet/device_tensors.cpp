@@ -36,19 +36,6 @@ Tensor copied_to_host(const Tensor& t) {
   CudaDriver::instance().copy_to_host(cuda_ordinal(t.device), copy.data, t.data, t.bytes);
   return copy;
 }
-
-/// A copy of a host tensor in new memory on `device`, freed with the last copy of the tensor.
-Tensor uploaded(const Tensor& host, const Device& device) {
-  const auto& driver = CudaDriver::instance();
-  const int ordinal = cuda_ordinal(device);
-  void* memory = driver.allocate(ordinal, host.bytes);
-  Tensor t = host;
-  t.data = memory;
-  t.device = device;
-  t.owner = std::shared_ptr<void>(memory, [ordinal](void* p) { CudaDriver::instance().release(ordinal, p); });
-  driver.copy_to_device(ordinal, memory, host.data, host.bytes);  // on failure, the owner frees the memory
-  return t;
-}
 }  // namespace
 
 // --- mappings -------------------------------------------------------------------------------------
@@ -193,7 +180,7 @@ std::vector<Tensor> DeviceTensorsClient::outputs(std::vector<WireTensor> outputs
     if (!w.ipc) {
       const bool upload = outputs_on_device && device_.is_gpu();
       (upload ? counted.outputs_staged_bytes : counted.outputs_host_bytes) += w.tensor.bytes;
-      out.push_back(upload ? uploaded(w.tensor, device_) : std::move(w.tensor));
+      out.push_back(upload ? Tensor::copy_to_gpu(w.tensor, device_) : std::move(w.tensor));
       continue;
     }
     Tensor t = mappings_.open(w);
