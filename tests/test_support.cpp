@@ -1,6 +1,14 @@
 #include "test_support.hpp"
 
+#include <signal.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+#include <thread>
 
 #include <cstdlib>
 
@@ -114,6 +122,26 @@ std::vector<std::string> ortfleet_files_in(const fs::path& folder) {
     if (name.rfind("ortfleet", 0) == 0) names.push_back(name);
   }
   return names;
+}
+
+void stop_process(int pid) {
+  if (::kill(pid, SIGSTOP) != 0) throw std::runtime_error("cannot stop process " + std::to_string(pid) + ": " + std::strerror(errno));
+  const fs::path tasks = fs::path("/proc") / std::to_string(pid) / "task";
+  while (true) {
+    std::error_code error;
+    bool stopped = true;
+    for (fs::directory_iterator it(tasks, error), end; !error && it != end; it.increment(error)) {
+      // /proc/PID/task/TID/stat: "TID (name) STATE ...": the state follows the last ')'.
+      std::ifstream stat(it->path() / "stat");
+      std::string line;
+      std::getline(stat, line);
+      const auto close = line.rfind(')');
+      if (close == std::string::npos || close + 2 >= line.size() || line[close + 2] != 'T') stopped = false;
+    }
+    if (error) throw std::runtime_error("process " + std::to_string(pid) + " ended before it stopped");
+    if (stopped) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 std::string bin(const std::string& name) {

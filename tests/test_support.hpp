@@ -56,6 +56,11 @@ std::vector<std::string> ortfleet_files_in(const std::filesystem::path& folder);
 
 std::string bin(const std::string& name);  ///< a built executable (ortfleet, ortfleet-worker)
 
+/// Sends SIGSTOP to `pid` and returns once every thread of it has stopped: the signal takes effect a
+/// moment after kill() returns, and a thread still running then could answer a request sent after it.
+/// Throws when the process is not there, or ends before it stops.
+void stop_process(int pid);
+
 /// True when the machine has a usable GPU (the driver initialises and sees one).
 bool have_gpu();
 

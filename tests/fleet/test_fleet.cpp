@@ -193,7 +193,7 @@ TEST(Fleet, AWorkerThatDiesWithARunInFlightFailsItsDeviceWithoutAnotherCall) {
     ASSERT_TRUE(fleet.wait());
     const int pid = fleet.status()[0].pid;
     const auto inputs = random_inputs(fleet.inputs(), 1);
-    ASSERT_EQ(::kill(pid, SIGSTOP), 0);  // the run stays in flight until the worker is killed
+    test::stop_process(pid);  // the run stays in flight until the worker is killed
     auto in_flight = fleet.run_async(Device::cpu(0), inputs);
     ASSERT_EQ(::kill(pid, SIGKILL), 0);
     in_flight.wait();  // failed, not collected
@@ -319,7 +319,7 @@ TEST(Fleet, AWorkerStoppedMidRunFailsTheRunAtTheDeadline) {
   fleet.start();
   ASSERT_TRUE(fleet.wait());
   const int pid = fleet.status()[0].pid;
-  ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+  test::stop_process(pid);
   const auto inputs = random_inputs(fleet.inputs(), 1);
   for (int attempt = 0; attempt < 2; ++attempt) {  // the second finds the device failed
     try {
