@@ -460,8 +460,14 @@ ThroughputReport run_scaling(const ThroughputOptions& o) {
           const std::vector<Device> per_thread =
               sc.devices == 1 ? std::vector<Device>(static_cast<size_t>(sc.threads), first) : fo.devices;
           ThroughputRow row;
+          const TransferCounters before = fleet.transfer_counters();
           try {
             row = measure(label, fleet, per_thread, inputs_per_thread(workloads[w], per_thread), o.seconds, sc.devices);
+            const TransferCounters after = fleet.transfer_counters();
+            row.ipc_bytes = after.inputs_ipc_bytes + after.outputs_ipc_bytes - before.inputs_ipc_bytes - before.outputs_ipc_bytes;
+            row.host_bytes = after.inputs_host_bytes + after.outputs_host_bytes - before.inputs_host_bytes - before.outputs_host_bytes;
+            row.staged_bytes =
+                after.inputs_staged_bytes + after.outputs_staged_bytes - before.inputs_staged_bytes - before.outputs_staged_bytes;
           } catch (const std::exception& e) {
             row.label = label;
             row.devices = sc.devices;
@@ -487,8 +493,11 @@ ThroughputReport run_scaling(const ThroughputOptions& o) {
         const ThroughputRow& in_process = measured.at({w, c - 1});
         if (row.error.empty() && in_process.error.empty() && in_process.inferences_per_s > 0) {
           row.vs_in_process = row.inferences_per_s / in_process.inferences_per_s;
-          report.notes.push_back(fmt::format("workers reach {:.2f}x in-process ({}, {})", row.vs_in_process,
-                                             device_count_text(cases[c].devices, first), workloads[w].text()));
+          report.notes.push_back(fmt::format("workers reach {:.2f}x in-process ({}, {}); {:.3g} MB crossed by CUDA IPC, {:.3g} MB through "
+                                             "shared memory, {:.3g} MB of device tensors staged through host memory",
+                                             row.vs_in_process, device_count_text(cases[c].devices, first), workloads[w].text(),
+                                             static_cast<double>(row.ipc_bytes) / 1e6, static_cast<double>(row.host_bytes) / 1e6,
+                                             static_cast<double>(row.staged_bytes) / 1e6));
         }
       }
       report.rows.push_back(std::move(row));
@@ -527,6 +536,9 @@ std::string ThroughputReport::to_json() const {
                    {"batch", r.batch},
                    {"inputs", r.inputs},
                    {"vs_in_process", r.vs_in_process},
+                   {"ipc_bytes", r.ipc_bytes},
+                   {"host_bytes", r.host_bytes},
+                   {"staged_bytes", r.staged_bytes},
                    {"error", r.error}});
   }
   return json{{"ortfleet_throughput", 1}, {"model", model}, {"machine", machine}, {"rows", out}, {"notes", notes}}.dump(2);

@@ -72,12 +72,16 @@ TEST(Throughput, ARowSetForEachBatchAndNoDeviceInputsWithoutAGpu) {
     EXPECT_EQ(r.rows[i].inputs, "host");
   }
   EXPECT_DOUBLE_EQ(r.rows[2].speedup, 1.0);  // each batch against its own in-process row
+  // What crossed to the worker, counted over its row: host tensors through shared memory, nothing else.
+  EXPECT_GT(r.rows[3].host_bytes, 0u);
+  EXPECT_EQ(r.rows[3].ipc_bytes + r.rows[3].staged_bytes, 0u);
+  EXPECT_EQ(r.rows[2].host_bytes, 0u);  // a session in this process: nothing crossed
   for (const auto& row : r.rows) EXPECT_EQ(row.label.find("device inputs"), std::string::npos) << row.label;
   const auto has_note = [&](const std::string& text) {
     return std::any_of(r.notes.begin(), r.notes.end(), [&](const std::string& n) { return n.find(text) != std::string::npos; });
   };
   EXPECT_TRUE(has_note("workers reach ")) << r.notes.front();
-  EXPECT_TRUE(has_note("x in-process (1 CPU device, batch 32, host inputs)"));
+  EXPECT_TRUE(has_note("x in-process (1 CPU device, batch 32, host inputs); 0 MB crossed by CUDA IPC"));
   EXPECT_TRUE(has_note("not run: rows with inputs already on the device"));
   const auto j = nlohmann::json::parse(r.to_json());
   EXPECT_EQ(j["rows"][2]["batch"], 32);

@@ -51,6 +51,11 @@ struct ThroughputRow {
   int64_t batch = 0;            ///< scaling rows: the batch of every call
   std::string inputs;           ///< scaling rows: where the inputs are, "host" or "device"
   double vs_in_process = 0;     ///< worker rows: inferences/s over the in-process row of the same devices, batch and inputs
+  /// Worker rows: input and output bytes that crossed by CUDA IPC (in place), through host shared
+  /// memory, and device bytes staged through host memory (Fleet::transfer_counters over the row).
+  uint64_t ipc_bytes = 0;
+  uint64_t host_bytes = 0;
+  uint64_t staged_bytes = 0;
   std::string error;            ///< why the row could not be measured
 };
 
