@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "base/parallel_copy.hpp"
 #include "ortfleet/engine/shapes.hpp"
 
 namespace ortfleet::detail {
@@ -219,8 +220,8 @@ size_t write_ring_message(const RingMessage& message, std::byte* area, size_t ca
     if (ipc) {
       const IpcRecord record{ipc->handle, ipc->offset, ipc->lease};
       std::memcpy(area + data, &record, sizeof(record));
-    } else if (t.bytes > 0) {
-      std::memcpy(area + data, t.data, t.bytes);
+    } else {
+      parallel_copy(area + data, t.data, t.bytes);  // a batch of images is many MB: one core would take ms
     }
     data += data_bytes({t, ipc});
   }
