@@ -144,7 +144,7 @@ TEST_F(WorkerRing, ManySmallRunsFromSeveralThreads) {
 TEST_F(WorkerRing, AWorkerKilledWithRunsInFlightFailsThemNamingItsDevice) {
   const int pid = fleet_->status().front().pid;
   // Stopped, the worker takes no request: every run below is in flight when it is killed.
-  ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+  test::stop_process(pid);
   std::vector<std::future<std::vector<Tensor>>> futures;
   for (int i = 0; i < 5; ++i) futures.push_back(fleet_->run_async(Device::cpu(), {identity_input(1, 0)}));
   std::thread blocked([&] {
@@ -183,7 +183,7 @@ TEST_F(WorkerRing, AWorkerThatDoesNotAnswerInTimeIsKilled) {
   fleet.start();
   ASSERT_TRUE(fleet.wait());
   const int pid = fleet.status().front().pid;
-  ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+  test::stop_process(pid);
   auto pending = fleet.run_async(Device::cpu(), {identity_input(1, 0)});
   try {
     pending.get();
