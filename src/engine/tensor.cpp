@@ -87,6 +87,13 @@ Tensor Tensor::copy_to_gpu(const Tensor& host, const Device& device) {
   return t;
 }
 
+Tensor Tensor::copy_to_host(const Tensor& on_gpu) {
+  if (!on_gpu.on_gpu()) throw Error("tensor '" + on_gpu.name + "' is in host memory, not on a GPU");
+  Tensor t = host_copy(on_gpu.name, on_gpu.type, on_gpu.shape, nullptr);
+  detail::CudaDriver::instance().copy_to_host(cuda_ordinal(on_gpu.device), t.data, on_gpu.data, on_gpu.bytes);
+  return t;
+}
+
 std::vector<Tensor> random_inputs(const std::vector<TensorSpec>& specs, uint64_t seed, int64_t dynamic_dim,
                                   const std::vector<std::pair<std::string, std::pair<int64_t, int64_t>>>& int_ranges) {
   std::vector<Tensor> out;

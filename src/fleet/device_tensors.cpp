@@ -30,11 +30,14 @@ std::string handle_key(const std::array<std::byte, 64>& handle) {
   return {reinterpret_cast<const char*>(handle.data()), handle.size()};
 }
 
-/// A host copy of a device tensor.
-Tensor copied_to_host(const Tensor& t) {
-  Tensor copy = Tensor::host_copy(t.name, t.type, t.shape, nullptr);
-  CudaDriver::instance().copy_to_host(cuda_ordinal(t.device), copy.data, t.data, t.bytes);
-  return copy;
+/// Device tensor `t` as a reference another process maps (its description, without its memory);
+/// throws ortfleet::Error when the driver cannot share that memory.
+WireTensor by_reference(const Tensor& t, uint64_t lease) {
+  const auto handle = CudaDriver::instance().ipc_handle(cuda_ordinal(t.device), t.data);
+  Tensor described = t;
+  described.data = nullptr;
+  described.owner = nullptr;
+  return {std::move(described), CudaIpcRef{handle.bytes, handle.offset, lease}};
 }
 }  // namespace
 
@@ -61,6 +64,7 @@ Tensor IpcMappings::open(const WireTensor& wire) {
                   "Run with --strategy threads to keep sessions in this process, or pass host tensors", device_.to_string());
     }
     std::lock_guard lock(mutex_);
+    ++opens_;
     recent_.emplace_front(key, mapping);
     // Dropping the list's reference closes a mapping once no tensor uses it.
     while (recent_.size() > capacity_) recent_.pop_back();
@@ -77,8 +81,7 @@ Tensor IpcMappings::open(const WireTensor& wire) {
 struct DeviceTensorsClient::Shared {
   std::mutex mutex;
   std::vector<uint64_t> released;  // leases let go of, for the next request
-  TransferCounters counters;
-  std::set<std::string> mapped;  // allocations this side has mapped (counted once each)
+  TransferCounters counters;       // all but ipc_opens, which the mappings count
 };
 
 /// A leased output's hold: the lease goes back to the worker, with the next request, when the last
@@ -120,7 +123,7 @@ std::vector<Tensor> DeviceTensorsClient::host_inputs(const std::vector<Tensor>& 
   TransferCounters counted;
   for (const auto& t : inputs) {
     if (t.on_gpu()) {
-      host.push_back(copied_to_host(t));
+      host.push_back(Tensor::copy_to_host(t));
       counted.inputs_staged_bytes += t.bytes;
     } else {
       host.push_back(t);
@@ -136,7 +139,7 @@ RingMessage DeviceTensorsClient::request(const std::vector<Tensor>& inputs, bool
   RingMessage message;
   message.outputs_on_device = outputs_on_device;
   TransferCounters counted;
-  bool by_reference = false;
+  bool any_by_reference = false;
   for (const auto& t : inputs) {
     if (!t.on_gpu()) {
       message.tensors.push_back({t, std::nullopt});
@@ -145,13 +148,9 @@ RingMessage DeviceTensorsClient::request(const std::vector<Tensor>& inputs, bool
     }
     if (t.device == device_) {
       try {
-        const auto handle = CudaDriver::instance().ipc_handle(cuda_ordinal(t.device), t.data);
-        Tensor described = t;
-        described.data = nullptr;
-        described.owner = nullptr;
-        message.tensors.push_back({std::move(described), CudaIpcRef{handle.bytes, handle.offset, 0}});
+        message.tensors.push_back(by_reference(t, /*lease=*/0));
         counted.inputs_ipc_bytes += t.bytes;
-        by_reference = true;
+        any_by_reference = true;
         continue;
       } catch (const Error& e) {
         note_once("unshareable", "device inputs go through host memory: the driver cannot share their memory with the worker (" +
@@ -161,12 +160,12 @@ RingMessage DeviceTensorsClient::request(const std::vector<Tensor>& inputs, bool
       note_once("other GPU " + t.device.to_string(), "inputs on " + t.device.to_string() +
                                                            " go through host memory: only tensors on the worker's own GPU cross in place");
     }
-    message.tensors.push_back({copied_to_host(t), std::nullopt});
+    message.tensors.push_back({Tensor::copy_to_host(t), std::nullopt});
     counted.inputs_staged_bytes += t.bytes;
   }
   // The worker reads the memory once the request arrives: what the caller queued on the GPU (on any
   // stream: PyTorch's, CuPy's) must be done by then.
-  if (by_reference) CudaDriver::instance().synchronize(cuda_ordinal(device_));
+  if (any_by_reference) CudaDriver::instance().synchronize(cuda_ordinal(device_));
   std::lock_guard lock(shared_->mutex);
   message.released.swap(shared_->released);
   shared_->counters += counted;
@@ -185,10 +184,6 @@ std::vector<Tensor> DeviceTensorsClient::outputs(std::vector<WireTensor> outputs
     }
     Tensor t = mappings_.open(w);
     counted.outputs_ipc_bytes += t.bytes;
-    {
-      std::lock_guard lock(shared_->mutex);
-      if (shared_->mapped.insert(handle_key(w.ipc->handle)).second) ++counted.ipc_opens;
-    }
     t.owner = std::make_shared<Lease>(std::move(t.owner), shared_, w.ipc->lease);
     out.push_back(std::move(t));
   }
@@ -198,8 +193,13 @@ std::vector<Tensor> DeviceTensorsClient::outputs(std::vector<WireTensor> outputs
 }
 
 TransferCounters DeviceTensorsClient::counters() const {
-  std::lock_guard lock(shared_->mutex);
-  return shared_->counters;
+  TransferCounters c;
+  {
+    std::lock_guard lock(shared_->mutex);
+    c = shared_->counters;
+  }
+  c.ipc_opens = mappings_.opens();
+  return c;
 }
 
 // --- the worker's side ------------------------------------------------------------------------------
@@ -222,12 +222,9 @@ RingMessage DeviceTensorsServer::response(std::vector<Tensor> outputs, bool outp
     }
     if (outputs_on_device) {
       try {
-        const auto handle = CudaDriver::instance().ipc_handle(cuda_ordinal(t.device), t.data);
-        const uint64_t id = next_lease_++;
-        Tensor described = t;
-        described.data = nullptr;
-        described.owner = nullptr;
-        message.tensors.push_back({std::move(described), CudaIpcRef{handle.bytes, handle.offset, id}});
+        const uint64_t id = next_lease_;
+        message.tensors.push_back(by_reference(t, id));
+        ++next_lease_;
         leases_.emplace(id, std::move(t));
         continue;
       } catch (const Error& e) {
@@ -235,7 +232,7 @@ RingMessage DeviceTensorsServer::response(std::vector<Tensor> outputs, bool outp
         noted_ = true;
       }
     }
-    message.tensors.push_back({copied_to_host(t), std::nullopt});
+    message.tensors.push_back({Tensor::copy_to_host(t), std::nullopt});
   }
   return message;
 }

@@ -30,11 +30,17 @@ class IpcMappings {
   /// `wire`'s tensor with its data in the mapped allocation (on this process's `device`); the tensor
   /// keeps the mapping open. Throws ortfleet::Error when the driver cannot map it.
   Tensor open(const WireTensor& wire);
+  /// Allocations mapped so far, each time it was (again) mapped.
+  uint64_t opens() const {
+    std::lock_guard lock(mutex_);
+    return opens_;
+  }
 
  private:
   Device device_;
   size_t capacity_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
+  uint64_t opens_ = 0;  // under mutex_
   std::list<std::pair<std::string, std::shared_ptr<CudaDriver::IpcMapping>>> recent_;  // most recent first
 };
 

@@ -66,6 +66,8 @@ struct Tensor {
   static Tensor allocate_on_gpu(std::string name, ElementType type, std::vector<int64_t> shape, size_t bytes, const Device& device);
   /// A copy of host tensor `host` in GPU `device`'s memory, freed with the last copy of the tensor.
   static Tensor copy_to_gpu(const Tensor& host, const Device& device);
+  /// A host copy of GPU tensor `on_gpu`.
+  static Tensor copy_to_host(const Tensor& on_gpu);
 
   template <typename T>
   T* values() { return static_cast<T*>(data); }

@@ -76,7 +76,8 @@ struct TransferCounters {
   uint64_t outputs_host_bytes = 0;    ///< outputs returned in host memory
   uint64_t outputs_ipc_bytes = 0;     ///< device outputs, mapped in place from the worker
   uint64_t outputs_staged_bytes = 0;  ///< device outputs that came through host memory
-  uint64_t ipc_opens = 0;             ///< worker allocations mapped into this process (once each)
+  uint64_t ipc_opens = 0;             ///< worker allocations mapped into this process (once each, unless it
+                                      ///< fell out of the 32 most recently used and was mapped again)
   TransferCounters& operator+=(const TransferCounters& o);
 };
 
