@@ -15,6 +15,9 @@ namespace ortfleet::test {
 /// A fresh folder, removed at the end of the test process.
 const std::filesystem::path& scratch_dir();
 
+/// Every byte of the file at `path` ("" when it cannot be read).
+std::string read_all(const std::filesystem::path& path);
+
 /// Models written once per test process with `ortfleet::synth` (seed 1).
 const std::string& mlp_model();          ///< 3 layers, 64 wide
 const std::string& dynamic_mlp_model();  ///< the same with a dynamic batch dim

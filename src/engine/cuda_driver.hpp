@@ -54,9 +54,16 @@ class CudaDriver {
   /// Fills `bytes` of device memory at `dst` in large copies from pinned staging buffers, at the bus's
   /// speed rather than that of many small copies from pageable memory: `fill(staging, offset, length)`
   /// writes bytes [offset, offset + length) of what belongs at `dst` into `staging`, while the
-  /// previous chunk is on its way. Returns when every byte has arrived.
-  void upload_staged(int ordinal, void* dst, uint64_t bytes,
-                     const std::function<void(std::byte* staging, uint64_t offset, uint64_t length)>& fill) const;
+  /// previous chunk is on its way. Each chunk is filled by several threads at once (one core's memcpy
+  /// from the page cache moves a fraction of what the bus can), so `fill` is called concurrently on
+  /// disjoint ranges. Returns when every byte has arrived, with where the time went.
+  struct StagedUploadTimes {
+    double staging_ms = 0;  ///< allocating and freeing the pinned staging buffers
+    double fill_ms = 0;     ///< filling them (on the calling thread's clock, helpers included)
+    double wait_ms = 0;     ///< waiting for copies in flight
+  };
+  StagedUploadTimes upload_staged(int ordinal, void* dst, uint64_t bytes,
+                                  const std::function<void(std::byte* staging, uint64_t offset, uint64_t length)>& fill) const;
   /// Host-to-device bandwidth of GPU `ordinal` in GB/s: `bytes` copied from pinned host memory in one
   /// cuMemcpyHtoD, the best of `repeats` (the bus's speed, which weights cannot beat).
   double pinned_upload_gb_per_s(int ordinal, size_t bytes, int repeats = 3) const;

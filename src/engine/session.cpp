@@ -1,5 +1,6 @@
 #include "ortfleet/engine/session.hpp"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -291,14 +292,19 @@ void Session::Impl::read_metadata(const Ort::Session& session) {
 
 void Session::Impl::share_weights(Ort::SessionOptions& options, const std::string& optimised_model) {
   if (!spec.device.is_gpu() || !spec.config.shapes.share_weights || max_sessions() == 1) return;
-  // An ORT-format entry keeps its weights inside the FlatBuffer: each session uploads its own.
-  if (fs::path(optimised_model).extension() == ".ort") return;
   if (!shared_weights) {
     auto upload = phase(phase::weights_upload);
     shared_weights = std::make_unique<detail::SharedWeights>(optimised_model, spec.device);
     if (upload) {
       upload->arg("bytes", std::to_string(shared_weights->bytes()));
       upload->arg("initializers", std::to_string(shared_weights->count()));
+      upload->arg("read_ms", fmt::format("{:.1f}", shared_weights->read_ms()));
+      upload->arg("copy_ms", fmt::format("{:.1f}", shared_weights->upload_ms()));
+      // Where the copy's time went (bench/device plans read these).
+      upload->arg("prepare_ms", fmt::format("{:.1f}", shared_weights->prepare_ms()));
+      upload->arg("staging_ms", fmt::format("{:.1f}", shared_weights->staged().staging_ms));
+      upload->arg("fill_ms", fmt::format("{:.1f}", shared_weights->staged().fill_ms));
+      upload->arg("wait_ms", fmt::format("{:.1f}", shared_weights->staged().wait_ms));
     }
   }
   shared_weights->add_to(options);

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/cuda_driver.hpp"
 #include "engine/ort_api.hpp"
 #include "ortfleet/engine/devices.hpp"
 
@@ -16,8 +17,9 @@ namespace ortfleet::detail {
 
 class SharedWeights {
  public:
-  /// Uploads the floating-point initializers of `optimised_model` (raw or external bytes, 1 KiB and up)
-  /// into one allocation on `device`. Throws ortfleet::Error.
+  /// Uploads the floating-point initializers of `optimised_model` (an ONNX entry's raw or external
+  /// bytes, or an ORT-format entry's; 64 elements and up; in an ORT entry, only those no node on another
+  /// provider than CUDA reads) into one allocation on `device`. Throws ortfleet::Error.
   SharedWeights(const std::string& optimised_model, const Device& device);
   ~SharedWeights();
   SharedWeights(const SharedWeights&) = delete;
@@ -27,13 +29,23 @@ class SharedWeights {
   void add_to(Ort::SessionOptions& options) const;
   uint64_t bytes() const { return bytes_; }
   size_t count() const { return names_.size(); }
+  /// Finding the weights in the entry's files (its initializer table; an ORT entry's nodes too).
+  double read_ms() const { return read_ms_; }
+  /// Allocating device memory and copying the weights there.
   double upload_ms() const { return upload_ms_; }
+  /// Within upload_ms: allocating device memory and describing each weight to ONNX Runtime, then
+  /// the staged copies' own parts.
+  double prepare_ms() const { return prepare_ms_; }
+  const CudaDriver::StagedUploadTimes& staged() const { return staged_; }
 
  private:
   Device device_;
   void* memory_ = nullptr;
   uint64_t bytes_ = 0;
+  double read_ms_ = 0;
   double upload_ms_ = 0;
+  double prepare_ms_ = 0;
+  CudaDriver::StagedUploadTimes staged_;
   std::vector<std::string> names_;
   std::vector<Ort::Value> values_;  // views of memory_; they own nothing
 };

@@ -8,6 +8,7 @@
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/session.hpp"
 #include "ortfleet/engine/shapes.hpp"
+#include "ortfleet/engine/timeline.hpp"
 #include "ortfleet/synth/synth.hpp"
 #include "test_support.hpp"
 
@@ -152,8 +153,19 @@ TEST(GpuSession, ModelCacheHitOnTheGpuGivesTheSameResults) {
       const auto out = miss.run(inputs);
       first.assign(out[0].values<float>(), out[0].values<float>() + out[0].element_count());
     }
-    Session hit(spec);
+    Timeline timeline;
+    Session hit(spec, &timeline);
     EXPECT_TRUE(hit.used_model_cache());
+    // A hit's weights reach the GPU in ortfleet's staged upload, read from the entry of either format
+    // (an ORT entry's from its FlatBuffer), and the session uses them in place.
+    int uploads = 0;
+    for (const auto& e : timeline.events()) {
+      if (e.name != phase::weights_upload) continue;
+      ++uploads;
+      EXPECT_GT(std::stoll(e.args.at("initializers")), 10);  // ResNet-18's convolution weights
+      EXPECT_GT(std::stoll(e.args.at("bytes")), 40'000'000);  // 11.7 M parameters
+    }
+    EXPECT_EQ(uploads, 1);
     const auto out = hit.run(inputs);
     const std::vector<float> second(out[0].values<float>(), out[0].values<float>() + out[0].element_count());
     EXPECT_LT(relative_error(second, first), 1e-4);

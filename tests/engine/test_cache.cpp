@@ -126,13 +126,6 @@ void overwrite_in_place(const fs::path& path, const std::string& bytes, std::str
   ASSERT_TRUE(f.good()) << path;
 }
 
-std::string read_all(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
-}
-
 /// A damage done to a cached entry, and the start after it.
 void expect_damage_is_repaired(const std::string& what, const std::function<void(const std::string& entry)>& damage) {
   SCOPED_TRACE(what);
@@ -225,7 +218,7 @@ TEST(ModelCache, AnOrtFormatEntryGivesTheUncachedOutputs) {
     const std::string entry = only_entry(cache);
     EXPECT_TRUE(entry.ends_with(".ort")) << entry;
     EXPECT_FALSE(fs::exists(entry + ".data"));
-    const std::string bytes = read_all(entry);
+    const std::string bytes = test::read_all(entry);
     ASSERT_GT(bytes.size(), 8u);
     EXPECT_EQ(bytes.substr(4, 4), "ORTM");  // the FlatBuffer file identifier of ORT-format models
     const Started hit = start(model, cache, ModelCacheFormat::ort);
@@ -261,7 +254,7 @@ TEST(ModelCache, AModelRewrittenInPlaceWithItsOldSizeAndTimesGetsANewEntry) {
   seed2.seed = 2;
   const std::string other = synth::write_mlp((folder / "other.onnx").string(), {}, seed2).path;
   ASSERT_EQ(fs::file_size(model), fs::file_size(other));
-  ASSERT_NE(read_all(model), read_all(other));
+  ASSERT_NE(test::read_all(model), test::read_all(other));
   // Old enough that its digest is remembered (see FileDigest::settled).
   std::this_thread::sleep_for(std::chrono::milliseconds(1100));
   const auto first = start(model, cache);
@@ -271,7 +264,7 @@ TEST(ModelCache, AModelRewrittenInPlaceWithItsOldSizeAndTimesGetsANewEntry) {
   EXPECT_TRUE(start(model, cache).used_cache);
   const auto before = detail::identity_of(model);
   ASSERT_TRUE(before);
-  overwrite_in_place(model, read_all(other));
+  overwrite_in_place(model, test::read_all(other));
   const timespec times[2] = {{0, UTIME_OMIT}, {before->mtime_ns / 1000000000, before->mtime_ns % 1000000000}};
   ASSERT_EQ(::utimensat(AT_FDCWD, model.c_str(), times, 0), 0);
   const auto after = detail::identity_of(model);
@@ -292,7 +285,7 @@ TEST(ModelCache, NewExternalWeightsGetANewEntry) {
   const std::string other = test::write_small_transformer(folder / "u.onnx", 2);
   EXPECT_FALSE(start(model, cache).used_cache);
   EXPECT_TRUE(start(model, cache).used_cache);
-  overwrite_in_place(model + ".data", read_all(other + ".data"));  // the .onnx file is untouched
+  overwrite_in_place(model + ".data", test::read_all(other + ".data"));  // the .onnx file is untouched
   const Started changed = start(model, cache);
   EXPECT_FALSE(changed.used_cache);
   expect_same(start(other).output, changed.output);
@@ -322,7 +315,7 @@ TEST(ModelCache, AnEntryWithoutAValidManifestIsRemade) {
   expect_damage_is_repaired("no-manifest", [](const std::string& entry) { fs::remove(entry + ".manifest.json"); });
   expect_damage_is_repaired("garbled-manifest", [](const std::string& entry) { std::ofstream(entry + ".manifest.json") << "{\"files\": ["; });
   expect_damage_is_repaired("foreign-manifest", [](const std::string& entry) {
-    auto m = nlohmann::json::parse(read_all(entry + ".manifest.json"));
+    auto m = nlohmann::json::parse(test::read_all(entry + ".manifest.json"));
     m["key"] = "model=0000000000000000:1";
     std::ofstream(entry + ".manifest.json") << m.dump();
   });
@@ -335,12 +328,12 @@ TEST(ModelCache, TheManifestCoversExactlyThePublishedFiles) {
   const std::string model = copy_model(test::small_transformer(), fresh("manifest-model"));
   start(model, cache);
   const std::string entry = only_entry(cache);
-  const auto manifest = nlohmann::json::parse(read_all(entry + ".manifest.json"));
+  const auto manifest = nlohmann::json::parse(test::read_all(entry + ".manifest.json"));
   EXPECT_EQ(manifest.at("key"), ModelCache(cache.string()).key_text(model, Device::cpu(), {}));
   std::vector<std::string> covered;
   for (const auto& f : manifest.at("files")) {
     const fs::path path = fs::path(entry).parent_path() / f.at("name").get<std::string>();
-    const std::string bytes = read_all(path);
+    const std::string bytes = test::read_all(path);
     EXPECT_EQ(f.at("bytes").get<uint64_t>(), bytes.size());
     EXPECT_EQ(f.at("xxh64").get<std::string>(), detail::hex64(detail::xxh64(bytes.data(), bytes.size())));
     covered.push_back(path.filename().string());
@@ -421,7 +414,7 @@ TEST(ModelCache, LockFilesAreNeverFollowedThroughSymlinks) {
   fs::create_symlink(root / "victim", root / "e.onnx.lock");
   detail::FileLock lock;
   EXPECT_THROW(lock.try_lock((root / "e.onnx.lock").string(), detail::FileLock::Mode::exclusive), detail::FolderNotWritable);
-  EXPECT_EQ(read_all(root / "victim"), "precious");
+  EXPECT_EQ(test::read_all(root / "victim"), "precious");
 }
 
 TEST(ModelCache, ListsAndClearsEntriesButKeepsThoseInUse) {

@@ -104,7 +104,8 @@ class FuzzTarget : public ::testing::TestWithParam<const Target*> {};
 TEST_P(FuzzTarget, MutatedInputsAreRefusedWithAnOrtfleetErrorOrAccepted) {
   const Target& t = *GetParam();
   const auto seeds = t.seeds();
-  for (const auto& seed : seeds) ASSERT_NO_THROW(run_one(t, seed)) << t.name << ": a seed fails";
+  // A seed is valid input: it parses without even an ortfleet::Error, so mutations start deep in the parser.
+  for (const auto& seed : seeds) ASSERT_NO_THROW(t.parse(seed)) << t.name << ": a seed fails";
   const uint64_t iterations = env_number("ORTFLEET_FUZZ_ITERATIONS", 10000);
   const auto known = kKnownFindings.find(t.name);
   uint64_t known_seen = 0;

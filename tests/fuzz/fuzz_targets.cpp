@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -9,6 +10,7 @@
 #include <stdexcept>
 
 #include "engine/ort_errors.hpp"
+#include "engine/ort_format_file.hpp"
 #include "fleet/wire.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/diagnostics/profile.hpp"
@@ -68,6 +70,57 @@ const fs::path& model_path() {
     }
   } remove;
   return path;
+}
+
+/// A minimal ORT-format model, written by hand (no ONNX Runtime needed): InferenceSession.model ->
+/// Model.graph -> Graph.initializers -> one Tensor {name "w", dims [1, 4], float, 16 raw bytes}.
+/// Each vtable sits just before its table; every offset points forward, as FlatBuffers require.
+std::string ort_format_seed() {
+  std::string b(8, '\0');
+  std::memcpy(b.data() + 4, "ORTM", 4);
+  auto put32 = [&](uint32_t v) { b.append(reinterpret_cast<const char*>(&v), 4); };
+  auto patch = [&](size_t at, size_t target) {
+    const auto v = static_cast<uint32_t>(target - at);
+    std::memcpy(b.data() + at, &v, 4);
+  };
+  // A vtable of `fields` (offsets in the table, 0 for absent) and its table of `table_bytes`; returns
+  // the table's position.
+  auto table = [&](std::vector<uint16_t> fields, uint16_t table_bytes) {
+    const size_t vtable = b.size();
+    std::vector<uint16_t> v{static_cast<uint16_t>(4 + 2 * fields.size()), table_bytes};
+    v.insert(v.end(), fields.begin(), fields.end());
+    if (v.size() % 2 != 0) v.push_back(0);  // keeps the table 4-byte aligned
+    b.append(reinterpret_cast<const char*>(v.data()), 2 * v.size());
+    const size_t at = b.size();
+    put32(static_cast<uint32_t>(at - vtable));
+    b.append(table_bytes - 4, '\0');
+    return at;
+  };
+  const size_t session = table({0, 4}, 8);
+  patch(0, session);
+  const size_t model = table({0, 0, 0, 0, 0, 0, 0, 4}, 8);
+  patch(session + 4, model);
+  const size_t graph = table({4}, 8);
+  patch(model + 4, graph);
+  const size_t initializers = b.size();
+  patch(graph + 4, initializers);
+  put32(1);
+  put32(0);
+  const size_t tensor = table({4, 0, 8, 12, 16}, 20);
+  patch(initializers + 4, tensor);
+  const uint32_t float32 = 1;
+  std::memcpy(b.data() + tensor + 12, &float32, 4);
+  patch(tensor + 4, b.size());
+  put32(1);
+  b += "w";
+  b.append(3, '\0');  // the terminating NUL, then padding
+  patch(tensor + 8, b.size());
+  put32(2);
+  for (const int64_t d : {int64_t{1}, int64_t{4}}) b.append(reinterpret_cast<const char*>(&d), 8);
+  patch(tensor + 16, b.size());
+  put32(16);
+  b.append(16, '\1');
+  return b;
 }
 
 std::string report_seed() {
@@ -190,6 +243,19 @@ const std::vector<Target> kTargets = {
            "External data path validation failed for initializer: w. Error: tensorprotoutils.cc:426 "
            "ValidateExternalDataPathFromDir Absolute path not allowed for external data location"};
      }},
+    {"ort_format",
+     [](std::string_view b) {
+       const fs::path path = model_path().string() + ".ort";
+       {
+         std::ofstream out(path, std::ios::binary | std::ios::trunc);
+         out.write(b.data(), static_cast<std::streamsize>(b.size()));
+       }
+       for (const auto& init : detail::ort_format_initializers(path.string())) {
+         if (init.offset + init.bytes > b.size()) throw std::logic_error("an initializer past the end of the file");
+       }
+       std::filesystem::remove(path);
+     },
+     [] { return std::vector<std::string>{ort_format_seed()}; }},
     {"model",
      [](std::string_view b) {
        {

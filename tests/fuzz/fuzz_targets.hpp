@@ -16,7 +16,7 @@ struct Target {
 };
 
 /// Every target: config, plan, status, error, specs, tensors, start_report, timeline, ort_profile,
-/// ort_log, ort_error_text, model.
+/// ort_log, ort_error_text, ort_format, model.
 const std::vector<Target>& targets();
 const Target& target(std::string_view name);  ///< throws std::invalid_argument for an unknown name
 

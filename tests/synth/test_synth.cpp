@@ -15,13 +15,6 @@ namespace ortfleet {
 namespace fs = std::filesystem;
 
 namespace {
-std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 /// Creates a CPU session, runs one inference on generated inputs and returns the first output.
 std::vector<float> run_once(const std::string& model) {
   SessionSpec spec;
@@ -44,8 +37,8 @@ TEST(Synth, SameSeedSameBytesOtherSeedOtherWeights) {
   synth::write_mlp((dir / "a1.onnx").string(), spec, a);
   synth::write_mlp((dir / "a2.onnx").string(), spec, a);
   synth::write_mlp((dir / "b.onnx").string(), spec, b);
-  EXPECT_EQ(read_all((dir / "a1.onnx").string()), read_all((dir / "a2.onnx").string()));
-  EXPECT_NE(read_all((dir / "a1.onnx").string()), read_all((dir / "b.onnx").string()));
+  EXPECT_EQ(test::read_all((dir / "a1.onnx").string()), test::read_all((dir / "a2.onnx").string()));
+  EXPECT_NE(test::read_all((dir / "a1.onnx").string()), test::read_all((dir / "b.onnx").string()));
 }
 
 TEST(Synth, MlpRunsOnTheCpuWithFiniteOutputs) {

@@ -120,7 +120,7 @@ void RunConfigFlags::add_to(CLI::App* app) {
   app->add_flag("--model-cache", model_cache, "Use the cache of pre-optimised models");
   app->add_flag("--no-model-cache", no_model_cache, "Never use it (the fleet strategy does by default)");
   app->add_option("--model-cache-format", model_cache_format, "How the model cache stores a graph: auto (default: ort for graphs of 5,000 nodes or more, else onnx), onnx (weights mapped from a side file) or ort (ONNX Runtime's ORT format)")
-      ->check(CLI::IsMember({"onnx", "ort"}));
+      ->check(CLI::IsMember({"auto", "onnx", "ort"}));
   app->add_option("--session-config", session_config,
                   "An ONNX Runtime session config entry KEY=VALUE, e.g. session.disable_prepacking=1 (repeatable)");
   app->add_flag("--cuda-graph", cuda_graph, "Enable CUDA graph capture in the CUDA EP");
