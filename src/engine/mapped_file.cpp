@@ -32,7 +32,7 @@ std::optional<FileIdentity> identity_of(const std::string& path, Symlinks symlin
   return identity_from(st);
 }
 
-MappedFile::MappedFile(const std::string& path, bool populate, Symlinks symlinks) {
+MappedFile::MappedFile(const std::string& path, bool populate, Symlinks symlinks) : path_(path) {
   const int no_follow = symlinks == Symlinks::refuse ? O_NOFOLLOW : 0;
   const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | no_follow));
   if (!fd) throw Error("cannot open " + path + ": " + std::strerror(errno), "Check the path and its permissions");

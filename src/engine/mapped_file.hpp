@@ -36,10 +36,13 @@ class MappedFile {
 
   const void* data() const { return data_; }
   size_t size() const { return size_; }
+  /// The path it was opened with.
+  const std::string& path() const { return path_; }
   /// The file's identity when it was opened.
   const FileIdentity& identity() const { return identity_; }
 
  private:
+  std::string path_;
   void* data_ = nullptr;
   size_t size_ = 0;
   FileIdentity identity_;

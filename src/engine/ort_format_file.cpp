@@ -2,7 +2,6 @@
 
 #include <cstring>
 #include <filesystem>
-#include <optional>
 
 #include "engine/mapped_file.hpp"
 #include "ortfleet/base/error.hpp"
@@ -30,7 +29,8 @@ constexpr int kTensorRawData = 4;     // Tensor.raw_data
 /// it is followed, so a damaged file is an error, never a read outside the mapping.
 class FlatBuffer {
  public:
-  FlatBuffer(const std::byte* data, uint64_t size, const std::string& path) : data_(data), size_(size), path_(path) {}
+  explicit FlatBuffer(const MappedFile& file)
+      : data_(static_cast<const std::byte*>(file.data())), size_(file.size()), path_(file.path()) {}
 
   template <typename T>
   T read(uint64_t at) const {
@@ -83,11 +83,16 @@ class FlatBuffer {
   const std::string& path_;
 };
 
+}  // namespace
+
+bool has_ort_format_identifier(const MappedFile& file) {
+  return file.size() >= 8 && std::memcmp(static_cast<const char*>(file.data()) + 4, "ORTM", 4) == 0;
+}
+
+namespace {
 /// The position of the main graph's table in `fb`, which reads `file`.
 uint64_t main_graph(const FlatBuffer& fb, const MappedFile& file) {
-  if (file.size() < 8 || std::memcmp(static_cast<const char*>(file.data()) + 4, "ORTM", 4) != 0) {
-    fb.fail("it lacks the ORT-format identifier 'ORTM'");
-  }
+  if (!has_ort_format_identifier(file)) fb.fail("it lacks the ORT-format identifier 'ORTM'");
   const uint64_t model = fb.field(fb.root(), kSessionModel);
   if (model == 0) fb.fail("it holds no model");
   const uint64_t graph = fb.field(fb.follow(model), kModelGraph);
@@ -97,22 +102,12 @@ uint64_t main_graph(const FlatBuffer& fb, const MappedFile& file) {
 
 }  // namespace
 
-bool is_ort_format_file(const std::string& path) {
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec) || fs::file_size(path, ec) < 8) return false;
-  const MappedFile file(path);
-  return std::memcmp(static_cast<const char*>(file.data()) + 4, "ORTM", 4) == 0;
-}
-
-std::vector<InitializerBytes> ort_format_initializers(const std::string& path, const MappedFile* mapped) {
-  std::optional<MappedFile> own;
-  if (mapped == nullptr) own.emplace(path);
-  const MappedFile& file = mapped ? *mapped : *own;
-  const FlatBuffer fb(static_cast<const std::byte*>(file.data()), file.size(), path);
+std::vector<InitializerBytes> ort_format_initializers(const MappedFile& file) {
+  const FlatBuffer fb(file);
   const uint64_t initializers = fb.field(main_graph(fb, file), kGraphInitializers);
   std::vector<InitializerBytes> out;
   if (initializers == 0) return out;
-  const std::string absolute = fs::absolute(path).string();
+  const std::string absolute = fs::absolute(file.path()).string();
   const auto [count, first] = fb.vector(fb.follow(initializers), 4);
   out.reserve(count);
   for (uint64_t i = 0; i < count; ++i) {
@@ -138,12 +133,8 @@ std::vector<InitializerBytes> ort_format_initializers(const std::string& path, c
   return out;
 }
 
-std::unordered_set<std::string> inputs_of_nodes_not_on(const std::string& path, const std::string& provider,
-                                                       const MappedFile* mapped) {
-  std::optional<MappedFile> own;
-  if (mapped == nullptr) own.emplace(path);
-  const MappedFile& file = mapped ? *mapped : *own;
-  const FlatBuffer fb(static_cast<const std::byte*>(file.data()), file.size(), path);
+std::unordered_set<std::string> inputs_of_nodes_not_on(const MappedFile& file, const std::string& provider) {
+  const FlatBuffer fb(file);
   const uint64_t nodes = fb.field(main_graph(fb, file), kGraphNodes);
   std::unordered_set<std::string> out;
   if (nodes == 0) return out;

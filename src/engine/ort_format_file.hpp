@@ -11,18 +11,19 @@
 
 namespace ortfleet::detail {
 
-/// True when `path` starts with an ORT-format FlatBuffer (file identifier "ORTM" at byte 4).
-bool is_ort_format_file(const std::string& path);
+// Each reader takes the file mapped by its caller, who copies the weights out of the same mapping:
+// the pages read here are not faulted in twice.
 
-/// The initializers of the ORT-format model at `path` whose bytes lie inline (Tensor.raw_data);
+/// True when `file` starts with an ORT-format FlatBuffer (file identifier "ORTM" at byte 4).
+bool has_ort_format_identifier(const MappedFile& file);
+
+/// The initializers of the ORT-format model in `file` whose bytes lie inline (Tensor.raw_data);
 /// string tensors and sparse initializers are left out. Throws ortfleet::Error for a malformed file.
-/// `file`, when given, is `path` already mapped (the pages read here are then not faulted in twice).
-std::vector<InitializerBytes> ort_format_initializers(const std::string& path, const MappedFile* file = nullptr);
+std::vector<InitializerBytes> ort_format_initializers(const MappedFile& file);
 
-/// The values read by nodes of the ORT-format model at `path` that run on another execution provider
+/// The values read by nodes of the ORT-format model in `file` that run on another execution provider
 /// than `provider` (e.g. "CUDAExecutionProvider"): the saved graph records each node's provider, and an
 /// initializer such a node reads must stay where that provider expects it. Throws ortfleet::Error.
-std::unordered_set<std::string> inputs_of_nodes_not_on(const std::string& path, const std::string& provider,
-                                                       const MappedFile* file = nullptr);
+std::unordered_set<std::string> inputs_of_nodes_not_on(const MappedFile& file, const std::string& provider);
 
 }  // namespace ortfleet::detail

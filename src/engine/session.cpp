@@ -298,13 +298,13 @@ void Session::Impl::share_weights(Ort::SessionOptions& options, const std::strin
     if (upload) {
       upload->arg("bytes", std::to_string(shared_weights->bytes()));
       upload->arg("initializers", std::to_string(shared_weights->count()));
-      upload->arg("read_ms", fmt::format("{:.1f}", shared_weights->read_ms()));
-      upload->arg("copy_ms", fmt::format("{:.1f}", shared_weights->upload_ms()));
-      // Where the copy's time went (bench/device plans read these).
-      upload->arg("prepare_ms", fmt::format("{:.1f}", shared_weights->prepare_ms()));
-      upload->arg("staging_ms", fmt::format("{:.1f}", shared_weights->staged().staging_ms));
-      upload->arg("fill_ms", fmt::format("{:.1f}", shared_weights->staged().fill_ms));
-      upload->arg("wait_ms", fmt::format("{:.1f}", shared_weights->staged().wait_ms));
+      // Where the time went: profile reads read_ms and copy_ms, bench/device's summaries all of them.
+      const auto& staged = shared_weights->staged();
+      for (const auto& [name, ms] : {std::pair{"read_ms", shared_weights->read_ms()}, {"copy_ms", shared_weights->upload_ms()},
+                                     {"prepare_ms", shared_weights->prepare_ms()}, {"staging_ms", staged.staging_ms},
+                                     {"fill_ms", staged.fill_ms}, {"wait_ms", staged.wait_ms}}) {
+        upload->arg(name, fmt::format("{:.1f}", ms));
+      }
     }
   }
   shared_weights->add_to(options);

@@ -42,13 +42,12 @@ SharedWeights::SharedWeights(const std::string& optimised_model, const Device& d
   };
   // An ORT-format entry keeps its weights inside its FlatBuffer, an ONNX entry in its data file. An ORT
   // entry also records the provider of every node: what a node on another provider reads stays with it.
-  const bool ort_format = is_ort_format_file(optimised_model);
+  const MappedFile& entry = mapped(fs::absolute(optimised_model).string());
   std::vector<InitializerBytes> all;
   std::unordered_set<std::string> host_read;
-  if (ort_format) {
-    const MappedFile& entry = mapped(fs::absolute(optimised_model).string());
-    all = ort_format_initializers(optimised_model, &entry);
-    host_read = inputs_of_nodes_not_on(optimised_model, kCudaProvider, &entry);
+  if (has_ort_format_identifier(entry)) {
+    all = ort_format_initializers(entry);
+    host_read = inputs_of_nodes_not_on(entry, kCudaProvider);
   } else {
     all = initializer_bytes(optimised_model);
   }

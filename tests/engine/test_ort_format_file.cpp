@@ -47,12 +47,13 @@ TEST(OrtFormatFile, FindsEveryInitializerWithItsBytes) {
   for (const std::string& model : {test::mlp_model(), test::small_transformer()}) {
     SCOPED_TRACE(model);
     const std::string ort = save_as_ort(model);
-    ASSERT_TRUE(is_ort_format_file(ort));
-    EXPECT_FALSE(is_ort_format_file(model));
+    const MappedFile ort_file(ort);
+    ASSERT_TRUE(has_ort_format_identifier(ort_file));
+    EXPECT_FALSE(has_ort_format_identifier(MappedFile(model)));
     std::map<std::string, InitializerBytes> want;
     for (auto& init : initializer_bytes(model)) want[init.name] = init;
     ASSERT_FALSE(want.empty());
-    const auto got = ort_format_initializers(ort);
+    const auto got = ort_format_initializers(ort_file);
     size_t matched = 0;
     for (const auto& init : got) {
       EXPECT_EQ(init.file, fs::absolute(ort).string());
@@ -71,7 +72,7 @@ TEST(OrtFormatFile, FindsEveryInitializerWithItsBytes) {
 // A CPU session's saved graph assigns every node to the CPU provider: none reads anything off it, and
 // off CUDA every node's inputs are read, the weights among them.
 TEST(OrtFormatFile, NamesWhatNodesOnOtherProvidersRead) {
-  const std::string ort = save_as_ort(test::mlp_model());
+  const MappedFile ort(save_as_ort(test::mlp_model()));
   EXPECT_TRUE(inputs_of_nodes_not_on(ort, "CPUExecutionProvider").empty());
   const auto off_cuda = inputs_of_nodes_not_on(ort, "CUDAExecutionProvider");
   const auto weights = ort_format_initializers(ort);
@@ -86,7 +87,7 @@ TEST(OrtFormatFile, ADamagedFileIsAnErrorNotACrash) {
   for (const size_t keep : {size_t{8}, size_t{64}, whole.size() / 2, whole.size() - 1}) {
     const std::string path = write("cut.ort", whole.substr(0, keep));
     try {
-      const auto got = ort_format_initializers(path);
+      const auto got = ort_format_initializers(MappedFile(path));
       // A cut that only loses the end may leave every table the reader follows intact: then what it
       // finds must still lie inside the file.
       for (const auto& init : got) EXPECT_LE(init.offset + init.bytes, keep) << init.name;
@@ -98,9 +99,9 @@ TEST(OrtFormatFile, ADamagedFileIsAnErrorNotACrash) {
   flipped[0] = static_cast<char>(0xff);  // the root table now points past the end
   flipped[1] = static_cast<char>(0xff);
   flipped[3] = static_cast<char>(0x7f);
-  EXPECT_THROW(ort_format_initializers(write("flipped.ort", flipped)), Error);
-  EXPECT_THROW(ort_format_initializers(write("not-ort.ort", "plain text, no identifier")), Error);
-  EXPECT_FALSE(is_ort_format_file(write("short.ort", "ORTM")));
+  EXPECT_THROW(ort_format_initializers(MappedFile(write("flipped.ort", flipped))), Error);
+  EXPECT_THROW(ort_format_initializers(MappedFile(write("not-ort.ort", "plain text, no identifier"))), Error);
+  EXPECT_FALSE(has_ort_format_identifier(MappedFile(write("short.ort", "ORTM"))));
 }
 
 }  // namespace ortfleet::detail

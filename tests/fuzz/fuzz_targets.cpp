@@ -250,7 +250,8 @@ const std::vector<Target> kTargets = {
          std::ofstream out(path, std::ios::binary | std::ios::trunc);
          out.write(b.data(), static_cast<std::streamsize>(b.size()));
        }
-       for (const auto& init : detail::ort_format_initializers(path.string())) {
+       const detail::MappedFile file(path.string());
+       for (const auto& init : detail::ort_format_initializers(file)) {
          if (init.offset + init.bytes > b.size()) throw std::logic_error("an initializer past the end of the file");
        }
        std::filesystem::remove(path);
