@@ -3,6 +3,7 @@ find_package(Threads REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)   # JSON reports, config files, worker protocol
 find_package(fmt 9 REQUIRED)                # formatting
 find_package(spdlog 1.10 REQUIRED)          # progress and diagnostic logging
+find_package(ZLIB)                          # compressed .npz warm-up inputs (optional: stored .npz needs none)
 if(ORTFLEET_BUILD_TOOLS)
   find_package(CLI11 2.1 REQUIRED)          # command-line parsing
 endif()

@@ -6,7 +6,7 @@ install(TARGETS ortfleet EXPORT ortfleetTargets ARCHIVE DESTINATION ${CMAKE_INST
 install(DIRECTORY include/ortfleet DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(EXPORT ortfleetTargets NAMESPACE ortfleet:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ortfleet)
 file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/ortfleetConfig.cmake
-     "include(CMakeFindDependencyMacro)\nfind_dependency(Threads)\n"
+     "include(CMakeFindDependencyMacro)\nfind_dependency(Threads)\nfind_dependency(ZLIB)\n"
      "include(\${CMAKE_CURRENT_LIST_DIR}/ortfleetTargets.cmake)\n")
 write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/ortfleetConfigVersion.cmake
                                  COMPATIBILITY SameMinorVersion)

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <future>
 #include <cctype>
 #include <memory>
@@ -451,6 +452,51 @@ std::vector<int64_t> to_batch_list(const py::object& batches) {
   return out;
 }
 
+/// A file of warm-up inputs that lives as long as the fleet using it: the user's path, or the arrays
+/// of a dict saved with numpy.savez into a private temporary file, removed with the fleet.
+class WarmupInputsFile {
+ public:
+  WarmupInputsFile() = default;
+  WarmupInputsFile(const WarmupInputsFile&) = delete;
+  WarmupInputsFile& operator=(const WarmupInputsFile&) = delete;
+  ~WarmupInputsFile() {
+    if (!temporary_.empty()) std::remove(temporary_.c_str());
+  }
+  /// Sets `o` from the keywords: warmup_inputs (a path, or a dict of name -> array) and input_ranges
+  /// (a dict of name -> value, or (lo, hi)).
+  void apply(WarmupOptions& o, const py::object& inputs, const py::object& ranges) {
+    if (py::isinstance<py::str>(inputs) || py::hasattr(inputs, "__fspath__")) {
+      o.inputs_file = py::module_::import("os").attr("path").attr("abspath")(inputs).cast<std::string>();
+    } else if (py::isinstance<py::dict>(inputs)) {
+      auto tempfile = py::module_::import("tempfile");
+      py::tuple made = tempfile.attr("mkstemp")(py::arg("suffix") = ".npz", py::arg("prefix") = "ortfleet-warmup-");
+      py::module_::import("os").attr("close")(made[0]);
+      temporary_ = made[1].cast<std::string>();
+      py::dict arrays;
+      auto numpy = py::module_::import("numpy");
+      for (const auto& [name, value] : py::reinterpret_borrow<py::dict>(inputs)) {
+        arrays[name] = numpy.attr("asarray")(value, py::arg("order") = "C");  // (ascontiguousarray makes a scalar 1-d)
+      }
+      numpy.attr("savez")(temporary_, **arrays);
+      o.inputs_file = temporary_;
+    } else if (!inputs.is_none()) {
+      throw Error("warmup_inputs is a path of a .npz/.npy file or a dict of input name -> array, not " + py::repr(inputs).cast<std::string>());
+    }
+    if (ranges.is_none()) return;
+    if (!py::isinstance<py::dict>(ranges)) throw Error("input_ranges is a dict of input name -> value or (lo, hi), e.g. {'sr': 16000}");
+    for (const auto& [name, value] : py::reinterpret_borrow<py::dict>(ranges)) {
+      const std::string input = py::str(name);
+      const std::string text = py::isinstance<py::sequence>(value) && py::len(value) == 2
+                                   ? py::str(value.cast<py::sequence>()[0]).cast<std::string>() + ":" + py::str(value.cast<py::sequence>()[1]).cast<std::string>()
+                                   : py::str(value).cast<std::string>();
+      o.input_ranges[input] = parse_input_range(input + "=" + text).second;
+    }
+  }
+
+ private:
+  std::string temporary_;
+};
+
 /// The shape keywords of Fleet, over what the config says (each one given replaces the config's).
 void apply_shape_keywords(ShapeOptions& o, const py::object& shapes, const py::object& batches, const py::object& max_sessions,
                           const py::object& pad_batch) {
@@ -619,7 +665,7 @@ class PyFleet {
   PyFleet(const std::string& model, const py::object& devices, const std::string& strategy, const py::object& config,
           int warmup, const std::string& ort_library, const std::string& profile_dir, const py::object& shapes,
           const py::object& batches, const py::object& max_shape_sessions, const py::object& pad_batch, double start_timeout,
-          double run_timeout, const py::object& pool) {
+          double run_timeout, const py::object& pool, const py::object& warmup_inputs, const py::object& input_ranges) {
     FleetOptions o;
     o.start_timeout_s = start_timeout;
     o.run_timeout_s = run_timeout;
@@ -627,6 +673,7 @@ class PyFleet {
     o.strategy = parse_strategy(strategy);
     o.config = to_config(config);
     apply_shape_keywords(o.config.shapes, shapes, batches, max_shape_sessions, pad_batch);
+    warmup_file_.apply(o.config.warmup, warmup_inputs, input_ranges);
     o.warmup_runs = warmup;
     o.ort_library = ort_library;
     o.profile_dir = profile_dir;
@@ -717,6 +764,7 @@ class PyFleet {
     for (const auto& [name, value] : inputs) add_input(prepared, py::str(name), value, specs);
     return prepared;
   }
+  WarmupInputsFile warmup_file_;  // outlives fleet_, whose workers may read it
   std::unique_ptr<Fleet> fleet_;
 };
 
@@ -749,12 +797,15 @@ PYBIND11_MODULE(_ortfleet, m) {
   py::class_<PyFleet>(m, "Fleet", "One ready ONNX Runtime session per device")
       .def(py::init<const std::string&, const py::object&, const std::string&, const py::object&, int, const std::string&,
                     const std::string&, const py::object&, const py::object&, const py::object&, const py::object&, double,
-                    double, const py::object&>(),
+                    double, const py::object&, const py::object&, const py::object&>(),
            py::arg("model"), py::arg("devices") = py::none(), py::arg("strategy") = "auto", py::arg("config") = py::none(),
            py::arg("warmup") = 1, py::arg("ort_library") = "", py::arg("profile_dir") = "", py::arg("shapes") = py::none(),
            py::arg("batches") = py::none(), py::arg("max_shape_sessions") = py::none(), py::arg("pad_batch") = py::none(),
            py::arg("start_timeout") = FleetOptions{}.start_timeout_s, py::arg("run_timeout") = FleetOptions{}.run_timeout_s,
-           py::arg("pool") = py::none(),
+           py::arg("pool") = py::none(), py::arg("warmup_inputs") = py::none(), py::arg("input_ranges") = py::none(),
+           "warmup_inputs: real inputs for warm-up (and for checking the model cache's entry), a dict of input name -> "
+           "numpy array or the path of a .npz/.npy file; input_ranges: values of generated ones, a dict of input name -> "
+           "value or (lo, hi), e.g. {'sr': 16000}. "
            "pool: an ortfleet.Pool, or the socket path of an `ortfleet serve` daemon, to start on warm workers (None: the "
            "pool ortfleet.prewarm() started, when it has every device; False: no pool). "
            "shapes, batches, max_shape_sessions and pad_batch set the config's \"shapes\" section: one ONNX Runtime session "

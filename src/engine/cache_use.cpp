@@ -38,8 +38,12 @@ ModelCacheFormat resolve_model_cache_format(const std::string& model, ModelCache
   if (asked != ModelCacheFormat::automatic) return asked;
   try {
     const ModelFacts facts = inspect_model(model);
-    return facts.nodes >= kOrtFormatMinNodes && facts.initializer_bytes <= kOrtFormatMaxBytes ? ModelCacheFormat::ort
-                                                                                               : ModelCacheFormat::onnx;
+    if (facts.initializer_bytes > kOrtFormatMaxBytes) return ModelCacheFormat::onnx;
+    // ONNX Runtime 1.29 saves an optimised graph with control flow (If, Loop, Scan) in the ONNX
+    // format with initializers its own loader then refuses ("initializer name is not unique":
+    // Silero VAD v4 and v5 of the corpus, verified); its ORT format keeps the subgraphs whole.
+    const bool control_flow = facts.op_counts.count("If") + facts.op_counts.count("Loop") + facts.op_counts.count("Scan") > 0;
+    return facts.nodes >= kOrtFormatMinNodes || control_flow ? ModelCacheFormat::ort : ModelCacheFormat::onnx;
   } catch (const std::exception&) {
     return ModelCacheFormat::onnx;  // ONNX Runtime will say what is wrong with the model
   }
@@ -48,6 +52,7 @@ ModelCacheFormat resolve_model_cache_format(const std::string& model, ModelCache
 namespace {
 
 std::string manifest_of(const std::string& entry) { return entry + ".manifest.json"; }
+std::string rejected_of(const std::string& entry) { return entry + ".rejected.json"; }
 std::string data_of(const std::string& entry) { return entry + ".data"; }
 
 /// Removes every file of `entry` but its lock (which the caller holds exclusive): a damaged entry,
@@ -115,6 +120,7 @@ std::string check_entry(const std::string& entry, const std::string& key) {
   bool rehashed = false;
   try {
     if (manifest.value("ortfleet_cache_entry", 0) != kManifestVersion) return "its manifest is of an unknown version";
+    if (!manifest.value("verified", false)) return "it was never verified against the model (an older ortfleet wrote it)";
     if (manifest.at("key").get<std::string>() != key) return "its manifest was written for another model or configuration";
     for (json& file : manifest.at("files")) {
       const std::string name = file.at("name").get<std::string>();
@@ -160,7 +166,7 @@ std::string check_entry(const std::string& entry, const std::string& key) {
 
 CacheUse::CacheUse(const std::string& cache_dir, const std::string& model, const Device& device, const RunConfig& config,
                    Ort::SessionOptions& options)
-    : source_(model), enabled_(true) {
+    : model_(model), source_(model), enabled_(true) {
   const ModelCache cache(cache_dir);
   try {
     ensure_private_dir(cache.dir(), kCacheFolderHint);
@@ -178,21 +184,19 @@ CacheUse::CacheUse(const std::string& cache_dir, const std::string& model, const
     key_ = cache_key_text(content_.text, device, keyed);
     entry_ = cache.entry_path_for_key(model, key_, format_);
     if (!lock_.try_lock(entry_ + ".lock", FileLock::Mode::shared)) return;  // being written: busy
+    if (const std::string why = rejection_of(entry_); !why.empty()) {
+      lock_.unlock();
+      rejected_ = true;
+      spdlog::debug("{}: not using the model cache: its entry {} was rejected ({})", model, entry_, why);
+      return;
+    }
     std::string damage;
     if (identity_of(entry_, Symlinks::refuse)) {
       damage = check_entry(entry_, key_);
       if (damage.empty()) {
         source_ = entry_;
         hit_ = true;
-        options.SetGraphOptimizationLevel(ORT_DISABLE_ALL);
-        if (format_ == ModelCacheFormat::ort) {
-          options.AddConfigEntry("session.load_model_format", "ORT");
-          // Mapped, not read into a heap buffer, and the weights used where they lie in the mapping
-          // rather than copied out of it: the ResNet-50's cached start on the CPU took 314 ms with
-          // the copies and 42 ms without (README, Cold-start floor).
-          options.AddConfigEntry("session.use_memory_mapped_ort_model", "1");
-          options.AddConfigEntry("session.use_ort_model_bytes_for_initializers", "1");
-        }
+        use_entry_options(options);
         return;  // the shared lock stays until the session exists
       }
     }
@@ -225,8 +229,55 @@ CacheUse::CacheUse(const std::string& cache_dir, const std::string& model, const
 
 CacheUse::~CacheUse() { abandon(); }
 
+void CacheUse::use_entry_options(Ort::SessionOptions& options) const {
+  options.SetGraphOptimizationLevel(ORT_DISABLE_ALL);
+  if (format_ == ModelCacheFormat::ort) {
+    options.AddConfigEntry("session.load_model_format", "ORT");
+    // Mapped, not read into a heap buffer, and the weights used where they lie in the mapping
+    // rather than copied out of it: the ResNet-50's cached start on the CPU took 314 ms with
+    // the copies and 42 ms without (README, Cold-start floor).
+    options.AddConfigEntry("session.use_memory_mapped_ort_model", "1");
+    options.AddConfigEntry("session.use_ort_model_bytes_for_initializers", "1");
+  }
+}
+
+std::string rejection_of(const std::string& entry) {
+  const std::string path = rejected_of(entry);
+  const auto id = identity_of(path, Symlinks::refuse);
+  if (!id || !id->regular) return {};
+  try {
+    std::ifstream in(path);
+    const json record = json::parse(in);
+    return record.at("reason").get<std::string>();
+  } catch (const std::exception& e) {
+    return std::string("its record is unreadable: ") + e.what();
+  }
+}
+
+void CacheUse::reject(const std::string& why) {
+  const std::string entry = entry_;
+  static std::atomic<bool> warned{false};
+  const std::string text = fmt::format(
+      "ortfleet's optimised copy of {} failed its check ({}); it was discarded and the model itself is used, unoptimised by the "
+      "cache. Your model is not at fault: this is ortfleet's cache (entry {}, reason kept in {})",
+      model_, why, entry, rejected_of(entry));
+  if (warned.exchange(true)) spdlog::debug("{}", text); else spdlog::warn("{}", text);
+  rejected_ = true;
+  hit_ = false;
+  source_ = model_;
+  partial_.clear();
+  try {
+    if (!lock_.held() || !lock_.try_upgrade()) return;  // another process reads it: leave the files, it will find out too
+    remove_entry_files(entry);
+    write_private_file(rejected_of(entry), json{{"key", key_}, {"reason", why}}.dump(1), /*durable=*/false);
+  } catch (const std::exception& e) {
+    spdlog::debug("could not record the rejected model cache entry {}: {}", entry, e.what());
+  }
+}
+
 const char* CacheUse::outcome() const {
   if (!enabled_) return "off";
+  if (rejected_) return "rejected";
   if (unwritable_) return "unwritable";
   if (hit_) return "hit";
   return writing() ? "miss" : "busy";
@@ -255,7 +306,8 @@ void CacheUse::seal() {
     record["name"] = name;
     files.push_back(std::move(record));
   }
-  write_private_file(manifest_of(entry_), json{{"ortfleet_cache_entry", kManifestVersion}, {"key", key_}, {"files", files}}.dump(1),
+  write_private_file(manifest_of(entry_),
+                     json{{"ortfleet_cache_entry", kManifestVersion}, {"key", key_}, {"verified", true}, {"files", files}}.dump(1),
                      /*durable=*/true);
   if (::rename(partial_.c_str(), entry_.c_str()) != 0) {
     throw FolderNotWritable("cannot publish " + entry_ + ": " + std::strerror(errno));
@@ -278,7 +330,7 @@ bool CacheUse::commit() {
 void CacheUse::abandon(const std::string& why) {
   if (partial_.empty()) return;
   partial_.clear();
-  if (!why.empty()) warn_cache_not_written(source_, why);
+  if (!why.empty()) warn_cache_not_written(model_, why);
   try {
     remove_entry_files(entry_);  // the partial graph, the data, the manifest: this process holds the writer's lock
   } catch (const std::exception& e) {

@@ -9,6 +9,13 @@
 // nobody reads an entry while it is made, set aside or rebuilt. Others starting meanwhile run
 // without the cache ("busy"). Every failure to write (full disk, read-only folder) means a start
 // without the cache and one warning per process, never a failed start.
+//
+// An entry is what ortfleet wrote, not the user's model, so it is used only once verified: before it
+// is published, a session loads it and its outputs are compared with the model's on the warm-up
+// inputs (Session does this; the manifest records "verified"). An entry that fails is never
+// published: ENTRY.rejected.json keeps the reason, and later starts of that model and configuration
+// load the model itself without trying again. An entry that loaded once but fails to load later is
+// set aside the same way, and the start goes on from the model.
 #include <string>
 
 #include "engine/file_lock.hpp"
@@ -41,7 +48,7 @@ std::string check_entry(const std::string& entry, const std::string& key);
 class CacheUse {
  public:
   /// Not using the cache: the model is loaded as it is.
-  explicit CacheUse(std::string model) : source_(std::move(model)) {}
+  explicit CacheUse(std::string model) : model_(model), source_(std::move(model)) {}
   /// Looks the entry up in `cache_dir` and sets `options` for a hit (optimisation off) or a miss this
   /// process fills (where to save the optimised graph and its weights). Throws ortfleet::Error when
   /// the cache folder is unsafe (another user owns it or can write it).
@@ -57,15 +64,25 @@ class CacheUse {
   /// Whether this session writes a new entry.
   bool writing() const { return !partial_.empty(); }
   /// "hit", "miss" (this session writes the entry), "busy" (another process does, or loads it),
-  /// "unwritable" (the cache folder cannot be written) or "off".
+  /// "unwritable" (the cache folder cannot be written), "rejected" (an entry of this model and
+  /// configuration failed its verification: the model is used) or "off".
   const char* outcome() const;
 
   /// The entry's path (whether or not it exists).
   const std::string& entry() const { return entry_; }
-  /// The session exists: seal the entry (manifest) and publish it (atomic rename: readers see a whole
-  /// entry or none). True when this session wrote an entry that is now in place; on failure the
-  /// entry's files are removed and the start goes on without it.
+  /// What this session is writing: the unpublished entry a verifier loads ("" when not writing).
+  const std::string& written() const { return partial_; }
+  /// Sets `options` to load an entry: graph optimisation off (its graph is final), and for the ORT
+  /// format, read in place from a mapping.
+  void use_entry_options(Ort::SessionOptions& options) const;
+  /// The session exists and the entry was verified: seal it (manifest) and publish it (atomic rename:
+  /// readers see a whole entry or none). True when this session wrote an entry that is now in place;
+  /// on failure the entry's files are removed and the start goes on without it.
   bool commit();
+  /// The entry failed its verification, or (on a hit) could not be loaded: remove it and record
+  /// `why` in ENTRY.rejected.json, so later starts use the model without trying the entry again.
+  /// Best effort; warns once with the reason, saying it is the cache's fault, not the model's.
+  void reject(const std::string& why);
   /// Removes every file of an entry this session was writing. With `why` (creating the session
   /// failed while it wrote the entry), warns once per process that the cache could not be written.
   void abandon(const std::string& why = {});
@@ -73,6 +90,7 @@ class CacheUse {
  private:
   void seal();
 
+  std::string model_;
   std::string source_;
   std::string entry_;
   std::string key_;
@@ -83,6 +101,10 @@ class CacheUse {
   bool hit_ = false;
   bool enabled_ = false;
   bool unwritable_ = false;
+  bool rejected_ = false;
 };
+
+/// The reason recorded for a rejected entry, or "" when it has none (rejected_path_of(entry)).
+std::string rejection_of(const std::string& entry);
 
 }  // namespace ortfleet::detail

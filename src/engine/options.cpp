@@ -1,6 +1,10 @@
 #include "ortfleet/engine/options.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <cmath>
+#include <filesystem>
 #include <functional>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -169,6 +173,32 @@ std::string to_string(const InputShapes& shapes) {
   return out;
 }
 
+// --- warm-up inputs ----------------------------------------------------------------------------
+
+std::pair<std::string, ValueRange> parse_input_range(const std::string& text) {
+  const char* hint = "Write NAME=VALUE for a constant (sr=16000) or NAME=LO:HI for a range (input_ids=0:30521)";
+  const auto eq = text.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size()) throw Error("'" + text + "' is not NAME=VALUE or NAME=LO:HI", hint);
+  auto number = [&](const std::string& part) {
+    size_t used = 0;
+    double value = 0;
+    try {
+      value = std::stod(part, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != part.size() || !std::isfinite(value)) throw Error("'" + part + "' in '" + text + "' is not a number", hint);
+    return value;
+  };
+  const std::string value = text.substr(eq + 1);
+  const auto colon = value.find(':');
+  ValueRange range;
+  range.lo = number(value.substr(0, colon));
+  range.hi = colon == std::string::npos ? range.lo : number(value.substr(colon + 1));
+  if (range.hi < range.lo) throw Error("the range in '" + text + "' ends below where it starts", hint);
+  return {text.substr(0, eq), range};
+}
+
 // --- config file -------------------------------------------------------------------------------
 
 namespace {
@@ -307,9 +337,15 @@ json shapes_json(const ShapeOptions& s) {
           {"share_weights", s.share_weights}};
 }
 
+json warmup_json(const WarmupOptions& w) {
+  json ranges = json::object();
+  for (const auto& [name, r] : w.input_ranges) ranges[name] = {r.lo, r.hi};
+  return {{"inputs", w.inputs_file}, {"input_ranges", ranges}};
+}
+
 std::string RunConfig::to_json() const {
   json j = {{"ortfleet_config", kConfigFormat}, {"name", name},          {"session", session_json(session)},
-            {"cuda", cuda_json(cuda)},          {"shapes", shapes_json(shapes)}};
+            {"cuda", cuda_json(cuda)},          {"shapes", shapes_json(shapes)}, {"warmup", warmup_json(warmup)}};
   return j.dump(2) + "\n";
 }
 
@@ -396,6 +432,18 @@ RunConfig RunConfig::from_json(const std::string& text, const std::string& sourc
       s.fail("shapes", "is contradictory: " + e.what_failed());
     }
   }
+  if (j.contains("warmup")) {
+    Section w(j.at("warmup"), "warmup", source);
+    w.read("inputs", config.warmup.inputs_file, "the path of a .npz or .npy file");
+    std::map<std::string, std::vector<double>> ranges;
+    w.read("input_ranges", ranges, "an object of [lo, hi] pairs by input name");
+    for (const auto& [name, r] : ranges) {
+      if (r.size() != 2 || r[1] < r[0]) w.fail("warmup.input_ranges." + name, "must be [lo, hi] with lo <= hi");
+      config.warmup.input_ranges[name] = {r[0], r[1]};
+    }
+    w.finish();
+  }
+  top.allow("warmup");
   top.allow("shapes");
   top.allow("session");  // read above
   top.allow("cuda");
@@ -445,6 +493,8 @@ std::string RunConfig::summary() const {
   if (shapes.max_sessions != ShapeOptions{}.max_sessions) parts.push_back("max_shape_sessions=" + std::to_string(shapes.max_sessions));
   if (shapes.pad_batch) parts.push_back("pad_batch");
   if (!shapes.share_weights) parts.push_back("no_shared_weights");
+  if (!warmup.inputs_file.empty()) parts.push_back("warmup_inputs=" + std::filesystem::path(warmup.inputs_file).filename().string());
+  for (const auto& [input, r] : warmup.input_ranges) parts.push_back(fmt::format("range:{}={}:{}", input, r.lo, r.hi));
   if (parts.empty()) return "defaults";
   std::string out;
   for (const auto& p : parts) out += (out.empty() ? "" : " ") + p;

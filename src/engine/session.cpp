@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -21,6 +22,8 @@
 #include "engine/ort_environment.hpp"
 #include "engine/ort_errors.hpp"
 #include "engine/shared_weights.hpp"
+#include "engine/output_compare.hpp"
+#include "engine/warmup_inputs.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/model_file.hpp"
 #include "ortfleet/engine/runtime.hpp"
@@ -108,7 +111,8 @@ struct Session::Impl {
   bool used_cache = false;
   bool retained_context = false;
   uint64_t memory_at_start = 0;  // in use when creation began, the context already made
-  std::vector<std::pair<std::string, std::pair<int64_t, int64_t>>> int_ranges;
+  std::map<std::string, ValueRange> model_ranges;  // recorded in the model's metadata (ortfleet.input_range.NAME)
+  std::unique_ptr<detail::WarmupInputSource> warmup_source;  // what warm-up (and the cache's check) feeds the model
   std::vector<InputShapes> declared;     // resolved config.shapes
   std::vector<int64_t> pad_batches;      // declared batch sizes, when config.shapes.pad_batch
   // What shape sessions after the first load: the optimised cache entry once there is one (graph
@@ -143,6 +147,14 @@ struct Session::Impl {
   /// Has `options` use the weights of `optimised_model` uploaded once to this GPU (uploading them at
   /// the first call), when this session shares weights; a no-op otherwise.
   void share_weights(Ort::SessionOptions& options, const std::string& optimised_model);
+  /// Loads the entry `cache` is writing and compares its outputs with `reference`'s on warm-up inputs:
+  /// "" when they agree, else why not. The entry is ortfleet's work, so any failure is its own.
+  /// nullopt when the entry could not be checked (the model itself failed on the warm-up inputs).
+  std::optional<std::string> verify_cache_entry(const detail::CacheUse& cache, ShapeSession& reference);
+  /// Runs `s` the way Session::run would (as a CUDA graph in graph mode), outputs on the host.
+  std::vector<Tensor> run_on(ShapeSession& s, const std::vector<Tensor>& given) {
+    return graph_mode() ? run_graph(s, given, /*outputs_on_device=*/false) : run_plain(s, given, /*outputs_on_device=*/false);
+  }
   std::shared_ptr<ShapeSession> session_for(const InputShapes& shapes);
   std::shared_ptr<ShapeSession> make_shape_session(const std::string& signature);
   std::vector<Tensor> run_plain(ShapeSession& s, const std::vector<Tensor>& given, bool outputs_on_device, bool shrink_arena = false);
@@ -219,7 +231,6 @@ void Session::Impl::create() {
   const bool use_cache = spec.config.session.optimized_model_cache.value_or(false);
   auto cache = use_cache ? std::make_unique<detail::CacheUse>(spec.cache_dir, model, spec.device, spec.config, so)
                          : std::make_unique<detail::CacheUse>(model);
-  used_cache = cache->hit();
   // A cached graph is final: the first session can already use the weights its siblings will share.
   if (cache->hit()) share_weights(so, cache->source());
 
@@ -245,10 +256,22 @@ void Session::Impl::create() {
     try {
       first->session = open(cache->source(), model_data, model_size, so);
     } catch (const Ort::Exception& e) {
-      if (!cache->writing()) detail::rethrow_ort_error(e, "creating the session for " + model, lane);
-      // Writing the cache entry is what failed (a full disk, a read-only folder): start without it.
-      cache->abandon(e.what());
-      Ort::SessionOptions plain = make_options(/*first=*/false);
+      if (!cache->writing() && !cache->hit()) detail::rethrow_ort_error(e, "creating the session for " + model, lane);
+      // The cache is what failed: writing the entry (a full disk, a read-only folder), or loading an
+      // entry ortfleet wrote. Either way the model itself starts, and the model is not blamed.
+      if (cache->hit()) {
+        cache->reject(std::string("loading it failed: ") + e.what());
+        shared_weights.reset();
+        model_data = spec.model_data;
+        if (model_data == nullptr && spec.map_model) {
+          mapping = std::make_unique<detail::MappedFile>(model, /*populate=*/true);
+          model_data = mapping->data();
+          model_size = mapping->size();
+        }
+      } else {
+        cache->abandon(e.what());
+      }
+      Ort::SessionOptions plain = make_options(/*first=*/true);
       try {
         first->session = open(model, model_data, model_size, plain);
       } catch (const Ort::Exception& again) {
@@ -256,14 +279,26 @@ void Session::Impl::create() {
       }
     }
   }
+  used_cache = cache->hit();
+  read_metadata(first->session);
+  warmup_source = std::make_unique<detail::WarmupInputSource>(spec.config.warmup, inputs, model_ranges, spec.dynamic_dim);
+  declared = resolve_shapes(inputs, spec.config.shapes, spec.dynamic_dim);
+  if (spec.config.shapes.pad_batch) pad_batches = declared_batches(inputs, declared);
+  if (cache->writing()) {
+    std::optional<std::string> failed;
+    {
+      auto p = phase(phase::cache_verify);
+      failed = verify_cache_entry(*cache, *first);
+      if (p) p->arg("outcome", !failed ? "unchecked" : failed->empty() ? "verified" : "rejected");
+    }
+    if (!failed) cache->abandon();
+    else if (!failed->empty()) cache->reject(*failed);
+  }
   later_source_optimised = cache->hit() || cache->commit();
   later_source = later_source_optimised ? cache->entry() : model;
-  read_metadata(first->session);
   if (!spec.profile_prefix.empty()) profiled = first;
   sessions.push_back(std::move(first));
 
-  declared = resolve_shapes(inputs, spec.config.shapes, spec.dynamic_dim);
-  if (spec.config.shapes.pad_batch) pad_batches = declared_batches(inputs, declared);
 }
 
 void Session::Impl::read_metadata(const Ort::Session& session) {
@@ -274,8 +309,8 @@ void Session::Impl::read_metadata(const Ort::Session& session) {
   for (size_t i = 0; i < session.GetOutputCount(); ++i) {
     outputs.push_back(spec_of(session.GetOutputNameAllocated(i, allocator).get(), session.GetOutputTypeInfo(i)));
   }
-  // Integer input ranges recorded by the model's author (e.g. `synth transformer` records its
-  // vocabulary) keep generated warm-up inputs valid: token ids must index the embedding table.
+  // Input ranges recorded by the model's author (e.g. `synth transformer` records its vocabulary)
+  // keep generated warm-up inputs valid: token ids must index the embedding table.
   auto metadata = session.GetModelMetadata();
   const std::string prefix = "ortfleet.input_range.";
   for (const auto& key : metadata.GetCustomMetadataMapKeysAllocated(allocator)) {
@@ -285,9 +320,39 @@ void Session::Impl::read_metadata(const Ort::Session& session) {
     long long lo = 0;
     long long hi = 0;
     if (value && std::sscanf(value.get(), "%lld,%lld", &lo, &hi) == 2 && lo <= hi) {
-      int_ranges.push_back({k.substr(prefix.size()), {lo, hi}});
+      model_ranges[k.substr(prefix.size())] = {static_cast<double>(lo), static_cast<double>(hi)};
     }
   }
+}
+
+
+std::optional<std::string> Session::Impl::verify_cache_entry(const detail::CacheUse& cache, ShapeSession& reference) {
+  const InputShapes shapes = declared.empty() ? warmup_source->default_shapes() : declared.front();
+  std::vector<Tensor> given;
+  std::vector<Tensor> want;
+  try {
+    given = warmup_source->make(shapes, /*seed=*/1).tensors;
+    want = run_on(reference, given);
+  } catch (const std::exception& e) {
+    // The model itself rejects the warm-up inputs: the entry cannot be checked now, so it is not
+    // published; warm-up reports the model's error with what was made up.
+    spdlog::debug("{}: the model cache entry was not verified, so not kept: the model failed on the warm-up inputs ({})", lane, e.what());
+    return std::nullopt;
+  }
+  ShapeSession candidate;
+  try {
+    Ort::SessionOptions so = make_options(/*first=*/false);
+    cache.use_entry_options(so);
+    candidate.session = open(cache.written(), nullptr, 0, so);
+    const std::vector<Tensor> got = run_on(candidate, given);
+    if (got.size() != want.size()) return fmt::format("it has {} outputs and the model {}", got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      if (std::string why = detail::output_difference(want[i], got[i]); !why.empty()) return why;
+    }
+  } catch (const std::exception& e) {
+    return std::string("loading and running it failed: ") + e.what();
+  }
+  return std::string();
 }
 
 void Session::Impl::share_weights(Ort::SessionOptions& options, const std::string& optimised_model) {
@@ -414,21 +479,28 @@ std::vector<ShapeSessionInfo> Session::shape_sessions() const {
 
 void Session::warm_up(int runs, uint64_t seed) {
   auto& s = *impl_;
-  // The shapes to be ready for: the declared ones, else the one generated inputs have.
+  // The shapes to be ready for: the declared ones, else the warm-up inputs' (the file's, or made up).
   std::vector<InputShapes> shapes = s.declared;
-  if (shapes.empty()) shapes.push_back(shapes_of(random_inputs(s.inputs, seed, s.spec.dynamic_dim, s.int_ranges)));
+  if (shapes.empty()) shapes.push_back(s.warmup_source->default_shapes());
   // ONNX Runtime's CUDA EP runs a graph normally once or twice (to size its memory) and captures it
   // on the next run: three runs make "ready" include the capture.
   if (s.graph_mode()) runs = std::max(runs, 3);
   for (const auto& shape : shapes) {
-    const auto inputs = random_inputs(with_shapes(s.inputs, shape), seed, s.spec.dynamic_dim, s.int_ranges);
+    const auto inputs = s.warmup_source->make(shape, seed);
     for (int i = 0; i < runs; ++i) {
       auto p = s.phase(phase::warmup);
       if (p) {
         p->arg("run", std::to_string(i + 1));
         if (shapes.size() > 1) p->arg("shapes", to_string(shape));
       }
-      run(inputs, /*outputs_on_device=*/s.graph_mode());
+      try {
+        run(inputs.tensors, /*outputs_on_device=*/s.graph_mode());
+      } catch (const Error& e) {
+        if (inputs.made_up.empty()) throw;
+        // Real models check their inputs: say which values were invented, and how to give real ones.
+        throw Error("the warm-up run failed on inputs ortfleet made up (" + inputs.made_up_text() + "): " + e.what_failed(),
+                    detail::warmup_inputs_hint(), e.where());
+      }
     }
   }
   std::lock_guard lock(s.mutex);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 
 #include "ortfleet/base/error.hpp"
 
@@ -91,14 +92,32 @@ void check_shapes(const std::vector<TensorSpec>& inputs, const InputShapes& give
   }
 }
 
+InputShapes complete_shapes(const std::vector<TensorSpec>& inputs, InputShapes known, int64_t dynamic_dim) {
+  // A symbolic dim ("sequence") means the same size wherever it appears: what the given shapes fix.
+  std::map<std::string, int64_t> named;
+  for (const auto& spec : inputs) {
+    const auto given = known.find(spec.name);
+    if (given == known.end()) continue;
+    for (size_t i = 0; i < spec.dim_names.size() && i < given->second.size(); ++i) {
+      if (!spec.dim_names[i].empty() && spec.shape[i] < 0) named.emplace(spec.dim_names[i], given->second[i]);
+    }
+  }
+  for (const auto& spec : inputs) {
+    if (known.count(spec.name)) continue;
+    std::vector<int64_t> dims = spec.shape;
+    for (size_t i = 0; i < dims.size(); ++i) {
+      if (dims[i] >= 0) continue;
+      const auto same = i < spec.dim_names.size() ? named.find(spec.dim_names[i]) : named.end();
+      dims[i] = same != named.end() ? same->second : dynamic_dim;
+    }
+    known[spec.name] = dims;
+  }
+  return known;
+}
+
 std::vector<InputShapes> resolve_shapes(const std::vector<TensorSpec>& inputs, const ShapeOptions& options, int64_t dynamic_dim) {
   auto completed = [&](InputShapes s) {
-    for (const auto& spec : inputs) {
-      if (s.count(spec.name)) continue;
-      std::vector<int64_t> dims = spec.shape;
-      for (auto& d : dims) d = d < 0 ? dynamic_dim : d;
-      s[spec.name] = dims;
-    }
+    s = complete_shapes(inputs, std::move(s), dynamic_dim);
     check_shapes(inputs, s);
     return s;
   };

@@ -1,6 +1,8 @@
 #include "ortfleet/engine/tensor.hpp"
 
+#include <cmath>
 #include <cstring>
+#include <optional>
 #include <random>
 
 #include "engine/cuda_driver.hpp"
@@ -94,8 +96,76 @@ Tensor Tensor::copy_to_host(const Tensor& on_gpu) {
   return t;
 }
 
+uint16_t float_to_half(float value) {
+  uint32_t bits = 0;
+  std::memcpy(&bits, &value, sizeof bits);
+  const uint32_t sign = (bits >> 16) & 0x8000u;
+  const uint32_t magnitude = bits & 0x7fffffffu;
+  if (magnitude >= 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u | (magnitude > 0x7f800000u ? 0x200u : 0));  // inf, NaN
+  if (magnitude >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds beyond 65504: inf
+  if (magnitude < 0x38800000u) {  // a subnormal half (or zero)
+    float scaled = 0;
+    const uint32_t m = magnitude;
+    std::memcpy(&scaled, &m, sizeof scaled);
+    return static_cast<uint16_t>(sign | static_cast<uint32_t>(std::nearbyint(scaled * 16777216.0f)));  // 2^24
+  }
+  const uint32_t rounded = magnitude + 0xfffu + ((magnitude >> 13) & 1u) - (112u << 23);
+  return static_cast<uint16_t>(sign | (rounded >> 13));
+}
+
+uint16_t float_to_bfloat16(float value) {
+  uint32_t bits = 0;
+  std::memcpy(&bits, &value, sizeof bits);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x40u);  // NaN stays NaN
+  return static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+
+namespace {
+/// Fills `t` with values in `range` (integers rounded into it), or the defaults when there is none.
+void fill_random(Tensor& t, const std::optional<ValueRange>& range, std::mt19937_64& rng) {
+  const int64_t n = t.element_count();
+  const double lo = range ? range->lo : -1.0;
+  const double hi = range ? range->hi : 1.0;
+  auto real = [&] {
+    if (lo == hi) return lo;
+    return std::uniform_real_distribution<double>(lo, hi)(rng);
+  };
+  const auto int_lo = static_cast<int64_t>(std::ceil(range ? range->lo : 0.0));
+  const auto int_hi = std::max(int_lo, static_cast<int64_t>(std::floor(range ? range->hi : 1.0)));
+  std::uniform_int_distribution<int64_t> ints(int_lo, int_hi);
+  auto fill = [&]<typename T>(T* values, auto draw) {
+    for (int64_t i = 0; i < n; ++i) values[i] = static_cast<T>(draw());
+  };
+  switch (t.type) {
+    case ElementType::float32: fill(t.values<float>(), real); break;
+    case ElementType::float64: fill(t.values<double>(), real); break;
+    case ElementType::float16:
+    case ElementType::bfloat16:
+      if (!range) {
+        // Small random half-precision values: a zero exponent field keeps them finite (subnormal).
+        for (int64_t i = 0; i < n; ++i) t.values<uint16_t>()[i] = static_cast<uint16_t>(rng() & 0x83ff);
+      } else if (t.type == ElementType::float16) {
+        fill(t.values<uint16_t>(), [&] { return float_to_half(static_cast<float>(real())); });
+      } else {
+        fill(t.values<uint16_t>(), [&] { return float_to_bfloat16(static_cast<float>(real())); });
+      }
+      break;
+    case ElementType::int64: fill(t.values<int64_t>(), [&] { return ints(rng); }); break;
+    case ElementType::int32: fill(t.values<int32_t>(), [&] { return ints(rng); }); break;
+    case ElementType::int16: fill(t.values<int16_t>(), [&] { return ints(rng); }); break;
+    case ElementType::int8: fill(t.values<int8_t>(), [&] { return ints(rng); }); break;
+    case ElementType::uint64: fill(t.values<uint64_t>(), [&] { return ints(rng); }); break;
+    case ElementType::uint32: fill(t.values<uint32_t>(), [&] { return ints(rng); }); break;
+    case ElementType::uint16: fill(t.values<uint16_t>(), [&] { return ints(rng); }); break;
+    case ElementType::uint8:
+    case ElementType::boolean: fill(t.values<uint8_t>(), [&] { return ints(rng); }); break;
+    default: break;
+  }
+}
+}  // namespace
+
 std::vector<Tensor> random_inputs(const std::vector<TensorSpec>& specs, uint64_t seed, int64_t dynamic_dim,
-                                  const std::vector<std::pair<std::string, std::pair<int64_t, int64_t>>>& int_ranges) {
+                                  const std::map<std::string, ValueRange>& ranges) {
   std::vector<Tensor> out;
   std::mt19937_64 rng(seed);
   for (const auto& spec : specs) {
@@ -108,40 +178,8 @@ std::vector<Tensor> random_inputs(const std::vector<TensorSpec>& specs, uint64_t
       if (d < 0) d = dynamic_dim;
     }
     Tensor t = Tensor::host_copy(spec.name, spec.type, shape, nullptr);
-    const int64_t n = t.element_count();
-    std::pair<int64_t, int64_t> range{0, 1};
-    for (const auto& [name, r] : int_ranges) {
-      if (name == spec.name) range = r;
-    }
-    std::uniform_int_distribution<int64_t> ints(range.first, range.second);
-    std::uniform_real_distribution<float> reals(-1.0f, 1.0f);
-    switch (spec.type) {
-      case ElementType::float32:
-        for (int64_t i = 0; i < n; ++i) t.values<float>()[i] = reals(rng);
-        break;
-      case ElementType::float64:
-        for (int64_t i = 0; i < n; ++i) t.values<double>()[i] = reals(rng);
-        break;
-      case ElementType::int64:
-        for (int64_t i = 0; i < n; ++i) t.values<int64_t>()[i] = ints(rng);
-        break;
-      case ElementType::int32:
-        for (int64_t i = 0; i < n; ++i) t.values<int32_t>()[i] = static_cast<int32_t>(ints(rng));
-        break;
-      case ElementType::boolean:
-      case ElementType::uint8:
-      case ElementType::int8:
-        for (int64_t i = 0; i < n; ++i) t.values<uint8_t>()[i] = static_cast<uint8_t>(ints(rng));
-        break;
-      case ElementType::float16:
-      case ElementType::bfloat16:
-        // Small random half-precision values: a zero exponent field keeps them finite (subnormal).
-        for (int64_t i = 0; i < n; ++i) t.values<uint16_t>()[i] = static_cast<uint16_t>(rng() & 0x83ff);
-        break;
-      default:
-        for (size_t i = 0; i < t.bytes; ++i) static_cast<uint8_t*>(t.data)[i] = static_cast<uint8_t>(ints(rng));
-        break;
-    }
+    const auto range = ranges.find(spec.name);
+    fill_random(t, range == ranges.end() ? std::nullopt : std::optional<ValueRange>(range->second), rng);
     out.push_back(std::move(t));
   }
   return out;

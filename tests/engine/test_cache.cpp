@@ -24,6 +24,7 @@
 #include "engine/cache_use.hpp"
 #include "engine/content_hash.hpp"
 #include "engine/mapped_file.hpp"
+#include "engine/model_digest.hpp"
 #include "engine/ort_environment.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/cache.hpp"
@@ -319,6 +320,51 @@ TEST(ModelCache, AnEntryWithoutAValidManifestIsRemade) {
     m["key"] = "model=0000000000000000:1";
     std::ofstream(entry + ".manifest.json") << m.dump();
   });
+}
+
+TEST(ModelCache, AnEntryNeverVerifiedIsRemadeAndEveryNewEntryIsVerified) {
+  expect_damage_is_repaired("unverified", [](const std::string& entry) {
+    auto m = nlohmann::json::parse(test::read_all(entry + ".manifest.json"));
+    ASSERT_EQ(m.at("verified"), true);  // what this build writes, after comparing outputs
+    m.erase("verified");                // what an ortfleet without verification wrote
+    std::ofstream(entry + ".manifest.json") << m.dump();
+  });
+}
+
+// The entry is ortfleet's work: one whose manifest vouches for it but that no longer loads is set
+// aside, the model starts as it is, and the warning says the model is not at fault.
+TEST(ModelCache, AVouchedForEntryThatFailsToLoadIsSetAsideAndNotBlamedOnTheModel) {
+  const fs::path cache = fresh("unloadable");
+  const std::string model = copy_model(test::small_transformer(), fresh("unloadable-model"));
+  const auto want = start(model).output;
+  start(model, cache);
+  const std::string entry = only_entry(cache);
+  // Junk that the manifest records as the entry's bytes: the manifest's checks pass, loading fails.
+  { std::ofstream(entry, std::ios::trunc) << "not an ONNX graph"; }
+  auto m = nlohmann::json::parse(test::read_all(entry + ".manifest.json"));
+  for (auto& file : m.at("files")) {
+    if (file.at("name") != fs::path(entry).filename().string()) continue;
+    auto record = detail::to_record(detail::digest_file(entry, detail::Symlinks::refuse));
+    record["name"] = file.at("name");
+    file = record;
+  }
+  std::ofstream(entry + ".manifest.json", std::ios::trunc) << m.dump();
+  ASSERT_EQ(detail::check_entry(entry, ModelCache(cache.string()).key_text(model, Device::cpu(), {})), "");
+
+  CapturedLog log;
+  const Started started = start(model, cache);
+  expect_same(want, started.output);
+  EXPECT_FALSE(started.used_cache);
+  EXPECT_NE(detail::rejection_of(entry), "");
+  EXPECT_FALSE(fs::exists(entry)) << "the rejected entry was left in place";
+  bool not_blamed = false;
+  for (const auto& line : log.lines()) not_blamed = not_blamed || line.find("Your model is not at fault") != std::string::npos;
+  EXPECT_TRUE(not_blamed);
+  // Later starts use the model without trying the entry again.
+  const Started later = start(model, cache);
+  EXPECT_FALSE(later.used_cache);
+  expect_same(want, later.output);
+  EXPECT_FALSE(fs::exists(entry));
 }
 
 // The manifest covers exactly the bytes published under the entry's name, and nothing of the

@@ -133,6 +133,13 @@ void RunConfigFlags::add_to(CLI::App* app) {
                   "ONNX Runtime sessions per device at most, one per input shape (1: one session for every shape)")
       ->check(CLI::Range(1, kMaxShapeSessions));
   app->add_flag("--pad-batch", pad_batch, "Pad a batch up to the next declared batch (--batches), outputs sliced back");
+  app->add_option("--warmup-inputs", warmup_inputs,
+                  "Real inputs for warm-up: a .npz file (numpy.savez(FILE, input_name=array, ...)), or a .npy file for a one-input "
+                  "model; their shapes are the ones warmed up when no --shapes are given")
+      ->check(CLI::ExistingFile);
+  app->add_option("--input-range", input_ranges,
+                  "Values of a generated warm-up input: NAME=VALUE (a constant, e.g. sr=16000) or NAME=LO:HI (e.g. input_ids=0:30521); "
+                  "repeatable");
 }
 
 RunConfig RunConfigFlags::resolve() const {
@@ -160,6 +167,12 @@ RunConfig RunConfigFlags::resolve() const {
   if (max_shape_sessions > 0) c.shapes.max_sessions = max_shape_sessions;
   if (pad_batch) c.shapes.pad_batch = true;
   c.shapes.validate();
+  // Absolute, so that worker processes and child starts find it whatever their folder.
+  if (!warmup_inputs.empty()) c.warmup.inputs_file = std::filesystem::absolute(warmup_inputs).string();
+  for (const auto& text : input_ranges) {
+    auto [input, range] = parse_input_range(text);
+    c.warmup.input_ranges[input] = range;
+  }
   return c;
 }
 
@@ -180,6 +193,8 @@ std::vector<std::string> RunConfigFlags::as_arguments() const {
   if (!batches.empty()) args.insert(args.end(), {"--batches", batches});
   if (max_shape_sessions > 0) args.insert(args.end(), {"--max-shape-sessions", std::to_string(max_shape_sessions)});
   if (pad_batch) args.emplace_back("--pad-batch");
+  if (!warmup_inputs.empty()) args.insert(args.end(), {"--warmup-inputs", std::filesystem::absolute(warmup_inputs).string()});
+  for (const auto& range : input_ranges) args.insert(args.end(), {"--input-range", range});
   return args;
 }
 

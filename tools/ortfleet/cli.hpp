@@ -64,6 +64,8 @@ struct RunConfigFlags {
   std::string batches;
   int max_shape_sessions = 0;
   bool pad_batch = false;
+  std::string warmup_inputs;              ///< .npz/.npy of real warm-up inputs
+  std::vector<std::string> input_ranges;  ///< NAME=VALUE or NAME=LO:HI for generated ones
   void add_to(CLI::App* app);
   /// The config file (or defaults), with the flags given on top.
   RunConfig resolve() const;

@@ -19,9 +19,11 @@ enum class GraphOptimization { disabled, basic, extended, layout, all };
 /// or ONNX Runtime's own ORT format (a FlatBuffer ONNX Runtime reads without protobuf parsing, its
 /// kernels' type constraints resolved when it was saved; weights inside, so under 2 GB only).
 /// How the model cache stores an optimised graph. automatic: the ORT format for graphs of many
-/// nodes (kOrtFormatMinNodes or more), where it skips most of the parse and graph resolution, the ONNX
-/// format (weights mapped from a side file) for the rest, where re-laying out the weights from an ORT
-/// file costs more (README, Cold-start floor: the 24,000-node graph 0.65x, the 1.27 GB transformer 6x).
+/// nodes (kOrtFormatMinNodes or more), where it skips most of the parse and graph resolution, and for
+/// graphs with control flow (If, Loop, Scan), whose ONNX-format save ONNX Runtime 1.29 cannot load back;
+/// the ONNX format (weights mapped from a side file) for the rest, where re-laying out the weights from
+/// an ORT file costs more (docs/why-startup-is-slow.md: the 24,000-node graph 0.65x, the 1.27 GB
+/// transformer 6x). Graphs over 2 GB are always ONNX.
 enum class ModelCacheFormat { automatic, onnx, ort };
 inline constexpr int kOrtFormatMinNodes = 5000;
 
@@ -97,12 +99,35 @@ std::vector<int64_t> parse_batch_list(const std::string& text);
 /// "ids=1x128,mask=1x128": inputs in name order, dims joined by 'x'.
 std::string to_string(const InputShapes& shapes);
 
+/// The values a generated warm-up input takes: every element in [lo, hi] (lo == hi: that constant).
+struct ValueRange {
+  double lo = 0;
+  double hi = 0;
+  bool operator==(const ValueRange&) const = default;
+};
+
+/// The inputs warm-up feeds a model. Real models check their inputs (a sample rate, a recurrent
+/// state, token ids, a length the model pads by reflection): made-up values fail their first run.
+struct WarmupOptions {
+  /// A `.npz` file (an array per input name) or, for a one-input model, a `.npy` file: these values
+  /// and shapes are fed as they are; inputs the file lacks are generated.
+  std::string inputs_file;
+  /// Ranges of generated inputs by name ("sr" -> 16000..16000); others take [-1, 1) (floats), {0, 1}
+  /// (integers), or the range the model's metadata records (ortfleet.input_range.NAME).
+  std::map<std::string, ValueRange> input_ranges;
+  bool operator==(const WarmupOptions&) const = default;
+};
+
+/// "sr=16000" -> {"sr", 16000..16000}; "ids=0:30521" -> {"ids", 0..30521}. Throws ortfleet::Error.
+std::pair<std::string, ValueRange> parse_input_range(const std::string& text);
+
 /// Everything that configures one session; what the config file holds.
 struct RunConfig {
   std::string name;  ///< a label, e.g. "start-fast"
   SessionOptions session;
   CudaOptions cuda;
   ShapeOptions shapes;
+  WarmupOptions warmup;
   bool operator==(const RunConfig&) const = default;
 
   std::string to_json() const;

@@ -18,8 +18,12 @@ InputShapes shapes_of(const std::vector<Tensor>& tensors);
 /// what it got and the shape the model expects ("[batch, 3, 224, 224]").
 void check_shapes(const std::vector<TensorSpec>& inputs, const InputShapes& given);
 
+/// `known` with every input it lacks added: dynamic dims take the size a given input fixes for the
+/// same symbolic name ("sequence" of input_ids for attention_mask's "sequence"), else `dynamic_dim`.
+InputShapes complete_shapes(const std::vector<TensorSpec>& inputs, InputShapes known, int64_t dynamic_dim);
+
 /// The signatures a session makes and warms up at start-up: `options.declared` (inputs left out
-/// take the model's dims, dynamic ones `dynamic_dim`) and one per `options.batches` entry (the
+/// take the model's dims, dynamic ones as complete_shapes says) and one per `options.batches` entry (the
 /// first dim of every input whose first dim is dynamic). Empty when nothing is declared. Each is
 /// checked; more than options.max_sessions is an error.
 std::vector<InputShapes> resolve_shapes(const std::vector<TensorSpec>& inputs, const ShapeOptions& options, int64_t dynamic_dim);

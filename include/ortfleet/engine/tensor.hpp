@@ -2,11 +2,13 @@
 // Tensors crossing ortfleet's API: host or device memory, owned or borrowed, with ONNX's element types.
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "ortfleet/engine/devices.hpp"
+#include "ortfleet/engine/options.hpp"
 
 namespace ortfleet {
 
@@ -76,9 +78,13 @@ struct Tensor {
 };
 
 /// Inputs with random values matching `specs`, deterministic from `seed`: what warm-up runs feed the
-/// model. Dynamic dimensions take `dynamic_dim`; integer inputs take values in
-/// `int_ranges[name]` = {lo, hi} when given (e.g. a vocabulary), else {0, 1}.
+/// model. Dynamic dimensions take `dynamic_dim`. Values lie in `ranges[name]` when given (a
+/// vocabulary, a sample rate), else in [-1, 1) for floats and {0, 1} for integers.
 std::vector<Tensor> random_inputs(const std::vector<TensorSpec>& specs, uint64_t seed, int64_t dynamic_dim = 1,
-                                  const std::vector<std::pair<std::string, std::pair<int64_t, int64_t>>>& int_ranges = {});
+                                  const std::map<std::string, ValueRange>& ranges = {});
+
+/// A float as IEEE half precision (round to nearest even) and as bfloat16.
+uint16_t float_to_half(float value);
+uint16_t float_to_bfloat16(float value);
 
 }  // namespace ortfleet

@@ -23,6 +23,7 @@ inline constexpr const char* cuda_context = "cuda.context";        ///< primary 
 inline constexpr const char* model_read = "model.read";            ///< model bytes into memory
 inline constexpr const char* session_create = "session.create";    ///< Ort::Session constructor
 inline constexpr const char* warmup = "warmup";                    ///< first inference(s) on generated inputs
+inline constexpr const char* cache_verify = "cache.verify";      ///< a new model cache entry loaded and run against the model
 inline constexpr const char* shape_session = "shape.session";      ///< another ONNX Runtime session, for a new input shape
 inline constexpr const char* weights_upload = "weights.upload";    ///< the weights shape sessions share, onto the GPU once
 inline constexpr const char* libraries_prime = "libraries.prime";  ///< a warm worker's throwaway sessions: cuDNN, cuBLAS loaded
