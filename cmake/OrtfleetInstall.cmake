@@ -18,3 +18,5 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/ortfleetConfig.cmake
 install(FILES ${ORTFLEET_FETCHED_WEB_DIR}/echarts.min.js ${ORTFLEET_FETCHED_WEB_DIR}/ECHARTS-LICENSE
               ${ORTFLEET_FETCHED_WEB_DIR}/ECHARTS-NOTICE
         DESTINATION ${CMAKE_INSTALL_DATADIR}/ortfleet/web OPTIONAL)
+# Man pages of the command line, where help2man is installed.
+include(${CMAKE_CURRENT_LIST_DIR}/OrtfleetManPages.cmake)

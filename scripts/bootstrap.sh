@@ -5,7 +5,8 @@
 #      where a GPU is present, or with ORTFLEET_GPU=1), and Apache ECharts, which `ortfleet report`
 #      inlines into its pages (scripts/fetch-web-assets.sh),
 #   3. the CMake preset "release": library, command line, worker, tests and the Python module.
-# Chromium and Pillow are only for the test that opens a report in a headless browser.
+# Chromium and Pillow are only for the test that opens a report in a headless browser; help2man makes
+# the man pages (the build skips them without it).
 # Safe to run again: each step is skipped when done. The build lands in build/release.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +17,7 @@ PYTHON=${PYTHON:-/usr/bin/python3}
 tools=(g++:build-essential cmake:cmake ninja:ninja-build npm:npm zstd:zstd)
 packages=(ca-certificates libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev libgtest-dev libbenchmark-dev
           python3 python3-dev python3-pybind11 python3-numpy python3-pytest python3-pip python3-venv
-          chromium python3-pil)
+          chromium python3-pil help2man)
 missing=()
 for t in "${tools[@]}"; do command -v "${t%%:*}" >/dev/null || missing+=("${t#*:}"); done
 for p in "${packages[@]}"; do
