@@ -220,7 +220,8 @@ json session_json(const SessionOptions& s) {
           {"model_cache_format", to_string(s.model_cache_format)},
           {"cuda_module_loading", s.cuda_module_loading},
           {"cuda_max_connections", s.cuda_max_connections},
-          {"config_entries", s.config_entries}};
+          {"config_entries", s.config_entries},
+          {"custom_op_libraries", s.custom_op_libraries}};
 }
 
 json cuda_json(const CudaOptions& c) {
@@ -384,6 +385,7 @@ RunConfig RunConfig::from_json(const std::string& text, const std::string& sourc
     }, "\"\", LAZY, EAGER");
     s.read_range("cuda_max_connections", o.cuda_max_connections, 0, 32, "a whole number (0 leaves it as is)");
     s.read("config_entries", o.config_entries, "an object of strings");
+    s.read("custom_op_libraries", o.custom_op_libraries, "a list of shared library paths");
     s.finish();
   }
   if (j.contains("cuda")) {
@@ -487,6 +489,7 @@ std::string RunConfig::summary() const {
   if (!session.cuda_module_loading.empty()) parts.push_back("module_loading=" + session.cuda_module_loading);
   if (session.cuda_max_connections != 0) parts.push_back("connections=" + std::to_string(session.cuda_max_connections));
   for (const auto& [k, v] : session.config_entries) parts.push_back(k + "=" + v);
+  for (const auto& lib : session.custom_op_libraries) parts.push_back("custom_ops=" + std::filesystem::path(lib).filename().string());
   if (!shapes.declared.empty() || !shapes.batches.empty()) {
     parts.push_back("shapes=" + std::to_string(shapes.declared.size() + shapes.batches.size()));
   }

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <optional>
 
+#include "base/crash_report.hpp"
 #include "engine/cache_use.hpp"
 #include "engine/cuda_driver.hpp"
 #include "engine/cuda_environment.hpp"
@@ -56,6 +57,14 @@ void apply_session_options(Ort::SessionOptions& so, const SessionOptions& o) {
     so.AddConfigEntry("session.inter_op.allow_spinning", "0");
   }
   for (const auto& [k, v] : o.config_entries) so.AddConfigEntry(k.c_str(), v.c_str());
+  for (const auto& library : o.custom_op_libraries) {
+    try {
+      so.RegisterCustomOpsLibrary(library.c_str());
+    } catch (const Ort::Exception& e) {
+      throw Error("cannot load the custom-op library " + library + ": " + e.what(),
+                  "Check the path, and that the library was built for this ONNX Runtime");
+    }
+  }
 }
 
 TensorSpec spec_of(const std::string& name, const Ort::TypeInfo& info) {
@@ -108,6 +117,10 @@ struct Session::Impl {
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;
   ProviderAttachment provider;
+  // What a crash inside ONNX Runtime prints (base/crash_report.hpp), made once per session.
+  std::string crash_creating;
+  std::string crash_first_run;
+  std::string crash_run;
   bool used_cache = false;
   bool retained_context = false;
   uint64_t memory_at_start = 0;  // in use when creation began, the context already made
@@ -330,6 +343,7 @@ std::optional<std::string> Session::Impl::verify_cache_entry(const detail::Cache
   const InputShapes shapes = declared.empty() ? warmup_source->default_shapes() : declared.front();
   std::vector<Tensor> given;
   std::vector<Tensor> want;
+  const CrashScope first_run(crash_first_run);
   try {
     given = warmup_source->make(shapes, /*seed=*/1).tensors;
     want = run_on(reference, given);
@@ -382,6 +396,7 @@ std::shared_ptr<ShapeSession> Session::Impl::make_shape_session(const std::strin
   const auto start = std::chrono::steady_clock::now();
   auto p = phase(phase::shape_session);
   if (p) p->arg("shapes", signature);
+  const CrashScope creating(crash_creating);
   Ort::SessionOptions so = make_options(/*first=*/false);
   if (later_source_optimised) so.SetGraphOptimizationLevel(ORT_DISABLE_ALL);
   if (later_source_optimised) share_weights(so, later_source);
@@ -441,6 +456,17 @@ Session::Session(const SessionSpec& spec, Timeline* timeline) : impl_(std::make_
   impl_->spec = spec;
   impl_->timeline = timeline;
   impl_->lane = spec.device.to_string();
+  install_crash_handler();
+  // What the locating command needs to make the model run as this session does.
+  std::string flags;
+  for (const auto& library : spec.config.session.custom_op_libraries) flags += " --custom-ops " + library;
+  if (!spec.config.warmup.inputs_file.empty()) flags += " --warmup-inputs " + spec.config.warmup.inputs_file;
+  for (const auto& [input, range] : spec.config.warmup.input_ranges) flags += fmt::format(" --input-range {}={}:{}", input, range.lo, range.hi);
+  if (!spec.config.shapes.declared.empty()) flags += " --shapes " + to_string(spec.config.shapes.declared.front());
+  impl_->crash_creating = crash_text("creating the session", spec.model_path, impl_->lane, flags);
+  impl_->crash_first_run = crash_text("the first inference", spec.model_path, impl_->lane, flags);
+  impl_->crash_run = crash_text("a run", spec.model_path, impl_->lane, flags);
+  const CrashScope creating(impl_->crash_creating);
   impl_->create();
 }
 
@@ -475,6 +501,11 @@ std::vector<ShapeSessionInfo> Session::shape_sessions() const {
   std::vector<ShapeSessionInfo> out;
   for (const auto& s : sorted) out.push_back({s->signature, s->declared, s->calls.load(), s->create_ms, s->memory_bytes});
   return out;
+}
+
+std::vector<Tensor> Session::warmup_inputs(uint64_t seed) const {
+  const auto& s = *impl_;
+  return s.warmup_source->make(s.declared.empty() ? s.warmup_source->default_shapes() : s.declared.front(), seed).tensors;
 }
 
 void Session::warm_up(int runs, uint64_t seed) {
@@ -575,6 +606,7 @@ std::vector<Tensor> Session::run(const std::vector<Tensor>& given, bool outputs_
     return out;
   }
   const auto session = s.session_for(shapes);
+  const CrashScope running(session->calls.load() == 0 ? s.crash_first_run : s.crash_run);
   std::call_once(session->primed, [&] { s.prime(*session, given); });
   std::vector<Tensor> out = s.graph_mode() ? s.run_graph(*session, given, outputs_on_device) : s.run_plain(*session, given, outputs_on_device);
   if (session->calls.fetch_add(1) == 0) {

@@ -228,6 +228,12 @@ ProtoMessage model(GraphParts parts, int64_t opset, const std::vector<std::pair<
   opset_id.bytes(1, "");
   opset_id.int64(2, opset);
   m.message(8, std::move(opset_id));
+  for (const auto& [domain, version] : parts.domains) {
+    ProtoMessage other;
+    other.bytes(1, domain);
+    other.int64(2, version);
+    m.message(8, std::move(other));
+  }
   m.message(7, std::move(graph));
   for (const auto& [key, value] : metadata) {
     ProtoMessage kv;

@@ -95,6 +95,7 @@ struct GraphParts {
   std::vector<ProtoMessage> initializers;
   std::vector<ProtoMessage> inputs;
   std::vector<ProtoMessage> outputs;
+  std::vector<std::pair<std::string, int64_t>> domains;  ///< opsets of other domains the nodes use
 };
 ProtoMessage model(GraphParts graph, int64_t opset, const std::vector<std::pair<std::string, std::string>>& metadata);
 

@@ -12,8 +12,9 @@ PYTHON=${PYTHON:-/usr/bin/python3}
 if [ ! -f "$models/silero_vad_v5.onnx" ]; then
   echo "SKIP: the real-model corpus is not in $models; run scripts/fetch-real-models.sh" >&2; exit 77
 fi
-if [ "$device" != cpu ] && ! "$bin" doctor --json >/dev/null 2>&1 | true && ! nvidia-smi -L >/dev/null 2>&1; then
-  echo "SKIP: no GPU" >&2; exit 77
+if [ "$device" != cpu ]; then
+  gpus=$("$bin" doctor --json 2>/dev/null | "$PYTHON" -c "import json, sys; print(len(json.load(sys.stdin).get('gpus') or []))" 2>/dev/null || echo 0)
+  if [ "${gpus:-0}" = 0 ]; then echo "SKIP: no GPU" >&2; exit 77; fi
 fi
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 export ORTFLEET_CACHE="$work/cache"

@@ -123,6 +123,7 @@ void RunConfigFlags::add_to(CLI::App* app) {
       ->check(CLI::IsMember({"auto", "onnx", "ort"}));
   app->add_option("--session-config", session_config,
                   "An ONNX Runtime session config entry KEY=VALUE, e.g. session.disable_prepacking=1 (repeatable)");
+  app->add_option("--custom-ops", custom_ops, "A shared library of custom operators the model uses (repeatable)")->check(CLI::ExistingFile);
   app->add_flag("--cuda-graph", cuda_graph, "Enable CUDA graph capture in the CUDA EP");
   app->add_option("--module-loading", module_loading, "CUDA_MODULE_LOADING for the sessions' process: LAZY or EAGER");
   app->add_option("--shapes", shapes,
@@ -157,6 +158,7 @@ RunConfig RunConfigFlags::resolve() const {
     if (eq == std::string::npos || eq == 0) throw Error("--session-config '" + entry + "' is not KEY=VALUE", "e.g. --session-config session.disable_prepacking=1");
     c.session.config_entries[entry.substr(0, eq)] = entry.substr(eq + 1);
   }
+  for (const auto& library : custom_ops) c.session.custom_op_libraries.push_back(std::filesystem::absolute(library).string());
   if (cuda_graph) c.cuda.cuda_graph = true;
   if (!module_loading.empty()) {
     if (module_loading != "LAZY" && module_loading != "EAGER") throw Error("--module-loading takes LAZY or EAGER");
@@ -187,6 +189,7 @@ std::vector<std::string> RunConfigFlags::as_arguments() const {
   if (no_model_cache) args.emplace_back("--no-model-cache");
   if (!model_cache_format.empty()) args.insert(args.end(), {"--model-cache-format", model_cache_format});
   for (const auto& entry : session_config) args.insert(args.end(), {"--session-config", entry});
+  for (const auto& library : custom_ops) args.insert(args.end(), {"--custom-ops", std::filesystem::absolute(library).string()});
   if (cuda_graph) args.emplace_back("--cuda-graph");
   if (!module_loading.empty()) args.insert(args.end(), {"--module-loading", module_loading});
   if (!shapes.empty()) args.insert(args.end(), {"--shapes", shapes});

@@ -60,6 +60,7 @@ struct RunConfigFlags {
   std::string module_loading;
   std::string model_cache_format;      ///< "" (the config's), onnx or ort
   std::vector<std::string> session_config;  ///< KEY=VALUE ONNX Runtime session config entries
+  std::vector<std::string> custom_ops;      ///< custom-op libraries
   std::string shapes;
   std::string batches;
   int max_shape_sessions = 0;

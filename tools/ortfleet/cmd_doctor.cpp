@@ -4,6 +4,8 @@
 #include <iostream>
 
 #include "cli.hpp"
+#include "ortfleet/base/error.hpp"
+#include "ortfleet/diagnostics/crash_locator.hpp"
 #include "ortfleet/diagnostics/doctor.hpp"
 
 namespace ortfleet::cli {
@@ -66,17 +68,72 @@ void print_human(const DoctorReport& r) {
   }
 }
 
+void print_location(const CrashLocation& r) {
+  std::cout << "model " << r.model << " on " << r.device << ": " << r.how << "\n";
+  if (r.node) {
+    const CrashNode& n = *r.node;
+    std::cout << "\nthe first node whose execution crashes (node " << n.index + 1 << " of " << r.nodes << " in execution order):\n";
+    std::cout << "  name      " << n.name << "\n";
+    std::cout << "  op        " << (n.domain.empty() ? "" : n.domain + ".") << n.op_type << " (opset " << n.opset << ")\n";
+    for (const auto& a : n.attributes) std::cout << "  attribute " << a << "\n";
+    for (const auto& v : n.inputs) std::cout << "  input     " << v.name << "  " << (v.type.empty() ? "?" : v.type) << " " << v.shape << "\n";
+    for (const auto& v : n.outputs) std::cout << "  output    " << v.name << (v.type.empty() ? "" : "  " + v.type) << "\n";
+    std::cout << "  CPU EP    " << n.on_cpu << "\n";
+    std::cout << "\nsmallest model that crashes: " << r.smallest_model << "\n";
+    if (!r.smallest_inputs.empty()) std::cout << "its inputs:                  " << r.smallest_inputs << "\n";
+    std::cout << "reproduce it:                " << r.reproduce << "\n";
+  }
+  for (const auto& note : r.notes) std::cout << "note: " << note << "\n";
+  std::cout << fmt::format("\n{} tries in fresh processes, {:.1f} s\n", r.tries, r.seconds);
+}
+
 }  // namespace
 
 void register_doctor(CLI::App& app, Globals& globals, Action& action) {
-  auto* cmd = app.add_subcommand("doctor", "Check ONNX Runtime, GPUs, the CUDA EP and its libraries, and the environment");
-  auto no_register = std::make_shared<bool>(false);
-  cmd->add_flag("--no-register", *no_register, "Do not load and register the CUDA EP (skips CUDA initialisation)");
-  cmd->callback([&globals, &action, no_register] {
-    action = [&globals, no_register] {
+  auto* cmd = app.add_subcommand("doctor", "Check ONNX Runtime, GPUs, the CUDA EP and its libraries, and the environment; with a model "
+                                           "and --locate-crash, find the node that crashes ONNX Runtime");
+  struct Flags {
+    bool no_register = false;
+    bool locate = false;
+    std::string out_dir;
+    double try_timeout = 120;
+    std::string crash_step;
+    TargetFlags target;
+    RunConfigFlags run;
+  };
+  auto f = std::make_shared<Flags>();
+  cmd->add_flag("--no-register", f->no_register, "Do not load and register the CUDA EP (skips CUDA initialisation)");
+  f->target.add_to(cmd, /*one_device=*/true);
+  cmd->add_flag("--locate-crash", f->locate,
+                "Find the first node of MODEL whose execution crashes ONNX Runtime, bisecting its graph in fresh processes; writes the "
+                "smallest model that crashes, with its inputs, for a bug report");
+  cmd->add_option("--out", f->out_dir, "Where --locate-crash writes its models (default: <model>-crash in this folder)");
+  cmd->add_option("--try-timeout", f->try_timeout, "--locate-crash: seconds one try may take before it counts as a hang")->check(CLI::PositiveNumber);
+  cmd->add_option("--crash-step", f->crash_step, "(internal) one try of --locate-crash, in this process")->group("");
+  f->run.add_to(cmd);
+  cmd->callback([&globals, &action, f] {
+    action = [&globals, f] {
+      if (!f->crash_step.empty()) {
+        run_crash_step(f->target.model, f->target.device(), f->run.resolve(), f->crash_step);
+        return 0;
+      }
+      if (f->locate) {
+        if (f->target.model.empty()) throw Error("--locate-crash needs the model that crashes", "ortfleet doctor MODEL --locate-crash");
+        CrashLocateOptions o;
+        o.model = f->target.model;
+        o.device = f->target.device();
+        o.config = f->run.resolve();
+        o.out_dir = f->out_dir;
+        o.try_timeout_s = f->try_timeout;
+        if (!globals.quiet) o.progress = [](const std::string& line) { std::cerr << "  " << line << std::endl; };
+        const CrashLocation r = locate_crash(o);
+        if (globals.json) std::cout << r.to_json() << std::endl;
+        else print_location(r);
+        return r.node ? 0 : 1;
+      }
       DoctorOptions options;
       options.ort_library = globals.ort_lib;
-      options.register_cuda_ep = !*no_register;
+      options.register_cuda_ep = !f->no_register;
       const DoctorReport report = run_doctor(options);
       if (globals.json) std::cout << report.to_json() << std::endl;
       else print_human(report);

@@ -61,6 +61,8 @@ struct SessionOptions {
   /// create than the default 8, and a session runs on one stream anyway.
   int cuda_max_connections = 0;
   std::map<std::string, std::string> config_entries;  ///< AddConfigEntry pass-through
+  /// Shared libraries of custom operators (RegisterCustomOpsLibrary), for models with ops of their own.
+  std::vector<std::string> custom_op_libraries;
   bool operator==(const SessionOptions&) const = default;
 };
 

@@ -50,8 +50,11 @@ class Session {
   /// Whether the session came from the optimised-model cache.
   bool used_model_cache() const;
 
-  /// Runs `runs` inferences on generated inputs; the first one pays cuDNN algorithm search.
+  /// Runs `runs` inferences on the warm-up inputs; the first one pays cuDNN algorithm search.
   void warm_up(int runs = 1, uint64_t seed = 1);
+  /// The inputs warm-up feeds the first shape it warms up (config.warmup: the user's file, generated
+  /// values for the rest), on the host.
+  std::vector<Tensor> warmup_inputs(uint64_t seed = 1) const;
   /// Runs one inference. Inputs may live on the host or on this session's GPU (bound with IO binding,
   /// no copy); outputs come back on the host, or on the GPU when outputs_on_device is true.
   std::vector<Tensor> run(const std::vector<Tensor>& inputs, bool outputs_on_device = false);

@@ -1,0 +1,45 @@
+#pragma once
+// A crash inside a library (ONNX Runtime, its CUDA EP, cuDNN) must not end a process with a bare
+// "Segmentation fault". Code that calls into such a library marks what it is doing with a
+// CrashScope; a fatal signal (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) then prints one line per
+// activity of the crashing thread -- or of every thread when the crash is on a thread nobody marked,
+// such as ONNX Runtime's own pool threads -- saying which phase, which model, which device and which
+// signal, and the command that locates the crashing node. The handler uses only async-signal-safe
+// calls, then hands the signal to whatever handled it before (Python's faulthandler, the default:
+// the process still dies of the signal, so a parent sees the same exit status).
+#include <string>
+
+namespace ortfleet {
+
+/// The text a CrashScope shows for `phase` ("creating the session", "the first inference", "a run")
+/// of `model` on `device`: made once, so that a scope around every run costs no formatting.
+/// `locate_flags`: what the locating command needs besides the model and device (" --custom-ops X").
+std::string crash_text(const std::string& phase, const std::string& model, const std::string& device,
+                       const std::string& locate_flags = {});
+
+class CrashScope {
+ public:
+  /// Marks this thread as doing what `text` (crash_text) says until the scope ends. Cheap: a slot
+  /// in a fixed table and a copy of the text, no allocation.
+  explicit CrashScope(const std::string& text);
+  ~CrashScope();
+  CrashScope(const CrashScope&) = delete;
+  CrashScope& operator=(const CrashScope&) = delete;
+
+ private:
+  int slot_ = -1;
+};
+
+/// Installs the fatal-signal handler once per process (later calls do nothing). Also writes every
+/// crash line to the file descriptor named by ORTFLEET_CRASH_FD, where a parent reads it.
+void install_crash_handler();
+
+/// The line printed for a crash of `signal` during `phase` (the same text the handler writes; for
+/// tests and for parents that saw a child die without one).
+std::string crash_line(int signal, const std::string& phase, const std::string& model, const std::string& device,
+                       const std::string& locate_flags = {});
+
+/// The environment variable naming the descriptor a worker writes its crash line to.
+inline constexpr const char* kCrashFdVariable = "ORTFLEET_CRASH_FD";
+
+}  // namespace ortfleet
