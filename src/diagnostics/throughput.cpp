@@ -18,7 +18,7 @@
 #include "diagnostics/python_anchor.hpp"
 #include "base/private_dir.hpp"
 #include "fleet/local_start.hpp"
-#include "fleet/worker.hpp"
+#include "fleet/worker_channel.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/diagnostics/statistics.hpp"
 #include "ortfleet/engine/cuda_provider.hpp"

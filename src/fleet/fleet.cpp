@@ -13,7 +13,7 @@
 #include "base/system_paths.hpp"
 #include "fleet/local_start.hpp"
 #include "fleet/pool_server.hpp"
-#include "fleet/worker.hpp"
+#include "fleet/worker_channel.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/runtime.hpp"
 #include "ortfleet/engine/model_file.hpp"

@@ -22,7 +22,8 @@
 #include "base/system_paths.hpp"
 #include "fleet/pool_server.hpp"
 #include "fleet/wire.hpp"
-#include "fleet/worker.hpp"
+#include "fleet/worker_channel.hpp"
+#include "fleet/worker_protocol.hpp"
 #include "ortfleet/base/clock.hpp"
 #include "ortfleet/base/error.hpp"
 
@@ -70,9 +71,9 @@ detail::UniqueFd connect_to(const std::string& path) {
 }
 
 /// One request to the server and its answer (an error reply thrown as the error it carries).
-detail::Message ask(detail::MessageChannel& channel, const json& request, const char* expected, double timeout_s,
+detail::Message ask(detail::MessageChannel& channel, const detail::MessageKind& kind, json fields, double timeout_s,
                     const std::string& path) {
-  channel.send(request);
+  channel.send(detail::request_of(kind, std::move(fields)));
   detail::Received reply = channel.receive(detail::deadline_in(timeout_s, monotonic_ns()));
   if (reply.kind == detail::Received::Kind::timed_out) {
     throw Error("the pool server at " + path + " did not answer within " + detail::seconds_text(timeout_s),
@@ -81,7 +82,7 @@ detail::Message ask(detail::MessageChannel& channel, const json& request, const 
   if (reply.kind == detail::Received::Kind::closed) {
     throw Error("the pool server at " + path + " closed the connection", "Its log says why; restart it with ortfleet serve");
   }
-  if (reply.message.body.value("event", "") != expected) {
+  if (reply.message.body.value("event", "") != kind.answer) {
     throw detail::error_from_json(reply.message.body.value("error", json()), "pool " + path);
   }
   return std::move(reply.message);
@@ -130,7 +131,7 @@ struct PoolServer::Impl {
           detail::LocalStartPlan one = plan;
           one.devices = {device};
           replies[i] = {{"device", device.to_string()},
-                        {"ready", channels[i]->call({{"op", "start"}, {"plan", detail::plan_to_json(one)}}, "ready", timeout_s).body}};
+                        {"ready", channels[i]->call(detail::message::start, {{"plan", detail::plan_to_json(one)}}, timeout_s).body}};
         } catch (const std::exception& e) {
           channels[i].reset();
           replies[i] = {{"device", device.to_string()}, {"error", detail::error_to_json(Error::from(e).at(device.to_string()))}};
@@ -146,7 +147,7 @@ struct PoolServer::Impl {
       }
       devices.push_back(std::move(replies[i]));
     }
-    return {{"event", "opened"}, {"devices", devices}};
+    return detail::answer_to(detail::message::open, {{"devices", devices}});
   }
 
   json status() const {
@@ -154,7 +155,7 @@ struct PoolServer::Impl {
     j["socket"] = options.socket_path;
     j["pid"] = ::getpid();
     j["clients"] = clients.load();
-    j["event"] = "status";
+    j["event"] = detail::message::status.answer;
     return j;
   }
 
@@ -169,7 +170,7 @@ struct PoolServer::Impl {
       check_pool_client(peer.uid, ::getuid(), options.socket_path);
     } catch (const std::exception& e) {
       spdlog::warn("refused a client (pid {}, uid {}): {}", peer.pid, peer.uid, e.what());
-      channel.send({{"event", "failed"}, {"error", detail::error_to_json(e)}});
+      channel.send({{"event", detail::message::kFailed}, {"error", detail::error_to_json(e)}});
       return;
     }
     ++clients;
@@ -177,13 +178,13 @@ struct PoolServer::Impl {
       detail::Received received = channel.receive();
       if (received.kind != detail::Received::Kind::message) break;
       const json& request = received.message.body;
-      const std::string op = request.value("op", "");
+      const std::string op = detail::op_of(request);
       try {
-        if (op == "status") {
+        if (detail::is_request(op, detail::message::status)) {
           channel.send(status());
-        } else if (op == "evict") {
-          channel.send({{"event", "evicted"}, {"count", pool->evict()}});
-        } else if (op == "open") {
+        } else if (detail::is_request(op, detail::message::evict)) {
+          channel.send(detail::answer_to(detail::message::evict, {{"count", pool->evict()}}));
+        } else if (detail::is_request(op, detail::message::open)) {
           std::vector<detail::UniqueFd> handed;
           const json reply = open(request, handed);
           std::vector<int> fds;
@@ -194,7 +195,7 @@ struct PoolServer::Impl {
         }
       } catch (const std::exception& e) {
         try {
-          channel.send({{"event", "failed"}, {"error", detail::error_to_json(e)}});
+          channel.send({{"event", detail::message::kFailed}, {"error", detail::error_to_json(e)}});
         } catch (const std::exception&) {
           break;
         }
@@ -293,14 +294,14 @@ void PoolServer::serve() {
 
 std::string pool_status(const std::string& socket_path, double timeout_s) {
   detail::MessageChannel channel(connect_to(socket_path));
-  json status = ask(channel, {{"op", "status"}}, "status", timeout_s, socket_path).body;
+  json status = ask(channel, detail::message::status, nullptr, timeout_s, socket_path).body;
   status.erase("event");
   return status.dump();
 }
 
 size_t pool_evict(const std::string& socket_path, double timeout_s) {
   detail::MessageChannel channel(connect_to(socket_path));
-  return ask(channel, {{"op", "evict"}}, "evicted", timeout_s, socket_path).body.value("count", size_t{0});
+  return ask(channel, detail::message::evict, nullptr, timeout_s, socket_path).body.value("count", size_t{0});
 }
 
 namespace detail {
@@ -313,7 +314,7 @@ OpenedOnPool open_on_pool_server(const std::string& socket_path, const LocalStar
   if (!absolute.cache_dir.empty()) absolute.cache_dir = fs::absolute(plan.cache_dir).string();
   if (!absolute.profile_dir.empty()) absolute.profile_dir = fs::absolute(plan.profile_dir).string();
   Message reply =
-      ask(*opened.connection, {{"op", "open"}, {"plan", plan_to_json(absolute)}, {"timeout_s", timeout_s}}, "opened", timeout_s + 60, socket_path);
+      ask(*opened.connection, message::open, {{"plan", plan_to_json(absolute)}, {"timeout_s", timeout_s}}, timeout_s + 60, socket_path);
   size_t next_fd = 0;
   for (const auto& d : reply.body.at("devices")) {
     OpenedDevice device;

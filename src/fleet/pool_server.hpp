@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "fleet/local_start.hpp"
-#include "fleet/worker.hpp"
+#include "fleet/worker_channel.hpp"
 #include "process/ipc.hpp"
 
 namespace ortfleet::detail {

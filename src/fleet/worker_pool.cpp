@@ -8,7 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "fleet/worker.hpp"
+#include "fleet/worker_channel.hpp"
+#include "fleet/worker_protocol.hpp"
 #include "ortfleet/base/clock.hpp"
 #include "ortfleet/base/error.hpp"
 
@@ -149,7 +150,7 @@ std::string WorkerPool::status_json() const {
     }
     if (worker && st.state == "ready") {
       try {
-        const json answer = worker->channel().call({{"op", "status"}}, "status", 10).body;
+        const json answer = worker->channel().call(detail::message::status, nullptr, 10).body;
         d["sessions"] = answer.at("sessions");
         d["memory_bytes"] = answer.at("memory_bytes");
         d["max_resident_sessions"] = answer.at("max_resident_sessions");
@@ -170,7 +171,7 @@ size_t WorkerPool::evict() {
       std::lock_guard lock(impl_->mutex);
       worker = impl_->slots[impl_->index_of(d)].worker;
     }
-    if (worker && worker->alive()) dropped += worker->channel().call({{"op", "evict"}}, "evicted", 60).body.value("count", size_t{0});
+    if (worker && worker->alive()) dropped += worker->channel().call(detail::message::evict, nullptr, 60).body.value("count", size_t{0});
   }
   return dropped;
 }

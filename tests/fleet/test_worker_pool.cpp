@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "base/private_dir.hpp"
-#include "fleet/worker.hpp"
+#include "fleet/worker_channel.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/session.hpp"
 #include "ortfleet/fleet/fleet.hpp"
@@ -170,7 +170,7 @@ TEST(WorkerPool, AWorkerPrimesItsLibrariesWithThrowawaySessionsWhenAsked) {
       EXPECT_EQ(primed->args.count("error"), 0u) << primed->args.at("error");
     }
     // Nothing of the primer stays: no resident session.
-    EXPECT_TRUE(worker.channel().call({{"op", "status"}}, "status", 30).body.at("sessions").empty());
+    EXPECT_TRUE(worker.channel().call(detail::message::status, nullptr, 30).body.at("sessions").empty());
   }
 }
 
@@ -195,10 +195,10 @@ TEST(WorkerNarrowing, AGpuWorkerSeesOnlyItsOwnGpu) {
   detail::WorkerProcess worker(test::bin("ortfleet-worker"), Device::cuda(1), /*narrow=*/true);
   EXPECT_EQ(worker.visible_devices(), "1");
   // The worker says what it sees.
-  EXPECT_EQ(worker.channel().call({{"op", "status"}}, "status", 30).body.at("cuda_visible_devices"), "1");
+  EXPECT_EQ(worker.channel().call(detail::message::status, nullptr, 30).body.at("cuda_visible_devices"), "1");
   detail::WorkerProcess wide(test::bin("ortfleet-worker"), Device::cuda(1), /*narrow=*/false);
   EXPECT_EQ(wide.visible_devices(), "");
-  EXPECT_EQ(wide.channel().call({{"op", "status"}}, "status", 30).body.at("cuda_visible_devices"), "");
+  EXPECT_EQ(wide.channel().call(detail::message::status, nullptr, 30).body.at("cuda_visible_devices"), "");
 }
 
 class PoolServerTest : public ::testing::Test {

@@ -7,7 +7,7 @@
 #include <future>
 #include <thread>
 
-#include "fleet/worker.hpp"
+#include "fleet/worker_channel.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/session.hpp"
 #include "ortfleet/fleet/fleet.hpp"

@@ -1,19 +1,9 @@
 #pragma once
-// Worker processes: one per device, for the processes and fleet strategies and for worker pools. The
-// parent spawns the ortfleet-worker executable with one end of a socket pair (the control channel);
-// the protocol is JSON messages, answered in order on each channel:
-//   {"op":"init", plan, prime}          -> {"event":"initialised", timeline}   runtime, EP, cuInit, context,
-//                                                                             (prime) cuDNN and cuBLAS
-//   {"op":"start", plan}                -> {"event":"ready", session, status (resident or not), ...}
-//   {"op":"run", session, inputs} + fd  -> {"event":"outputs", outputs} + fd   (shared memory both ways)
-//   {"op":"release", session}           -> {"event":"released"}
-//   {"op":"attach", hold} + fd          -> {"event":"attached"}   a new channel (a pool server's client)
-//   {"op":"evict"}                      -> {"event":"evicted", count}   sessions nobody holds
-//   {"op":"status"}                     -> {"event":"status", sessions, memory_bytes}
-//   {"op":"stop"}                       -> the worker exits (control channel only)
-//   {"op":"ring"} + fd                  -> {"event":"ring"}   a request ring for this channel's runs
-// Once a channel has a request ring (sent before its first run, and again, bigger, when a run does
-// not fit), its runs go through the ring (fleet/worker_ring.hpp), not through "run" messages.
+// The parent's side of the worker protocol (fleet/worker_protocol.hpp): worker processes, one per
+// device, for the processes and fleet strategies and for worker pools. The parent spawns the
+// ortfleet-worker executable (its side: fleet/worker_server.hpp) with one end of a socket pair (the
+// control channel) and talks to it through a WorkerChannel; a pool server hands its clients channels
+// of their own to the same worker.
 // A worker keeps every session it started, keyed by the model's content, the plan and the runtime: a
 // second start of the same key is answered at once ("resident"). A session is held by the channels
 // that started or attached it; one nobody holds stays until it is evicted (least recently used first,
@@ -29,6 +19,7 @@
 
 #include "fleet/device_tensors.hpp"
 #include "fleet/local_start.hpp"
+#include "fleet/worker_protocol.hpp"
 #include "fleet/worker_ring.hpp"
 #include "ortfleet/base/error.hpp"
 #include "process/ipc.hpp"
@@ -93,8 +84,9 @@ class WorkerChannel {
   void close_ring();
   /// Lets go of a session this channel holds (best effort: a worker that is gone holds nothing).
   void release(const std::string& session);
-  /// Any other request: the reply's body when its event is `expected`, else throws as start() does.
-  Message call(const nlohmann::json& request, const char* expected, double timeout_s, const std::vector<int>& fds = {});
+  /// Any other request, of `kind` with `fields`: the reply when it is the kind's answer, else throws as
+  /// start() does.
+  Message call(const MessageKind& kind, nlohmann::json fields, double timeout_s, const std::vector<int>& fds = {});
   /// False once the worker died, closed this channel or was given up on: every later request fails.
   bool alive() const;
   /// The error every later request throws, once this channel knows its worker is gone; nothing while it
@@ -181,17 +173,5 @@ class WorkerProcess {
   std::unique_ptr<WorkerChannel> channel_;
   mutable std::mutex process_mutex_;  // pid_ and ended_
 };
-
-/// The worker's side: serves requests on `channel_fd` until told to stop. Returns the exit code.
-int worker_main(int channel_fd, const Device& device, bool narrowed);
-
-/// For tests of the start-up deadline: when set to "DEVICE=SECONDS" (e.g. "cpu:1=30"), the worker of
-/// that device sleeps that long before it handles its start request, so that a test can stop it
-/// (SIGSTOP) while it is starting. Never set outside tests.
-inline constexpr const char* kTestStartDelayVariable = "ORTFLEET_TEST_WORKER_START_DELAY";
-
-/// Set to 0, runs on worker processes go through the socket (a JSON message and a memfd per run) instead
-/// of the request ring: what `bench --inference` compares the ring with.
-inline constexpr const char* kRingVariable = "ORTFLEET_WORKER_RING";
 
 }  // namespace ortfleet::detail

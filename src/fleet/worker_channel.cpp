@@ -1,0 +1,362 @@
+#include "fleet/worker_channel.hpp"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "base/system_paths.hpp"
+#include "fleet/device_tensors.hpp"
+#include "fleet/wire.hpp"
+#include "fleet/worker_protocol.hpp"
+#include "ortfleet/base/error.hpp"
+#include "ortfleet/engine/runtime.hpp"
+#include "process/spawn.hpp"
+
+namespace ortfleet::detail {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+constexpr const char* kWorkerName = "ortfleet-worker";
+// Control requests (init, release, attach, status) are quick; a worker silent this long is hung.
+constexpr double kControlTimeoutS = 60;
+// Letting go of a session at shutdown: not worth holding up a job's exit for long.
+constexpr double kReleaseTimeoutS = 10;
+
+const char* kTimeoutHint =
+    "The worker was killed. If this is expected to take that long, raise the timeout (ortfleet start --timeout, "
+    "FleetOptions::start_timeout_s / run_timeout_s, Fleet(start_timeout=..., run_timeout=...)); else look for what "
+    "stopped it (SIGSTOP, a debugger, a hung GPU driver)";
+}  // namespace
+
+std::string seconds_text(double seconds) { return fmt::format("{:g} s", seconds); }
+
+std::string find_worker_executable(const std::string& explicit_path) {
+  std::vector<fs::path> candidates;
+  if (!explicit_path.empty()) candidates.emplace_back(explicit_path);
+  else if (auto v = env_var("ORTFLEET_WORKER")) candidates.emplace_back(*v);
+  else {
+    const fs::path here = own_binary_dir();
+    candidates = {here / kWorkerName, here / "bin" / kWorkerName, here / ".." / "bin" / kWorkerName};
+  }
+  for (const auto& c : candidates) {
+    if (::access(c.c_str(), X_OK) == 0) return fs::weakly_canonical(c).string();
+  }
+  std::string looked;
+  for (const auto& c : candidates) looked += (looked.empty() ? "" : ", ") + c.string();
+  throw Error("the worker executable " + std::string(kWorkerName) + " was not found (looked at " + looked + ")",
+              "Set ORTFLEET_WORKER to its path, or use --strategy threads or sequential");
+}
+
+std::string resolve_ort_library(const std::string& explicit_library) {
+  if (!explicit_library.empty()) return explicit_library;
+  for (const auto& c : runtime_candidates()) {
+    if (c.exists) return c.path;
+  }
+  return {};
+}
+
+// --- one channel, the parent's or a client's side ---------------------------------------------------
+
+WorkerChannel::WorkerChannel(UniqueFd socket, Device device, int pid, Hooks hooks)
+    : device_(std::move(device)),
+      pid_(pid),
+      hooks_(std::move(hooks)),
+      channel_(std::move(socket)),
+      transfers_(std::make_unique<DeviceTensorsClient>(device_)) {}
+
+WorkerChannel::~WorkerChannel() { close_ring(); }
+
+void WorkerChannel::close_ring() {
+  std::shared_ptr<RingClient> ring;
+  {
+    std::lock_guard ring_lock(ring_mutex_);
+    ring = ring_;
+  }
+  if (ring) ring->shutdown();
+}
+
+bool WorkerChannel::alive() const {
+  std::lock_guard lock(mutex_);
+  return gone_.empty();
+}
+
+void WorkerChannel::gone(const std::string& doing) {
+  const std::string how = hooks_.how_it_ended ? hooks_.how_it_ended() : "closed its connection";
+  const std::string what = "the worker process for " + device_.to_string() + " " + how + " while " + doing;
+  if (gone_.empty()) gone_ = what;
+  throw Error(what, "Its messages above say why; run with --strategy threads to see the failure in-process", device_.to_string());
+}
+
+void WorkerChannel::unresponsive(const std::string& timed_out, const std::string& timeout_hint) {
+  // Silent but alive (stopped, hung in a driver call): it will not answer later either, and it may
+  // hold a GPU.
+  if (hooks_.kill) hooks_.kill();
+  gone_ = timed_out + (hooks_.kill ? "; it was killed" : "");
+  throw Error(timed_out, timeout_hint, device_.to_string());
+}
+
+std::string WorkerChannel::run_timed_out(double timeout_s) const {
+  return fmt::format("{} did not finish a run within {}: its worker (pid {}) did not answer", device_.to_string(),
+                     seconds_text(timeout_s), pid_);
+}
+
+Error WorkerChannel::no_worker_error() const {
+  return Error(device_.to_string() + " has no worker any more: " + gone_, "Start a new Fleet", device_.to_string());
+}
+
+void WorkerChannel::throw_if_gone() const {
+  if (!gone_.empty()) throw no_worker_error();
+}
+
+std::optional<Error> WorkerChannel::gone_error() const {
+  std::unique_lock lock(mutex_, std::try_to_lock);
+  if (!lock.owns_lock() || gone_.empty()) return std::nullopt;
+  return no_worker_error();
+}
+
+Message WorkerChannel::expect(Received reply, const char* expected, const std::string& doing, const std::string& timed_out,
+                              const std::string& timeout_hint) {
+  if (reply.kind == Received::Kind::timed_out) unresponsive(timed_out, timeout_hint);
+  if (reply.kind == Received::Kind::closed) gone(doing);
+  if (!reply.message.body.is_object()) throw Error("the worker process sent a message that is not an object", {}, device_.to_string());
+  if (reply.message.body.value("event", "") != expected) {
+    throw error_from_json(reply.message.body.value("error", json()), device_.to_string());
+  }
+  return std::move(reply.message);
+}
+
+Message WorkerChannel::call(const MessageKind& kind, json fields, double timeout_s, const std::vector<int>& fds) {
+  std::lock_guard lock(mutex_);
+  const std::string op = kind.op;
+  const bool starting = is_request(op, message::start), running = is_request(op, message::run);
+  throw_if_gone();
+  try {
+    channel_.send(request_of(kind, std::move(fields)), fds);
+  } catch (const Error&) {
+    gone(running ? "running" : "handling '" + op + "'");  // the worker is gone: say how it ended
+  }
+  const std::string doing = starting ? "starting" : running ? "running" : "handling '" + op + "'";
+  const std::string timed_out =
+      starting ? fmt::format("{} did not become ready within {}: its worker (pid {}) did not answer", device_.to_string(),
+                             seconds_text(timeout_s), pid_)
+      : running ? run_timed_out(timeout_s)
+                : fmt::format("the worker for {} (pid {}) did not answer '{}' within {}", device_.to_string(), pid_, op,
+                              seconds_text(timeout_s));
+  return expect(channel_.receive(deadline_in(timeout_s, monotonic_ns())), kind.answer, doing, timed_out, kTimeoutHint);
+}
+
+WorkerReady WorkerChannel::start(const LocalStartPlan& plan, double timeout_s) {
+  WorkerReady ready = ready_from_json(call(message::start, {{"plan", plan_to_json(plan)}}, timeout_s).body);
+  ring(timeout_s);  // now, so that the first run does not pay for it
+  return ready;
+}
+
+WorkerReady ready_from_json(const json& body) {
+  WorkerReady ready;
+  ready.session = body.at("session").get<std::string>();
+  ready.status = status_from_json(body.at("status"));
+  ready.inputs = specs_from_json(body.at("inputs"));
+  ready.outputs = specs_from_json(body.at("outputs"));
+  ready.timeline = Timeline::from_json(body.at("timeline").dump()).events();
+  return ready;
+}
+
+std::shared_ptr<RingClient> WorkerChannel::ring(double timeout_s) {
+  std::lock_guard ring_lock(ring_mutex_);
+  if (ring_opened_) return ring_;
+  ring_opened_ = true;
+  if (const auto setting = env_var(kRingVariable); setting && *setting == "0") return nullptr;
+  auto ring = RequestRing::create(RingClient::kSlots, RingClient::kInitialSlotBytes);
+  call(message::ring, nullptr, std::min(timeout_s, kControlTimeoutS), {ring->fd()});
+  RingClient::Peer peer;
+  peer.device = device_.to_string();
+  peer.alive = [this] { return !channel_.peer_closed(); };
+  peer.install = [this](int fd) { call(message::ring, nullptr, kControlTimeoutS, {fd}); };
+  peer.failure = [this](RequestRing::Wait why, double run_timeout_s) { return ring_failure(why, run_timeout_s); };
+  peer.receive = [this](std::vector<WireTensor> outputs, bool outputs_on_device) {
+    return transfers_->outputs(std::move(outputs), outputs_on_device);
+  };
+  ring_ = std::make_shared<RingClient>(std::move(peer), std::move(ring));
+  return ring_;
+}
+
+std::exception_ptr WorkerChannel::ring_failure(RequestRing::Wait why, double timeout_s) {
+  std::lock_guard lock(mutex_);
+  try {
+    throw_if_gone();  // another run already found out
+    if (why == RequestRing::Wait::timed_out) unresponsive(run_timed_out(timeout_s), kTimeoutHint);
+    gone("running");
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
+std::future<std::vector<Tensor>> WorkerChannel::run_async(const std::string& session, const std::vector<Tensor>& inputs, double timeout_s,
+                                                          bool outputs_on_device) {
+  {
+    std::lock_guard lock(mutex_);
+    throw_if_gone();
+  }
+  if (const auto ring = this->ring(timeout_s)) return ring->run_async(transfers_->request(inputs, outputs_on_device), session, timeout_s);
+  // The socket carries one run at a time: a thread waits for this one (the inputs' memory is copied first).
+  std::vector<Tensor> copies;
+  for (const auto& t : transfers_->host_inputs(inputs)) copies.push_back(Tensor::host_copy(t.name, t.type, t.shape, t.data));
+  return std::async(std::launch::async, [this, session, copies = std::move(copies), timeout_s, outputs_on_device] {
+    return run_on_socket(session, copies, timeout_s, outputs_on_device);
+  });
+}
+
+std::vector<Tensor> WorkerChannel::run(const std::string& session, const std::vector<Tensor>& inputs, double timeout_s, bool outputs_on_device) {
+  {
+    std::lock_guard lock(mutex_);
+    throw_if_gone();
+  }
+  if (const auto ring = this->ring(timeout_s)) return ring->run(transfers_->request(inputs, outputs_on_device), session, timeout_s);
+  return run_on_socket(session, transfers_->host_inputs(inputs), timeout_s, outputs_on_device);
+}
+
+std::vector<Tensor> WorkerChannel::run_on_socket(const std::string& session, const std::vector<Tensor>& host, double timeout_s,
+                                                 bool outputs_on_device) {
+  std::lock_guard one_run(socket_run_mutex_);
+  const json described = pack_tensors(host, input_buffer_);
+  Message reply = call(message::run, {{"session", session}, {"inputs", described}}, timeout_s, {input_buffer_->fd()});
+  if (reply.fds.empty()) throw Error("the worker sent outputs without their shared memory", {}, device_.to_string());
+  // The worker writes its next outputs into the same buffer: hand out copies (outputs are small next
+  // to inputs: logits, embeddings) and keep the mapping for the next call.
+  std::vector<Tensor> outputs;
+  for (const auto& t : unpack_tensors(reply.body.at("outputs"), outputs_.map(std::move(reply.fds.front())))) {
+    outputs.push_back(Tensor::host_copy(t.name, t.type, t.shape, t.data));
+  }
+  return transfers_->outputs(host_message(outputs).tensors, outputs_on_device);
+}
+
+TransferCounters WorkerChannel::transfer_counters() const { return transfers_->counters(); }
+
+void WorkerChannel::release(const std::string& session) {
+  try {
+    call(message::release, {{"session", session}}, kReleaseTimeoutS);
+  } catch (const Error& e) {
+    spdlog::debug("releasing a session on {}: {}", device_.to_string(), e.what());
+  }
+}
+
+// --- the worker process, as its parent sees it -------------------------------------------------------
+
+WorkerProcess::WorkerProcess(const std::string& executable, const Device& device, bool narrow) : device_(device) {
+  auto [mine, theirs] = MessageChannel::socket_pair();
+  SpawnRequest request;
+  request.argv = {executable, "--channel-fd=" + std::to_string(kWorkerChannelFd), "--device=" + device.to_string()};  // the device shows in ps
+  request.descriptors = {{theirs.get(), kWorkerChannelFd}};
+  const auto level = spdlog::level::to_string_view(spdlog::get_level());
+  request.environment[kLogLevelVariable] = std::string(level.data(), level.size());
+  if (narrow) {
+    if (auto visible = narrowed_visible_devices(device)) {
+      visible_ = *visible;
+      request.environment["CUDA_VISIBLE_DEVICES"] = visible_;
+      request.argv.push_back("--narrowed");
+    }
+  }
+  try {
+    const Spawned spawned = spawn_process(request);
+    pid_ = spawned.pid;
+    spawn_ns_ = spawned.spawn_ns;
+  } catch (const Error& e) {
+    throw Error("cannot start the worker process: " + e.what_failed(), "Check that it is executable, or set ORTFLEET_WORKER",
+                device.to_string());
+  }
+  WorkerChannel::Hooks hooks;
+  hooks.how_it_ended = [this] { return how_it_ended(); };
+  hooks.kill = [this] { kill_now(); };
+  channel_ = std::make_unique<WorkerChannel>(std::move(mine), device, pid_, std::move(hooks));
+}
+
+WorkerProcess::~WorkerProcess() { stop(); }
+
+std::string WorkerProcess::how_it_ended() {
+  std::lock_guard lock(process_mutex_);
+  int status = 0;
+  if (pid_ > 0 && ::waitpid(pid_, &status, 0) == pid_) {
+    ended_ = describe_exit_status(status);
+    pid_ = -1;
+  }
+  return ended_.empty() ? "closed its connection" : ended_;
+}
+
+void WorkerProcess::kill_now() {
+  std::lock_guard lock(process_mutex_);
+  // SIGKILL ends a stopped process too.
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGKILL);
+  int status = 0;
+  ::waitpid(pid_, &status, 0);
+  ended_ = "was killed for not answering";
+  pid_ = -1;
+}
+
+std::string WorkerProcess::exited() {
+  std::lock_guard lock(process_mutex_);
+  int status = 0;
+  if (pid_ > 0 && ::waitpid(pid_, &status, WNOHANG) == pid_) {
+    ended_ = describe_exit_status(status);
+    pid_ = -1;
+  }
+  return pid_ > 0 ? std::string() : (ended_.empty() ? "stopped" : ended_);
+}
+
+bool WorkerProcess::alive() const {
+  // The channel's lock is not taken under the process's: a failing channel call holds its own lock
+  // while it asks the process how it ended.
+  return pid() > 0 && channel_->alive();
+}
+
+std::vector<TimelineEvent> WorkerProcess::initialise(const LocalStartPlan& plan, size_t max_resident_sessions, bool prime,
+                                                  double timeout_s) {
+  const json body =
+      channel_->call(message::init, {{"plan", plan_to_json(plan)}, {"max_resident_sessions", max_resident_sessions}, {"prime", prime}}, timeout_s)
+          .body;
+  return Timeline::from_json(body.at("timeline").dump()).events();
+}
+
+UniqueFd WorkerProcess::attach(const std::vector<std::string>& sessions, double timeout_s) {
+  auto [mine, theirs] = MessageChannel::socket_pair();
+  channel_->call(message::attach, {{"hold", sessions}}, timeout_s, {theirs.get()});
+  return std::move(mine);
+}
+
+void WorkerProcess::stop() {
+  channel_->close_ring();  // runs in flight end before the process they wait for is reaped
+  {
+    std::lock_guard lock(process_mutex_);
+    if (pid_ <= 0) return;
+  }
+  try {
+    channel_->call(message::stop, nullptr, 10);
+  } catch (const Error&) {
+    // already gone, or not answering: reaped below
+  }
+  std::lock_guard lock(process_mutex_);
+  if (pid_ <= 0) return;
+  // Give it time to release its GPU memory cleanly, then insist.
+  int status = 0;
+  for (int i = 0; i < 200; ++i) {
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ::kill(pid_, SIGKILL);
+  ::waitpid(pid_, &status, 0);
+  pid_ = -1;
+}
+
+}  // namespace ortfleet::detail

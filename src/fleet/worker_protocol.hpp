@@ -1,0 +1,83 @@
+#pragma once
+// The worker protocol: what a worker's parent (fleet/worker_channel.hpp) and the worker's server
+// (fleet/worker_server.hpp) say to each other, and what a pool server's clients ask it
+// (ortfleet/fleet/pool_server.hpp). JSON messages, answered in order on each channel:
+//   {"op":"init", plan, prime}          -> {"event":"initialised", timeline}   runtime, EP, cuInit, context,
+//                                                                             (prime) cuDNN and cuBLAS
+//   {"op":"start", plan}                -> {"event":"ready", session, status (resident or not), ...}
+//   {"op":"run", session, inputs} + fd  -> {"event":"outputs", outputs} + fd   (shared memory both ways)
+//   {"op":"release", session}           -> {"event":"released"}
+//   {"op":"attach", hold} + fd          -> {"event":"attached"}   a new channel (a pool server's client)
+//   {"op":"evict"}                      -> {"event":"evicted", count}   sessions nobody holds
+//   {"op":"status"}                     -> {"event":"status", sessions, memory_bytes}
+//   {"op":"stop"}                       -> {"event":"stopping"}, and the worker exits (control channel only)
+//   {"op":"ring"} + fd                  -> {"event":"ring"}   a request ring for this channel's runs
+// A pool server answers "status" and "evict" for all its workers, and
+//   {"op":"open", plan, timeout_s}      -> {"event":"opened", devices} + a channel per started device
+// Any request may be answered {"event":"failed", error} instead.
+// Once a channel has a request ring (sent before its first run, and again, bigger, when a run does
+// not fit), its runs go through the ring (fleet/worker_ring.hpp), not through "run" messages.
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace ortfleet::detail {
+
+/// One kind of request: its "op" and the "event" of the reply when it went well.
+struct MessageKind {
+  const char* op;
+  const char* answer;
+};
+
+/// The table of message kinds: every request either side sends, and its answer.
+namespace message {
+inline constexpr MessageKind init{"init", "initialised"};
+inline constexpr MessageKind start{"start", "ready"};
+inline constexpr MessageKind run{"run", "outputs"};
+inline constexpr MessageKind release{"release", "released"};
+inline constexpr MessageKind attach{"attach", "attached"};
+inline constexpr MessageKind evict{"evict", "evicted"};
+inline constexpr MessageKind status{"status", "status"};
+inline constexpr MessageKind stop{"stop", "stopping"};
+inline constexpr MessageKind ring{"ring", "ring"};
+inline constexpr MessageKind open{"open", "opened"};  ///< a pool server's
+/// The event of a reply to any request that failed: {"event":"failed", error}.
+inline constexpr const char* kFailed = "failed";
+}  // namespace message
+
+/// A request of `kind` with `fields` (an object, or null for none).
+inline nlohmann::json request_of(const MessageKind& kind, nlohmann::json fields = nullptr) {
+  if (fields.is_null()) fields = nlohmann::json::object();
+  fields["op"] = kind.op;
+  return fields;
+}
+
+/// The answer to a request of `kind` with `fields` (an object, or null for none).
+inline nlohmann::json answer_to(const MessageKind& kind, nlohmann::json fields = nullptr) {
+  if (fields.is_null()) fields = nlohmann::json::object();
+  fields["event"] = kind.answer;
+  return fields;
+}
+
+/// The request's kind name ("op"), or `missing` when it has none.
+inline std::string op_of(const nlohmann::json& request, const char* missing = "") { return request.value("op", missing); }
+
+/// True when `request` is a request of `kind`.
+inline bool is_request(const std::string& op, const MessageKind& kind) { return op == kind.op; }
+
+/// The descriptor the worker's channel arrives on.
+inline constexpr int kWorkerChannelFd = 3;
+
+/// The parent's log level, so that `ortfleet -v` shows a worker's debug messages (ONNX Runtime's raw
+/// error text among them) too.
+inline constexpr const char* kLogLevelVariable = "ORTFLEET_WORKER_LOG_LEVEL";
+
+/// For tests of the start-up deadline: when set to "DEVICE=SECONDS" (e.g. "cpu:1=30"), the worker of
+/// that device sleeps that long before it handles its start request, so that a test can stop it
+/// (SIGSTOP) while it is starting. Never set outside tests.
+inline constexpr const char* kTestStartDelayVariable = "ORTFLEET_TEST_WORKER_START_DELAY";
+
+/// Set to 0, runs on worker processes go through the socket (a JSON message and a memfd per run) instead
+/// of the request ring: what `bench --inference` compares the ring with.
+inline constexpr const char* kRingVariable = "ORTFLEET_WORKER_RING";
+
+}  // namespace ortfleet::detail
