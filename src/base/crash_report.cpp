@@ -1,5 +1,6 @@
 #include "base/crash_report.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -24,6 +25,7 @@ struct Slot {
   long thread = 0;
   uint64_t sequence = 0;  // later scopes of a thread are nested in earlier ones: the latest is innermost
   std::array<char, kTextBytes> text{};
+  std::array<char, 512> record{};  // "" or where the crash is remembered
 };
 std::atomic<uint64_t> next_sequence{1};
 std::array<Slot, kSlots> slots;
@@ -62,14 +64,16 @@ void write_all(int fd, const char* text, size_t n) {
   }
 }
 
-void write_line(int sig, const char* tail) {
-  for (const int fd : {STDERR_FILENO, crash_fd}) {
+void write_line(int sig, const char* tail, const char* record) {
+  const int record_fd = record[0] != '\0' ? ::open(record, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600) : -1;
+  for (const int fd : {STDERR_FILENO, crash_fd, record_fd}) {
     if (fd < 0) continue;
     write_all(fd, "ortfleet: ", 10);
     write_all(fd, signal_name(sig), std::strlen(signal_name(sig)));
     write_all(fd, " ", 1);
     write_all(fd, tail, std::strlen(tail));
   }
+  if (record_fd >= 0) ::close(record_fd);
 }
 
 /// Whether slot `i` is the innermost active scope of its thread.
@@ -88,7 +92,7 @@ void on_fatal_signal(int sig, siginfo_t* info, void* context) {
   // every thread's innermost one.
   for (int i = 0; i < kSlots; ++i) {
     if (slots[i].state.load(std::memory_order_acquire) == 2 && (!mine || slots[i].thread == me) && innermost(i)) {
-      write_line(sig, slots[i].text.data());
+      write_line(sig, slots[i].text.data(), slots[i].record.data());
     }
   }
   // Hand the signal to whoever had it before: a chained handler, or the default action.
@@ -120,7 +124,7 @@ std::string crash_line(int signal, const std::string& phase, const std::string& 
   return std::string("ortfleet: ") + signal_name(signal) + " " + crash_text(phase, model, device, locate_flags);
 }
 
-CrashScope::CrashScope(const std::string& text) {
+CrashScope::CrashScope(const std::string& text, const std::string& record_path) {
   for (int i = 0; i < kSlots; ++i) {
     int expected = 0;
     if (!slots[i].state.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) continue;
@@ -130,6 +134,9 @@ CrashScope::CrashScope(const std::string& text) {
     std::memcpy(slots[i].text.data(), text.data(), n);
     if (n < text.size()) slots[i].text[n++] = '\n';  // cut to fit, still one line
     slots[i].text[n] = '\0';
+    const size_t r = record_path.size() < slots[i].record.size() ? record_path.size() : 0;  // a path cut short would be wrong
+    std::memcpy(slots[i].record.data(), record_path.data(), r);
+    slots[i].record[r] = '\0';
     slots[i].state.store(2, std::memory_order_release);
     slot_ = i;
     return;

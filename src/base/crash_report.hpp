@@ -20,8 +20,9 @@ std::string crash_text(const std::string& phase, const std::string& model, const
 class CrashScope {
  public:
   /// Marks this thread as doing what `text` (crash_text) says until the scope ends. Cheap: a slot
-  /// in a fixed table and a copy of the text, no allocation.
-  explicit CrashScope(const std::string& text);
+  /// in a fixed table and a copy of the text, no allocation. A crash also writes the line to
+  /// `record_path` when given (engine/crash_records.hpp), so that the next start knows.
+  explicit CrashScope(const std::string& text, const std::string& record_path = {});
   ~CrashScope();
   CrashScope(const CrashScope&) = delete;
   CrashScope& operator=(const CrashScope&) = delete;

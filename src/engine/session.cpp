@@ -16,6 +16,7 @@
 
 #include "base/crash_report.hpp"
 #include "engine/cache_use.hpp"
+#include "engine/crash_records.hpp"
 #include "engine/cuda_driver.hpp"
 #include "engine/cuda_environment.hpp"
 #include "engine/cuda_provider.hpp"
@@ -121,6 +122,7 @@ struct Session::Impl {
   std::string crash_creating;
   std::string crash_first_run;
   std::string crash_run;
+  std::string crash_record;  // where a crash is remembered (engine/crash_records.hpp)
   bool used_cache = false;
   bool retained_context = false;
   uint64_t memory_at_start = 0;  // in use when creation began, the context already made
@@ -343,7 +345,7 @@ std::optional<std::string> Session::Impl::verify_cache_entry(const detail::Cache
   const InputShapes shapes = declared.empty() ? warmup_source->default_shapes() : declared.front();
   std::vector<Tensor> given;
   std::vector<Tensor> want;
-  const CrashScope first_run(crash_first_run);
+  const CrashScope first_run(crash_first_run, crash_record);
   try {
     given = warmup_source->make(shapes, /*seed=*/1).tensors;
     want = run_on(reference, given);
@@ -396,7 +398,7 @@ std::shared_ptr<ShapeSession> Session::Impl::make_shape_session(const std::strin
   const auto start = std::chrono::steady_clock::now();
   auto p = phase(phase::shape_session);
   if (p) p->arg("shapes", signature);
-  const CrashScope creating(crash_creating);
+  const CrashScope creating(crash_creating, crash_record);
   Ort::SessionOptions so = make_options(/*first=*/false);
   if (later_source_optimised) so.SetGraphOptimizationLevel(ORT_DISABLE_ALL);
   if (later_source_optimised) share_weights(so, later_source);
@@ -466,7 +468,8 @@ Session::Session(const SessionSpec& spec, Timeline* timeline) : impl_(std::make_
   impl_->crash_creating = crash_text("creating the session", spec.model_path, impl_->lane, flags);
   impl_->crash_first_run = crash_text("the first inference", spec.model_path, impl_->lane, flags);
   impl_->crash_run = crash_text("a run", spec.model_path, impl_->lane, flags);
-  const CrashScope creating(impl_->crash_creating);
+  impl_->crash_record = detail::crash_record_path(spec.model_path, /*make_folder=*/true);
+  const CrashScope creating(impl_->crash_creating, impl_->crash_record);
   impl_->create();
 }
 
@@ -606,7 +609,7 @@ std::vector<Tensor> Session::run(const std::vector<Tensor>& given, bool outputs_
     return out;
   }
   const auto session = s.session_for(shapes);
-  const CrashScope running(session->calls.load() == 0 ? s.crash_first_run : s.crash_run);
+  const CrashScope running(session->calls.load() == 0 ? s.crash_first_run : s.crash_run, s.crash_record);
   std::call_once(session->primed, [&] { s.prime(*session, given); });
   std::vector<Tensor> out = s.graph_mode() ? s.run_graph(*session, given, outputs_on_device) : s.run_plain(*session, given, outputs_on_device);
   if (session->calls.fetch_add(1) == 0) {

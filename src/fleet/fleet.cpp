@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "base/system_paths.hpp"
+#include "engine/crash_records.hpp"
 #include "fleet/local_start.hpp"
 #include "fleet/pool_server.hpp"
 #include "fleet/worker_channel.hpp"
@@ -248,14 +249,15 @@ struct Fleet::Impl {
   void run_on_pool() {
     for_each_device([&](size_t i) {
       Remote remote;
-      remote.process = options.pool->worker(options.devices[i], options.start_timeout_s);
+      remote.process = options.pool->worker_for(options.devices[i], model, options.start_timeout_s);
       // A channel of this fleet's own: its runs do not queue behind other fleets', and closing it lets
       // go of the session.
       remote.attached = std::make_unique<detail::WorkerChannel>(remote.process->attach({}, options.start_timeout_s),
-                                                                options.devices[i], remote.process->pid());
+                                                                options.devices[i], remote.process->pid(), remote.process->observer_hooks());
       auto plan = plan_for({options.devices[i]}, detail::LocalMode::overlapped);
       plan.ort_library = options.pool->options().ort_library;
       auto ready = remote.attached->start(plan, options.start_timeout_s);
+      options.pool->mark_proven(model);
       adopt(i, std::move(remote), std::move(ready));
     });
   }
@@ -369,6 +371,15 @@ Fleet::Fleet(std::string model_path, FleetOptions options) : impl_(std::make_uni
   // machine's bench found one process faster.
   const bool on_pool = s.on_pool();
   s.use_workers = s.strategy == Strategy::processes || (s.strategy == Strategy::fleet && gpus > 1 && !s.options.one_process) || on_pool;
+  if (s.options.strategy == Strategy::automatic && !on_pool) {
+    if (const auto crash = detail::known_crash(s.model)) {
+      // A crash inside ONNX Runtime in this process would end the caller's job: contain it.
+      s.use_workers = true;
+      s.options.one_process = false;
+      s.auto_reason = "auto chose a worker process per device: this model crashed ONNX Runtime here before, and a crash in a worker "
+                      "cannot end this process (" + *crash + ")";
+    }
+  }
   if (s.options.pool != nullptr && !s.options.pool_socket.empty()) {
     throw Error("a fleet starts on one pool: both a WorkerPool and a pool socket were given", "Give one of them");
   }

@@ -126,12 +126,14 @@ struct PoolServer::Impl {
       threads.emplace_back([&, i] {
         const Device device = plan.devices[i];
         try {
-          auto worker = pool->worker(device, timeout_s);
-          channels[i] = std::make_unique<detail::WorkerChannel>(worker->attach({}, kAttachTimeoutS), device, worker->pid());
+          auto worker = pool->worker_for(device, plan.model_path, timeout_s);
+          channels[i] = std::make_unique<detail::WorkerChannel>(worker->attach({}, kAttachTimeoutS), device, worker->pid(),
+                                                                 worker->observer_hooks());
           detail::LocalStartPlan one = plan;
           one.devices = {device};
           replies[i] = {{"device", device.to_string()},
                         {"ready", channels[i]->call(detail::message::start, {{"plan", detail::plan_to_json(one)}}, timeout_s).body}};
+          pool->mark_proven(plan.model_path);
         } catch (const std::exception& e) {
           channels[i].reset();
           replies[i] = {{"device", device.to_string()}, {"error", detail::error_to_json(Error::from(e).at(device.to_string()))}};

@@ -1,5 +1,6 @@
 #include "fleet/worker_channel.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -8,10 +9,13 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
+#include "base/crash_report.hpp"
 #include "base/system_paths.hpp"
 #include "fleet/device_tensors.hpp"
 #include "fleet/wire.hpp"
@@ -93,7 +97,11 @@ void WorkerChannel::gone(const std::string& doing) {
   const std::string how = hooks_.how_it_ended ? hooks_.how_it_ended() : "closed its connection";
   const std::string what = "the worker process for " + device_.to_string() + " " + how + " while " + doing;
   if (gone_.empty()) gone_ = what;
-  throw Error(what, "Its messages above say why; run with --strategy threads to see the failure in-process", device_.to_string());
+  // A crash inside ONNX Runtime comes with its own line (what, where, and the command that finds the
+  // node); anything else left its reason on the worker's stderr.
+  const bool explained = how.find("inside ONNX Runtime") != std::string::npos;
+  throw Error(what, explained ? "" : "Its messages above say why; run with --strategy threads to see the failure in-process",
+              device_.to_string());
 }
 
 void WorkerChannel::unresponsive(const std::string& timed_out, const std::string& timeout_hint) {
@@ -255,7 +263,12 @@ WorkerProcess::WorkerProcess(const std::string& executable, const Device& device
   auto [mine, theirs] = MessageChannel::socket_pair();
   SpawnRequest request;
   request.argv = {executable, "--channel-fd=" + std::to_string(kWorkerChannelFd), "--device=" + device.to_string()};  // the device shows in ps
-  request.descriptors = {{theirs.get(), kWorkerChannelFd}};
+  int crash_pipe[2] = {-1, -1};
+  if (::pipe2(crash_pipe, O_CLOEXEC | O_NONBLOCK) != 0) throw Error("cannot make a pipe for the worker", std::strerror(errno), device.to_string());
+  crash_reports_ = UniqueFd(crash_pipe[0]);
+  const UniqueFd crash_writer(crash_pipe[1]);
+  request.descriptors = {{theirs.get(), kWorkerChannelFd}, {crash_writer.get(), kWorkerCrashFd}};
+  request.environment[kCrashFdVariable] = std::to_string(kWorkerCrashFd);
   const auto level = spdlog::level::to_string_view(spdlog::get_level());
   request.environment[kLogLevelVariable] = std::string(level.data(), level.size());
   if (narrow) {
@@ -281,11 +294,38 @@ WorkerProcess::WorkerProcess(const std::string& executable, const Device& device
 
 WorkerProcess::~WorkerProcess() { stop(); }
 
+WorkerChannel::Hooks WorkerProcess::observer_hooks() {
+  WorkerChannel::Hooks hooks;
+  hooks.how_it_ended = [this] {
+    // The channel closed: the worker is dying, or closed only this channel. Never wait for it long.
+    for (int i = 0; i < 20; ++i) {
+      const std::string ended = exited();
+      if (!ended.empty()) return ended;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return std::string("closed its connection");
+  };
+  return hooks;
+}
+
+std::string WorkerProcess::describe_end(int status) {
+  std::string how = describe_exit_status(status);
+  std::string lines;
+  char buffer[4096];
+  for (ssize_t n = 0; crash_reports_ && (n = ::read(crash_reports_.get(), buffer, sizeof buffer)) > 0;) lines.append(buffer, static_cast<size_t>(n));
+  while (!lines.empty() && lines.back() == '\n') lines.pop_back();
+  if (lines.empty()) return how;
+  const auto last = lines.rfind('\n');
+  std::string line = last == std::string::npos ? lines : lines.substr(last + 1);
+  if (line.rfind("ortfleet: ", 0) == 0) line = line.substr(10);
+  return how + " (" + line + ")";
+}
+
 std::string WorkerProcess::how_it_ended() {
   std::lock_guard lock(process_mutex_);
   int status = 0;
   if (pid_ > 0 && ::waitpid(pid_, &status, 0) == pid_) {
-    ended_ = describe_exit_status(status);
+    ended_ = describe_end(status);
     pid_ = -1;
   }
   return ended_.empty() ? "closed its connection" : ended_;
@@ -306,7 +346,7 @@ std::string WorkerProcess::exited() {
   std::lock_guard lock(process_mutex_);
   int status = 0;
   if (pid_ > 0 && ::waitpid(pid_, &status, WNOHANG) == pid_) {
-    ended_ = describe_exit_status(status);
+    ended_ = describe_end(status);
     pid_ = -1;
   }
   return pid_ > 0 ? std::string() : (ended_.empty() ? "stopped" : ended_);

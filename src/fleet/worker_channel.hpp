@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "base/unique_fd.hpp"
 #include "fleet/device_tensors.hpp"
 #include "fleet/local_start.hpp"
 #include "fleet/worker_protocol.hpp"
@@ -147,6 +148,9 @@ class WorkerProcess {
   /// What CUDA_VISIBLE_DEVICES the worker got; empty when it sees what this process sees.
   const std::string& visible_devices() const { return visible_; }
   WorkerChannel& channel() { return *channel_; }
+  /// Hooks for another channel to this worker (attach): how the worker ended, when it did, with its
+  /// crash line; never kills it (other channels may hold its sessions).
+  WorkerChannel::Hooks observer_hooks();
 
   /// Loads ONNX Runtime and the CUDA EP, runs cuInit and makes the context: what a start on this
   /// worker then skips; with `prime`, on a GPU, also cuDNN's and cuBLAS's first use (two throwaway
@@ -164,12 +168,15 @@ class WorkerProcess {
  private:
   std::string how_it_ended();
   void kill_now();
+  /// How the process ended from its wait status, with the crash line it wrote (if any).
+  std::string describe_end(int status);
 
   Device device_;
   std::string visible_;
   int pid_ = -1;
   int64_t spawn_ns_ = 0;
   std::string ended_;
+  UniqueFd crash_reports_;  // the read end of the worker's crash-line pipe
   std::unique_ptr<WorkerChannel> channel_;
   mutable std::mutex process_mutex_;  // pid_ and ended_
 };

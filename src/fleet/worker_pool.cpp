@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <condition_variable>
 #include <mutex>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "engine/crash_records.hpp"
 #include "fleet/worker_channel.hpp"
 #include "fleet/worker_protocol.hpp"
 #include "ortfleet/base/clock.hpp"
@@ -30,6 +32,10 @@ struct WorkerPool::Impl {
   mutable std::mutex mutex;
   std::condition_variable changed;
   std::vector<Slot> slots;
+  std::vector<Slot> spares;  // per device (same index), when options.isolate_new_models
+  /// Workers that were spares and keep the sessions of the model first started on them.
+  std::vector<std::shared_ptr<detail::WorkerProcess>> isolated;
+  std::set<std::string> proven;  // model identities that ran in this pool
   bool stopping = false;
 
   size_t index_of(const Device& d) const {
@@ -49,32 +55,34 @@ struct WorkerPool::Impl {
     return plan;
   }
 
-  /// Spawns and initialises slot i's worker (on its own thread); the slot says how it went.
-  void launch(size_t i) {
-    slots[i].status.state = "starting";
-    slots[i].status.error.clear();
-    slots[i].error.reset();
-    if (slots[i].starter.joinable()) slots[i].starter.join();
-    slots[i].starter = std::thread([this, i] {
-      const Device device = slots[i].status.device;
+  /// Spawns and initialises the worker of list[i] (slots or spares; on its own thread); the slot
+  /// says how it went.
+  void launch(size_t i, std::vector<Slot>* list = nullptr) {
+    std::vector<Slot>& chosen = list != nullptr ? *list : slots;
+    chosen[i].status.state = "starting";
+    chosen[i].status.error.clear();
+    chosen[i].error.reset();
+    if (chosen[i].starter.joinable()) chosen[i].starter.join();
+    chosen[i].starter = std::thread([this, i, &chosen] {
+      const Device device = chosen[i].status.device;
       std::shared_ptr<detail::WorkerProcess> worker;
       try {
         worker = std::make_shared<detail::WorkerProcess>(executable, device, options.narrow_workers);
         {
           std::lock_guard lock(mutex);
-          slots[i].status.pid = worker->pid();
-          slots[i].status.visible_devices = worker->visible_devices();
+          chosen[i].status.pid = worker->pid();
+          chosen[i].status.visible_devices = worker->visible_devices();
         }
         worker->initialise(init_plan(device), options.max_resident_sessions, options.prime_libraries, options.start_timeout_s);
         std::lock_guard lock(mutex);
-        slots[i].worker = std::move(worker);
-        slots[i].status.state = "ready";
-        slots[i].status.ready_ms = static_cast<double>(monotonic_ns() - start_ns) / 1e6;
+        chosen[i].worker = std::move(worker);
+        chosen[i].status.state = "ready";
+        chosen[i].status.ready_ms = static_cast<double>(monotonic_ns() - start_ns) / 1e6;
       } catch (const std::exception& e) {
         std::lock_guard lock(mutex);
-        slots[i].error = Error::from(e).at(device.to_string());
-        slots[i].status.state = "failed";
-        slots[i].status.error = slots[i].error->what();
+        chosen[i].error = Error::from(e).at(device.to_string());
+        chosen[i].status.state = "failed";
+        chosen[i].status.error = chosen[i].error->what();
       }
       changed.notify_all();
     });
@@ -90,23 +98,36 @@ WorkerPool::WorkerPool(PoolOptions options) : impl_(std::make_unique<Impl>()) {
   s.options = std::move(options);
   s.start_ns = monotonic_ns();
   s.slots.resize(s.options.devices.size());
+  if (s.options.isolate_new_models) s.spares.resize(s.options.devices.size());
   std::lock_guard lock(s.mutex);
   for (size_t i = 0; i < s.slots.size(); ++i) {
     s.slots[i].status.device = s.options.devices[i];
     s.launch(i);
   }
+  for (size_t i = 0; i < s.spares.size(); ++i) {
+    s.spares[i].status.device = s.options.devices[i];
+    s.launch(i, &s.spares);
+  }
 }
 
 WorkerPool::~WorkerPool() {
   auto& s = *impl_;
-  for (auto& slot : s.slots) {
-    if (slot.starter.joinable()) slot.starter.join();
+  {
+    std::lock_guard lock(s.mutex);
+    s.stopping = true;
+  }
+  for (auto* list : {&s.slots, &s.spares}) {
+    for (auto& slot : *list) {
+      if (slot.starter.joinable()) slot.starter.join();
+    }
   }
   std::vector<std::shared_ptr<detail::WorkerProcess>> workers;
   {
     std::lock_guard lock(s.mutex);
-    s.stopping = true;
-    for (auto& slot : s.slots) workers.push_back(std::move(slot.worker));
+    for (auto* list : {&s.slots, &s.spares}) {
+      for (auto& slot : *list) workers.push_back(std::move(slot.worker));
+    }
+    for (auto& w : s.isolated) workers.push_back(std::move(w));
   }
   // Stopped in parallel: each gives its worker time to free its GPU memory.
   std::vector<std::thread> stops;
@@ -173,7 +194,74 @@ size_t WorkerPool::evict() {
     }
     if (worker && worker->alive()) dropped += worker->channel().call(detail::message::evict, nullptr, 60).body.value("count", size_t{0});
   }
+  // An isolated worker whose sessions are all gone (its job ended) goes too.
+  std::vector<std::shared_ptr<detail::WorkerProcess>> isolated;
+  {
+    std::lock_guard lock(impl_->mutex);
+    isolated = impl_->isolated;
+  }
+  for (const auto& w : isolated) {
+    bool idle = !w->alive();
+    if (!idle) {
+      try {
+        dropped += w->channel().call(detail::message::evict, nullptr, 60).body.value("count", size_t{0});
+        idle = w->channel().call(detail::message::status, nullptr, 10).body.at("sessions").empty();
+      } catch (const std::exception& e) {
+        spdlog::debug("an isolated worker (pid {}) did not answer: {}", w->pid(), e.what());
+      }
+    }
+    if (!idle) continue;
+    w->stop();
+    std::lock_guard lock(impl_->mutex);
+    impl_->isolated.erase(std::remove(impl_->isolated.begin(), impl_->isolated.end(), w), impl_->isolated.end());
+  }
   return dropped;
+}
+
+namespace {
+/// What tells one model file from another for the pool: its path and identity (a changed file is new).
+std::string model_identity(const std::string& model) {
+  const std::string record = detail::crash_record_path(model, /*make_folder=*/false);
+  return record.empty() ? model : record;
+}
+}  // namespace
+
+void WorkerPool::mark_proven(const std::string& model) {
+  std::lock_guard lock(impl_->mutex);
+  impl_->proven.insert(model_identity(model));
+}
+
+std::shared_ptr<detail::WorkerProcess> WorkerPool::worker_for(const Device& device, const std::string& model, double timeout_s) {
+  auto& s = *impl_;
+  if (const auto crash = detail::known_crash(model)) {
+    throw Error(model + " crashed ONNX Runtime on this machine before, so the pool refuses it until the model file changes (" + *crash + ")",
+                "Find the node that crashes: ortfleet doctor " + model + " --locate-crash --device " + device.to_string(), device.to_string());
+  }
+  bool shared = false;
+  {
+    std::lock_guard lock(s.mutex);
+    shared = s.spares.empty() || s.proven.count(model_identity(model)) != 0;
+  }
+  if (shared) return worker(device, timeout_s);
+  const int64_t deadline = detail::deadline_in(timeout_s, monotonic_ns());
+  std::unique_lock lock(s.mutex);
+  const size_t i = s.index_of(device);
+  if (!detail::wait_until(s.changed, lock, deadline, [&] { return s.spares[i].status.state != "starting"; })) {
+    throw Error("the pool's spare worker for " + device.to_string() + " was not initialised within " + detail::seconds_text(timeout_s),
+                "Wait longer (raise the start timeout) or check `ortfleet pool status`", device.to_string());
+  }
+  if (s.spares[i].error || !s.spares[i].worker || !s.spares[i].worker->alive()) {
+    spdlog::warn("{}: the pool has no spare worker ({}): {} starts in the shared worker, unisolated", device.to_string(),
+                 s.spares[i].error ? s.spares[i].error->what() : "it stopped", model);
+    if (!s.stopping) s.launch(i, &s.spares);
+    lock.unlock();
+    return worker(device, timeout_s);
+  }
+  // The spare becomes this model's worker; a new spare warms up for the next new model.
+  auto taken = std::move(s.spares[i].worker);
+  s.isolated.push_back(taken);
+  if (!s.stopping) s.launch(i, &s.spares);
+  return taken;
 }
 
 int WorkerPool::restart_dead_workers() {

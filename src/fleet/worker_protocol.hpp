@@ -66,6 +66,9 @@ inline bool is_request(const std::string& op, const MessageKind& kind) { return 
 
 /// The descriptor the worker's channel arrives on.
 inline constexpr int kWorkerChannelFd = 3;
+/// Where a worker writes the line of a crash inside ONNX Runtime (base/crash_report.hpp), so that
+/// the parent's error says why the worker died instead of pointing at its stderr.
+inline constexpr int kWorkerCrashFd = 4;
 
 /// The parent's log level, so that `ortfleet -v` shows a worker's debug messages (ONNX Runtime's raw
 /// error text among them) too.

@@ -23,10 +23,13 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
+/// A pool of CPU workers whose first start of a model lands in the shared worker, as the residency
+/// tests below need (test_crash.cpp tests the isolation of new models).
 PoolOptions cpu_pool(int n, size_t max_resident = 0) {
   PoolOptions o;
   for (int i = 0; i < n; ++i) o.devices.push_back(Device::cpu(i));
   o.max_resident_sessions = max_resident;
+  o.isolate_new_models = false;
   return o;
 }
 

@@ -31,6 +31,11 @@ struct PoolOptions {
   /// Sessions a worker keeps that nobody holds (least recently used go first); 0: the worker's default.
   size_t max_resident_sessions = 0;
   double start_timeout_s = 10 * 60;  ///< how long a worker may take to initialise
+  /// A model new to the pool makes its first session and runs its first inference in a spare worker
+  /// of its own (one kept warm per device, then replaced), never in the worker whose sessions other
+  /// jobs hold: a crash inside ONNX Runtime then ends only that job's start. Costs a second warm
+  /// worker per device (a CUDA context's memory on each GPU).
+  bool isolate_new_models = true;
 };
 
 struct PoolWorkerStatus {
@@ -66,6 +71,13 @@ class WorkerPool {
   /// The initialised worker of `device`, waiting for it at most `timeout_s`; a worker found dead is
   /// started again first. Throws ortfleet::Error when the device is not in the pool or its worker failed.
   std::shared_ptr<detail::WorkerProcess> worker(const Device& device, double timeout_s);
+  /// The worker a start of `model` on `device` goes to: the shared worker once the model has run in
+  /// this pool; before that (options.isolate_new_models), a spare worker of its own, which keeps the
+  /// model's sessions while a new spare warms up. Throws ortfleet::Error, with the crash's line, for a
+  /// model that crashed ONNX Runtime on this machine before (until the model file changes).
+  std::shared_ptr<detail::WorkerProcess> worker_for(const Device& device, const std::string& model, double timeout_s);
+  /// `model` made its sessions and ran: its later starts share the device's worker.
+  void mark_proven(const std::string& model);
 
  private:
   struct Impl;
