@@ -907,32 +907,35 @@ PYBIND11_MODULE(_ortfleet, m) {
   }, py::arg("model"), py::arg("devices") = py::none(), py::arg("runs") = 3, py::arg("warmup") = 1, py::arg("anchors") = true,
      py::arg("python") = "python3", py::arg("config") = py::none(), "What `ortfleet bench --json` reports, as a dict");
 
-  m.def("profile", [](const std::string& model, const py::object& device, int runs) {
+  m.def("profile", [](const std::string& model, const py::object& device, int runs, const py::object& config) {
     ProfileOptions o;
     o.model = model;
     o.device = device.is_none() ? default_device() : to_device(device);
     o.steady_runs = runs;
+    o.config = to_config(config);
     ProfileReport r;
     {
       py::gil_scoped_release release;
       r = run_profile(o);
     }
     return parse_json(r.to_json());
-  }, py::arg("model"), py::arg("device") = py::none(), py::arg("runs") = 20, "What `ortfleet profile --json` reports, as a dict");
+  }, py::arg("model"), py::arg("device") = py::none(), py::arg("runs") = 20, py::arg("config") = py::none(),
+     "What `ortfleet profile --json` reports, as a dict");
 
-  m.def("tune", [](const std::string& model, const py::object& device, bool quick, int runs) {
+  m.def("tune", [](const std::string& model, const py::object& device, bool quick, int runs, const py::object& config) {
     TuneOptions o;
     o.model = model;
     o.device = device.is_none() ? default_device() : to_device(device);
     o.quick = quick;
     o.steady_runs = runs;
+    o.base = to_config(config);
     TuneReport r;
     {
       py::gil_scoped_release release;
       r = run_tune(o);
     }
     return parse_json(r.to_json());
-  }, py::arg("model"), py::arg("device") = py::none(), py::arg("quick") = true, py::arg("runs") = 30,
+  }, py::arg("model"), py::arg("device") = py::none(), py::arg("quick") = true, py::arg("runs") = 30, py::arg("config") = py::none(),
      "What `ortfleet tune --json` reports, as a dict");
 
   m.def("synth_mlp", [](const std::string& path, int layers, int width, uint64_t seed) {

@@ -83,7 +83,7 @@ std::vector<Case> plan_cases(const BenchOptions& o, const std::string& ortfleet,
     r.devices = devices;
     r.ortfleet_executable = ortfleet;
     r.ort_library = o.ort_library;
-    r.arguments = o.config_arguments;
+    r.config = o.config;
     r.timeout_s = o.timeout_s;
     return r;
   };

@@ -625,8 +625,8 @@ ProfileReport run_profile(const ProfileOptions& options) {
   request.devices = {o.device};
   request.strategy = "sequential";
   request.warmup_runs = 1 + o.steady_runs;
+  request.config = o.config;
   request.arguments = {"--profile-dir", dir.string(), "--ort-log", log_path};
-  request.arguments.insert(request.arguments.end(), o.config_arguments.begin(), o.config_arguments.end());
   request.ortfleet_executable = ortfleet;
   request.ort_library = o.ort_library;
   request.timeout_s = o.timeout_s;

@@ -176,28 +176,6 @@ RunConfig RunConfigFlags::resolve() const {
   return c;
 }
 
-std::vector<std::string> RunConfigFlags::as_arguments() const {
-  std::vector<std::string> args;
-  if (!config_file.empty()) args.insert(args.end(), {"--config", config_file});
-  if (!conv_algo.empty()) args.insert(args.end(), {"--conv-algo", conv_algo});
-  if (!graph_opt.empty()) args.insert(args.end(), {"--graph-opt", graph_opt});
-  if (intra_threads >= 0) args.insert(args.end(), {"--intra-threads", std::to_string(intra_threads)});
-  if (inter_threads >= 0) args.insert(args.end(), {"--inter-threads", std::to_string(inter_threads)});
-  if (model_cache) args.emplace_back("--model-cache");
-  if (no_model_cache) args.emplace_back("--no-model-cache");
-  if (!model_cache_format.empty()) args.insert(args.end(), {"--model-cache-format", model_cache_format});
-  for (const auto& entry : session_config) args.insert(args.end(), {"--session-config", entry});
-  if (cuda_graph) args.emplace_back("--cuda-graph");
-  if (!module_loading.empty()) args.insert(args.end(), {"--module-loading", module_loading});
-  if (!shapes.empty()) args.insert(args.end(), {"--shapes", shapes});
-  if (!batches.empty()) args.insert(args.end(), {"--batches", batches});
-  if (max_shape_sessions > 0) args.insert(args.end(), {"--max-shape-sessions", std::to_string(max_shape_sessions)});
-  if (pad_batch) args.emplace_back("--pad-batch");
-  if (!warmup_inputs.empty()) args.insert(args.end(), {"--warmup-inputs", std::filesystem::absolute(warmup_inputs).string()});
-  for (const auto& range : input_ranges) args.insert(args.end(), {"--input-range", range});
-  return args;
-}
-
 ProgressLine::ProgressLine(bool enabled) : enabled_(enabled), tty_(::isatty(STDERR_FILENO) != 0) {
   // Without a terminal, the first plain line waits a few seconds: short work prints nothing.
   last_plain_ = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();

@@ -69,8 +69,6 @@ struct RunConfigFlags {
   void add_to(CLI::App* app);
   /// The config file (or defaults), with the flags given on top.
   RunConfig resolve() const;
-  /// The same flags as arguments, to pass to a child `ortfleet start`.
-  std::vector<std::string> as_arguments() const;
 };
 
 /// Runs `body`, turning ortfleet::Error and other exceptions into a one-line message on stderr.

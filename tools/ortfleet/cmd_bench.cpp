@@ -147,14 +147,12 @@ int run_bench_command(const BenchFlags& f, const Globals& g) {
   o.python = f.python;
   o.ort_library = g.ort_lib;
   o.config = f.config.resolve();
-  o.config_arguments = f.config.as_arguments();
   o.progress = [&](const std::string& s) { progress.update(s); };
   if (f.floor) {
     ProfileOptions p;
     p.model = model;
     p.device = devices.front();
     p.config = o.config;
-    p.config_arguments = o.config_arguments;
     p.ort_library = g.ort_lib;
     p.shape_switch_seconds = 0;  // only the floor is wanted here
     progress.update("profiling one cold start on " + p.device.to_string() + " for its floor");

@@ -30,8 +30,7 @@ struct BenchOptions {
   std::string python = "python3";
   std::string ortfleet_executable;           ///< the `ortfleet` binary for child runs (default: next to this one)
   std::string ort_library;
-  std::vector<std::string> config_arguments; ///< RunConfig flags passed to every child `ortfleet start`
-  RunConfig config;                          ///< the same settings, for the Python anchors
+  RunConfig config;                          ///< every child start's (as a config file), and the Python anchors' conv algo
   double timeout_s = 3600;
   /// The floor of one device's cold start on this machine (ProfileReport::floor_ms, from `profile`);
   /// when set, each 1-device row reports its median over it. 0: none.
