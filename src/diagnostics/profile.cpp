@@ -483,17 +483,13 @@ MachineSpeeds measure_machine_speeds(const Device& device, const std::string& mo
       if (!driver.ok()) return speeds;
       speeds.cuda_init_ms = driver.init_ms();
       const int ordinal = cuda_ordinal(device);
-      if (!driver.holds_context(ordinal)) {
-        const auto start = std::chrono::steady_clock::now();
-        driver.retain_primary_context(ordinal);
-        speeds.cuda_context_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-      } else {
-        driver.retain_primary_context(ordinal);
-      }
+      const bool made = driver.holds_context(ordinal);
+      const auto start = std::chrono::steady_clock::now();
+      const detail::CudaDriver::PrimaryContext context(ordinal);
+      if (!made) speeds.cuda_context_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
       // Large enough to reach the bus's speed, small enough to fit beside anything else on the GPU.
       const size_t bytes = std::clamp<uint64_t>(weight_bytes, uint64_t{64} << 20, uint64_t{512} << 20);
       speeds.upload_gb_per_s = driver.pinned_upload_gb_per_s(ordinal, bytes);
-      driver.release_primary_context(ordinal);
       return speeds;
     }
     // The CPU's weights term: the model's files read again, as ONNX Runtime reads them after the start.
