@@ -520,18 +520,6 @@ void apply_shape_keywords(ShapeOptions& o, const py::object& shapes, const py::o
 
 py::object parse_json(const std::string& text) { return py::module_::import("json").attr("loads")(text); }
 
-py::dict status_dict(const DeviceStatus& s) {
-  py::dict d;
-  d["device"] = s.device.to_string();
-  d["state"] = to_string(s.state);
-  d["error"] = s.error;
-  d["provider"] = s.provider;
-  d["ready_ms"] = s.ready_ms;
-  d["pid"] = s.pid;
-  d["memory_bytes"] = s.memory_bytes;
-  d["resident"] = s.resident;
-  return d;
-}
 
 /// A warm worker pool (ortfleet.Pool): shared with the fleets started on it.
 class PyPool {
@@ -696,7 +684,7 @@ class PyFleet {
   bool ready(const py::object& device) { return fleet().ready(to_device(device)); }
   py::list status() {
     py::list out;
-    for (const auto& s : fleet().status()) out.append(status_dict(s));
+    for (const auto& s : fleet().status()) out.append(parse_json(s.to_json()));  // as `ortfleet start --json` prints it
     return out;
   }
   py::dict run(const py::object& device, const py::dict& inputs, bool outputs_on_device) {

@@ -73,9 +73,23 @@ struct BenchReport {
   std::string fastest;                ///< label of the fastest N-device row
   std::vector<std::string> comparisons;  ///< "fleet is 3.1x faster than python sequential"
   std::vector<std::string> notes;        ///< what a row's figure includes, e.g. the Python interpreter's start
-  std::string to_json() const;
+  std::string to_json() const;  ///< the record; the HTML report (ortfleet report) draws from it
   std::string to_markdown() const;
 };
+
+/// The bench table as its printers draw it (the CLI's text table, Markdown): the columns ("vs floor"
+/// only when the floor is known) and each row's cells. A new format is one more printer of this.
+struct BenchTable {
+  struct Row {
+    std::vector<std::string> cells;  ///< one per column; a failed row: its label, its devices, "failed"
+    std::string error;               ///< why it failed
+    bool failed = false;
+  };
+  std::vector<std::string> columns;
+  std::vector<Row> rows;
+};
+/// `report`'s table, its times as `format_ms` writes them ("850 ms", "0.85 s").
+BenchTable bench_table(const BenchReport& report, const std::function<std::string(double)>& format_ms);
 
 BenchReport run_bench(const BenchOptions& options);
 
