@@ -786,7 +786,7 @@ PYBIND11_MODULE(_ortfleet, m) {
       .def(py::init<const std::string&, const py::object&, const std::string&, const py::object&, int, const std::string&,
                     const std::string&, const py::object&, const py::object&, const py::object&, const py::object&, double,
                     double, const py::object&, const py::object&, const py::object&>(),
-           py::arg("model"), py::arg("devices") = py::none(), py::arg("strategy") = "auto", py::arg("config") = py::none(),
+           py::arg("model"), py::arg("devices") = py::none(), py::kw_only(), py::arg("strategy") = "auto", py::arg("config") = py::none(),
            py::arg("warmup") = 1, py::arg("ort_library") = "", py::arg("profile_dir") = "", py::arg("shapes") = py::none(),
            py::arg("batches") = py::none(), py::arg("max_shape_sessions") = py::none(), py::arg("pad_batch") = py::none(),
            py::arg("start_timeout") = FleetOptions{}.start_timeout_s, py::arg("run_timeout") = FleetOptions{}.run_timeout_s,
@@ -829,7 +829,7 @@ PYBIND11_MODULE(_ortfleet, m) {
                                               "A warm worker pool: per device a worker process with ONNX Runtime, the CUDA EP, "
                                               "cuInit and its context done, waiting for models")
       .def(py::init<const py::object&, const std::string&, bool, size_t, double, bool>(), py::arg("devices") = py::none(),
-           py::arg("ort_library") = "", py::arg("narrow_workers") = true, py::arg("max_resident_sessions") = 0,
+           py::kw_only(), py::arg("ort_library") = "", py::arg("narrow_workers") = true, py::arg("max_resident_sessions") = 0,
            py::arg("start_timeout") = PoolOptions{}.start_timeout_s, py::arg("prime_libraries") = true,
            "Starts the workers in the background and returns at once (the GIL is released)")
       .def("wait", &PyPool::wait, py::arg("timeout") = py::none(), "Block until every worker is ready or failed; True when all are ready")
