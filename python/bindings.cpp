@@ -520,18 +520,6 @@ void apply_shape_keywords(ShapeOptions& o, const py::object& shapes, const py::o
 
 py::object parse_json(const std::string& text) { return py::module_::import("json").attr("loads")(text); }
 
-py::dict status_dict(const DeviceStatus& s) {
-  py::dict d;
-  d["device"] = s.device.to_string();
-  d["state"] = to_string(s.state);
-  d["error"] = s.error;
-  d["provider"] = s.provider;
-  d["ready_ms"] = s.ready_ms;
-  d["pid"] = s.pid;
-  d["memory_bytes"] = s.memory_bytes;
-  d["resident"] = s.resident;
-  return d;
-}
 
 /// A warm worker pool (ortfleet.Pool): shared with the fleets started on it.
 class PyPool {
@@ -696,7 +684,7 @@ class PyFleet {
   bool ready(const py::object& device) { return fleet().ready(to_device(device)); }
   py::list status() {
     py::list out;
-    for (const auto& s : fleet().status()) out.append(status_dict(s));
+    for (const auto& s : fleet().status()) out.append(parse_json(s.to_json()));  // as `ortfleet start --json` prints it
     return out;
   }
   py::dict run(const py::object& device, const py::dict& inputs, bool outputs_on_device) {
@@ -798,7 +786,7 @@ PYBIND11_MODULE(_ortfleet, m) {
       .def(py::init<const std::string&, const py::object&, const std::string&, const py::object&, int, const std::string&,
                     const std::string&, const py::object&, const py::object&, const py::object&, const py::object&, double,
                     double, const py::object&, const py::object&, const py::object&>(),
-           py::arg("model"), py::arg("devices") = py::none(), py::arg("strategy") = "auto", py::arg("config") = py::none(),
+           py::arg("model"), py::arg("devices") = py::none(), py::kw_only(), py::arg("strategy") = "auto", py::arg("config") = py::none(),
            py::arg("warmup") = 1, py::arg("ort_library") = "", py::arg("profile_dir") = "", py::arg("shapes") = py::none(),
            py::arg("batches") = py::none(), py::arg("max_shape_sessions") = py::none(), py::arg("pad_batch") = py::none(),
            py::arg("start_timeout") = FleetOptions{}.start_timeout_s, py::arg("run_timeout") = FleetOptions{}.run_timeout_s,
@@ -841,7 +829,7 @@ PYBIND11_MODULE(_ortfleet, m) {
                                               "A warm worker pool: per device a worker process with ONNX Runtime, the CUDA EP, "
                                               "cuInit and its context done, waiting for models")
       .def(py::init<const py::object&, const std::string&, bool, size_t, double, bool>(), py::arg("devices") = py::none(),
-           py::arg("ort_library") = "", py::arg("narrow_workers") = true, py::arg("max_resident_sessions") = 0,
+           py::kw_only(), py::arg("ort_library") = "", py::arg("narrow_workers") = true, py::arg("max_resident_sessions") = 0,
            py::arg("start_timeout") = PoolOptions{}.start_timeout_s, py::arg("prime_libraries") = true,
            "Starts the workers in the background and returns at once (the GIL is released)")
       .def("wait", &PyPool::wait, py::arg("timeout") = py::none(), "Block until every worker is ready or failed; True when all are ready")
@@ -907,32 +895,35 @@ PYBIND11_MODULE(_ortfleet, m) {
   }, py::arg("model"), py::arg("devices") = py::none(), py::arg("runs") = 3, py::arg("warmup") = 1, py::arg("anchors") = true,
      py::arg("python") = "python3", py::arg("config") = py::none(), "What `ortfleet bench --json` reports, as a dict");
 
-  m.def("profile", [](const std::string& model, const py::object& device, int runs) {
+  m.def("profile", [](const std::string& model, const py::object& device, int runs, const py::object& config) {
     ProfileOptions o;
     o.model = model;
     o.device = device.is_none() ? default_device() : to_device(device);
     o.steady_runs = runs;
+    o.config = to_config(config);
     ProfileReport r;
     {
       py::gil_scoped_release release;
       r = run_profile(o);
     }
     return parse_json(r.to_json());
-  }, py::arg("model"), py::arg("device") = py::none(), py::arg("runs") = 20, "What `ortfleet profile --json` reports, as a dict");
+  }, py::arg("model"), py::arg("device") = py::none(), py::arg("runs") = 20, py::arg("config") = py::none(),
+     "What `ortfleet profile --json` reports, as a dict");
 
-  m.def("tune", [](const std::string& model, const py::object& device, bool quick, int runs) {
+  m.def("tune", [](const std::string& model, const py::object& device, bool quick, int runs, const py::object& config) {
     TuneOptions o;
     o.model = model;
     o.device = device.is_none() ? default_device() : to_device(device);
     o.quick = quick;
     o.steady_runs = runs;
+    o.base = to_config(config);
     TuneReport r;
     {
       py::gil_scoped_release release;
       r = run_tune(o);
     }
     return parse_json(r.to_json());
-  }, py::arg("model"), py::arg("device") = py::none(), py::arg("quick") = true, py::arg("runs") = 30,
+  }, py::arg("model"), py::arg("device") = py::none(), py::arg("quick") = true, py::arg("runs") = 30, py::arg("config") = py::none(),
      "What `ortfleet tune --json` reports, as a dict");
 
   m.def("synth_mlp", [](const std::string& path, int layers, int width, uint64_t seed) {

@@ -28,7 +28,7 @@ page() {  # page WORDS...: one man page, through a wrapper named like the page (
   } > "$wrappers/$name"
   chmod +x "$wrappers/$name"
   local description
-  description=$(help_of "$@" | head -n 1 | sed -e 's/^ortfleet: //')
+  description=$(help_of "$@" | sed -n -e '1{s/^ortfleet: //;p;}')  # sed reads it all: head would leave the help's writer a closed pipe (SIGPIPE under pipefail)
   help2man --no-info --no-discard-stderr --version-string="$version" --help-option=--help \
     --name="$description" --section=1 --source="ortfleet $version" --manual="ortfleet manual" \
     --output="$out/$name.1" "$wrappers/$name"

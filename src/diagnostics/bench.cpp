@@ -83,7 +83,7 @@ std::vector<Case> plan_cases(const BenchOptions& o, const std::string& ortfleet,
     r.devices = devices;
     r.ortfleet_executable = ortfleet;
     r.ort_library = o.ort_library;
-    r.arguments = o.config_arguments;
+    r.config = o.config;
     r.timeout_s = o.timeout_s;
     return r;
   };
@@ -376,19 +376,46 @@ std::string BenchReport::to_json() const {
       .dump(2);
 }
 
+BenchTable bench_table(const BenchReport& report, const std::function<std::string(double)>& format_ms) {
+  BenchTable table;
+  const bool floor = report.floor_ms > 0;
+  table.columns = {"start-up", "devices", "min", "median", "max", "vs 1 device", "efficiency"};
+  if (floor) table.columns.emplace_back("vs floor");
+  for (const auto& r : report.rows) {
+    BenchTable::Row row;
+    row.failed = !r.ok();
+    row.error = r.error;
+    row.cells = {r.label, std::to_string(r.device_count)};
+    if (row.failed) {
+      row.cells.emplace_back("failed");
+    } else {
+      row.cells.insert(row.cells.end(), {format_ms(r.min_ms), format_ms(r.median_ms), format_ms(r.max_ms),
+                                         r.ratio_to_one > 0 ? fmt::format("{:.2f}x", r.ratio_to_one) : "",
+                                         r.efficiency > 0 ? fmt::format("{:.0f}%", r.efficiency * 100) : ""});
+      if (floor) row.cells.push_back(r.floor_ratio > 0 ? fmt::format("{:.2f}x", r.floor_ratio) : "");
+    }
+    row.cells.resize(table.columns.size());
+    table.rows.push_back(std::move(row));
+  }
+  return table;
+}
+
 std::string BenchReport::to_markdown() const {
   std::string out = fmt::format("Model `{}` on {} (ONNX Runtime {}): wall time from exec until every session is created and has run one inference.\n\n",
                                 fs::path(model).filename().string(), machine, ort_version);
-  out += "| start-up | devices | min | median | max | vs 1 device | efficiency | vs floor |\n|---|---:|---:|---:|---:|---:|---:|---:|\n";
-  for (const auto& r : rows) {
-    if (!r.ok()) {
-      out += fmt::format("| {} | {} | failed: {} | | | | | |\n", r.label, r.device_count, r.error);
-      continue;
-    }
-    out += fmt::format("| {} | {} | {:.2f} s | {:.2f} s | {:.2f} s | {} | {} | {} |\n", r.label, r.device_count, r.min_ms / 1e3,
-                       r.median_ms / 1e3, r.max_ms / 1e3, r.ratio_to_one > 0 ? fmt::format("{:.2f}x", r.ratio_to_one) : "",
-                       r.efficiency > 0 ? fmt::format("{:.0f}%", r.efficiency * 100) : "",
-                       r.floor_ratio > 0 ? fmt::format("{:.2f}x", r.floor_ratio) : "");
+  const BenchTable table = bench_table(*this, [](double ms) { return fmt::format("{:.2f} s", ms / 1e3); });
+  auto line = [](const std::vector<std::string>& cells) {
+    std::string text = "|";
+    for (const auto& c : cells) text += " " + c + " |";
+    return text + "\n";
+  };
+  out += line(table.columns) + "|---|";
+  for (size_t i = 1; i < table.columns.size(); ++i) out += "---:|";
+  out += "\n";
+  for (const auto& row : table.rows) {
+    auto cells = row.cells;
+    if (row.failed) cells[2] = "failed: " + row.error;
+    out += line(cells);
   }
   for (const auto& c : comparisons) out += "\n- " + c;
   for (const auto& n : notes) out += "\n- " + n;

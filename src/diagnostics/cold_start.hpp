@@ -3,12 +3,15 @@
 // report line, such as the Python anchors) run as a fresh process, its report read back. bench,
 // profile and tune all measure start-up this way: a second start inside one process reuses loaded
 // libraries and CUDA contexts and looks several times faster than it is.
+// The run config travels to the child as one config file (RunConfig::save, `start --config`), never as
+// flags composed again from it.
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "ortfleet/engine/devices.hpp"
+#include "ortfleet/engine/options.hpp"
 #include "ortfleet/fleet/start_report.hpp"
 
 namespace ortfleet::detail {
@@ -18,7 +21,8 @@ struct ColdStartRequest {
   std::vector<Device> devices;
   std::string strategy = "fleet";
   int warmup_runs = 0;                         ///< inferences before ready; 0 leaves `start`'s default
-  std::vector<std::string> arguments;          ///< further `ortfleet start` flags (config, profile, log)
+  RunConfig config;                            ///< how the child's sessions are made (its warm-up inputs too)
+  std::vector<std::string> arguments;          ///< further `ortfleet start` flags (strategy's, profile, log)
   std::string ortfleet_executable;             ///< resolved by the caller (ortfleet_executable())
   std::string ort_library;
   std::map<std::string, std::string> environment;  ///< added to the child's environment
@@ -34,8 +38,12 @@ struct ColdStart {
 };
 
 /// The command line of the request: `ortfleet -q [--ort-lib L] start MODEL --devices D --strategy S
-/// --ready-line [--warmup N] ARGUMENTS...`, or `command` when given.
-std::vector<std::string> cold_start_command(const ColdStartRequest& request);
+/// --ready-line --config CONFIG_FILE [--warmup N] ARGUMENTS...` (the request's config saved in
+/// `config_file`), or `command` when given.
+std::vector<std::string> cold_start_command(const ColdStartRequest& request, const std::string& config_file);
+
+/// The config as a child process reads it: its file paths absolute (the child may run elsewhere).
+RunConfig config_for_child(RunConfig config);
 
 /// Runs one cold start and reads its report. Never throws for a failed start (see ColdStart::error);
 /// throws ortfleet::Error when the program cannot be run at all.

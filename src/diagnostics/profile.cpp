@@ -483,17 +483,13 @@ MachineSpeeds measure_machine_speeds(const Device& device, const std::string& mo
       if (!driver.ok()) return speeds;
       speeds.cuda_init_ms = driver.init_ms();
       const int ordinal = cuda_ordinal(device);
-      if (!driver.holds_context(ordinal)) {
-        const auto start = std::chrono::steady_clock::now();
-        driver.retain_primary_context(ordinal);
-        speeds.cuda_context_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-      } else {
-        driver.retain_primary_context(ordinal);
-      }
+      const bool made = driver.holds_context(ordinal);
+      const auto start = std::chrono::steady_clock::now();
+      const detail::CudaDriver::PrimaryContext context(ordinal);
+      if (!made) speeds.cuda_context_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
       // Large enough to reach the bus's speed, small enough to fit beside anything else on the GPU.
       const size_t bytes = std::clamp<uint64_t>(weight_bytes, uint64_t{64} << 20, uint64_t{512} << 20);
       speeds.upload_gb_per_s = driver.pinned_upload_gb_per_s(ordinal, bytes);
-      driver.release_primary_context(ordinal);
       return speeds;
     }
     // The CPU's weights term: the model's files read again, as ONNX Runtime reads them after the start.
@@ -625,8 +621,8 @@ ProfileReport run_profile(const ProfileOptions& options) {
   request.devices = {o.device};
   request.strategy = "sequential";
   request.warmup_runs = 1 + o.steady_runs;
+  request.config = o.config;
   request.arguments = {"--profile-dir", dir.string(), "--ort-log", log_path};
-  request.arguments.insert(request.arguments.end(), o.config_arguments.begin(), o.config_arguments.end());
   request.ortfleet_executable = ortfleet;
   request.ort_library = o.ort_library;
   request.timeout_s = o.timeout_s;

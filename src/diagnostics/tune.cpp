@@ -228,7 +228,7 @@ TuneReport run_tune(const TuneOptions& options) {
   };
   const std::string ortfleet = detail::ortfleet_executable(o.ortfleet_executable);
   auto candidates = o.candidates.empty() ? default_sweep(o.device, o.base, o.quick) : o.candidates;
-  // Candidate configs and the private cache: a folder nobody else can plant files in, removed at the end.
+  // The private cache and the logs: a folder nobody else can plant files in, removed at the end.
   const detail::PrivateDir work_dir = detail::PrivateDir::temporary("ortfleet-tune");
   const fs::path& work = work_dir.path();
   // A private model cache: the first (untimed) start of a cached configuration fills it, as a
@@ -242,14 +242,12 @@ TuneReport run_tune(const TuneOptions& options) {
   for (size_t i = 0; i < candidates.size(); ++i) {
     TuneResult result;
     result.candidate = candidates[i];
-    const std::string config_path = (work / ("config-" + std::to_string(i) + ".json")).string();
-    candidates[i].config.save(config_path);
     detail::ColdStartRequest request;
     request.model = o.model;
     request.devices = {o.device};
     request.strategy = "sequential";
     request.warmup_runs = 1 + o.steady_runs;
-    request.arguments = {"--config", config_path};
+    request.config = candidates[i].config;
     request.ortfleet_executable = ortfleet;
     request.ort_library = o.ort_library;
     request.environment = {{"ORTFLEET_CACHE", cache}};

@@ -7,6 +7,7 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <utility>
 
 #include "base/parallel_copy.hpp"
 #include "ortfleet/base/error.hpp"
@@ -164,6 +165,30 @@ void CudaDriver::release_primary_context(int ordinal) const {
   if (--retained_[ordinal] <= 0) retained_.erase(ordinal);
 }
 
+CudaDriver::PrimaryContext::PrimaryContext(int ordinal) : context_(CudaDriver::instance().retain_primary_context(ordinal)) {
+  ordinal_ = ordinal;  // once retained: a retain that threw holds nothing
+}
+
+CudaDriver::PrimaryContext::~PrimaryContext() { reset(); }
+
+CudaDriver::PrimaryContext::PrimaryContext(PrimaryContext&& other) noexcept : ordinal_(other.ordinal_), context_(other.context_) {
+  other.ordinal_ = -1;
+}
+
+CudaDriver::PrimaryContext& CudaDriver::PrimaryContext::operator=(PrimaryContext&& other) noexcept {
+  if (this != &other) {
+    reset();
+    ordinal_ = std::exchange(other.ordinal_, -1);
+    context_ = other.context_;
+  }
+  return *this;
+}
+
+void CudaDriver::PrimaryContext::reset() {
+  if (ordinal_ >= 0) CudaDriver::instance().release_primary_context(ordinal_);
+  ordinal_ = -1;
+}
+
 bool CudaDriver::holds_context(int ordinal) const {
   std::lock_guard lock(mutex_);
   return retained_.count(ordinal) > 0;
@@ -171,9 +196,8 @@ bool CudaDriver::holds_context(int ordinal) const {
 
 void CudaDriver::synchronize(int ordinal) const {
   const CurrentContextKeeper keep;
-  retain_primary_context(ordinal);
+  const PrimaryContext context(ordinal);
   const CUresult r = cuCtxSynchronize_();
-  release_primary_context(ordinal);
   check(r, "cuCtxSynchronize", ordinal);
 }
 
@@ -198,27 +222,24 @@ void CudaDriver::release(int ordinal, void* pointer) const {
 
 void CudaDriver::copy_to_device(int ordinal, void* dst, const void* src, size_t bytes) const {
   const CurrentContextKeeper keep;
-  retain_primary_context(ordinal);
+  const PrimaryContext context(ordinal);
   const CUresult r = cuMemcpyHtoD_(reinterpret_cast<uintptr_t>(dst), src, bytes);
-  release_primary_context(ordinal);
   check(r, "cuMemcpyHtoD", ordinal);
 }
 
 void CudaDriver::copy_to_host(int ordinal, void* dst, const void* src, size_t bytes) const {
   const CurrentContextKeeper keep;
-  retain_primary_context(ordinal);
+  const PrimaryContext context(ordinal);
   const CUresult r = cuMemcpyDtoH_(dst, reinterpret_cast<uintptr_t>(src), bytes);
-  release_primary_context(ordinal);
   check(r, "cuMemcpyDtoH", ordinal);
 }
 
 void CudaDriver::copy_on_device(int ordinal, void* dst, const void* src, size_t bytes) const {
   const CurrentContextKeeper keep;
-  retain_primary_context(ordinal);
+  const PrimaryContext context(ordinal);
   CUresult r = cuMemcpyDtoD_(reinterpret_cast<uintptr_t>(dst), reinterpret_cast<uintptr_t>(src), bytes);
   // A device-to-device copy returns before it is done; the caller reads or overwrites right after.
   if (r == 0) r = cuCtxSynchronize_();
-  release_primary_context(ordinal);
   check(r, "cuMemcpyDtoD", ordinal);
 }
 
@@ -236,7 +257,7 @@ CudaDriver::StagedUploadTimes CudaDriver::upload_staged(int ordinal, void* dst, 
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
   };
   const CurrentContextKeeper keep;
-  retain_primary_context(ordinal);
+  const PrimaryContext context(ordinal);
   const size_t chunk = static_cast<size_t>(std::min(bytes, std::clamp((bytes + 7) / 8, kMinChunk, kMaxChunk)));
   std::array<void*, 2> staging{nullptr, nullptr};
   CUresult r = 0;
@@ -270,20 +291,16 @@ CudaDriver::StagedUploadTimes CudaDriver::upload_staged(int ordinal, void* dst, 
     if (buffer != nullptr) cuMemFreeHost_(buffer);
   }
   times.staging_ms += since(t);
-  release_primary_context(ordinal);
   check(r, "cuMemcpyHtoDAsync (staged upload)", ordinal);
   return times;
 }
 
 double CudaDriver::pinned_upload_gb_per_s(int ordinal, size_t bytes, int repeats) const {
   const CurrentContextKeeper keep;
-  retain_primary_context(ordinal);
+  const PrimaryContext context(ordinal);
   void* host = nullptr;
   CUresult r = cuMemAllocHost_(&host, bytes);
-  if (r != 0) {
-    release_primary_context(ordinal);
-    check(r, "cuMemAllocHost", ordinal);
-  }
+  check(r, "cuMemAllocHost", ordinal);
   std::fill_n(static_cast<char*>(host), bytes, char{1});  // pages in place before the clock starts
   uintptr_t device = 0;
   r = cuMemAlloc_(&device, bytes);
@@ -297,18 +314,16 @@ double CudaDriver::pinned_upload_gb_per_s(int ordinal, size_t bytes, int repeats
   }
   if (device != 0) cuMemFree_(device);
   cuMemFreeHost_(host);
-  release_primary_context(ordinal);
   check(r, "cuMemcpyHtoD (pinned)", ordinal);
   return best_s > 0 ? static_cast<double>(bytes) / 1e9 / best_s : 0;
 }
 
 std::pair<uint64_t, uint64_t> CudaDriver::memory_info(int ordinal) const {
   const CurrentContextKeeper keep;
-  retain_primary_context(ordinal);
+  const PrimaryContext context(ordinal);
   size_t free_bytes = 0;
   size_t total_bytes = 0;
   const CUresult r = cuMemGetInfo_(&free_bytes, &total_bytes);
-  release_primary_context(ordinal);
   check(r, "cuMemGetInfo", ordinal);
   return {free_bytes, total_bytes};
 }
@@ -342,14 +357,13 @@ CudaDriver::HostRegistration::~HostRegistration() {
 
 CudaDriver::IpcHandle CudaDriver::ipc_handle(int ordinal, const void* pointer) const {
   const CurrentContextKeeper keep;
-  retain_primary_context(ordinal);
+  const PrimaryContext context(ordinal);
   const auto address = reinterpret_cast<uintptr_t>(pointer);
   uintptr_t base = 0;
   size_t size = 0;
   IpcMemHandle handle{};
   CUresult r = cuMemGetAddressRange_(&base, &size, address);
   if (r == 0) r = cuIpcGetMemHandle_(&handle, base);
-  release_primary_context(ordinal);
   check(r, "cuIpcGetMemHandle", ordinal);
   return {handle.reserved, address - base};
 }

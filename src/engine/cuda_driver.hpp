@@ -35,10 +35,31 @@ class CudaDriver {
   uint64_t total_memory(int ordinal) const;
   int attribute(int ordinal, int attribute) const;
 
-  /// Retains the device's primary context (the one the CUDA runtime, and so ONNX Runtime, uses) and
-  /// makes it current on the calling thread. Creating it is the expensive part of a GPU's start-up.
-  CUcontext retain_primary_context(int ordinal) const;
-  void release_primary_context(int ordinal) const;
+  /// One retain of a device's primary context (the one the CUDA runtime, and so ONNX Runtime, uses),
+  /// released by its destructor. Creating the context is the expensive part of a GPU's start-up.
+  class PrimaryContext {
+   public:
+    PrimaryContext() = default;  ///< holds none
+    /// Retains the primary context of `ordinal` and makes it current on the calling thread. Throws
+    /// ortfleet::Error when there is no driver or it refuses.
+    explicit PrimaryContext(int ordinal);
+    ~PrimaryContext();
+    PrimaryContext(PrimaryContext&& other) noexcept;
+    PrimaryContext& operator=(PrimaryContext&& other) noexcept;
+    PrimaryContext(const PrimaryContext&) = delete;
+    PrimaryContext& operator=(const PrimaryContext&) = delete;
+
+    bool held() const { return ordinal_ >= 0; }
+    CUcontext get() const { return context_; }
+    /// Lets go of this owner without releasing: the context stays made for the rest of the process
+    /// (later starts in it skip making it again).
+    void keep_for_process() { ordinal_ = -1; }
+
+   private:
+    void reset();
+    int ordinal_ = -1;
+    CUcontext context_ = nullptr;
+  };
   /// Whether this process already holds the primary context of `ordinal` through this class.
   bool holds_context(int ordinal) const;
   /// Waits for all work queued on the primary context of `ordinal`, by any stream.
@@ -147,6 +168,10 @@ class CudaDriver {
  private:
   CudaDriver();
   void check(CUresult r, const char* call, int ordinal) const;
+  /// Retains the primary context of `ordinal` and makes it current on the calling thread; each call is
+  /// paired with a release (outside this class: through a PrimaryContext).
+  CUcontext retain_primary_context(int ordinal) const;
+  void release_primary_context(int ordinal) const;
   /// Runs `end` (the call that ends a registration or mapping) in the primary context of `ordinal`,
   /// then lets go of the context retain the registration or mapping held.
   void end_retained(int ordinal, const std::function<void()>& end) const;

@@ -9,9 +9,12 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <system_error>
 
+#include "engine/mapped_file.hpp"
 #include "engine/model_file.hpp"
 #include "ortfleet/base/error.hpp"
 
@@ -64,9 +67,35 @@ bool looks_like_text(const FileReader& file, uint64_t size) {
   return n > 0;
 }
 
-}  // namespace
+/// The model files found valid, by path and identity. One start hands its model through several
+/// layers (the Fleet, the start, the session, the model cache), each of which must be able to trust
+/// it: the walk of its fields runs once per version of the file, and the others find it here.
+class ValidatedFiles {
+ public:
+  bool contains(const std::string& path, const detail::FileIdentity& identity) {
+    std::lock_guard lock(mutex_);
+    const auto it = files_.find(path);
+    return it != files_.end() && it->second == identity;
+  }
+  void add(const std::string& path, const detail::FileIdentity& identity) {
+    std::lock_guard lock(mutex_);
+    if (files_.size() >= kMaxFiles) files_.clear();  // a long-lived process that saw many models
+    files_[path] = identity;
+  }
 
-void validate_model_file(const std::string& path) {
+ private:
+  static constexpr size_t kMaxFiles = 256;
+  std::mutex mutex_;
+  std::map<std::string, detail::FileIdentity> files_;
+};
+
+ValidatedFiles& validated_files() {
+  static ValidatedFiles files;
+  return files;
+}
+
+/// Throws ortfleet::Error when `path` is no readable ONNX model: a walk of its top-level fields.
+void check_model_file(const std::string& path) {
   std::error_code ec;
   if (path.empty()) throw Error("no model path given", kModelHint);
   if (!fs::exists(path, ec)) {
@@ -123,6 +152,16 @@ void validate_model_file(const std::string& path) {
   }
   if (pos != size) throw not_onnx("the last field runs past the end of the file (truncated?)");
   if (!has_graph) throw not_onnx("it has no graph");
+}
+
+}  // namespace
+
+void validate_model_file(const std::string& path) {
+  // Its identity before the walk: a file written meanwhile has another, and is walked again next time.
+  const auto identity = path.empty() ? std::nullopt : detail::identity_of(path);
+  if (identity && identity->regular && validated_files().contains(path, *identity)) return;
+  check_model_file(path);
+  if (identity && identity->regular) validated_files().add(path, *identity);
 }
 
 namespace {

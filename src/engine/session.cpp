@@ -124,7 +124,7 @@ struct Session::Impl {
   std::string crash_run;
   std::string crash_record;  // where a crash is remembered (engine/crash_records.hpp)
   bool used_cache = false;
-  bool retained_context = false;
+  detail::CudaDriver::PrimaryContext context;  // held while the sessions live (a GPU device)
   uint64_t memory_at_start = 0;  // in use when creation began, the context already made
   std::map<std::string, ValueRange> model_ranges;  // recorded in the model's metadata (ortfleet.input_range.NAME)
   std::unique_ptr<detail::WarmupInputSource> warmup_source;  // what warm-up (and the cache's check) feeds the model
@@ -235,8 +235,7 @@ void Session::Impl::create() {
     // Creating the primary context here, outside ONNX Runtime, makes its cost visible and lets a
     // fleet create the contexts of several GPUs in parallel.
     auto p = driver.holds_context(cuda_ordinal(spec.device)) ? std::nullopt : phase(phase::cuda_context);
-    driver.retain_primary_context(cuda_ordinal(spec.device));
-    retained_context = true;
+    context = detail::CudaDriver::PrimaryContext(cuda_ordinal(spec.device));
   } else {
     provider.path = "cpu";
   }
@@ -474,12 +473,12 @@ Session::Session(const SessionSpec& spec, Timeline* timeline) : impl_(std::make_
 }
 
 Session::~Session() {
-  if (impl_ && impl_->retained_context) {
+  if (impl_ && impl_->context.held()) {
     // Sessions, their graph buffers and the weights they share go before the context they live in.
     impl_->sessions.clear();
     impl_->profiled.reset();
     impl_->shared_weights.reset();
-    detail::CudaDriver::instance().release_primary_context(cuda_ordinal(impl_->spec.device));
+    impl_->context = {};
   }
 }
 Session::Session(Session&&) noexcept = default;

@@ -124,7 +124,8 @@ PreparedRuntime prepare_runtime(const LocalStartPlan& plan, Timeline& timeline) 
         per_gpu.emplace_back([&, i] {
           try {
             auto p = timeline.scope(phase::cuda_context, plan.devices[i].to_string());
-            CudaDriver::instance().retain_primary_context(cuda_ordinal(plan.devices[i]));
+            // Made for this process: its sessions, later ones too (a worker's), find it made.
+            CudaDriver::PrimaryContext(cuda_ordinal(plan.devices[i])).keep_for_process();
           } catch (const std::exception& e) {
             out.device_errors[i] = Error::from(e);
           }

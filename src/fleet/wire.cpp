@@ -66,6 +66,12 @@ json status_to_json(const DeviceStatus& d) {
           {"memory_bytes", d.memory_bytes}, {"resident", d.resident}};
 }
 
+}  // namespace ortfleet::detail
+
+std::string ortfleet::DeviceStatus::to_json() const { return detail::status_to_json(*this).dump(); }
+
+namespace ortfleet::detail {
+
 DeviceStatus status_from_json(const json& j) {
   return reading("device status", [&] {
   DeviceStatus s;

@@ -65,7 +65,7 @@ std::shared_ptr<void> pin_for(const Device& device, const RequestRing& ring) {
 /// A session this worker keeps, and who holds it.
 struct ResidentSession {
   std::string key;
-  std::string model;
+  std::string model_path;  // as its first start named it
   // The session records later phases (a session for a new input shape) on the timeline it started
   // with: the timeline lives as long as the session, and is declared first so that it goes last.
   std::unique_ptr<Timeline> timeline;
@@ -117,7 +117,7 @@ class WorkerState {
       initialised_ = true;
     }
     session->key = key;
-    session->model = plan.model_path;
+    session->model_path = plan.model_path;
     session->result = start_one(plan, timeline);
     if (session->result.error && is_out_of_memory(*session->result.error) && evict(/*keep=*/0) > 0) {
       spdlog::info("{}: out of device memory; evicted the sessions nobody held and starting again", lane());
@@ -185,7 +185,7 @@ class WorkerState {
           if (it->second->holders == 0 && (oldest == sessions_.end() || it->second->last_used_ns < oldest->second->last_used_ns)) oldest = it;
         }
         if (oldest == sessions_.end()) break;
-        spdlog::debug("{}: evicting {} (least recently used, nobody holds it)", lane(), oldest->second->model);
+        spdlog::debug("{}: evicting {} (least recently used, nobody holds it)", lane(), oldest->second->model_path);
         dropped.push_back(oldest->second);
         sessions_.erase(oldest);
       }
@@ -199,7 +199,7 @@ class WorkerState {
     const int64_t now = monotonic_ns();
     for (const auto& [key, s] : sessions_) {
       list.push_back({{"session", key},
-                      {"model", s->model},
+                      {"model", s->model_path},
                       {"holders", s->holders},
                       {"idle_s", static_cast<double>(now - s->last_used_ns) / 1e9},
                       {"memory_bytes", s->result.memory_bytes}});
@@ -288,9 +288,10 @@ class WorkerState {
   /// the model's path and the runtime it runs on.
   std::string session_key(const LocalStartPlan& plan) const {
     LocalStartPlan keyed = plan;
-    keyed.model_path = model_content(plan.model_path, memo_dir()).text;
+    keyed.model_path.clear();  // keyed by its content below, not by its path
     keyed.profile_dir.clear();
     json j = plan_to_json(keyed);
+    j["model_content"] = model_content(plan.model_path, memo_dir()).text;
     const RuntimeInfo& runtime = load_runtime(plan.ort_library);
     j["runtime"] = runtime.library_path + "@" + runtime.version;
     const std::string text = j.dump();

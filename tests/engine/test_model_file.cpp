@@ -43,6 +43,18 @@ TEST(ModelFile, SaysWhatIsWrongWithBadInput) {
   EXPECT_EQ(error_of(""), "no model path given. Give the path of an .onnx model ('ortfleet synth' writes test models)");
 }
 
+TEST(ModelFile, AFileFoundValidIsCheckedAgainOnceItChanges) {
+  std::stringstream model;
+  model << std::ifstream(test::mlp_model(), std::ios::binary).rdbuf();
+  const std::string path = write("changes.onnx", model.str());
+  EXPECT_NO_THROW(validate_model_file(path));
+  EXPECT_NO_THROW(validate_model_file(path));  // the same file: found valid before
+  write("changes.onnx", "hello, this is text\n");
+  EXPECT_NE(error_of(path).find("is not an ONNX model"), std::string::npos) << error_of(path);
+  write("changes.onnx", model.str());
+  EXPECT_NO_THROW(validate_model_file(path));
+}
+
 TEST(ModelFile, SymbolicLinkLoopsAndDanglingLinksAreNamedAsSuch) {
   const fs::path a = test::scratch_dir() / "loop-a.onnx";
   const fs::path b = test::scratch_dir() / "loop-b.onnx";

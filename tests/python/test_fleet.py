@@ -34,6 +34,13 @@ def test_fleet_starts_every_device_and_runs_numpy(models, strategy):
         assert np.isfinite(out).all()
 
 
+def test_constructors_take_keywords_past_the_model_and_the_devices(models):
+    with pytest.raises(TypeError):
+        ortfleet.Fleet(models["mlp"], "cpu", "sequential")
+    with pytest.raises(TypeError):
+        ortfleet.Pool("cpu", "")
+
+
 def test_outputs_are_independent_of_later_runs(models):
     with ortfleet.Fleet(models["mlp"], devices="cpu", strategy="threads", config=SLIM) as fleet:
         fleet.start().wait()

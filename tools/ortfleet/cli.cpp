@@ -112,93 +112,102 @@ Device TargetFlags::device() const {
 }
 
 void RunConfigFlags::add_to(CLI::App* app) {
+  // Each flag once: its option, and what it does to the config (run by resolve(), in this order).
+  apply_.clear();
+  const auto flag = [this](CLI::Option* option, std::function<void(RunConfig&)> apply) {
+    apply_.push_back(std::move(apply));
+    return option;
+  };
   app->add_option("--config", config_file, "Config file (from 'ortfleet tune --write-config')")->check(CLI::ExistingFile);
-  app->add_option("--conv-algo", conv_algo, "cuDNN conv algorithm search: EXHAUSTIVE, HEURISTIC or DEFAULT");
-  app->add_option("--graph-opt", graph_opt, "Graph optimisation level: disabled, basic, extended, layout, all");
-  app->add_option("--intra-threads", intra_threads, "Intra-op threads per session (0 = ONNX Runtime's choice)")->check(CLI::Range(0, 4096));
-  app->add_option("--inter-threads", inter_threads, "Inter-op threads per session")->check(CLI::Range(0, 4096));
-  app->add_flag("--model-cache", model_cache, "Use the cache of pre-optimised models");
-  app->add_flag("--no-model-cache", no_model_cache, "Never use it (the fleet strategy does by default)");
-  app->add_option("--model-cache-format", model_cache_format, "How the model cache stores a graph: auto (default: ort for graphs of 5,000 nodes or more, else onnx), onnx (weights mapped from a side file) or ort (ONNX Runtime's ORT format)")
-      ->check(CLI::IsMember({"auto", "onnx", "ort"}));
-  app->add_option("--session-config", session_config,
-                  "An ONNX Runtime session config entry KEY=VALUE, e.g. session.disable_prepacking=1 (repeatable)");
-  app->add_option("--custom-ops", custom_ops, "A shared library of custom operators the model uses (repeatable)")->check(CLI::ExistingFile);
-  app->add_flag("--cuda-graph", cuda_graph, "Enable CUDA graph capture in the CUDA EP");
-  app->add_option("--module-loading", module_loading, "CUDA_MODULE_LOADING for the sessions' process: LAZY or EAGER");
-  app->add_option("--shapes", shapes,
-                  "Input shapes to make and warm up at start-up, each with an ONNX Runtime session of its own: "
-                  "input=1x3x224x224,input=8x3x224x224 (a=1x128,b=1x128 for several inputs)");
-  app->add_option("--batches", batches, "Batch sizes to make and warm up at start-up, for a model whose first dim is dynamic: 1,2,4,8");
-  app->add_option("--max-shape-sessions", max_shape_sessions,
-                  "ONNX Runtime sessions per device at most, one per input shape (1: one session for every shape)")
-      ->check(CLI::Range(1, kMaxShapeSessions));
-  app->add_flag("--pad-batch", pad_batch, "Pad a batch up to the next declared batch (--batches), outputs sliced back");
-  app->add_option("--warmup-inputs", warmup_inputs,
-                  "Real inputs for warm-up: a .npz file (numpy.savez(FILE, input_name=array, ...)), or a .npy file for a one-input "
-                  "model; their shapes are the ones warmed up when no --shapes are given")
-      ->check(CLI::ExistingFile);
-  app->add_option("--input-range", input_ranges,
-                  "Values of a generated warm-up input: NAME=VALUE (a constant, e.g. sr=16000) or NAME=LO:HI (e.g. input_ids=0:30521); "
-                  "repeatable");
+  flag(app->add_option("--conv-algo", conv_algo, "cuDNN conv algorithm search: EXHAUSTIVE, HEURISTIC or DEFAULT"), [this](RunConfig& c) {
+    if (!conv_algo.empty()) c.cuda.conv_algo_search = parse_conv_algo_search(conv_algo);
+  });
+  flag(app->add_option("--graph-opt", graph_opt, "Graph optimisation level: disabled, basic, extended, layout, all"), [this](RunConfig& c) {
+    if (!graph_opt.empty()) c.session.graph_optimization = parse_graph_optimization(graph_opt);
+  });
+  flag(app->add_option("--intra-threads", intra_threads, "Intra-op threads per session (0 = ONNX Runtime's choice)")->check(CLI::Range(0, 4096)),
+       [this](RunConfig& c) {
+         if (intra_threads >= 0) c.session.intra_op_threads = intra_threads;
+       });
+  flag(app->add_option("--inter-threads", inter_threads, "Inter-op threads per session")->check(CLI::Range(0, 4096)), [this](RunConfig& c) {
+    if (inter_threads >= 0) c.session.inter_op_threads = inter_threads;
+  });
+  flag(app->add_flag("--model-cache", model_cache, "Use the cache of pre-optimised models"), [this](RunConfig& c) {
+    if (model_cache && no_model_cache) throw Error("--model-cache and --no-model-cache contradict each other");
+    if (model_cache) c.session.optimized_model_cache = true;
+  });
+  flag(app->add_flag("--no-model-cache", no_model_cache, "Never use it (the fleet strategy does by default)"), [this](RunConfig& c) {
+    if (no_model_cache) c.session.optimized_model_cache = false;
+  });
+  flag(app->add_option("--model-cache-format", model_cache_format, "How the model cache stores a graph: auto (default: ort for graphs of 5,000 nodes or more, else onnx), onnx (weights mapped from a side file) or ort (ONNX Runtime's ORT format)")
+           ->check(CLI::IsMember({"auto", "onnx", "ort"})),
+       [this](RunConfig& c) {
+         if (!model_cache_format.empty()) c.session.model_cache_format = parse_model_cache_format(model_cache_format);
+       });
+  flag(app->add_option("--session-config", session_config,
+                       "An ONNX Runtime session config entry KEY=VALUE, e.g. session.disable_prepacking=1 (repeatable)"),
+       [this](RunConfig& c) {
+         for (const auto& entry : session_config) {
+           const auto eq = entry.find('=');
+           if (eq == std::string::npos || eq == 0) throw Error("--session-config '" + entry + "' is not KEY=VALUE", "e.g. --session-config session.disable_prepacking=1");
+           c.session.config_entries[entry.substr(0, eq)] = entry.substr(eq + 1);
+         }
+       });
+  flag(app->add_option("--custom-ops", custom_ops, "A shared library of custom operators the model uses (repeatable)")->check(CLI::ExistingFile),
+       [this](RunConfig& c) {
+         for (const auto& library : custom_ops) c.session.custom_op_libraries.push_back(std::filesystem::absolute(library).string());
+       });
+  flag(app->add_flag("--cuda-graph", cuda_graph, "Enable CUDA graph capture in the CUDA EP"), [this](RunConfig& c) {
+    if (cuda_graph) c.cuda.cuda_graph = true;
+  });
+  flag(app->add_option("--module-loading", module_loading, "CUDA_MODULE_LOADING for the sessions' process: LAZY or EAGER"), [this](RunConfig& c) {
+    if (module_loading.empty()) return;
+    if (module_loading != "LAZY" && module_loading != "EAGER") throw Error("--module-loading takes LAZY or EAGER");
+    c.session.cuda_module_loading = module_loading;
+  });
+  flag(app->add_option("--shapes", shapes,
+                       "Input shapes to make and warm up at start-up, each with an ONNX Runtime session of its own: "
+                       "input=1x3x224x224,input=8x3x224x224 (a=1x128,b=1x128 for several inputs)"),
+       [this](RunConfig& c) {
+         if (!shapes.empty()) c.shapes.declared = parse_shape_list(shapes);
+       });
+  flag(app->add_option("--batches", batches, "Batch sizes to make and warm up at start-up, for a model whose first dim is dynamic: 1,2,4,8"),
+       [this](RunConfig& c) {
+         if (!batches.empty()) c.shapes.batches = parse_batch_list(batches);
+       });
+  flag(app->add_option("--max-shape-sessions", max_shape_sessions,
+                       "ONNX Runtime sessions per device at most, one per input shape (1: one session for every shape)")
+           ->check(CLI::Range(1, kMaxShapeSessions)),
+       [this](RunConfig& c) {
+         if (max_shape_sessions > 0) c.shapes.max_sessions = max_shape_sessions;
+       });
+  flag(app->add_flag("--pad-batch", pad_batch, "Pad a batch up to the next declared batch (--batches), outputs sliced back"), [this](RunConfig& c) {
+    if (pad_batch) c.shapes.pad_batch = true;
+    c.shapes.validate();  // the last of the shapes' flags: every one of them is in
+  });
+  flag(app->add_option("--warmup-inputs", warmup_inputs,
+                       "Real inputs for warm-up: a .npz file (numpy.savez(FILE, input_name=array, ...)), or a .npy file for a one-input "
+                       "model; their shapes are the ones warmed up when no --shapes are given")
+           ->check(CLI::ExistingFile),
+       [this](RunConfig& c) {
+         // Absolute, so that worker processes and child starts find it whatever their folder.
+         if (!warmup_inputs.empty()) c.warmup.inputs_file = std::filesystem::absolute(warmup_inputs).string();
+       });
+  flag(app->add_option("--input-range", input_ranges,
+                       "Values of a generated warm-up input: NAME=VALUE (a constant, e.g. sr=16000) or NAME=LO:HI (e.g. input_ids=0:30521); "
+                       "repeatable"),
+       [this](RunConfig& c) {
+         for (const auto& text : input_ranges) {
+           auto [input, range] = parse_input_range(text);
+           c.warmup.input_ranges[input] = range;
+         }
+       });
 }
 
 RunConfig RunConfigFlags::resolve() const {
   RunConfig c = config_file.empty() ? RunConfig{} : RunConfig::load(config_file);
-  if (!conv_algo.empty()) c.cuda.conv_algo_search = parse_conv_algo_search(conv_algo);
-  if (!graph_opt.empty()) c.session.graph_optimization = parse_graph_optimization(graph_opt);
-  if (intra_threads >= 0) c.session.intra_op_threads = intra_threads;
-  if (inter_threads >= 0) c.session.inter_op_threads = inter_threads;
-  if (model_cache && no_model_cache) throw Error("--model-cache and --no-model-cache contradict each other");
-  if (model_cache) c.session.optimized_model_cache = true;
-  if (no_model_cache) c.session.optimized_model_cache = false;
-  if (!model_cache_format.empty()) c.session.model_cache_format = parse_model_cache_format(model_cache_format);
-  for (const auto& entry : session_config) {
-    const auto eq = entry.find('=');
-    if (eq == std::string::npos || eq == 0) throw Error("--session-config '" + entry + "' is not KEY=VALUE", "e.g. --session-config session.disable_prepacking=1");
-    c.session.config_entries[entry.substr(0, eq)] = entry.substr(eq + 1);
-  }
-  for (const auto& library : custom_ops) c.session.custom_op_libraries.push_back(std::filesystem::absolute(library).string());
-  if (cuda_graph) c.cuda.cuda_graph = true;
-  if (!module_loading.empty()) {
-    if (module_loading != "LAZY" && module_loading != "EAGER") throw Error("--module-loading takes LAZY or EAGER");
-    c.session.cuda_module_loading = module_loading;
-  }
-  if (!shapes.empty()) c.shapes.declared = parse_shape_list(shapes);
-  if (!batches.empty()) c.shapes.batches = parse_batch_list(batches);
-  if (max_shape_sessions > 0) c.shapes.max_sessions = max_shape_sessions;
-  if (pad_batch) c.shapes.pad_batch = true;
-  c.shapes.validate();
-  // Absolute, so that worker processes and child starts find it whatever their folder.
-  if (!warmup_inputs.empty()) c.warmup.inputs_file = std::filesystem::absolute(warmup_inputs).string();
-  for (const auto& text : input_ranges) {
-    auto [input, range] = parse_input_range(text);
-    c.warmup.input_ranges[input] = range;
-  }
+  for (const auto& apply : apply_) apply(c);
   return c;
-}
-
-std::vector<std::string> RunConfigFlags::as_arguments() const {
-  std::vector<std::string> args;
-  if (!config_file.empty()) args.insert(args.end(), {"--config", config_file});
-  if (!conv_algo.empty()) args.insert(args.end(), {"--conv-algo", conv_algo});
-  if (!graph_opt.empty()) args.insert(args.end(), {"--graph-opt", graph_opt});
-  if (intra_threads >= 0) args.insert(args.end(), {"--intra-threads", std::to_string(intra_threads)});
-  if (inter_threads >= 0) args.insert(args.end(), {"--inter-threads", std::to_string(inter_threads)});
-  if (model_cache) args.emplace_back("--model-cache");
-  if (no_model_cache) args.emplace_back("--no-model-cache");
-  if (!model_cache_format.empty()) args.insert(args.end(), {"--model-cache-format", model_cache_format});
-  for (const auto& entry : session_config) args.insert(args.end(), {"--session-config", entry});
-  for (const auto& library : custom_ops) args.insert(args.end(), {"--custom-ops", std::filesystem::absolute(library).string()});
-  if (cuda_graph) args.emplace_back("--cuda-graph");
-  if (!module_loading.empty()) args.insert(args.end(), {"--module-loading", module_loading});
-  if (!shapes.empty()) args.insert(args.end(), {"--shapes", shapes});
-  if (!batches.empty()) args.insert(args.end(), {"--batches", batches});
-  if (max_shape_sessions > 0) args.insert(args.end(), {"--max-shape-sessions", std::to_string(max_shape_sessions)});
-  if (pad_batch) args.emplace_back("--pad-batch");
-  if (!warmup_inputs.empty()) args.insert(args.end(), {"--warmup-inputs", std::filesystem::absolute(warmup_inputs).string()});
-  for (const auto& range : input_ranges) args.insert(args.end(), {"--input-range", range});
-  return args;
 }
 
 ProgressLine::ProgressLine(bool enabled) : enabled_(enabled), tty_(::isatty(STDERR_FILENO) != 0) {

@@ -67,11 +67,13 @@ struct RunConfigFlags {
   bool pad_batch = false;
   std::string warmup_inputs;              ///< .npz/.npy of real warm-up inputs
   std::vector<std::string> input_ranges;  ///< NAME=VALUE or NAME=LO:HI for generated ones
+  /// Declares the flags on `app`; this object must stay where it is while `app` parses into it.
   void add_to(CLI::App* app);
   /// The config file (or defaults), with the flags given on top.
   RunConfig resolve() const;
-  /// The same flags as arguments, to pass to a child `ortfleet start`.
-  std::vector<std::string> as_arguments() const;
+
+ private:
+  std::vector<std::function<void(RunConfig&)>> apply_;  // what each flag does to the config, added by add_to
 };
 
 /// Runs `body`, turning ortfleet::Error and other exceptions into a one-line message on stderr.

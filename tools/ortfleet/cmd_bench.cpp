@@ -46,27 +46,14 @@ void export_to(const std::string& path, const std::string& text) {
 void print_report(const BenchReport& r, std::ostream& out) {
   out << "model " << r.model << " on " << r.machine << " (ONNX Runtime " << r.ort_version << ")\n"
       << "wall time from exec until every session is created and has run one inference\n\n";
-  const bool floor = r.floor_ms > 0;
-  std::vector<std::string> headers = {"start-up", "devices", "min", "median", "max", "vs 1 device", "efficiency"};
-  if (floor) headers.push_back("vs floor");
-  std::vector<bool> right(headers.size(), true);
+  const BenchTable table = bench_table(r, format_ms);
+  std::vector<bool> right(table.columns.size(), true);
   right[0] = false;
-  Table t(headers, right);
-  for (const auto& row : r.rows) {
-    std::vector<std::string> cells;
-    if (!row.ok()) {
-      cells = {row.label, std::to_string(row.device_count), "failed", "", "", "", ""};
-    } else {
-      cells = {row.label, std::to_string(row.device_count), format_ms(row.min_ms), format_ms(row.median_ms), format_ms(row.max_ms),
-               row.ratio_to_one > 0 ? fmt::format("{:.2f}x", row.ratio_to_one) : "",
-               row.efficiency > 0 ? fmt::format("{:.0f}%", row.efficiency * 100) : ""};
-    }
-    if (floor) cells.push_back(row.floor_ratio > 0 ? fmt::format("{:.2f}x", row.floor_ratio) : "");
-    t.add(cells);
-  }
+  Table t(table.columns, right);
+  for (const auto& row : table.rows) t.add(row.cells);
   t.print(out);
-  for (const auto& row : r.rows) {
-    if (!row.ok()) out << "\n" << row.label << " failed: " << row.error;
+  for (const auto& row : table.rows) {
+    if (row.failed) out << "\n" << row.cells[0] << " failed: " << row.error;
   }
   if (!r.fastest.empty()) out << "\n\nfastest: " << r.fastest << "\n";
   for (const auto& c : r.comparisons) out << "  " << c << "\n";
@@ -147,14 +134,12 @@ int run_bench_command(const BenchFlags& f, const Globals& g) {
   o.python = f.python;
   o.ort_library = g.ort_lib;
   o.config = f.config.resolve();
-  o.config_arguments = f.config.as_arguments();
   o.progress = [&](const std::string& s) { progress.update(s); };
   if (f.floor) {
     ProfileOptions p;
     p.model = model;
     p.device = devices.front();
     p.config = o.config;
-    p.config_arguments = o.config_arguments;
     p.ort_library = g.ort_lib;
     p.shape_switch_seconds = 0;  // only the floor is wanted here
     progress.update("profiling one cold start on " + p.device.to_string() + " for its floor");

@@ -82,7 +82,6 @@ int run_profile_command(const ProfileFlags& f, const Globals& g) {
   o.model = f.target.model_path(g.quiet);
   o.device = f.target.device();
   o.config = f.config.resolve();
-  o.config_arguments = f.config.as_arguments();
   o.steady_runs = f.steady_runs;
   o.ort_library = g.ort_lib;
   o.work_dir = f.keep_dir;

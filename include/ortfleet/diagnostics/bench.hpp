@@ -30,8 +30,7 @@ struct BenchOptions {
   std::string python = "python3";
   std::string ortfleet_executable;           ///< the `ortfleet` binary for child runs (default: next to this one)
   std::string ort_library;
-  std::vector<std::string> config_arguments; ///< RunConfig flags passed to every child `ortfleet start`
-  RunConfig config;                          ///< the same settings, for the Python anchors
+  RunConfig config;                          ///< every child start's (as a config file), and the Python anchors' conv algo
   double timeout_s = 3600;
   /// The floor of one device's cold start on this machine (ProfileReport::floor_ms, from `profile`);
   /// when set, each 1-device row reports its median over it. 0: none.
@@ -74,9 +73,23 @@ struct BenchReport {
   std::string fastest;                ///< label of the fastest N-device row
   std::vector<std::string> comparisons;  ///< "fleet is 3.1x faster than python sequential"
   std::vector<std::string> notes;        ///< what a row's figure includes, e.g. the Python interpreter's start
-  std::string to_json() const;
+  std::string to_json() const;  ///< the record; the HTML report (ortfleet report) draws from it
   std::string to_markdown() const;
 };
+
+/// The bench table as its printers draw it (the CLI's text table, Markdown): the columns ("vs floor"
+/// only when the floor is known) and each row's cells. A new format is one more printer of this.
+struct BenchTable {
+  struct Row {
+    std::vector<std::string> cells;  ///< one per column; a failed row: its label, its devices, "failed"
+    std::string error;               ///< why it failed
+    bool failed = false;
+  };
+  std::vector<std::string> columns;
+  std::vector<Row> rows;
+};
+/// `report`'s table, its times as `format_ms` writes them ("850 ms", "0.85 s").
+BenchTable bench_table(const BenchReport& report, const std::function<std::string(double)>& format_ms);
 
 BenchReport run_bench(const BenchOptions& options);
 

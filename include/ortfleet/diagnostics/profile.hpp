@@ -140,8 +140,7 @@ MachineSpeeds measure_machine_speeds(const Device& device, const std::string& mo
 struct ProfileOptions {
   std::string model;
   Device device = Device::cpu();
-  RunConfig config;
-  std::vector<std::string> config_arguments;  ///< the same settings as `ortfleet start` flags
+  RunConfig config;  ///< the profiled child start's (as a config file), and the shape-switch sessions'
   int steady_runs = 20;
   std::string ortfleet_executable;
   std::string ort_library;

@@ -96,6 +96,8 @@ struct DeviceStatus {
   std::string profile_path; ///< ONNX Runtime's profile, when profiling was on
   bool resident = false;    ///< a worker pool already held this session: nothing was started
   uint64_t memory_bytes = 0;  ///< at ready: GPU memory in use on the device, or the process's resident set for CPU
+  /// As `ortfleet start --json` prints it (one of its "devices").
+  std::string to_json() const;
 };
 
 class Fleet {
