@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
 
 namespace ortfleet {
 namespace {
@@ -31,6 +32,7 @@ std::atomic<uint64_t> next_sequence{1};
 std::array<Slot, kSlots> slots;
 std::array<struct sigaction, kFatalSignals.size()> previous{};
 int crash_fd = -1;
+std::atomic<bool> enabled{false};  // ORTFLEET_CRASH_HANDLER=0 turns the handler and the scopes off (to measure their cost)
 
 long this_thread() { return ::syscall(SYS_gettid); }
 
@@ -125,6 +127,7 @@ std::string crash_line(int signal, const std::string& phase, const std::string& 
 }
 
 CrashScope::CrashScope(const std::string& text, const std::string& record_path) {
+  if (!enabled.load(std::memory_order_relaxed)) return;
   for (int i = 0; i < kSlots; ++i) {
     int expected = 0;
     if (!slots[i].state.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) continue;
@@ -151,6 +154,8 @@ CrashScope::~CrashScope() {
 void install_crash_handler() {
   static std::once_flag once;
   std::call_once(once, [] {
+    if (const char* off = std::getenv("ORTFLEET_CRASH_HANDLER"); off != nullptr && std::string(off) == "0") return;
+    enabled = true;
     if (const char* fd = std::getenv(kCrashFdVariable)) crash_fd = std::atoi(fd);
     struct sigaction action {};
     action.sa_sigaction = on_fatal_signal;

@@ -33,6 +33,7 @@ class CrashScope {
 
 /// Installs the fatal-signal handler once per process (later calls do nothing). Also writes every
 /// crash line to the file descriptor named by ORTFLEET_CRASH_FD, where a parent reads it.
+/// ORTFLEET_CRASH_HANDLER=0 leaves signals alone and makes every CrashScope a no-op (bench A/B).
 void install_crash_handler();
 
 /// The line printed for a crash of `signal` during `phase` (the same text the handler writes; for

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <mutex>
+#include <map>
 #include <set>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -36,6 +37,8 @@ struct WorkerPool::Impl {
   /// Workers that were spares and keep the sessions of the model first started on them.
   std::vector<std::shared_ptr<detail::WorkerProcess>> isolated;
   std::set<std::string> proven;  // model identities that ran in this pool
+  /// Where a model first ran (identity@device): its resident sessions are there, so later starts go there.
+  std::map<std::string, std::weak_ptr<detail::WorkerProcess>> home;
   bool stopping = false;
 
   size_t index_of(const Device& d) const {
@@ -158,10 +161,24 @@ std::vector<PoolWorkerStatus> WorkerPool::status() const {
   return out;
 }
 
+namespace {
+/// A worker's own sessions and memory into `d` (its "status" answer).
+void add_worker_status(json& d, detail::WorkerProcess& worker) {
+  try {
+    const json answer = worker.channel().call(detail::message::status, nullptr, 10).body;
+    d["sessions"] = answer.at("sessions");
+    d["memory_bytes"] = answer.at("memory_bytes");
+    d["max_resident_sessions"] = answer.at("max_resident_sessions");
+  } catch (const std::exception& e) {
+    d["error"] = Error::from(e).what();
+  }
+}
+}  // namespace
+
 std::string WorkerPool::status_json() const {
   json devices = json::array();
   for (const auto& st : status()) {
-    json d = {{"device", st.device.to_string()}, {"state", st.state}, {"pid", st.pid}, {"error", st.error},
+    json d = {{"device", st.device.to_string()}, {"role", "shared"}, {"state", st.state}, {"pid", st.pid}, {"error", st.error},
               {"visible_devices", st.visible_devices}, {"ready_ms", st.ready_ms}, {"restarts", st.restarts},
               {"sessions", json::array()}, {"memory_bytes", 0}};
     std::shared_ptr<detail::WorkerProcess> worker;
@@ -169,16 +186,20 @@ std::string WorkerPool::status_json() const {
       std::lock_guard lock(impl_->mutex);
       worker = impl_->slots[impl_->index_of(st.device)].worker;
     }
-    if (worker && st.state == "ready") {
-      try {
-        const json answer = worker->channel().call(detail::message::status, nullptr, 10).body;
-        d["sessions"] = answer.at("sessions");
-        d["memory_bytes"] = answer.at("memory_bytes");
-        d["max_resident_sessions"] = answer.at("max_resident_sessions");
-      } catch (const std::exception& e) {
-        d["error"] = Error::from(e).what();
-      }
-    }
+    if (worker && st.state == "ready") add_worker_status(d, *worker);
+    devices.push_back(std::move(d));
+  }
+  // Workers of models new to the pool, isolated from the shared ones (options.isolate_new_models).
+  std::vector<std::shared_ptr<detail::WorkerProcess>> isolated;
+  {
+    std::lock_guard lock(impl_->mutex);
+    isolated = impl_->isolated;
+  }
+  for (const auto& w : isolated) {
+    json d = {{"device", w->device().to_string()}, {"role", "isolated"}, {"state", w->alive() ? "ready" : "stopped"}, {"pid", w->pid()},
+              {"error", ""}, {"visible_devices", w->visible_devices()}, {"ready_ms", 0}, {"restarts", 0}, {"sessions", json::array()},
+              {"memory_bytes", 0}};
+    if (w->alive()) add_worker_status(d, *w);
     devices.push_back(std::move(d));
   }
   return json{{"ortfleet_pool", 1}, {"devices", devices}}.dump();
@@ -237,10 +258,21 @@ std::shared_ptr<detail::WorkerProcess> WorkerPool::worker_for(const Device& devi
     throw Error(model + " crashed ONNX Runtime on this machine before, so the pool refuses it until the model file changes (" + *crash + ")",
                 "Find the node that crashes: ortfleet doctor " + model + " --locate-crash --device " + device.to_string(), device.to_string());
   }
+  const std::string identity = model_identity(model);
+  const std::string at = identity + "@" + device.to_string();
   bool shared = false;
   {
     std::lock_guard lock(s.mutex);
-    shared = s.spares.empty() || s.proven.count(model_identity(model)) != 0;
+    if (s.proven.count(identity) != 0) {
+      // Its first worker keeps its sessions (resident for this start) as long as it lives.
+      const auto first = s.home.find(at);
+      if (first != s.home.end()) {
+        if (auto w = first->second.lock(); w && w->alive()) return w;
+        s.home.erase(first);
+      }
+      shared = true;
+    }
+    shared = shared || s.spares.empty();
   }
   if (shared) return worker(device, timeout_s);
   const int64_t deadline = detail::deadline_in(timeout_s, monotonic_ns());
@@ -260,6 +292,7 @@ std::shared_ptr<detail::WorkerProcess> WorkerPool::worker_for(const Device& devi
   // The spare becomes this model's worker; a new spare warms up for the next new model.
   auto taken = std::move(s.spares[i].worker);
   s.isolated.push_back(taken);
+  s.home[at] = taken;
   if (!s.stopping) s.launch(i, &s.spares);
   return taken;
 }

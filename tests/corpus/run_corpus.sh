@@ -41,7 +41,7 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 print(' '.join(sorted({ev.get('args', {}).get('model_cache', '') for ev in r.get('timeline', {}).get('events', []) if ev.get('name') == 'session.create'})))
 " "$work/$name.$round.json")
-    echo "ok   $name ($round): ready in $(echo "$(date +%s.%N) - $start" | bc) s, model cache: ${outcome:-?}"
+    echo "ok   $name ($round): ready in $(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }') s, model cache: ${outcome:-?}"
     if [ "$round" = hit ] && [ "$outcome" != hit ]; then
       echo "FAIL $name: the second start did not load the verified cache entry (model cache: $outcome)"; failures=$((failures + 1))
     fi

@@ -139,17 +139,21 @@ TEST(Crash, APoolIsolatesANewModelsCrashFromOtherJobsSessions) {
   FleetOptions fo;
   fo.devices = {Device::cpu()};
   fo.pool = pool;
-  // Another job's model: its first start is isolated, its second shares the pool's worker.
+  // Another job's model: new to the pool, it runs in a worker of its own, where its later starts
+  // find it resident.
+  int home_pid = 0;
   {
     Fleet first(test::mlp_model(), fo);
     first.start();
     ASSERT_TRUE(first.wait(120));
-    EXPECT_NE(first.status().front().pid, shared_pid) << "a model new to the pool starts in a worker of its own";
+    home_pid = first.status().front().pid;
+    EXPECT_NE(home_pid, shared_pid) << "a model new to the pool starts in a worker of its own";
   }
   Fleet other(test::mlp_model(), fo);
   other.start();
   ASSERT_TRUE(other.wait(120));
-  ASSERT_EQ(other.status().front().pid, shared_pid);
+  ASSERT_EQ(other.status().front().pid, home_pid);
+  EXPECT_TRUE(other.status().front().resident);
   const auto inputs = random_inputs(other.inputs(), 3);
   const auto before = other.run(Device::cpu(), inputs);
 
@@ -162,8 +166,9 @@ TEST(Crash, APoolIsolatesANewModelsCrashFromOtherJobsSessions) {
   EXPECT_NE(error.find("SIGSEGV"), std::string::npos) << error;
   EXPECT_NE(error.find("inside ONNX Runtime"), std::string::npos) << error;
 
-  // The other job's session is still there and serving, in the same worker.
+  // The other job's session is still there and serving, in the same worker; the shared one lives on.
   EXPECT_EQ(pool->status().front().pid, shared_pid);
+  EXPECT_EQ(other.status().front().pid, home_pid);
   const auto after = other.run(Device::cpu(), inputs);
   ASSERT_EQ(after.size(), before.size());
   EXPECT_EQ(0, std::memcmp(after.front().data, before.front().data, before.front().bytes));

@@ -23,6 +23,7 @@ struct ServeFlags {
   size_t max_resident = 0;
   bool no_narrow = false;
   bool no_prime = false;
+  bool no_isolation = false;
   RunConfigFlags config;
 };
 
@@ -44,6 +45,7 @@ int run_serve(const ServeFlags& f, const Globals& g) {
   options.pool.max_resident_sessions = f.max_resident;
   options.pool.narrow_workers = !f.no_narrow;
   options.pool.prime_libraries = !f.no_prime;
+  options.pool.isolate_new_models = !f.no_isolation;
   options.socket_path = f.socket;
   PoolServer server(options);
 
@@ -78,11 +80,11 @@ std::string socket_or_default(const std::string& socket) { return socket.empty()
 void print_pool_status(const nlohmann::json& j) {
   std::cout << "pool server pid " << j.value("pid", 0) << " on " << j.value("socket", "") << ", " << j.value("clients", 0)
             << " client(s) connected\n\n";
-  Table workers({"device", "state", "worker pid", "visible", "memory in use", "sessions", "error"},
-                {false, false, true, false, true, true, false});
+  Table workers({"device", "worker", "state", "worker pid", "visible", "memory in use", "sessions", "error"},
+                {false, false, false, true, false, true, true, false});
   Table sessions({"device", "model", "holders", "idle", "memory at ready"}, {false, false, true, true, true});
   for (const auto& d : j.at("devices")) {
-    workers.add({d.value("device", ""), d.value("state", ""), std::to_string(d.value("pid", 0)), d.value("visible_devices", ""),
+    workers.add({d.value("device", ""), d.value("role", "shared"), d.value("state", ""), std::to_string(d.value("pid", 0)), d.value("visible_devices", ""),
                  format_bytes(d.value("memory_bytes", uint64_t{0})), std::to_string(d.at("sessions").size()), d.value("error", "")});
     for (const auto& s : d.at("sessions")) {
       sessions.add({d.value("device", ""), s.value("model", ""), std::to_string(s.value("holders", 0)),
@@ -105,6 +107,9 @@ void register_serve(CLI::App& app, Globals& globals, Action& action) {
                   "Sessions each worker keeps when no job holds them (least recently used go first; default 64)");
   cmd->add_flag("--no-narrow-workers", f->no_narrow, "Let every worker see every GPU (CUDA_VISIBLE_DEVICES as given)");
   cmd->add_flag("--no-prime", f->no_prime, "Do not load cuDNN and cuBLAS with throwaway sessions while the workers start");
+  cmd->add_flag("--no-isolation", f->no_isolation,
+                "Start models new to the pool in the shared worker too (saves a spare worker per device; a crash inside ONNX Runtime "
+                "then ends the sessions every job holds on that device)");
   f->config.add_to(cmd);
   cmd->callback([&globals, &action, f] { action = [&globals, f] { return run_serve(*f, globals); }; });
 
