@@ -31,21 +31,9 @@ fi
 
 say() { echo "fetch-onnxruntime: $*" >&2; }
 
-# fetch PACKAGE SHA256 -> prints the verified tarball's path
-fetch() {
-  local pkg=$1 sha=$2 tgz="$cache/$1-$VERSION.tgz"
-  mkdir -p "$cache"
-  if [ -f "$tgz" ] && echo "$sha  $tgz" | sha256sum --check --status; then
-    echo "$tgz"; return
-  fi
-  command -v npm >/dev/null || { say "npm is needed to download $pkg (apt-get install npm)"; exit 1; }
-  say "downloading $pkg@$VERSION from the npm registry (cached in $cache)"
-  (cd "$cache" && npm pack --silent "$pkg@$VERSION" >/dev/null)
-  if ! echo "$sha  $tgz" | sha256sum --check --status; then
-    say "checksum mismatch for $tgz: expected $sha; delete it and try again"; rm -f "$tgz"; exit 1
-  fi
-  echo "$tgz"
-}
+# shellcheck source=lib/npm-fetch.sh
+source "$root/scripts/lib/npm-fetch.sh"
+fetch() { npm_fetch "$1" "$VERSION" "$2" "$cache"; }
 
 stamp="$dest/.fetched-$VERSION-gpu-$want_gpu"
 if [ -f "$stamp" ] || { [ "$want_gpu" = no ] && [ -f "$dest/.fetched-$VERSION-gpu-yes" ]; }; then

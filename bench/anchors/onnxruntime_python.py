@@ -167,10 +167,19 @@ def main():
             t.join()
     else:
         import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures.process import BrokenProcessPool
 
+        # Not multiprocessing.Pool: its map() waits forever once a worker dies of a signal (a crash
+        # inside ONNX Runtime); an executor fails the waiting futures at once.
         ctx = multiprocessing.get_context("spawn")
-        with ctx.Pool(len(devices)) as pool:
-            for device, ready, pid, error in pool.map(spawn_worker, [(a.model, d, a.cuda_ep, a.conv_algo) for d in devices]):
+        with ProcessPoolExecutor(len(devices), mp_context=ctx) as pool:
+            futures = {d: pool.submit(spawn_worker, (a.model, d, a.cuda_ep, a.conv_algo)) for d in devices}
+            for d, f in futures.items():
+                try:
+                    device, ready, pid, error = f.result()
+                except BrokenProcessPool as e:
+                    device, ready, pid, error = d, time.monotonic_ns(), 0, f"a pool process died (a crash inside ONNX Runtime?): {e}"
                 results[device] = (ready, pid, error)
 
     spawn_ns = int(os.environ.get("ORTFLEET_SPAWN_NS", MAIN_NS))

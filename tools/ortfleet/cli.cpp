@@ -111,6 +111,23 @@ Device TargetFlags::device() const {
   return list.front();
 }
 
+void add_case_timeout_option(CLI::App* app, double& seconds) {
+  app->add_option("--case-timeout", seconds,
+                  "Seconds one case (a fresh-process start or anchor) may take before it is killed and reported as a failed row "
+                  "(default: 300 plus 0.6 per MB of the model)")
+      ->check(CLI::PositiveNumber);
+}
+
+double case_timeout_s(const std::string& model, double given) {
+  if (given > 0) return given;
+  std::error_code ec;
+  uint64_t bytes = fs::file_size(model, ec);
+  if (ec) bytes = 0;
+  const uint64_t data = fs::file_size(model + ".data", ec);
+  if (!ec) bytes += data;
+  return 300.0 + 0.6 * static_cast<double>(bytes >> 20);
+}
+
 void RunConfigFlags::add_to(CLI::App* app) {
   // Each flag once: its option, and what it does to the config (run by resolve(), in this order).
   apply_.clear();

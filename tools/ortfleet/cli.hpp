@@ -42,6 +42,13 @@ std::string shell_line(int argc, const char* const* argv);
 /// --json and the result files it writes, so `ortfleet report` can say it.
 std::string stamped(const std::string& result_json, const Globals& globals, const std::vector<Device>& devices);
 
+/// --case-timeout SECONDS, shared by bench, profile and tune: each fresh-process case (a start, an
+/// anchor) that outlives it is killed and becomes a failed row with the reason.
+void add_case_timeout_option(CLI::App* app, double& seconds);
+/// The deadline of one case: `given` when set (> 0), else sized to the model: 300 s and 0.6 s per MB
+/// of it (weights in external data included), so that a 1.3 GB model gets about 18 minutes.
+double case_timeout_s(const std::string& model, double given);
+
 /// --html PATH, shared by bench, profile, tune and start.
 void add_html_option(CLI::App* app, std::string& path);
 /// Writes the page `ortfleet report` would draw from this stamped result to `path` (nothing if empty).

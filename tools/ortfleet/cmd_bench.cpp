@@ -17,6 +17,7 @@ namespace ortfleet::cli {
 namespace {
 
 struct BenchFlags {
+  double case_timeout = 0;  ///< --case-timeout; 0: sized to the model
   TargetFlags target;
   std::string strategies = "sequential,threads,processes,fleet";
   int runs = 3;
@@ -123,6 +124,7 @@ int run_bench_command(const BenchFlags& f, const Globals& g) {
   if (f.inference) return run_inference(f, g, model, devices, progress);
   BenchOptions o;
   o.model = model;
+  o.timeout_s = case_timeout_s(o.model, f.case_timeout);
   o.devices = devices;
   o.strategies.clear();
   std::stringstream list(f.strategies);
@@ -174,6 +176,7 @@ void register_bench(CLI::App& app, Globals& globals, Action& action) {
   cmd->add_option("--export-json", f->export_json, "Also write the full results as JSON here");
   cmd->add_option("--export-markdown", f->export_markdown, "Also write the table as Markdown here");
   add_html_option(cmd, f->html);
+  add_case_timeout_option(cmd, f->case_timeout);
   cmd->add_flag("--floor", f->floor, "Profile one cold start of the first device first, and show each 1-device row against its floor");
   cmd->add_flag("--inference", f->inference, "Measure inference throughput over the devices instead of start-up");
   cmd->add_option("--seconds", f->seconds, "With --inference: seconds per measurement")->check(CLI::Range(0.1, 3600.0));

@@ -14,6 +14,7 @@ namespace ortfleet::cli {
 namespace {
 
 struct ProfileFlags {
+  double case_timeout = 0;  ///< --case-timeout; 0: sized to the model
   TargetFlags target;
   int steady_runs = 20;
   std::string trace;
@@ -80,6 +81,7 @@ void print_profile(const ProfileReport& r, std::ostream& out) {
 int run_profile_command(const ProfileFlags& f, const Globals& g) {
   ProfileOptions o;
   o.model = f.target.model_path(g.quiet);
+  o.timeout_s = case_timeout_s(o.model, f.case_timeout);
   o.device = f.target.device();
   o.config = f.config.resolve();
   o.steady_runs = f.steady_runs;
@@ -115,6 +117,7 @@ void register_profile(CLI::App& app, Globals& globals, Action& action) {
   cmd->add_option("--trace", f->trace, "Write a Chrome/Perfetto trace with ortfleet's and ONNX Runtime's events");
   cmd->add_option("--keep", f->keep_dir, "Keep ONNX Runtime's profile and log in this folder");
   add_html_option(cmd, f->html);
+  add_case_timeout_option(cmd, f->case_timeout);
   cmd->add_option("--shape-switch-seconds", f->shape_switch_seconds,
                   "Seconds per stream measuring what a batch switch costs one ONNX Runtime session (dynamic batch only; 0 skips)")
       ->check(CLI::Range(0.0, 600.0));

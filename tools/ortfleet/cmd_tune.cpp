@@ -14,6 +14,7 @@ namespace ortfleet::cli {
 namespace {
 
 struct TuneFlags {
+  double case_timeout = 0;  ///< --case-timeout; 0: sized to the model
   TargetFlags target;
   bool quick = false;
   int repetitions = 1;
@@ -64,6 +65,7 @@ void print_tune(const TuneReport& r, std::ostream& out) {
 int run_tune_command(const TuneFlags& f, const Globals& g) {
   TuneOptions o;
   o.model = f.target.model_path(g.quiet);
+  o.timeout_s = case_timeout_s(o.model, f.case_timeout);
   o.device = f.target.device();
   o.base = f.config.resolve();
   o.quick = f.quick;
@@ -111,6 +113,7 @@ void register_tune(CLI::App& app, Globals& globals, Action& action) {
   cmd->add_option("--write-config", f->write_config, "Write the recommended start-fast configuration here");
   cmd->add_option("--write-serve-config", f->write_serve_config, "Write the recommended serve-fast configuration here");
   add_html_option(cmd, f->html);
+  add_case_timeout_option(cmd, f->case_timeout);
   f->config.add_to(cmd);
   cmd->callback([&globals, &action, f] { action = [&globals, f] { return run_tune_command(*f, globals); }; });
 }
