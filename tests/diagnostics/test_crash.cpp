@@ -7,10 +7,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "ortfleet/base/error.hpp"
+#include "base/private_dir.hpp"
 #include "ortfleet/fleet/fleet.hpp"
+#include "ortfleet/fleet/pool_server.hpp"
 #include "ortfleet/fleet/worker_pool.hpp"
 #include "process/child_process.hpp"
 #include "test_support.hpp"
@@ -178,6 +181,35 @@ TEST(Crash, APoolIsolatesANewModelsCrashFromOtherJobsSessions) {
   again.start();
   EXPECT_FALSE(again.wait(120));
   EXPECT_NE(again.status().front().error.find("refuses it until the model file changes"), std::string::npos) << again.status().front().error;
+  ::unsetenv("ORTFLEET_CACHE");
+}
+
+// The same through `ortfleet serve`: the client's error carries the worker's reason (not "its
+// messages above say why": they are in the daemon's log).
+TEST(Crash, APoolServersClientGetsTheCrashingWorkersReason) {
+  const std::string model = crash_model("pool-server");
+  ::setenv("ORTFLEET_CACHE", cache_for("pool-server").c_str(), 1);
+  const auto dir = detail::PrivateDir::temporary("ortfleet-test");
+  ServeOptions so;
+  so.pool.devices = {Device::cpu()};
+  so.socket_path = (dir.path() / "pool.sock").string();
+  PoolServer server(so);
+  std::thread serving([&] { server.serve(); });
+  ASSERT_TRUE(server.pool().wait(120));
+  FleetOptions fo;
+  fo.devices = {Device::cpu()};
+  fo.pool_socket = server.socket_path();
+  fo.config.session.custom_op_libraries = {crash_ops()};
+  {
+    Fleet victim(model, fo);
+    victim.start();
+    EXPECT_FALSE(victim.wait(120));
+    const std::string error = victim.status().front().error;
+    EXPECT_NE(error.find("SIGSEGV"), std::string::npos) << error;
+    EXPECT_NE(error.find("inside ONNX Runtime during the first inference of " + model), std::string::npos) << error;
+  }
+  server.stop();
+  serving.join();
   ::unsetenv("ORTFLEET_CACHE");
 }
 
