@@ -17,7 +17,7 @@
 #include "process/child_process.hpp"
 #include "ortfleet/base/clock.hpp"
 #include "ortfleet/base/error.hpp"
-#include "ortfleet/diagnostics/statistics.hpp"
+#include "diagnostics/statistics.hpp"
 #include "ortfleet/engine/model_file.hpp"
 #include "ortfleet/engine/cuda_provider.hpp"
 #include "ortfleet/engine/runtime.hpp"

@@ -12,7 +12,7 @@
 #include "engine/npy_file.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/session.hpp"
-#include "ortfleet/engine/shapes.hpp"
+#include "engine/shapes.hpp"
 #include "process/child_process.hpp"
 #include "synth/onnx_graph.hpp"
 

@@ -18,7 +18,7 @@
 #include "engine/cuda_driver.hpp"
 #include "diagnostics/cold_start.hpp"
 #include "process/child_process.hpp"
-#include "ortfleet/diagnostics/statistics.hpp"
+#include "diagnostics/statistics.hpp"
 #include "ortfleet/diagnostics/throughput.hpp"
 #include "ortfleet/engine/model_file.hpp"
 #include "ortfleet/base/error.hpp"

@@ -1,4 +1,4 @@
-#include "ortfleet/diagnostics/statistics.hpp"
+#include "diagnostics/statistics.hpp"
 
 #include <algorithm>
 #include <cmath>

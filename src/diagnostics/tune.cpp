@@ -13,7 +13,7 @@
 #include "base/private_dir.hpp"
 #include "diagnostics/cold_start.hpp"
 #include "process/child_process.hpp"
-#include "ortfleet/diagnostics/statistics.hpp"
+#include "diagnostics/statistics.hpp"
 #include "ortfleet/engine/model_file.hpp"
 #include "ortfleet/engine/runtime.hpp"
 #include "ortfleet/engine/session.hpp"

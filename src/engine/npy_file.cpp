@@ -11,7 +11,7 @@
 
 #include "engine/mapped_file.hpp"
 #include "ortfleet/base/error.hpp"
-#include "ortfleet/engine/shapes.hpp"
+#include "engine/shapes.hpp"
 
 #ifdef ORTFLEET_HAVE_ZLIB
 #include <zlib.h>

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "ortfleet/engine/shapes.hpp"
+#include "engine/shapes.hpp"
 
 namespace ortfleet::detail {
 

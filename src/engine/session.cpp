@@ -29,7 +29,7 @@
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/model_file.hpp"
 #include "ortfleet/engine/runtime.hpp"
-#include "ortfleet/engine/shapes.hpp"
+#include "engine/shapes.hpp"
 
 namespace ortfleet {
 namespace fs = std::filesystem;

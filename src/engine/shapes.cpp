@@ -1,4 +1,4 @@
-#include "ortfleet/engine/shapes.hpp"
+#include "engine/shapes.hpp"
 
 #include <algorithm>
 #include <limits>

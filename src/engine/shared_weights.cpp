@@ -12,7 +12,7 @@
 #include "engine/model_file.hpp"
 #include "engine/ort_format_file.hpp"
 #include "ortfleet/base/error.hpp"
-#include "ortfleet/engine/shapes.hpp"
+#include "engine/shapes.hpp"
 
 namespace ortfleet::detail {
 namespace fs = std::filesystem;

@@ -7,7 +7,7 @@
 
 #include "engine/cuda_driver.hpp"
 #include "ortfleet/base/error.hpp"
-#include "ortfleet/engine/shapes.hpp"
+#include "engine/shapes.hpp"
 
 namespace ortfleet {
 

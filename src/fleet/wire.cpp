@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "base/parallel_copy.hpp"
-#include "ortfleet/engine/shapes.hpp"
+#include "engine/shapes.hpp"
 
 namespace ortfleet::detail {
 using nlohmann::json;

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "ortfleet/diagnostics/statistics.hpp"
+#include "diagnostics/statistics.hpp"
 
 namespace ortfleet {
 

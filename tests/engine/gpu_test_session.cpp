@@ -7,7 +7,7 @@
 
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/session.hpp"
-#include "ortfleet/engine/shapes.hpp"
+#include "engine/shapes.hpp"
 #include "ortfleet/engine/timeline.hpp"
 #include "ortfleet/synth/synth.hpp"
 #include "test_support.hpp"

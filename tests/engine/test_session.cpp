@@ -4,7 +4,7 @@
 
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/session.hpp"
-#include "ortfleet/engine/shapes.hpp"
+#include "engine/shapes.hpp"
 #include "test_support.hpp"
 
 namespace ortfleet {

@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "ortfleet/base/error.hpp"
-#include "ortfleet/engine/shapes.hpp"
+#include "engine/shapes.hpp"
 
 namespace ortfleet {
 
