@@ -525,9 +525,10 @@ py::object parse_json(const std::string& text) { return py::module_::import("jso
 class PyPool {
  public:
   PyPool(const py::object& devices, const std::string& ort_library, bool narrow_workers, size_t max_resident_sessions,
-         double start_timeout, bool prime_libraries) {
+         double start_timeout, bool prime_libraries, bool isolate_new_models) {
     PoolOptions o;
     o.prime_libraries = prime_libraries;
+    o.isolate_new_models = isolate_new_models;
     o.devices = to_devices(devices);
     o.ort_library = ort_library;
     o.narrow_workers = narrow_workers;
@@ -828,10 +829,13 @@ PYBIND11_MODULE(_ortfleet, m) {
   py::class_<PyPool, std::shared_ptr<PyPool>>(m, "Pool",
                                               "A warm worker pool: per device a worker process with ONNX Runtime, the CUDA EP, "
                                               "cuInit and its context done, waiting for models")
-      .def(py::init<const py::object&, const std::string&, bool, size_t, double, bool>(), py::arg("devices") = py::none(),
+      .def(py::init<const py::object&, const std::string&, bool, size_t, double, bool, bool>(), py::arg("devices") = py::none(),
            py::kw_only(), py::arg("ort_library") = "", py::arg("narrow_workers") = true, py::arg("max_resident_sessions") = 0,
            py::arg("start_timeout") = PoolOptions{}.start_timeout_s, py::arg("prime_libraries") = true,
-           "Starts the workers in the background and returns at once (the GIL is released)")
+           py::arg("isolate_new_models") = true,
+           "Starts the workers in the background and returns at once (the GIL is released). isolate_new_models: a model new "
+           "to the pool makes its first session in a spare worker of its own, so that a crash inside ONNX Runtime cannot end "
+           "the sessions other fleets hold (a second warm worker per device)")
       .def("wait", &PyPool::wait, py::arg("timeout") = py::none(), "Block until every worker is ready or failed; True when all are ready")
       .def("status", &PyPool::status, "Devices, workers, resident sessions and memory")
       .def("evict", &PyPool::evict, "Drop every resident session no fleet holds; how many")
@@ -843,7 +847,7 @@ PYBIND11_MODULE(_ortfleet, m) {
   m.def(
       "prewarm",
       [](const py::object& devices, const std::string& ort_library) {
-        auto pool = std::make_shared<PyPool>(devices, ort_library, true, 0, PoolOptions{}.start_timeout_s, true);
+        auto pool = std::make_shared<PyPool>(devices, ort_library, true, 0, PoolOptions{}.start_timeout_s, true, true);
         prewarmed_pool() = pool;
         return pool;
       },
