@@ -121,11 +121,6 @@ void on_fatal_signal(int sig, siginfo_t* info, void* context) {
 
 }  // namespace
 
-std::string crash_line(int signal, const std::string& phase, const std::string& model, const std::string& device,
-                       const std::string& locate_flags) {
-  return std::string("ortfleet: ") + signal_name(signal) + " " + crash_text(phase, model, device, locate_flags);
-}
-
 CrashScope::CrashScope(const std::string& text, const std::string& record_path) {
   if (!enabled.load(std::memory_order_relaxed)) return;
   for (int i = 0; i < kSlots; ++i) {

@@ -36,11 +36,6 @@ class CrashScope {
 /// ORTFLEET_CRASH_HANDLER=0 leaves signals alone and makes every CrashScope a no-op (bench A/B).
 void install_crash_handler();
 
-/// The line printed for a crash of `signal` during `phase` (the same text the handler writes; for
-/// tests and for parents that saw a child die without one).
-std::string crash_line(int signal, const std::string& phase, const std::string& model, const std::string& device,
-                       const std::string& locate_flags = {});
-
 /// The environment variable naming the descriptor a worker writes its crash line to.
 inline constexpr const char* kCrashFdVariable = "ORTFLEET_CRASH_FD";
 

@@ -69,19 +69,14 @@ class Locator {
     RunConfig config = o.config;
     config.session.optimized_model_cache = false;
     config_path_ = (out_ / "config.json").string();
-    config.save(config_path_);
-    cpu_config_ = config;
-    cpu_config_.warmup = o.config.warmup;
-    cpu_config_path_ = (out_ / "config-cpu.json").string();
-    cpu_config_.save(cpu_config_path_);
+    config.save(config_path_);  // the device comes with each try: the same config serves the CPU EP's
   }
 
   /// Runs `model` (a file under out_) on `device` in a fresh process.
-  Try attempt(const std::string& model, const Device& device, const std::string& label, const std::string& config_path = {},
-              const std::string& warmup_inputs = {}) {
+  Try attempt(const std::string& model, const Device& device, const std::string& label, const std::string& warmup_inputs = {}) {
     const fs::path dir = out_ / ("try-" + std::to_string(++tries_));
     fs::create_directories(dir);
-    std::string config = config_path.empty() ? config_path_ : config_path;
+    std::string config = config_path_;
     if (!warmup_inputs.empty()) {
       RunConfig with_inputs = RunConfig::load(config);
       with_inputs.warmup.inputs_file = warmup_inputs;
@@ -168,7 +163,7 @@ class Locator {
     std::map<std::string, std::pair<int, std::vector<int64_t>>> types;
     std::vector<Tensor> node_inputs;
     const std::string feeding = write("feeding.onnx", graph.model_with_outputs(index, wanted));
-    const Try fed = attempt(feeding, Device::cpu(), "the values it reads, on the CPU EP", cpu_config_path_, original_inputs);
+    const Try fed = attempt(feeding, Device::cpu(), "the values it reads, on the CPU EP", original_inputs);
     for (const auto& name : wanted) {
       ValueSummary v{name, "", ""};
       for (const auto* list : {&fed.outputs, &fed.inputs}) {
@@ -190,7 +185,7 @@ class Locator {
         const std::string single = write("crash_node.onnx", graph.single_node_model(index, types));
         const std::string inputs = (out_ / "crash_node_inputs.npz").string();
         detail::write_npz(inputs, node_inputs);
-        const Try alone = attempt(single, o_.device, "the node alone", {}, inputs);
+        const Try alone = attempt(single, o_.device, "the node alone", inputs);
         if (alone.crashed) {
           r.smallest_model = single;
           r.smallest_inputs = inputs;
@@ -206,7 +201,7 @@ class Locator {
       }
     }
     const bool single_node = r.smallest_model.ends_with("crash_node.onnx");
-    const Try on_cpu = attempt(r.smallest_model, Device::cpu(), "the smallest model on the CPU EP", cpu_config_path_,
+    const Try on_cpu = attempt(r.smallest_model, Device::cpu(), "the smallest model on the CPU EP",
                                single_node ? r.smallest_inputs : original_inputs);
     node.on_cpu = on_cpu.crashed ? "crashes too (" + on_cpu.how + ")" : on_cpu.ran ? "runs" : "fails: " + on_cpu.how;
     r.node = node;
@@ -229,8 +224,6 @@ class Locator {
   std::string ortfleet_;
   fs::path out_;
   std::string config_path_;
-  RunConfig cpu_config_;
-  std::string cpu_config_path_;
   int tries_ = 0;
 };
 

@@ -255,12 +255,11 @@ std::string rejection_of(const std::string& entry) {
 }
 
 void CacheUse::reject(const std::string& why) {
-  const std::string entry = entry_;
   static std::atomic<bool> warned{false};
   const std::string text = fmt::format(
       "ortfleet's optimised copy of {} failed its check ({}); it was discarded and the model itself is used, unoptimised by the "
       "cache. Your model is not at fault: this is ortfleet's cache (entry {}, reason kept in {})",
-      model_, why, entry, rejected_of(entry));
+      model_, why, entry_, rejected_of(entry_));
   if (warned.exchange(true)) spdlog::debug("{}", text); else spdlog::warn("{}", text);
   rejected_ = true;
   hit_ = false;
@@ -268,10 +267,10 @@ void CacheUse::reject(const std::string& why) {
   partial_.clear();
   try {
     if (!lock_.held() || !lock_.try_upgrade()) return;  // another process reads it: leave the files, it will find out too
-    remove_entry_files(entry);
-    write_private_file(rejected_of(entry), json{{"key", key_}, {"reason", why}}.dump(1), /*durable=*/false);
+    remove_entry_files(entry_);
+    write_private_file(rejected_of(entry_), json{{"key", key_}, {"reason", why}}.dump(1), /*durable=*/false);
   } catch (const std::exception& e) {
-    spdlog::debug("could not record the rejected model cache entry {}: {}", entry, e.what());
+    spdlog::debug("could not record the rejected model cache entry {}: {}", entry_, e.what());
   }
 }
 

@@ -104,7 +104,7 @@ class CacheUse {
   bool rejected_ = false;
 };
 
-/// The reason recorded for a rejected entry, or "" when it has none (rejected_path_of(entry)).
+/// The reason recorded for the rejected entry `entry` (in ENTRY.rejected.json), or "" when it has none.
 std::string rejection_of(const std::string& entry);
 
 }  // namespace ortfleet::detail

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -165,6 +164,9 @@ struct Session::Impl {
   /// Loads the entry `cache` is writing and compares its outputs with `reference`'s on warm-up inputs:
   /// "" when they agree, else why not. The entry is ortfleet's work, so any failure is its own.
   /// nullopt when the entry could not be checked (the model itself failed on the warm-up inputs).
+  /// The shape warm-up makes ready first (and the cache entry is checked on): the first declared one,
+  /// else the warm-up inputs' own.
+  InputShapes first_warmup_shape() const { return declared.empty() ? warmup_source->default_shapes() : declared.front(); }
   std::optional<std::string> verify_cache_entry(const detail::CacheUse& cache, ShapeSession& reference);
   /// Runs `s` the way Session::run would (as a CUDA graph in graph mode), outputs on the host.
   std::vector<Tensor> run_on(ShapeSession& s, const std::vector<Tensor>& given) {
@@ -248,15 +250,21 @@ void Session::Impl::create() {
   // A cached graph is final: the first session can already use the weights its siblings will share.
   if (cache->hit()) share_weights(so, cache->source());
 
-  const void* model_data = cache->hit() ? nullptr : spec.model_data;  // a cached copy is read from its own file
-  size_t model_size = spec.model_size;
-  if (model_data == nullptr && spec.map_model) {
+  const void* model_data = nullptr;
+  size_t model_size = 0;
+  // The bytes a session is created from: the caller's, or (map_model) a mapping of `source`. A cached
+  // copy is always read from its own file.
+  auto model_bytes_of = [&](const std::string& source, bool from_cache) {
+    model_data = from_cache ? nullptr : spec.model_data;
+    model_size = spec.model_size;
+    if (model_data != nullptr || !spec.map_model) return;
     auto p = phase(phase::model_read);
-    mapping = std::make_unique<detail::MappedFile>(cache->source(), /*populate=*/true);
+    mapping = std::make_unique<detail::MappedFile>(source, /*populate=*/true);
     if (p) p->arg("bytes", std::to_string(mapping->size()));
     model_data = mapping->data();
     model_size = mapping->size();
-  }
+  };
+  model_bytes_of(cache->source(), cache->hit());
 
   auto first = std::make_shared<ShapeSession>();
   first->first = true;
@@ -276,12 +284,7 @@ void Session::Impl::create() {
       if (cache->hit()) {
         cache->reject(std::string("loading it failed: ") + e.what());
         shared_weights.reset();
-        model_data = spec.model_data;
-        if (model_data == nullptr && spec.map_model) {
-          mapping = std::make_unique<detail::MappedFile>(model, /*populate=*/true);
-          model_data = mapping->data();
-          model_size = mapping->size();
-        }
+        model_bytes_of(model, /*from_cache=*/false);
       } else {
         cache->abandon(e.what());
       }
@@ -341,7 +344,7 @@ void Session::Impl::read_metadata(const Ort::Session& session) {
 
 
 std::optional<std::string> Session::Impl::verify_cache_entry(const detail::CacheUse& cache, ShapeSession& reference) {
-  const InputShapes shapes = declared.empty() ? warmup_source->default_shapes() : declared.front();
+  const InputShapes shapes = first_warmup_shape();
   std::vector<Tensor> given;
   std::vector<Tensor> want;
   const CrashScope first_run(crash_first_run, crash_record);
@@ -507,14 +510,14 @@ std::vector<ShapeSessionInfo> Session::shape_sessions() const {
 
 std::vector<Tensor> Session::warmup_inputs(uint64_t seed) const {
   const auto& s = *impl_;
-  return s.warmup_source->make(s.declared.empty() ? s.warmup_source->default_shapes() : s.declared.front(), seed).tensors;
+  return s.warmup_source->make(s.first_warmup_shape(), seed).tensors;
 }
 
 void Session::warm_up(int runs, uint64_t seed) {
   auto& s = *impl_;
   // The shapes to be ready for: the declared ones, else the warm-up inputs' (the file's, or made up).
   std::vector<InputShapes> shapes = s.declared;
-  if (shapes.empty()) shapes.push_back(s.warmup_source->default_shapes());
+  if (shapes.empty()) shapes.push_back(s.first_warmup_shape());
   // ONNX Runtime's CUDA EP runs a graph normally once or twice (to size its memory) and captures it
   // on the next run: three runs make "ready" include the capture.
   if (s.graph_mode()) runs = std::max(runs, 3);

@@ -34,7 +34,6 @@ class WarmupInputSource {
   InputShapes default_shapes() const;
   /// Inputs of `shapes`: the file's array where its dims match, generated otherwise.
   WarmupInputs make(const InputShapes& shapes, uint64_t seed) const;
-  bool has_file() const { return !file_.empty(); }
 
  private:
   std::vector<TensorSpec> inputs_;

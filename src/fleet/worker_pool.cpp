@@ -58,6 +58,18 @@ struct WorkerPool::Impl {
     return plan;
   }
 
+  /// Waits (holding `lock`) until list[i]'s worker is initialised or failed; throws when `timeout_s`
+  /// passes first. `which` names it in the error ("worker", "spare worker").
+  void await_settled(std::unique_lock<std::mutex>& lock, std::vector<Slot>& list, size_t i, double timeout_s, const char* which) {
+    const int64_t deadline = detail::deadline_in(timeout_s, monotonic_ns());
+    if (detail::wait_until(changed, lock, deadline, [&] { return list[i].status.state != "starting"; })) return;
+    const std::string device = list[i].status.device.to_string();
+    throw Error("the pool's " + std::string(which) + " for " + device + " was not initialised within " + detail::seconds_text(timeout_s),
+                "It is still loading ONNX Runtime and the CUDA EP; wait longer (raise the start timeout) or check "
+                "`ortfleet pool status`",
+                device);
+  }
+
   /// Spawns and initialises the worker of list[i] (slots or spares; on its own thread); the slot
   /// says how it went.
   void launch(size_t i, std::vector<Slot>* list = nullptr) {
@@ -263,25 +275,18 @@ std::shared_ptr<detail::WorkerProcess> WorkerPool::worker_for(const Device& devi
   bool shared = false;
   {
     std::lock_guard lock(s.mutex);
-    if (s.proven.count(identity) != 0) {
+    const bool proven = s.proven.count(identity) != 0;
+    if (const auto first = s.home.find(at); proven && first != s.home.end()) {
       // Its first worker keeps its sessions (resident for this start) as long as it lives.
-      const auto first = s.home.find(at);
-      if (first != s.home.end()) {
-        if (auto w = first->second.lock(); w && w->alive()) return w;
-        s.home.erase(first);
-      }
-      shared = true;
+      if (auto w = first->second.lock(); w && w->alive()) return w;
+      s.home.erase(first);
     }
-    shared = shared || s.spares.empty();
+    shared = proven || s.spares.empty();
   }
   if (shared) return worker(device, timeout_s);
-  const int64_t deadline = detail::deadline_in(timeout_s, monotonic_ns());
   std::unique_lock lock(s.mutex);
   const size_t i = s.index_of(device);
-  if (!detail::wait_until(s.changed, lock, deadline, [&] { return s.spares[i].status.state != "starting"; })) {
-    throw Error("the pool's spare worker for " + device.to_string() + " was not initialised within " + detail::seconds_text(timeout_s),
-                "Wait longer (raise the start timeout) or check `ortfleet pool status`", device.to_string());
-  }
+  s.await_settled(lock, s.spares, i, timeout_s, "spare worker");
   if (s.spares[i].error || !s.spares[i].worker || !s.spares[i].worker->alive()) {
     spdlog::warn("{}: the pool has no spare worker ({}): {} starts in the shared worker, unisolated", device.to_string(),
                  s.spares[i].error ? s.spares[i].error->what() : "it stopped", model);
@@ -320,15 +325,9 @@ int WorkerPool::restart_dead_workers() {
 std::shared_ptr<detail::WorkerProcess> WorkerPool::worker(const Device& device, double timeout_s) {
   auto& s = *impl_;
   restart_dead_workers();
-  const int64_t deadline = detail::deadline_in(timeout_s, monotonic_ns());
   std::unique_lock lock(s.mutex);
   const size_t i = s.index_of(device);
-  if (!detail::wait_until(s.changed, lock, deadline, [&] { return s.slots[i].status.state != "starting"; })) {
-    throw Error("the pool's worker for " + device.to_string() + " was not initialised within " + detail::seconds_text(timeout_s),
-                "It is still loading ONNX Runtime and the CUDA EP; wait longer (raise the start timeout) or check "
-                "`ortfleet pool status`",
-                device.to_string());
-  }
+  s.await_settled(lock, s.slots, i, timeout_s, "worker");
   if (s.slots[i].error) throw Error("the pool's worker for " + device.to_string() + " failed: " + s.slots[i].error->what_failed(),
                                     s.slots[i].error->hint(), device.to_string());
   return s.slots[i].worker;

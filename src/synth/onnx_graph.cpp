@@ -22,6 +22,17 @@ class Reader {
  public:
   Reader(std::string_view bytes, std::string what) : bytes_(bytes), what_(std::move(what)) {}
   bool done() const { return pos_ >= bytes_.size(); }
+  /// The next varint (also how a packed repeated integer field is read).
+  uint64_t varint() {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (pos_ >= bytes_.size()) throw Error(what_ + ": a protobuf field is cut short", kNotAModel);
+      const auto b = static_cast<unsigned char>(bytes_[pos_++]);
+      v |= static_cast<uint64_t>(b & 0x7f) << shift;
+      if ((b & 0x80) == 0) return v;
+    }
+    throw Error(what_ + ": an overlong protobuf number", kNotAModel);
+  }
   struct Raw {
     uint64_t number = 0;
     uint64_t wire = 0;
@@ -44,16 +55,6 @@ class Reader {
   }
 
  private:
-  uint64_t varint() {
-    uint64_t v = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-      if (pos_ >= bytes_.size()) throw Error(what_ + ": a protobuf field is cut short", kNotAModel);
-      const auto b = static_cast<unsigned char>(bytes_[pos_++]);
-      v |= static_cast<uint64_t>(b & 0x7f) << shift;
-      if ((b & 0x80) == 0) return v;
-    }
-    throw Error(what_ + ": an overlong protobuf number", kNotAModel);
-  }
   std::string_view take(uint64_t n) {
     if (n > bytes_.size() - pos_) throw Error(what_ + ": a protobuf field runs past its end", kNotAModel);
     const auto out = bytes_.substr(pos_, n);
@@ -127,16 +128,7 @@ std::string attribute_text(std::string_view bytes, const std::string& what) {
     else if (f.number == 6 || f.number == 11) value = "<graph>";
     else if (f.number == 8 && f.wire == 0) list.push_back(std::to_string(static_cast<int64_t>(f.value)));
     else if (f.number == 8 && f.wire == 2) {  // packed ints
-      size_t pos = 0;
-      while (pos < f.payload.size()) {
-        uint64_t v = 0;
-        for (int shift = 0; pos < f.payload.size(); shift += 7) {
-          const auto b = static_cast<unsigned char>(f.payload[pos++]);
-          v |= static_cast<uint64_t>(b & 0x7f) << shift;
-          if ((b & 0x80) == 0) break;
-        }
-        list.push_back(std::to_string(static_cast<int64_t>(v)));
-      }
+      for (Reader packed(f.payload, what); !packed.done();) list.push_back(std::to_string(static_cast<int64_t>(packed.varint())));
     } else if (f.number == 7) list.push_back("<float>");
   }
   if (!list.empty()) {
