@@ -498,8 +498,47 @@ class WarmupInputsFile {
 };
 
 /// The shape keywords of Fleet, over what the config says (each one given replaces the config's).
+/// Fleet(buckets=...): {"x.2": [480, 640, 960], "x.3": "320:960:128"} or ["x.2=480,640,960", ...].
+std::vector<DimBuckets> to_buckets(const py::object& value) {
+  std::vector<DimBuckets> out;
+  if (py::isinstance<py::dict>(value)) {
+    for (const auto& [key, sizes] : value.cast<py::dict>()) {
+      std::string text = py::str(key).cast<std::string>() + "=";
+      if (py::isinstance<py::str>(sizes)) {
+        text += sizes.cast<std::string>();
+      } else {
+        std::string list;
+        for (const auto& size : sizes.cast<py::iterable>()) {
+          const auto n = whole_number(size);
+          if (!n) throw Error("buckets for " + py::str(key).cast<std::string>() + " must be whole numbers, not " + py::repr(size).cast<std::string>());
+          if (!list.empty()) list.push_back(',');
+          list.append(std::to_string(*n));
+        }
+        text += list;
+      }
+      out.push_back(parse_buckets(text));
+    }
+    return out;
+  }
+  if (py::isinstance<py::str>(value)) return {parse_buckets(value.cast<std::string>())};
+  for (const auto& item : value.cast<py::iterable>()) out.push_back(parse_buckets(py::str(item).cast<std::string>()));
+  return out;
+}
+
 void apply_shape_keywords(ShapeOptions& o, const py::object& shapes, const py::object& batches, const py::object& max_sessions,
-                          const py::object& pad_batch) {
+                          const py::object& pad_batch, const py::object& buckets, const py::object& pad_values,
+                          const py::object& shape_policy) {
+  if (!buckets.is_none()) o.buckets = to_buckets(buckets);
+  if (!pad_values.is_none()) {
+    if (!py::isinstance<py::dict>(pad_values)) throw Error("pad_values must be a dict of input name -> number, not " + py::repr(pad_values).cast<std::string>());
+    for (const auto& [name, v] : pad_values.cast<py::dict>()) {
+      if (!py::isinstance<py::int_>(v) && !py::isinstance<py::float_>(v)) {
+        throw Error("pad value of '" + py::str(name).cast<std::string>() + "' must be a number, not " + py::repr(v).cast<std::string>());
+      }
+      o.pad_values[py::str(name).cast<std::string>()] = v.cast<double>();
+    }
+  }
+  if (!shape_policy.is_none()) o.policy = parse_shape_policy(py::str(shape_policy).cast<std::string>());
   if (!shapes.is_none()) o.declared = to_shape_list(shapes);
   if (!batches.is_none()) o.batches = to_batch_list(batches);
   if (!max_sessions.is_none()) {
@@ -654,14 +693,15 @@ class PyFleet {
   PyFleet(const std::string& model, const py::object& devices, const std::string& strategy, const py::object& config,
           int warmup, const std::string& ort_library, const std::string& profile_dir, const py::object& shapes,
           const py::object& batches, const py::object& max_shape_sessions, const py::object& pad_batch, double start_timeout,
-          double run_timeout, const py::object& pool, const py::object& warmup_inputs, const py::object& input_ranges) {
+          double run_timeout, const py::object& pool, const py::object& warmup_inputs, const py::object& input_ranges,
+          const py::object& buckets, const py::object& pad_values, const py::object& shape_policy) {
     FleetOptions o;
     o.start_timeout_s = start_timeout;
     o.run_timeout_s = run_timeout;
     o.devices = to_devices(devices);
     o.strategy = parse_strategy(strategy);
     o.config = to_config(config);
-    apply_shape_keywords(o.config.shapes, shapes, batches, max_shape_sessions, pad_batch);
+    apply_shape_keywords(o.config.shapes, shapes, batches, max_shape_sessions, pad_batch, buckets, pad_values, shape_policy);
     warmup_file_.apply(o.config.warmup, warmup_inputs, input_ranges);
     o.warmup_runs = warmup;
     o.ort_library = ort_library;
@@ -786,19 +826,23 @@ PYBIND11_MODULE(_ortfleet, m) {
   py::class_<PyFleet>(m, "Fleet", "One ready ONNX Runtime session per device")
       .def(py::init<const std::string&, const py::object&, const std::string&, const py::object&, int, const std::string&,
                     const std::string&, const py::object&, const py::object&, const py::object&, const py::object&, double,
-                    double, const py::object&, const py::object&, const py::object&>(),
+                    double, const py::object&, const py::object&, const py::object&, const py::object&, const py::object&,
+                    const py::object&>(),
            py::arg("model"), py::arg("devices") = py::none(), py::kw_only(), py::arg("strategy") = "auto", py::arg("config") = py::none(),
            py::arg("warmup") = 1, py::arg("ort_library") = "", py::arg("profile_dir") = "", py::arg("shapes") = py::none(),
            py::arg("batches") = py::none(), py::arg("max_shape_sessions") = py::none(), py::arg("pad_batch") = py::none(),
            py::arg("start_timeout") = FleetOptions{}.start_timeout_s, py::arg("run_timeout") = FleetOptions{}.run_timeout_s,
            py::arg("pool") = py::none(), py::arg("warmup_inputs") = py::none(), py::arg("input_ranges") = py::none(),
+           py::arg("buckets") = py::none(), py::arg("pad_values") = py::none(), py::arg("shape_policy") = py::none(),
            "warmup_inputs: real inputs for warm-up (and for checking the model cache's entry), a dict of input name -> "
            "numpy array or the path of a .npz/.npy file; input_ranges: values of generated ones, a dict of input name -> "
            "value or (lo, hi), e.g. {'sr': 16000}. "
            "pool: an ortfleet.Pool, or the socket path of an `ortfleet serve` daemon, to start on warm workers (None: the "
            "pool ortfleet.prewarm() started, when it has every device; False: no pool). "
            "shapes, batches, max_shape_sessions and pad_batch set the config's \"shapes\" section: one ONNX Runtime session "
-           "per input shape, declared shapes made and warmed at start-up. start_timeout (seconds, default two hours): a "
+           "per input shape, declared shapes made and warmed at start-up. buckets: dims padded up to a few sizes, outputs "
+           "cropped back, {'x.2': [480, 640, 960], 'x.3': '320:960:128'}; pad_values: {'input_ids': 0}; shape_policy: "
+           "'measured' (default), 'per-shape' or 'shared', what serves a shape nothing was declared for. start_timeout (seconds, default two hours): a "
            "device's worker that is not ready by then is killed and the device fails; run_timeout (default ten minutes): "
            "the same for one run")
       .def("start", &PyFleet::start, "Begin starting every device; returns at once (the GIL is released)",
@@ -953,6 +997,16 @@ PYBIND11_MODULE(_ortfleet, m) {
     o.seed = seed;
     return synth::write_resnet(path, spec, o).path;
   }, py::arg("path"), py::arg("depth") = 50, py::arg("image_size") = 224, py::arg("seed") = 1, py::arg("dynamic_batch") = false);
+
+  m.def("synth_segmenter", [](const std::string& path, int channels, int depth, uint64_t seed) {
+    synth::SegmenterSpec spec;
+    spec.channels = channels;
+    spec.depth = depth;
+    synth::WriteOptions o;
+    o.seed = seed;
+    return synth::write_segmenter(path, spec, o).path;
+  }, py::arg("path"), py::arg("channels") = 32, py::arg("depth") = 2, py::arg("seed") = 1,
+     "A fully convolutional segmentation net with dynamic height and width (`ortfleet synth segmenter`)");
 
   // A DeviceTensor over a copy of a host array: its DLPack export checked where there is no GPU.
   m.def("_host_device_tensor", [](const py::array& array) {

@@ -47,11 +47,11 @@ def make_inputs(session, seed, batch=1):
     return feeds
 
 
-def start_one(model, device, cuda_ep, conv_algo):
-    """Create one session on `device` ("cpu", "cpu:1" or "cuda:N") and run one inference."""
+def start_one(model, device, cuda_ep, conv_algo, options=None, warm=True):
+    """Create one session on `device` ("cpu", "cpu:1" or "cuda:N") and run one inference (`warm`)."""
     import onnxruntime as ort
 
-    so = ort.SessionOptions()
+    so = options or ort.SessionOptions()
     if device.startswith("cuda:"):
         ordinal = device.split(":")[1]
         with _REGISTER_LOCK:  # once per process; threads race here otherwise
@@ -66,7 +66,8 @@ def start_one(model, device, cuda_ep, conv_algo):
         session = ort.InferenceSession(model, sess_options=so)
     else:
         session = ort.InferenceSession(model, sess_options=so, providers=["CPUExecutionProvider"])
-    session.run(None, make_inputs(session, 1))
+    if warm:
+        session.run(None, make_inputs(session, 1))
     return session, time.monotonic_ns()
 
 
@@ -114,6 +115,65 @@ def shape_mix(a, device):
                       "p99_ms": pct(99), "first_call_ms": max(first.values())}), flush=True)
 
 
+def stream_inputs(session, shapes, seed):
+    """Generated inputs of the given shapes ({name: dims}); token ids in the model's recorded range."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    meta = session.get_modelmeta().custom_metadata_map
+    dtypes = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64,
+              "tensor(int64)": np.int64, "tensor(int32)": np.int32, "tensor(bool)": np.bool_, "tensor(uint8)": np.uint8}
+    feeds = {}
+    for i in session.get_inputs():
+        dtype = dtypes[i.type]
+        shape = shapes[i.name]
+        if np.issubdtype(dtype, np.floating):
+            feeds[i.name] = rng.uniform(-1, 1, shape).astype(dtype)
+        else:
+            lo, hi = 0, 1
+            if "ortfleet.input_range." + i.name in meta:
+                lo, hi = (int(v) for v in meta["ortfleet.input_range." + i.name].split(","))
+            feeds[i.name] = rng.integers(lo, hi + 1, shape).astype(dtype)
+    return feeds
+
+
+def shape_stream(a, device):
+    """One session, the stream of shapes in the --shape-stream file (a JSON list of {input: dims}),
+    every call timed; then the stream's first shape, steady: what `bench --shape-stream` compares."""
+    import onnxruntime as ort
+
+    with open(a.shape_stream) as f:
+        stream = json.load(f)
+    so = ort.SessionOptions()
+    if a.intra_threads > 0:
+        so.intra_op_num_threads = a.intra_threads
+    if a.no_spinning:
+        so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        so.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    session, _ = start_one(a.model, device, a.cuda_ep, a.conv_algo, so, warm=False)
+    feeds = {}
+    for call in stream:
+        key = json.dumps(call, sort_keys=True)
+        if key not in feeds:
+            feeds[key] = stream_inputs(session, call, 7 + len(feeds))
+    first = feeds[json.dumps(stream[0], sort_keys=True)]
+    session.run(None, first)  # warm-up: the first shape, once
+    ms = []
+    for call in stream:
+        feed = feeds[json.dumps(call, sort_keys=True)]
+        start = time.monotonic_ns()
+        session.run(None, feed)
+        ms.append((time.monotonic_ns() - start) / 1e6)
+    session.run(None, first)
+    steady = []
+    for _ in range(10):
+        start = time.monotonic_ns()
+        session.run(None, first)
+        steady.append((time.monotonic_ns() - start) / 1e6)
+    steady.sort()
+    print(json.dumps({"ortfleet_stream_row": 1, "ms": ms, "steady_p50_ms": (steady[4] + steady[5]) / 2}), flush=True)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("model")
@@ -124,8 +184,14 @@ def main():
     p.add_argument("--shape-mix", default="", help="batch sizes, e.g. 1,2: stream them through one session instead")
     p.add_argument("--order", choices=["cycle", "random"], default="cycle")
     p.add_argument("--seconds", type=float, default=5)
+    p.add_argument("--shape-stream", default="", help="a JSON list of {input: dims}: stream them through one session instead")
+    p.add_argument("--intra-threads", type=int, default=0, help="with --shape-stream: intra-op threads (0: onnxruntime's choice)")
+    p.add_argument("--no-spinning", action="store_true", help="with --shape-stream: idle threads do not spin")
     a = p.parse_args()
     devices = a.devices.split(",")
+    if a.shape_stream:
+        shape_stream(a, devices[0])
+        return
     if a.shape_mix:
         shape_mix(a, devices[0])
         return

@@ -50,11 +50,12 @@ from ._ortfleet import (  # noqa: E402,F401  (the public API)
     synth_mlp,
     synth_nodes,
     synth_resnet,
+    synth_segmenter,
     tune,
 )
 
 __all__ = ["DeviceTensor", "Error", "Fleet", "Pool", "RunFuture", "bench", "doctor", "load_runtime", "prewarm", "profile",
-           "synth_mlp", "synth_nodes", "synth_resnet", "tune"]
+           "synth_mlp", "synth_nodes", "synth_resnet", "synth_segmenter", "tune"]
 
 import atexit  # noqa: E402
 

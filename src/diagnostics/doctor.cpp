@@ -218,6 +218,10 @@ void check_cuda_ep(DoctorReport& r, const DoctorOptions& options) {
   }
   const CudaProviderState& state = prepare_cuda_provider();
   r.provider = state;
+  if (!state.core_mismatch.empty()) {
+    r.findings.push_back({"ort-core", Verdict::warn, state.core_mismatch,
+                          "Use a CUDA-built core: scripts/fetch-onnxruntime.sh --gpu installs onnxruntime-node 1.29.0's; or --ort-lib PATH"});
+  }
   if (state.path == "plugin") {
     r.findings.push_back({"cuda-ep", Verdict::ok,
                           "CUDA EP loaded and registered as a plugin in " + std::to_string(static_cast<int>(state.register_ms)) +

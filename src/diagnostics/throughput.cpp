@@ -16,6 +16,7 @@
 
 #include "diagnostics/machine.hpp"
 #include "diagnostics/python_anchor.hpp"
+#include "diagnostics/shape_stream.hpp"
 #include "base/private_dir.hpp"
 #include "fleet/local_start.hpp"
 #include "fleet/worker_channel.hpp"
@@ -513,6 +514,7 @@ ThroughputReport run_throughput(const ThroughputOptions& options) {
   if (o.devices.empty()) o.devices = parse_devices("all", gpu_count());
   validate_model_file(o.model);
   load_runtime(o.ort_library);
+  if (!o.shape_stream.empty()) return detail::run_shape_stream(o);
   if (!o.shape_mix.empty()) return run_shape_mix(o);
   ThroughputReport report = run_scaling(o);
   add_round_trips(o, report);  // speed-ups compare models of the same kind: these rows have none
@@ -539,6 +541,7 @@ std::string ThroughputReport::to_json() const {
                    {"ipc_bytes", r.ipc_bytes},
                    {"host_bytes", r.host_bytes},
                    {"staged_bytes", r.staged_bytes},
+                   {"stream_ms", r.stream_ms},
                    {"error", r.error}});
   }
   return json{{"ortfleet_throughput", 1}, {"model", model}, {"machine", machine}, {"rows", out}, {"notes", notes}}.dump(2);

@@ -7,6 +7,7 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <utility>
 
 #include "base/parallel_copy.hpp"
@@ -53,6 +54,11 @@ CudaDriver::CudaDriver() {
   bind(cuMemFree_, "cuMemFree_v2");
   bind(cuMemcpyHtoD_, "cuMemcpyHtoD_v2");
   bind(cuMemcpyDtoD_, "cuMemcpyDtoD_v2");
+  bind(cuMemcpy2D_, "cuMemcpy2D_v2");
+  bind(cuMemsetD8_, "cuMemsetD8_v2");
+  bind(cuMemsetD16_, "cuMemsetD16_v2");
+  bind(cuMemsetD32_, "cuMemsetD32_v2");
+  bind(cuMemsetD2D32_, "cuMemsetD2D32_v2");
   bind(cuMemAllocHost_, "cuMemAllocHost_v2");
   bind(cuMemFreeHost_, "cuMemFreeHost");
   bind(cuMemcpyHtoDAsync_, "cuMemcpyHtoDAsync_v2");
@@ -241,6 +247,56 @@ void CudaDriver::copy_on_device(int ordinal, void* dst, const void* src, size_t 
   // A device-to-device copy returns before it is done; the caller reads or overwrites right after.
   if (r == 0) r = cuCtxSynchronize_();
   check(r, "cuMemcpyDtoD", ordinal);
+}
+
+void CudaDriver::copy_rows(int ordinal, void* dst, bool dst_on_device, size_t dst_pitch, const void* src, bool src_on_device,
+                           size_t src_pitch, size_t width, size_t height) const {
+  const CurrentContextKeeper keep;
+  const PrimaryContext context(ordinal);
+  constexpr int kHostMemory = 1;    // CU_MEMORYTYPE_HOST
+  constexpr int kDeviceMemory = 2;  // CU_MEMORYTYPE_DEVICE
+  Memcpy2D copy{};
+  copy.src_memory_type = src_on_device ? kDeviceMemory : kHostMemory;
+  if (src_on_device) copy.src_device = reinterpret_cast<uintptr_t>(src);
+  else copy.src_host = src;
+  copy.src_pitch = src_pitch;
+  copy.dst_memory_type = dst_on_device ? kDeviceMemory : kHostMemory;
+  if (dst_on_device) copy.dst_device = reinterpret_cast<uintptr_t>(dst);
+  else copy.dst_host = dst;
+  copy.dst_pitch = dst_pitch;
+  copy.width_bytes = width;
+  copy.height = height;
+  CUresult r = cuMemcpy2D_(&copy);
+  if (r == 0) r = cuCtxSynchronize_();
+  check(r, "cuMemcpy2D", ordinal);
+}
+
+void CudaDriver::fill(int ordinal, void* dst, size_t count, const void* pattern, size_t pattern_size) const {
+  const CurrentContextKeeper keep;
+  const PrimaryContext context(ordinal);
+  const auto at = reinterpret_cast<uintptr_t>(dst);
+  CUresult r = 0;
+  if (pattern_size == 1) {
+    r = cuMemsetD8_(at, *static_cast<const unsigned char*>(pattern), count);
+  } else if (pattern_size == 2) {
+    unsigned short v = 0;
+    std::memcpy(&v, pattern, 2);
+    r = cuMemsetD16_(at, v, count);
+  } else if (pattern_size == 4) {
+    unsigned int v = 0;
+    std::memcpy(&v, pattern, 4);
+    r = cuMemsetD32_(at, v, count);
+  } else if (pattern_size == 8) {
+    // No 64-bit memset: each half of every element, as a column of 32-bit words 8 bytes apart.
+    std::array<unsigned int, 2> halves{};
+    std::memcpy(halves.data(), pattern, 8);
+    r = cuMemsetD2D32_(at, 8, halves[0], 1, count);
+    if (r == 0) r = cuMemsetD2D32_(at + 4, 8, halves[1], 1, count);
+  } else {
+    throw Error("cannot fill device memory with " + std::to_string(pattern_size) + "-byte elements");
+  }
+  if (r == 0) r = cuCtxSynchronize_();
+  check(r, "cuMemset", ordinal);
 }
 
 CudaDriver::StagedUploadTimes CudaDriver::upload_staged(int ordinal, void* dst, uint64_t bytes,

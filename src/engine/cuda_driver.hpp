@@ -72,6 +72,13 @@ class CudaDriver {
   void copy_to_host(int ordinal, void* dst, const void* src, size_t bytes) const;
   /// Copies device memory to device memory of the same GPU and waits for the copy to finish.
   void copy_on_device(int ordinal, void* dst, const void* src, size_t bytes) const;
+  /// Copies `height` rows of `width` bytes, rows `src_pitch` and `dst_pitch` bytes apart
+  /// (cuMemcpy2D), between host memory and GPU `ordinal`'s or within it, and waits for the copy: a
+  /// padded or cropped tensor's rows.
+  void copy_rows(int ordinal, void* dst, bool dst_on_device, size_t dst_pitch, const void* src, bool src_on_device, size_t src_pitch,
+                 size_t width, size_t height) const;
+  /// Sets `count` elements of `pattern_size` bytes (1, 2, 4 or 8) at `dst` to `pattern` (cuMemsetD*).
+  void fill(int ordinal, void* dst, size_t count, const void* pattern, size_t pattern_size) const;
   /// Fills `bytes` of device memory at `dst` in large copies from pinned staging buffers, at the bus's
   /// speed rather than that of many small copies from pageable memory: `fill(staging, offset, length)`
   /// writes bytes [offset, offset + length) of what belongs at `dst` into `staging`, while the
@@ -201,6 +208,27 @@ class CudaDriver {
   CUresult (*cuMemFree_)(uintptr_t) = nullptr;
   CUresult (*cuMemcpyHtoD_)(uintptr_t, const void*, size_t) = nullptr;
   CUresult (*cuMemcpyDtoD_)(uintptr_t, uintptr_t, size_t) = nullptr;
+  // CUDA_MEMCPY2D's layout (cuda.h, unchanged since CUDA 3.2).
+  struct Memcpy2D {
+    size_t src_x_bytes, src_y;
+    int src_memory_type;
+    const void* src_host;
+    uintptr_t src_device;
+    void* src_array;
+    size_t src_pitch;
+    size_t dst_x_bytes, dst_y;
+    int dst_memory_type;
+    void* dst_host;
+    uintptr_t dst_device;
+    void* dst_array;
+    size_t dst_pitch;
+    size_t width_bytes, height;
+  };
+  CUresult (*cuMemcpy2D_)(const Memcpy2D*) = nullptr;
+  CUresult (*cuMemsetD8_)(uintptr_t, unsigned char, size_t) = nullptr;
+  CUresult (*cuMemsetD16_)(uintptr_t, unsigned short, size_t) = nullptr;
+  CUresult (*cuMemsetD32_)(uintptr_t, unsigned int, size_t) = nullptr;
+  CUresult (*cuMemsetD2D32_)(uintptr_t, size_t, unsigned int, size_t, size_t) = nullptr;
   CUresult (*cuMemAllocHost_)(void**, size_t) = nullptr;
   CUresult (*cuMemcpyHtoDAsync_)(uintptr_t, const void*, size_t, void*) = nullptr;
   CUresult (*cuMemFreeHost_)(void*) = nullptr;

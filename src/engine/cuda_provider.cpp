@@ -2,6 +2,8 @@
 
 #include <dlfcn.h>
 
+#include <spdlog/spdlog.h>
+
 #include <chrono>
 #include <filesystem>
 #include <mutex>
@@ -99,6 +101,18 @@ void prepare_locked(ProviderRegistry& r) {
   if (!r.ep_devices.empty()) r.state.path = "plugin";
   else if (r.builtin_available) r.state.path = "builtin";
   else if (ep) r.state.path = "legacy";
+  // ONNX Runtime 1.29's CUDA EP library is a provider-bridge one: its kernels call back into the
+  // core for shared CPU code (Resize with sizes, Slice, If, Concat, ...), through a table a core
+  // built without CUDA leaves mostly empty. On 1 x H100, 6 of 10 real models and a transformer died
+  // of SIGSEGV there with com.github.asus4.onnxruntime's CPU-only core; with onnxruntime-node
+  // 1.29.0's CUDA-built core and the same EP library, all of them ran (docs/troubleshooting.md).
+  if (!r.state.path.empty() && !r.builtin_available) {
+    r.state.core_mismatch = "ONNX Runtime's core library (" + rt.library_path + ") is built without CUDA, and the CUDA EP library " +
+                            r.state.library + " calls back into a CUDA-built core: models whose kernels do (Resize with sizes, Slice, If, "
+                            "Concat, ...) crash inside ONNX Runtime with SIGSEGV";
+    spdlog::warn("{}. Use a CUDA-built core: scripts/fetch-onnxruntime.sh --gpu installs onnxruntime-node 1.29.0's (or pass --ort-lib)",
+                 r.state.core_mismatch);
+  }
 }
 
 }  // namespace

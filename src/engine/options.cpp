@@ -153,11 +153,91 @@ std::vector<int64_t> parse_batch_list(const std::string& text) {
   return out;
 }
 
+DimBuckets parse_buckets(const std::string& text) {
+  constexpr const char* kHint = "Write buckets as input.dim=sizes: x.2=480,640,960, or a range x.3=320:960:128 (first:last:step)";
+  const auto eq = text.find('=');
+  const auto dot = text.rfind('.', eq);
+  if (eq == std::string::npos || dot == std::string::npos || dot == 0 || dot + 1 == eq || eq + 1 == text.size()) {
+    throw Error("'" + text + "' is not input.dim=sizes", kHint);
+  }
+  DimBuckets out;
+  out.input = text.substr(0, dot);
+  const std::string dim = text.substr(dot + 1, eq - dot - 1);
+  if (dim.find_first_not_of("0123456789") != std::string::npos || dim.size() > 4) throw Error("'" + dim + "' in '" + text + "' is not a dim index", kHint);
+  out.dim = std::stoi(dim);
+  const std::string sizes = text.substr(eq + 1);
+  if (sizes.find(':') != std::string::npos) {
+    std::vector<int64_t> parts;
+    std::stringstream items(sizes);
+    for (std::string item; std::getline(items, item, ':');) parts.push_back(positive_dim(item, "'" + text + "'"));
+    if (parts.size() != 3 || parts[0] > parts[1]) throw Error("'" + sizes + "' in '" + text + "' is not first:last:step with first <= last", kHint);
+    constexpr int64_t kMostSizes = 1024;
+    if ((parts[1] - parts[0]) / parts[2] >= kMostSizes) throw Error("'" + text + "' makes more than 1024 sizes", "Take a larger step");
+    for (int64_t v = parts[0]; v < parts[1]; v += parts[2]) out.sizes.push_back(v);
+    out.sizes.push_back(parts[1]);
+  } else {
+    std::stringstream items(sizes);
+    for (std::string item; std::getline(items, item, ',');) out.sizes.push_back(positive_dim(item, "'" + text + "'"));
+  }
+  std::sort(out.sizes.begin(), out.sizes.end());
+  out.sizes.erase(std::unique(out.sizes.begin(), out.sizes.end()), out.sizes.end());
+  if (out.sizes.empty()) throw Error("'" + text + "' has no sizes", kHint);
+  return out;
+}
+
+std::string to_string(const DimBuckets& b) {
+  std::string out = b.input + "." + std::to_string(b.dim) + "=";
+  for (size_t i = 0; i < b.sizes.size(); ++i) out += (i ? "," : "") + std::to_string(b.sizes[i]);
+  return out;
+}
+
+std::pair<std::string, double> parse_pad_value(const std::string& text) {
+  constexpr const char* kHint = "Write it as input=value: --pad-value input_ids=0";
+  const auto eq = text.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size()) throw Error("'" + text + "' is not input=value", kHint);
+  const std::string number = text.substr(eq + 1);
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(number, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != number.size() || !std::isfinite(value)) throw Error("'" + number + "' in '" + text + "' is not a number", kHint);
+  return {text.substr(0, eq), value};
+}
+
+const char* to_string(ShapePolicy policy) {
+  switch (policy) {
+    case ShapePolicy::measured: return "measured";
+    case ShapePolicy::per_shape: return "per-shape";
+    case ShapePolicy::shared: return "shared";
+  }
+  return "measured";
+}
+
+ShapePolicy parse_shape_policy(const std::string& text) {
+  for (const auto p : {ShapePolicy::measured, ShapePolicy::per_shape, ShapePolicy::shared}) {
+    if (text == to_string(p)) return p;
+  }
+  throw Error("unknown shape policy '" + text + "'", "Use measured, per-shape or shared");
+}
+
 void ShapeOptions::validate() const {
   if (max_sessions < 1 || max_sessions > kMaxShapeSessions) {
     throw Error("max_shape_sessions must be a whole number of sessions from 1 to " + std::to_string(kMaxShapeSessions) + ", not " +
                     std::to_string(max_sessions),
                 "1 serves every shape from one session, as ONNX Runtime alone does");
+  }
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    if (buckets[i].sizes.empty() || buckets[i].sizes.front() <= 0 || !std::is_sorted(buckets[i].sizes.begin(), buckets[i].sizes.end())) {
+      throw Error("the buckets " + to_string(buckets[i]) + " need ascending positive sizes", "Write them as x.2=480,640,960");
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (buckets[j].input == buckets[i].input && buckets[j].dim == buckets[i].dim) {
+        throw Error("buckets for " + buckets[i].input + "." + std::to_string(buckets[i].dim) + " were declared twice", "Declare each dim once");
+      }
+    }
   }
   if (pad_batch && batches.empty() && declared.empty()) {
     throw Error("pad_batch needs declared batches to pad to", "Declare them: --batches 1,2,4,8, batches=[1, 2, 4, 8] or shapes.batches");
@@ -331,11 +411,16 @@ class Section {
 json shapes_json(const ShapeOptions& s) {
   json declared = json::array();
   for (const auto& d : s.declared) declared.push_back(to_string(d));
+  json buckets = json::array();
+  for (const auto& b : s.buckets) buckets.push_back(to_string(b));
   return {{"declared", declared},
           {"batches", s.batches},
           {"max_sessions", s.max_sessions},
           {"pad_batch", s.pad_batch},
-          {"share_weights", s.share_weights}};
+          {"share_weights", s.share_weights},
+          {"buckets", buckets},
+          {"pad_values", s.pad_values},
+          {"policy", to_string(s.policy)}};
 }
 
 json warmup_json(const WarmupOptions& w) {
@@ -427,6 +512,17 @@ RunConfig RunConfig::from_json(const std::string& text, const std::string& sourc
     s.read_range("max_sessions", o.max_sessions, 1, kMaxShapeSessions, "a whole number of sessions");
     s.read("pad_batch", o.pad_batch, "true or false");
     s.read("share_weights", o.share_weights, "true or false");
+    std::vector<std::string> buckets;
+    s.read("buckets", buckets, "a list of buckets such as \"x.2=480,640,960\" or \"x.3=320:960:128\"");
+    for (const auto& b : buckets) {
+      try {
+        o.buckets.push_back(parse_buckets(b));
+      } catch (const Error& e) {
+        s.fail("shapes.buckets", "has bad buckets: " + e.what_failed());
+      }
+    }
+    s.read("pad_values", o.pad_values, "an object of input name -> number");
+    s.read_enum("policy", [&](const std::string& v) { o.policy = parse_shape_policy(v); }, "measured, per-shape, shared");
     s.finish();
     try {
       o.validate();
@@ -495,6 +591,9 @@ std::string RunConfig::summary() const {
   }
   if (shapes.max_sessions != ShapeOptions{}.max_sessions) parts.push_back("max_shape_sessions=" + std::to_string(shapes.max_sessions));
   if (shapes.pad_batch) parts.push_back("pad_batch");
+  for (const auto& b : shapes.buckets) parts.push_back("buckets:" + to_string(b));
+  for (const auto& [input, v] : shapes.pad_values) parts.push_back(fmt::format("pad:{}={}", input, v));
+  if (shapes.policy != ShapePolicy::measured) parts.push_back(std::string("shape_policy=") + to_string(shapes.policy));
   if (!shapes.share_weights) parts.push_back("no_shared_weights");
   if (!warmup.inputs_file.empty()) parts.push_back("warmup_inputs=" + std::filesystem::path(warmup.inputs_file).filename().string());
   for (const auto& [input, r] : warmup.input_ranges) parts.push_back(fmt::format("range:{}={}:{}", input, r.lo, r.hi));

@@ -7,10 +7,20 @@
 
 namespace ortfleet::detail {
 
-/// Why `got` differs from `want` beyond what an optimised graph may change (fused or reordered
-/// floating-point arithmetic: |a - b| <= atol * max(1, max|want|) + rtol * |a|, with rtol/atol 1e-3/1e-4
-/// for float32, 1e-2/1e-3 for float16 and bfloat16, 1e-6/1e-8 for float64; NaN matches NaN), or ""
-/// when it does not. Integer, boolean and other outputs must be equal byte for byte. Host tensors.
-std::string output_difference(const Tensor& want, const Tensor& got);
+/// How far two runs may drift apart: the same device running an optimised copy of a graph (fused or
+/// reordered floating-point arithmetic), or another device (a GPU's kernels, TF32 convolutions,
+/// against the CPU EP's).
+enum class Agreement { same_device, other_device };
+
+/// Why `got` differs from `want` beyond what `agreement` allows (|a - b| <= atol * max(1, max|want|)
+/// + rtol * |a|; same device: rtol/atol 1e-3/1e-4 for float32, 1e-2/1e-3 for float16 and bfloat16,
+/// 1e-6/1e-8 for float64; another device: 1e-2/1e-2 for float32, 3e-2/1e-2 for float16 and
+/// bfloat16, 1e-5/1e-6 for float64; NaN matches NaN), or "" when it does not. Integer, boolean and
+/// other outputs must be equal byte for byte. Host tensors.
+std::string output_difference(const Tensor& want, const Tensor& got, Agreement agreement = Agreement::same_device);
+
+/// The largest |want - got| of two float tensors of one shape, and max |want| (its scale): "max |diff|
+/// 0.0027 of 0.82". "" for other types or shapes.
+std::string largest_difference(const Tensor& want, const Tensor& got);
 
 }  // namespace ortfleet::detail

@@ -12,8 +12,10 @@
 #include <fstream>
 #include <mutex>
 #include <optional>
+#include <set>
 
 #include "base/crash_report.hpp"
+#include "engine/buckets.hpp"
 #include "engine/cache_use.hpp"
 #include "engine/crash_records.hpp"
 #include "engine/cuda_driver.hpp"
@@ -24,6 +26,8 @@
 #include "engine/ort_errors.hpp"
 #include "engine/shared_weights.hpp"
 #include "engine/output_compare.hpp"
+#include "engine/shape_policy.hpp"
+#include "engine/tensor_padding.hpp"
 #include "engine/warmup_inputs.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/model_file.hpp"
@@ -96,6 +100,7 @@ struct ShapeSession {
   bool first = false;     // made with the Session, before any shape was known
   Ort::Session session{nullptr};
   uint64_t last_used = 0;
+  std::string last_signature;  // of its latest call (the shared session serves several)
   std::atomic<int64_t> calls{0};
   std::once_flag primed;
   double create_ms = 0;
@@ -127,8 +132,34 @@ struct Session::Impl {
   uint64_t memory_at_start = 0;  // in use when creation began, the context already made
   std::map<std::string, ValueRange> model_ranges;  // recorded in the model's metadata (ortfleet.input_range.NAME)
   std::unique_ptr<detail::WarmupInputSource> warmup_source;  // what warm-up (and the cache's check) feeds the model
-  std::vector<InputShapes> declared;     // resolved config.shapes
-  std::vector<int64_t> pad_batches;      // declared batch sizes, when config.shapes.pad_batch
+  std::vector<InputShapes> declared;     // resolved config.shapes, bucket shapes included
+  std::set<std::string> declared_signatures;
+  detail::BucketPlan buckets;            // config.shapes.buckets (and pad_batch) resolved
+  std::once_flag buckets_learned;
+  std::string costs_entry;               // the cache entry the shape costs are kept beside ("" without the cache)
+  std::optional<detail::ShapeCosts> costs;  // measured at the model's first start (GPU, measured policy)
+  detail::ShapeTraffic traffic;          // calls of shapes nothing was declared for
+  // The GPU buffers bucketed calls are padded into, by input and bucket shape: reused by the next
+  // call once no call holds them (allocating and freeing 10 MB per call cost more than the copy).
+  std::mutex pad_mutex;
+  std::map<std::string, Tensor> pad_buffers;
+  /// `t` padded to `shape` in this device's memory.
+  Tensor padded_input(const Tensor& t, const std::vector<int64_t>& shape, double value) {
+    if (!spec.device.is_gpu()) return detail::padded(t, shape, value, Device::cpu());
+    Tensor into;
+    {
+      std::lock_guard lock(pad_mutex);
+      Tensor& kept = pad_buffers[t.name + "|" + shape_text(shape)];
+      if (kept.owner && kept.owner.use_count() == 1 && kept.type == t.type) {
+        into = kept;  // nobody holds it: ours until this call lets go
+      } else {
+        into = Tensor::allocate_on_gpu(t.name, t.type, shape, checked_bytes(shape, t.type, "input '" + t.name + "' padded"), spec.device);
+        if (!kept.owner || kept.type != t.type) kept = into;
+      }
+    }
+    detail::pad_into(t, into, value);
+    return into;
+  }
   // What shape sessions after the first load: the optimised cache entry once there is one (graph
   // optimisation off, weights mapped), else the model file.
   std::string later_source;
@@ -152,7 +183,22 @@ struct Session::Impl {
     return Ort::MemoryInfo("Cuda", OrtArenaAllocator, cuda_ordinal(spec.device), OrtMemTypeDefault);
   }
   bool graph_mode() const { return spec.device.is_gpu() && spec.config.cuda.cuda_graph; }
-  int max_sessions() const { return std::max(1, spec.config.shapes.max_sessions); }
+  int max_sessions() const { return std::max({1, spec.config.shapes.max_sessions, static_cast<int>(declared.size())}); }
+  /// Runs the warm-up inputs of `shape` on `s`, timed: milliseconds.
+  double timed_run(ShapeSession& s, const std::vector<Tensor>& given) {
+    const auto start = std::chrono::steady_clock::now();
+    run_on(s, given);
+    return ms_since(start);
+  }
+  void learn_buckets();
+  /// What the shape costs depend on beyond the cache entry's key: the CUDA EP's options.
+  std::string cost_conditions() const {
+    RunConfig cuda_only;
+    cuda_only.cuda = spec.config.cuda;
+    return cuda_only.to_json();
+  }
+  void measure_shape_costs();
+  bool is_declared(const std::string& signature) const { return declared_signatures.count(signature) > 0; }
 
   void create();
   Ort::SessionOptions make_options(bool first);
@@ -178,9 +224,6 @@ struct Session::Impl {
   void prime(ShapeSession& s, const std::vector<Tensor>& given);
   std::atomic<bool> arena_shrinks{true};  // false once ONNX Runtime refused to shrink this device's arena
   std::vector<Tensor> run_graph(ShapeSession& s, const std::vector<Tensor>& given, bool outputs_on_device);
-  /// The call's batch and the declared batch it is padded to, when config.shapes.pad_batch applies.
-  std::optional<std::pair<int64_t, int64_t>> padded_batch(const std::vector<Tensor>& given) const;
-  std::vector<Tensor> pad(const std::vector<Tensor>& given, int64_t batch) const;
 
   /// Throws when `t` is a GPU tensor of another device than this session's.
   void check_device_of(const Tensor& t) const {
@@ -193,7 +236,14 @@ struct Session::Impl {
 
 Ort::SessionOptions Session::Impl::make_options(bool first) {
   Ort::SessionOptions so;
-  apply_session_options(so, spec.config.session);
+  SessionOptions options = spec.config.session;
+  // Each ONNX Runtime session on the CPU has its own thread pool, whose threads spin after a run:
+  // the idle sessions of a model's several shapes then take the cores from the one running (a
+  // bucketed stream ran at 2x its steady time on 2 cores). Several sessions do not spin.
+  const auto& shapes = spec.config.shapes;
+  const bool several = !shapes.declared.empty() || !shapes.batches.empty() || !shapes.buckets.empty() || shapes.policy == ShapePolicy::per_shape;
+  if (!spec.device.is_gpu() && several && shapes.max_sessions > 1) options.thread_spinning = false;
+  apply_session_options(so, options);
   so.SetLogId(lane.c_str());
   // One profile per device: the first session's, which the start-up runs.
   if (first && !spec.profile_prefix.empty()) so.EnableProfiling(spec.profile_prefix.c_str());
@@ -300,7 +350,15 @@ void Session::Impl::create() {
   read_metadata(first->session);
   warmup_source = std::make_unique<detail::WarmupInputSource>(spec.config.warmup, inputs, model_ranges, spec.dynamic_dim);
   declared = resolve_shapes(inputs, spec.config.shapes, spec.dynamic_dim);
-  if (spec.config.shapes.pad_batch) pad_batches = declared_batches(inputs, declared);
+  buckets = detail::BucketPlan(inputs, spec.config.shapes, spec.config.shapes.pad_batch ? declared_batches(inputs, declared) : std::vector<int64_t>{});
+  for (auto& shape : buckets.shapes(inputs, spec.dynamic_dim, kMaxShapeSessions)) {
+    if (std::find(declared.begin(), declared.end(), shape) == declared.end()) declared.push_back(std::move(shape));
+  }
+  for (const auto& d : declared) declared_signatures.insert(to_string(d));
+  if (declared.size() > static_cast<size_t>(kMaxShapeSessions)) {
+    throw Error(fmt::format("{} shapes were declared with the buckets, more than the {} sessions a device may keep", declared.size(), kMaxShapeSessions),
+                "Declare fewer shapes or bucket sizes", lane);
+  }
   if (cache->writing()) {
     std::optional<std::string> failed;
     {
@@ -313,6 +371,10 @@ void Session::Impl::create() {
   }
   later_source_optimised = cache->hit() || cache->commit();
   later_source = later_source_optimised ? cache->entry() : model;
+  if (later_source_optimised) {
+    costs_entry = cache->entry();
+    costs = detail::read_shape_costs(costs_entry, cost_conditions());
+  }
   if (!spec.profile_prefix.empty()) profiled = first;
   sessions.push_back(std::move(first));
 
@@ -428,32 +490,45 @@ std::shared_ptr<ShapeSession> Session::Impl::session_for(const InputShapes& shap
     }
     return nullptr;
   };
+  auto use = [&](const std::shared_ptr<ShapeSession>& s) {
+    s->last_used = ++clock;
+    s->last_signature = signature;
+    return s;
+  };
+  const ShapePolicy policy = spec.config.shapes.policy;
   {
     std::lock_guard lock(mutex);
-    if (auto s = find()) {
-      s->last_used = ++clock;
-      return s;
+    if (auto s = find()) return use(s);
+    // A shape no session has: the shared session serves it, unless the policy gives it its own.
+    traffic.note(shapes);
+    if (auto advice = traffic.advice_once(static_cast<size_t>(max_sessions()))) spdlog::warn("{}: {}: {}", lane, spec.model_path, *advice);
+    // A declared shape always has a session of its own; so has every shape of a captured CUDA graph.
+    if (policy != ShapePolicy::per_shape && !is_declared(signature) && !graph_mode()) {
+      const auto& shared = sessions.front();
+      const bool own = policy == ShapePolicy::measured && spec.device.is_gpu() && static_cast<int>(sessions.size()) < max_sessions() &&
+                       traffic.pays_for_session(signature, shared->last_signature != signature, costs);
+      if (!own) return use(shared);
     }
   }
   std::lock_guard creating(create_mutex);
   {
     std::lock_guard lock(mutex);
-    if (auto s = find()) {  // made by another thread meanwhile
-      s->last_used = ++clock;
-      return s;
-    }
+    if (auto s = find()) return use(s);  // made by another thread meanwhile
     // Make room first, so that the evicted session's memory is free for the new one (a call still
-    // running on it keeps it alive until it returns).
+    // running on it keeps it alive until it returns). Declared sessions and the shared one stay.
     while (static_cast<int>(sessions.size()) >= max_sessions()) {
-      auto lru = std::min_element(sessions.begin(), sessions.end(), [](const auto& a, const auto& b) { return a->last_used < b->last_used; });
+      auto lru = sessions.end();
+      for (auto it = sessions.begin() + 1; it != sessions.end(); ++it) {
+        if (!(*it)->declared && (lru == sessions.end() || (*it)->last_used < (*lru)->last_used)) lru = it;
+      }
+      if (lru == sessions.end()) return use(sessions.front());
       sessions.erase(lru);
     }
   }
   auto made = make_shape_session(signature);
   std::lock_guard lock(mutex);
-  made->last_used = ++clock;
   sessions.push_back(made);
-  return made;
+  return use(made);
 }
 
 Session::Session(const SessionSpec& spec, Timeline* timeline) : impl_(std::make_unique<Impl>()) {
@@ -479,6 +554,7 @@ Session::~Session() {
   if (impl_ && impl_->context.held()) {
     // Sessions, their graph buffers and the weights they share go before the context they live in.
     impl_->sessions.clear();
+    impl_->pad_buffers.clear();
     impl_->profiled.reset();
     impl_->shared_weights.reset();
     impl_->context = {};
@@ -539,52 +615,86 @@ void Session::warm_up(int runs, uint64_t seed) {
       }
     }
   }
-  std::lock_guard lock(s.mutex);
-  for (auto& session : s.sessions) {
-    session->declared = std::find_if(s.declared.begin(), s.declared.end(),
-                                     [&](const InputShapes& d) { return to_string(d) == session->signature; }) != s.declared.end();
+  {
+    std::lock_guard lock(s.mutex);
+    for (auto& session : s.sessions) session->declared = s.is_declared(session->signature);
   }
+  std::call_once(s.buckets_learned, [&] { s.learn_buckets(); });
+  s.measure_shape_costs();
 }
 
-std::optional<std::pair<int64_t, int64_t>> Session::Impl::padded_batch(const std::vector<Tensor>& given) const {
-  if (pad_batches.empty()) return std::nullopt;
-  for (const auto& t : given) {
-    const auto input = std::find_if(inputs.begin(), inputs.end(), [&](const TensorSpec& i) { return i.name == t.name; });
-    if (input == inputs.end() || input->shape.empty() || input->shape.front() >= 0 || t.shape.empty()) continue;
-    const int64_t batch = t.shape.front();
-    if (std::binary_search(pad_batches.begin(), pad_batches.end(), batch)) return std::nullopt;
-    const auto next = std::upper_bound(pad_batches.begin(), pad_batches.end(), batch);
-    if (next == pad_batches.end()) return std::nullopt;  // larger than every declared batch: its own session
-    return std::pair{batch, *next};
-  }
-  return std::nullopt;
+void Session::Impl::learn_buckets() {
+  if (buckets.empty()) return;
+  auto p = phase(phase::buckets_learn);
+  const auto shapes = buckets.shapes(inputs, spec.dynamic_dim, kMaxShapeSessions);
+  const auto base = session_for(shapes.front());
+  // Shapes other than a bucket's run (unpadded) on the first bucket's session, which runs its own
+  // shape again afterwards, so that its next call is a steady one.
+  bool disturbed = false;
+  buckets.learn(shapes, outputs, [&](const InputShapes& shape) {
+    const bool own = is_declared(to_string(shape));
+    const auto session = own ? session_for(shape) : base;
+    disturbed = disturbed || !own;
+    std::vector<std::vector<int64_t>> out;
+    for (const auto& t : run_on(*session, warmup_source->make(shape, /*seed=*/1).tensors)) out.push_back(t.shape);
+    return out;
+  });
+  if (disturbed) run_on(*base, warmup_source->make(shapes.front(), 1).tensors);
 }
 
-std::vector<Tensor> Session::Impl::pad(const std::vector<Tensor>& given, int64_t batch) const {
-  std::vector<Tensor> out;
-  for (const auto& t : given) {
-    const auto input = std::find_if(inputs.begin(), inputs.end(), [&](const TensorSpec& i) { return i.name == t.name; });
-    if (input->shape.empty() || input->shape.front() >= 0) {
-      out.push_back(t);
-      continue;
-    }
-    std::vector<int64_t> shape = t.shape;
-    shape.front() = batch;
-    const size_t bytes = checked_bytes(shape, t.type, "input '" + t.name + "' padded");
-    if (!t.on_gpu()) {
-      Tensor padded = Tensor::host_copy(t.name, t.type, shape, nullptr);  // zero-filled
-      if (t.bytes > 0) std::memcpy(padded.data, t.data, t.bytes);
-      out.push_back(std::move(padded));
-      continue;
-    }
-    auto& driver = detail::CudaDriver::instance();
-    Tensor padded = Tensor::allocate_on_gpu(t.name, t.type, shape, bytes, t.device);
-    driver.copy_on_device(cuda_ordinal(t.device), padded.data, t.data, t.bytes);
-    const std::vector<std::byte> zeros(bytes - t.bytes);
-    if (!zeros.empty()) driver.copy_to_device(cuda_ordinal(t.device), static_cast<std::byte*>(padded.data) + t.bytes, zeros.data(), zeros.size());
-    out.push_back(std::move(padded));
+void Session::Impl::measure_shape_costs() {
+  // Measured once per model and configuration, kept beside its cache entry: only on a GPU (the CPU
+  // EP keeps no per-shape state worth a session), for a model with a dynamic dim.
+  if (!spec.device.is_gpu() || spec.config.shapes.policy != ShapePolicy::measured || costs || costs_entry.empty() || graph_mode() ||
+      max_sessions() == 1) {
+    return;
   }
-  return out;
+  const InputShapes a = first_warmup_shape();
+  InputShapes b = a;
+  bool dynamic = false;
+  for (const auto& spec_of_input : inputs) {
+    for (size_t d = 0; d < spec_of_input.shape.size(); ++d) {
+      if (spec_of_input.shape[d] >= 0) continue;
+      dynamic = true;
+      b[spec_of_input.name][d] = detail::second_size(a.at(spec_of_input.name)[d]);
+    }
+  }
+  if (!dynamic) return;
+  auto p = phase(phase::shape_costs);
+  try {
+    const auto shared = session_for(a);
+    const std::vector<Tensor> at_a = warmup_source->make(a, 1).tensors;
+    std::vector<Tensor> at_b;
+    for (const auto& t : at_a) {
+      const auto& want = b.at(t.name);
+      const bool smaller = std::equal(want.begin(), want.end(), t.shape.begin(), t.shape.end(), [](int64_t w, int64_t h) { return w <= h; });
+      // Real warm-up values stay real: cropped where the second shape is smaller.
+      at_b.push_back(smaller ? detail::cropped(t, want, t.device) : warmup_source->make(b, 1).tensors.at(static_cast<size_t>(&t - at_a.data())));
+    }
+    std::vector<double> steady;
+    for (int i = 0; i < 3; ++i) steady.push_back(timed_run(*shared, at_a));
+    std::sort(steady.begin(), steady.end());
+    timed_run(*shared, at_b);  // a new shape in the shared session: its plan (and search) made
+    const double back = timed_run(*shared, at_a);
+    detail::ShapeCosts measured;
+    measured.steady_ms = steady[1];
+    measured.switch_ms = std::max(0.0, back - steady[1]);
+    const auto own = make_shape_session(to_string(b));
+    const double first = timed_run(*own, at_b);
+    const double again = timed_run(*own, at_b);
+    measured.new_session_ms = std::max(0.01, own->create_ms + first - again);
+    costs = measured;
+    detail::write_shape_costs(costs_entry, cost_conditions(), measured);
+    if (p) {
+      p->arg("steady_ms", fmt::format("{:.2f}", measured.steady_ms));
+      p->arg("switch_ms", fmt::format("{:.2f}", measured.switch_ms));
+      p->arg("new_session_ms", fmt::format("{:.1f}", measured.new_session_ms));
+    }
+  } catch (const std::exception& e) {
+    // The model refused the second shape (a dim it needs fixed in practice): new shapes share a session.
+    spdlog::debug("{}: the shape costs were not measured ({}); new shapes share one session", lane, e.what());
+    if (p) p->arg("error", e.what());
+  }
 }
 
 std::vector<Tensor> Session::run(const std::vector<Tensor>& given, bool outputs_on_device) {
@@ -598,16 +708,21 @@ std::vector<Tensor> Session::run(const std::vector<Tensor>& given, bool outputs_
   } catch (const Error& e) {
     throw Error("running " + s.spec.model_path + ": " + e.what_failed(), e.hint(), s.lane);
   }
-  if (const auto padding = s.padded_batch(given)) {
-    const auto [real, batch] = *padding;
-    std::vector<Tensor> out = run(s.pad(given, batch), outputs_on_device);
-    // Batch is the outermost dim: the first rows of each output are the real ones.
-    for (size_t i = 0; i < out.size() && i < s.outputs.size(); ++i) {
-      const auto& spec = s.outputs[i];
-      if (spec.shape.empty() || spec.shape.front() >= 0 || out[i].shape.empty() || out[i].shape.front() != batch) continue;
-      out[i].shape.front() = real;
-      out[i].bytes = checked_bytes(out[i].shape, out[i].type, "output '" + out[i].name + "'");
+  if (const auto bucket = s.buckets.fit(shapes); bucket && *bucket != shapes) {
+    std::call_once(s.buckets_learned, [&] { s.learn_buckets(); });
+    // On a GPU the padding is made there: only the real rows cross the bus, and only the cropped
+    // outputs come back.
+    std::vector<Tensor> padded;
+    for (const auto& t : given) {
+      const auto value = s.spec.config.shapes.pad_values.find(t.name);
+      padded.push_back(s.padded_input(t, bucket->at(t.name), value == s.spec.config.shapes.pad_values.end() ? 0.0 : value->second));
     }
+    std::vector<Tensor> out = run(padded, s.spec.device.is_gpu());
+    padded.clear();  // the buffers are free for the next call
+    std::vector<std::vector<int64_t>> out_shapes;
+    for (const auto& t : out) out_shapes.push_back(t.shape);
+    const auto real = s.buckets.cropped_shapes(shapes, *bucket, out_shapes);
+    for (size_t i = 0; i < out.size(); ++i) out[i] = detail::cropped(out[i], real[i], outputs_on_device ? s.spec.device : Device::cpu());
     return out;
   }
   const auto session = s.session_for(shapes);

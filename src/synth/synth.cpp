@@ -412,7 +412,9 @@ ModelSummary write_transformer(const std::string& path, const TransformerSpec& s
   const int64_t ffn = h * spec.ffn_multiplier;
   GraphBuilder g("transformer", options.seed);
   const Dim batch = batch_dim(spec.batch, spec.dynamic_batch);
-  g.input("input_ids", DataType::int64, {batch, spec.sequence});
+  const Dim sequence = spec.dynamic_sequence ? Dim("sequence") : Dim(spec.sequence);
+  g.input("input_ids", DataType::int64, {batch, sequence});
+  if (spec.attention_mask) g.input("attention_mask", DataType::int64, {batch, sequence});
 
   auto linear = [&](const std::string& x, const std::string& name, int64_t in, int64_t out) {
     const std::string w = g.fan_in_weight(name + ".weight", {in, out}, in);
@@ -427,8 +429,19 @@ ModelSummary write_transformer(const std::string& path, const TransformerSpec& s
   };
 
   const std::string table = g.weight("embeddings.word", {spec.vocabulary, h}, -0.05f, 0.05f);
-  const std::string positions = g.weight("embeddings.position", {spec.sequence, h}, -0.05f, 0.05f);
+  std::string positions = g.weight("embeddings.position", {spec.sequence, h}, -0.05f, 0.05f);
+  if (spec.dynamic_sequence) {  // the first rows of the table: as many as the call's tokens
+    const std::string length = g.op("Slice", {g.op("Shape", {"input_ids"}), g.int64s("one_i", {1}), g.int64s("two_i", {2})});
+    positions = g.op("Slice", {positions, g.int64s("zero_i", {0}), length, g.int64s("zero_i", {0})});
+  }
   std::string x = g.op("Add", {g.op("Gather", {table, "input_ids"}, {Attribute::Int("axis", 0)}), positions});
+  // Padding tokens (mask 0) get -10000 added to their attention scores: softmax gives them nothing.
+  std::string mask_bias;
+  if (spec.attention_mask) {
+    const std::string mask = g.op("Cast", {"attention_mask"}, {Attribute::Int("to", 1)});
+    const std::string bias = g.op("Mul", {g.op("Sub", {g.scalar("one", 1.0f), mask}), g.scalar("masked", -10000.0f)});
+    mask_bias = g.op("Unsqueeze", {bias, g.int64s("axes_heads_queries", {1, 2})});
+  }
   x = layer_norm(x, "embeddings.norm");
 
   const std::string heads_shape = g.int64s("shape_heads", {0, 0, n, d});
@@ -442,7 +455,8 @@ ModelSummary write_transformer(const std::string& path, const TransformerSpec& s
     const std::string q = split_heads(linear(x, p + ".attention.query", h, h), {0, 2, 1, 3});
     const std::string k = split_heads(linear(x, p + ".attention.key", h, h), {0, 2, 3, 1});
     const std::string v = split_heads(linear(x, p + ".attention.value", h, h), {0, 2, 1, 3});
-    const std::string scores = g.op("Div", {g.op("MatMul", {q, k}), scale});
+    std::string scores = g.op("Div", {g.op("MatMul", {q, k}), scale});
+    if (!mask_bias.empty()) scores = g.op("Add", {scores, mask_bias});
     const std::string probs = g.op("Softmax", {scores}, {Attribute::Int("axis", -1)});
     std::string context = g.op("Transpose", {g.op("MatMul", {probs, v})}, {Attribute::Ints("perm", {0, 2, 1, 3})});
     context = g.op("Reshape", {context, hidden_shape});
@@ -457,9 +471,46 @@ ModelSummary write_transformer(const std::string& path, const TransformerSpec& s
     const std::string down = linear(gelu, p + ".ffn.down", ffn, h);
     x = layer_norm(g.op("Add", {down, x}), p + ".ffn.norm");
   }
-  g.output(x, DataType::float32, {batch, spec.sequence, h});
+  g.output(x, DataType::float32, {batch, sequence, h});
   return g.write(path, "transformer", options,
                  {{"ortfleet.input_range.input_ids", "0," + std::to_string(spec.vocabulary - 1)}});
+}
+
+ModelSummary write_segmenter(const std::string& path, const SegmenterSpec& spec, const WriteOptions& options) {
+  require(spec.channels >= 1 && spec.channels <= 1024, "channels must be 1..1024");
+  require(spec.depth >= 0 && spec.depth <= 64, "depth must be 0..64");
+  require(spec.height >= 8 && spec.height % 8 == 0 && spec.width >= 8 && spec.width % 8 == 0, "height and width must be multiples of 8");
+  require(spec.batch >= 1 && spec.batch <= 4096, "batch must be 1..4096");
+  GraphBuilder g("segmenter", options.seed);
+  const Dim batch = batch_dim(spec.batch, spec.dynamic_batch);
+  g.input("image", DataType::float32,
+          {batch, 3, spec.dynamic_spatial ? Dim("height") : Dim(spec.height), spec.dynamic_spatial ? Dim("width") : Dim(spec.width)});
+  int convs = 0;
+  auto conv = [&](const std::string& x, int64_t in, int64_t out, int64_t k, int64_t stride) {
+    const std::string name = "conv" + std::to_string(convs++);
+    const std::string w = g.fan_in_weight(name + ".weight", {out, in, k, k}, in * k * k);
+    const std::string b = g.weight(name + ".bias", {out}, -0.02f, 0.02f);
+    return g.op("Conv", {x, w, b},
+                {Attribute::Ints("kernel_shape", {k, k}), Attribute::Ints("strides", {stride, stride}),
+                 Attribute::Ints("pads", {k / 2, k / 2, k / 2, k / 2})});
+  };
+  auto stage = [&](const std::string& x, int64_t in, int64_t out) {
+    std::string y = g.op("Relu", {conv(x, in, out, 3, 2)});
+    for (int i = 0; i < spec.depth; ++i) y = g.op("Relu", {conv(y, out, out, 3, 1)});
+    return y;
+  };
+  const int64_t c = spec.channels;
+  const std::string half = stage("image", 3, c);      // 1/2
+  const std::string quarter = stage(half, c, 2 * c);  // 1/4
+  const std::string eighth = stage(quarter, 2 * c, 4 * c);
+  const std::string up_weight = g.fan_in_weight("up.weight", {4 * c, 2 * c, 2, 2}, 4 * c);
+  const std::string up = g.op("Relu", {g.op("ConvTranspose", {eighth, up_weight},
+                                            {Attribute::Ints("kernel_shape", {2, 2}), Attribute::Ints("strides", {2, 2})})});
+  const std::string merged = g.op("Relu", {conv(g.op("Add", {up, quarter}), 2 * c, 2 * c, 3, 1)});
+  const std::string map = g.op("Sigmoid", {conv(merged, 2 * c, 1, 1, 1)});
+  g.output(map, DataType::float32,
+           {batch, 1, spec.dynamic_spatial ? Dim("height_4") : Dim(spec.height / 4), spec.dynamic_spatial ? Dim("width_4") : Dim(spec.width / 4)});
+  return g.write(path, "segmenter", options);
 }
 
 ModelSummary write_node_heavy(const std::string& path, const NodeHeavySpec& spec, const WriteOptions& options) {

@@ -199,6 +199,7 @@ TEST(GpuSession, ShapeAwareSessionsMatchTheCpuForEveryShapeAndCudaGraph) {
     gpu.config.cuda.tf32 = false;
     gpu.config.cuda.cuda_graph = graph;
     gpu.config.shapes.batches = {1, 3};
+    gpu.config.shapes.policy = ShapePolicy::per_shape;  // batch 2 gets a session of its own too
     Session on_gpu(gpu);
     on_gpu.warm_up(1);
     SessionSpec cpu;
@@ -224,6 +225,42 @@ TEST(GpuSession, ShapeAwareSessionsMatchTheCpuForEveryShapeAndCudaGraph) {
       EXPECT_GT(s.memory_bytes, 0u) << s.shapes;
     }
   }
+}
+
+}  // namespace ortfleet
+
+namespace ortfleet {
+
+TEST(GpuSession, BucketsPadOnTheGpuAndCropWhatTheCpuCrops) {
+  ORTFLEET_REQUIRE_GPU();
+  synth::SegmenterSpec seg;
+  seg.channels = 8;
+  const std::string model = synth::write_segmenter((test::scratch_dir() / "segmenter-gpu.onnx").string(), seg).path;
+  const std::vector<DimBuckets> buckets = {parse_buckets("image.2=64,128"), parse_buckets("image.3=64,128")};
+  SessionSpec gpu = on_first_gpu(model);
+  gpu.config.shapes.buckets = buckets;
+  Session on_gpu(gpu);
+  on_gpu.warm_up(1);
+  SessionSpec cpu;
+  cpu.model_path = model;
+  cpu.config.shapes.buckets = buckets;  // the same padding: the same values, up to the GPU's rounding
+  Session on_cpu(cpu);
+  on_cpu.warm_up(1);
+  for (const auto& [h, w] : {std::pair<int64_t, int64_t>{40, 96}, {128, 16}, {72, 72}}) {
+    const std::vector<Tensor> host = random_inputs(with_shapes(on_cpu.inputs(), {{"image", {1, 3, h, w}}}), 21);
+    const auto want = on_cpu.run(host);
+    for (const bool device_io : {false, true}) {
+      const std::vector<Tensor> in = device_io ? std::vector<Tensor>{Tensor::copy_to_gpu(host[0], Device::cuda(0))} : host;
+      auto got = on_gpu.run(in, /*outputs_on_device=*/device_io);
+      ASSERT_EQ(got[0].shape, (std::vector<int64_t>{1, 1, h / 4, w / 4})) << h << "x" << w;
+      ASSERT_EQ(got[0].on_gpu(), device_io);
+      if (device_io) got[0] = Tensor::copy_to_host(got[0]);
+      const std::vector<float> g(got[0].values<float>(), got[0].values<float>() + got[0].element_count());
+      const std::vector<float> c(want[0].values<float>(), want[0].values<float>() + want[0].element_count());
+      EXPECT_LT(relative_error(g, c), 1e-4) << h << "x" << w << (device_io ? " (device tensors)" : "");
+    }
+  }
+  EXPECT_EQ(on_gpu.shape_sessions().size(), 4u);
 }
 
 }  // namespace ortfleet

@@ -131,6 +131,7 @@ SessionSpec dynamic_mlp(int max_sessions) {
   SessionSpec spec;
   spec.model_path = test::dynamic_mlp_model();
   spec.config.shapes.max_sessions = max_sessions;
+  spec.config.shapes.policy = ShapePolicy::per_shape;  // the default shares one session on the CPU (test_buckets.cpp)
   return spec;
 }
 }  // namespace

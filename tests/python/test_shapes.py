@@ -98,3 +98,37 @@ def test_keywords_override_the_config(resnet):
 def test_bad_shape_keywords_are_ortfleet_errors(resnet, keywords, message):
     with pytest.raises(ortfleet.Error, match=message):
         ortfleet.Fleet(resnet, devices="cpu", strategy="threads", config=SLIM, **keywords)
+
+
+@pytest.fixture(scope="module")
+def segmenter(tmp_path_factory):
+    """A fully convolutional net with dynamic height and width: its output map follows both."""
+    return ortfleet.synth_segmenter(str(tmp_path_factory.mktemp("buckets") / "segmenter.onnx"), channels=4, depth=1)
+
+
+@pytest.mark.parametrize("strategy", ["threads", "processes"])  # processes: the buckets reach the worker
+@pytest.mark.parametrize("buckets", [{"image.2": [32, 64], "image.3": "32:64:32"}, ["image.2=32,64", "image.3=32,64"]])
+def test_buckets_pad_any_dim_and_crop_the_outputs_back(segmenter, strategy, buckets):
+    with ortfleet.Fleet(segmenter, devices="cpu", strategy=strategy, config=SLIM, buckets=buckets) as fleet:
+        assert fleet.start().wait()
+        assert warmed_shapes(fleet) == {f"image=1x3x{h}x{w}" for h in (32, 64) for w in (32, 64)}
+        for h, w in ((24, 40), (64, 8), (32, 32)):
+            x = np.random.default_rng(h * w).uniform(-1, 1, (1, 3, h, w)).astype(np.float32)
+            assert only(fleet.run("cpu", {"image": x})).shape == (1, 1, h // 4, w // 4)
+
+
+@pytest.mark.parametrize("keywords, message", [
+    ({"buckets": {"picture.2": [32]}}, r"no input 'picture'"),
+    ({"buckets": {"image.1": [3]}}, r"is fixed by the model"),
+    ({"buckets": ["image.2=0"]}, r"dims must be positive"),
+    ({"buckets": {"image.2": [32.5]}}, r"must be whole numbers, not 32.5"),
+    ({"pad_values": {"image": "zero"}}, r"pad value of 'image' must be a number, not 'zero'"),
+    ({"pad_values": [0]}, r"pad_values must be a dict"),
+    ({"shape_policy": "always"}, r"unknown shape policy 'always'"),
+])
+def test_bad_bucket_keywords_are_ortfleet_errors(segmenter, keywords, message):
+    with pytest.raises(ortfleet.Error, match=message):
+        fleet = ortfleet.Fleet(segmenter, devices="cpu", strategy="threads", config=SLIM, **keywords)
+        fleet.start().wait()
+        fleet.status()  # a start-up error surfaces here at the latest
+        raise ortfleet.Error(str([s["error"] for s in fleet.status()]))

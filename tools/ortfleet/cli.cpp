@@ -198,6 +198,25 @@ void RunConfigFlags::add_to(CLI::App* app) {
        [this](RunConfig& c) {
          if (max_shape_sessions > 0) c.shapes.max_sessions = max_shape_sessions;
        });
+  flag(app->add_option("--buckets", buckets,
+                       "Pad a dynamic dim up to the next of a few sizes, outputs cropped back: input.dim=480,640,960 or a range "
+                       "input.dim=320:960:128 (first:last:step); dims sharing its symbolic name pad with it; repeatable, a session per "
+                       "combination, made at start-up"),
+       [this](RunConfig& c) {
+         for (const auto& b : buckets) c.shapes.buckets.push_back(parse_buckets(b));
+       });
+  flag(app->add_option("--pad-value", pad_values, "The value an input is padded with: input_ids=0 (default 0); repeatable"),
+       [this](RunConfig& c) {
+         for (const auto& v : pad_values) c.shapes.pad_values.insert_or_assign(parse_pad_value(v).first, parse_pad_value(v).second);
+       });
+  flag(app->add_option("--shape-policy", shape_policy,
+                       "What serves a shape nothing was declared for: measured (one shared session; on a GPU a shape gets its own once its "
+                       "switches cost a new session, as measured at the model's first start), per-shape (a session per shape, least "
+                       "recently used evicted) or shared")
+           ->check(CLI::IsMember({"measured", "per-shape", "shared"})),
+       [this](RunConfig& c) {
+         if (!shape_policy.empty()) c.shapes.policy = parse_shape_policy(shape_policy);
+       });
   flag(app->add_flag("--pad-batch", pad_batch, "Pad a batch up to the next declared batch (--batches), outputs sliced back"), [this](RunConfig& c) {
     if (pad_batch) c.shapes.pad_batch = true;
     c.shapes.validate();  // the last of the shapes' flags: every one of them is in

@@ -72,6 +72,9 @@ struct RunConfigFlags {
   std::string batches;
   int max_shape_sessions = 0;
   bool pad_batch = false;
+  std::vector<std::string> buckets;     ///< input.dim=sizes, repeatable
+  std::vector<std::string> pad_values;  ///< input=value, repeatable
+  std::string shape_policy;             ///< "" (the config's), measured, per-shape, shared
   std::string warmup_inputs;              ///< .npz/.npy of real warm-up inputs
   std::vector<std::string> input_ranges;  ///< NAME=VALUE or NAME=LO:HI for generated ones
   /// Declares the flags on `app`; this object must stay where it is while `app` parses into it.

@@ -31,6 +31,9 @@ struct BenchFlags {
   bool inference = false;
   double seconds = 5;
   std::string shape_mix;
+  std::string shape_stream;
+  int stream_count = 24;
+  uint64_t stream_seed = 1;
   std::string batch;
   std::string shape_order = "cycle";
   bool floor = false;
@@ -64,8 +67,10 @@ void print_report(const BenchReport& r, std::ostream& out) {
 
 void print_throughput(const ThroughputReport& r, std::ostream& out) {
   const bool mix = std::any_of(r.rows.begin(), r.rows.end(), [](const ThroughputRow& row) { return row.sessions > 0; });
+  const bool stream = std::any_of(r.rows.begin(), r.rows.end(), [](const ThroughputRow& row) { return row.stream_ms > 0; });
   std::vector<std::string> headers = {"inference", "inferences/s", "p50", "p99", "speed-up"};
   if (mix) headers.insert(headers.end(), {"first call", "sessions", "memory"});
+  if (stream) headers.push_back("stream");
   std::vector<bool> right(headers.size(), true);
   right[0] = false;
   Table t(headers, right);
@@ -80,6 +85,7 @@ void print_throughput(const ThroughputReport& r, std::ostream& out) {
       cells.insert(cells.end(), {format_ms(row.first_call_ms), std::to_string(row.sessions),
                                  row.memory_bytes > 0 ? format_bytes(row.memory_bytes) : "-"});
     }
+    if (stream) cells.push_back(row.stream_ms > 0 ? format_ms(row.stream_ms) : "-");
     t.add(cells);
   }
   t.print(out);
@@ -99,6 +105,9 @@ int run_inference(const BenchFlags& f, const Globals& g, const std::string& mode
   o.config = f.config.resolve();
   o.ort_library = g.ort_lib;
   if (!f.shape_mix.empty()) o.shape_mix = parse_batch_list(f.shape_mix);
+  o.shape_stream = f.shape_stream;
+  o.stream_count = f.stream_count;
+  o.stream_seed = f.stream_seed;
   if (!f.batch.empty()) o.batches = parse_batch_list(f.batch);
   o.random_order = f.shape_order == "random";
   o.anchors = !f.no_anchors;
@@ -186,6 +195,12 @@ void register_bench(CLI::App& app, Globals& globals, Action& action) {
   cmd->add_option("--batch", f->batch,
                   "With --inference: batch sizes to measure the scaling rows at (1 or 1,32; the model needs a dynamic first dim), "
                   "a set of rows each, with host inputs and on GPUs also with inputs already on the device");
+  cmd->add_option("--shape-stream", f->shape_stream,
+                  "With --inference: a stream of calls whose shapes keep changing, x=1x3x[320:960:32]x[320:960:32] (a bracketed dim "
+                  "drawn from first:last:step per call) or @FILE (a shape per line): one ONNX Runtime session, the default shape "
+                  "policy, buckets (--buckets, else four sizes per varying dim), onnxruntime's Python API");
+  cmd->add_option("--stream-count", f->stream_count, "With --shape-stream: calls in the stream")->check(CLI::Range(1, 100000));
+  cmd->add_option("--stream-seed", f->stream_seed, "With --shape-stream: the seed the shapes are drawn from");
   cmd->add_option("--shape-order", f->shape_order, "With --shape-mix: cycle through the sizes, or draw them at random")
       ->check(CLI::IsMember({"cycle", "random"}));
   f->config.add_to(cmd);

@@ -83,6 +83,14 @@ void print_location(const CrashLocation& r) {
     if (!r.smallest_inputs.empty()) std::cout << "its inputs:                  " << r.smallest_inputs << "\n";
     std::cout << "reproduce it:                " << r.reproduce << "\n";
   }
+  if (!r.workarounds.empty()) std::cout << "\nwork-arounds, each in a fresh process on " << r.device << ", outputs against the CPU EP's:\n";
+  for (const auto& w : r.workarounds) std::cout << "  " << (w.works ? "works   " : "no      ") << w.what << ": " << w.outcome << "\n";
+  if (!r.workaround_config.empty()) {
+    const auto& w = r.workarounds.back();
+    std::cout << "\nstart it with the work-around: ortfleet start " << r.model << " --devices " << r.device << " --config " << r.workaround_config
+              << "\n  (its config entry: --session-config '" << w.config_key << "=" << w.config_value.substr(0, 120)
+              << (w.config_value.size() > 120 ? "...'" : "'") << "; the model cache writes its entry with it)\n";
+  }
   for (const auto& note : r.notes) std::cout << "note: " << note << "\n";
   std::cout << fmt::format("\n{} tries in fresh processes, {:.1f} s\n", r.tries, r.seconds);
 }

@@ -19,6 +19,7 @@ struct SynthFlags {
   synth::ResNetSpec resnet;
   synth::ConvZooSpec zoo;
   synth::TransformerSpec transformer;
+  synth::SegmenterSpec segmenter;
   synth::MlpSpec mlp;
   synth::NodeHeavySpec nodes;
   synth::IdentitySpec identity;
@@ -94,6 +95,19 @@ void register_synth(CLI::App& app, Globals& globals, Action& action) {
   tf->add_option("--vocabulary", f->transformer.vocabulary, "Vocabulary size");
   tf->add_option("--batch", f->transformer.batch, "Batch size");
   tf->add_flag("--dynamic-batch", f->transformer.dynamic_batch, "Make the batch dimension symbolic");
+  tf->add_flag("--dynamic-sequence", f->transformer.dynamic_sequence, "Make the sequence dimension symbolic (--sequence is then the longest)");
+  tf->add_flag("--attention-mask", f->transformer.attention_mask, "Add an attention_mask input (1 = token, 0 = padding)");
+
+  auto* seg = model_command(synth, "segmenter",
+                            "A fully convolutional segmentation net (strided encoder, decoder to a quarter of the image), dynamic height and width",
+                            *f);
+  seg->add_option("--channels", f->segmenter.channels, "Channels of the first stage (doubled at each further stage)");
+  seg->add_option("--depth", f->segmenter.depth, "3x3 convolutions per stage after its strided one");
+  seg->add_option("--height", f->segmenter.height, "Image height, when fixed (a multiple of 8)");
+  seg->add_option("--width", f->segmenter.width, "Image width, when fixed (a multiple of 8)");
+  seg->add_option("--batch", f->segmenter.batch, "Batch size");
+  seg->add_flag("--dynamic-batch", f->segmenter.dynamic_batch, "Make the batch dimension symbolic");
+  seg->add_flag("!--fixed-spatial", f->segmenter.dynamic_spatial, "Make height and width fixed (default: symbolic)");
 
   auto* nodes = model_command(synth, "nodes", "Tens of thousands of small nodes (start-up cost per node)", *f);
   nodes->add_option("--nodes", f->nodes.nodes, "Nodes in the graph (rounded up to whole blocks of 9)");
@@ -125,6 +139,7 @@ void register_synth(CLI::App& app, Globals& globals, Action& action) {
   bind(resnet, [](const SynthFlags& s, const synth::WriteOptions& o) { return synth::write_resnet(s.output, s.resnet, o); });
   bind(zoo, [](const SynthFlags& s, const synth::WriteOptions& o) { return synth::write_conv_zoo(s.output, s.zoo, o); });
   bind(tf, [](const SynthFlags& s, const synth::WriteOptions& o) { return synth::write_transformer(s.output, s.transformer, o); });
+  bind(seg, [](const SynthFlags& s, const synth::WriteOptions& o) { return synth::write_segmenter(s.output, s.segmenter, o); });
   bind(nodes, [](const SynthFlags& s, const synth::WriteOptions& o) { return synth::write_node_heavy(s.output, s.nodes, o); });
   bind(mlp, [](const SynthFlags& s, const synth::WriteOptions& o) { return synth::write_mlp(s.output, s.mlp, o); });
   bind(identity, [](const SynthFlags& s, const synth::WriteOptions& o) { return synth::write_identity(s.output, s.identity, o); });

@@ -2,7 +2,10 @@
 // `ortfleet doctor MODEL --locate-crash`: finds the first node whose execution crashes ONNX Runtime
 // (a SIGSEGV or an abort inside an execution provider), by running prefixes of the model's graph in
 // fresh processes and bisecting, each try with a deadline. It writes the smallest model that still
-// crashes, with its inputs, for a bug report, and the command that reproduces it.
+// crashes, with its inputs, for a bug report, and the command that reproduces it. Then it tries what
+// ortfleet can change itself, each in a fresh process on the device, and keeps the first whose outputs
+// match the CPU EP's: the crashing node, then every node of its op, run on the CPU EP inside the same
+// session (ONNX Runtime 1.29's session.name_based_layer_assignment).
 #include <functional>
 #include <optional>
 #include <string>
@@ -42,6 +45,15 @@ struct CrashNode {
   std::string on_cpu;  ///< what the smallest model does on the CPU EP: "runs", "crashes (SIGSEGV)", "fails: ..."
 };
 
+/// One work-around tried, in a fresh process on the device, on the model's own inputs.
+struct WorkaroundTry {
+  std::string what;          ///< "/stage1/Resize on the CPU EP", "every Resize node (39) on the CPU EP"
+  std::string config_key;    ///< the session config entry it sets
+  std::string config_value;  ///< "cpu(/stage1/Resize)"
+  std::string outcome;       ///< "crashes (...)", "fails: ...", "outputs differ from the CPU EP's: ...", "outputs match the CPU EP's (...)"
+  bool works = false;
+};
+
 struct CrashLocation {
   std::string model;
   std::string device;
@@ -54,6 +66,8 @@ struct CrashLocation {
   std::string smallest_model;     ///< the smallest model that still crashes
   std::string smallest_inputs;    ///< its inputs (.npz)
   std::string reproduce;          ///< the command that shows the crash
+  std::vector<WorkaroundTry> workarounds;  ///< in the order tried; the last one works when any does
+  std::string workaround_config;  ///< a config file with the working one (the start's config plus it), "" when none works
   std::vector<std::string> notes;
   std::string to_json() const;
 };

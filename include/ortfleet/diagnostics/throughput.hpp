@@ -2,7 +2,8 @@
 // `ortfleet bench --inference`: how fast ready sessions serve. A stream of inferences over N devices
 // at once against one device, N threads over one session against one session per device, sessions in
 // worker processes against sessions in this process; and with a shape mix, a stream of varying batch
-// sizes through one ONNX Runtime session against ortfleet's shape-aware sessions.
+// sizes through one ONNX Runtime session against ortfleet's shape-aware sessions; with a shape
+// stream, calls of ever-changing shapes through one session, the default shape policy and buckets.
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -30,6 +31,11 @@ struct ThroughputOptions {
   /// a set of rows each; empty: the model's own inputs (dynamic dims 1). On GPUs every batch is
   /// measured twice: inputs in host memory, and inputs already on the session's GPU.
   std::vector<int64_t> batches;
+  /// Non-empty: a stream of calls whose shapes keep changing (diagnostics/shape_stream.hpp):
+  /// "x=1x3x[320:960:32]x[320:960:32]" drawn `stream_count` times from `stream_seed`, or "@FILE".
+  std::string shape_stream;
+  int stream_count = 24;
+  uint64_t stream_seed = 1;
   bool random_order = false;
   bool anchors = true;            ///< also the onnxruntime Python package's one session (shape mix)
   std::string python = "python3";
@@ -56,6 +62,7 @@ struct ThroughputRow {
   uint64_t ipc_bytes = 0;
   uint64_t host_bytes = 0;
   uint64_t staged_bytes = 0;
+  double stream_ms = 0;         ///< shape stream: the whole stream's time (the sum of its calls)
   std::string error;            ///< why the row could not be measured
 };
 

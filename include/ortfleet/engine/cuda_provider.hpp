@@ -38,6 +38,9 @@ struct CudaProviderState {
   std::string plugin_error;    ///< why the plugin path was not taken
   std::vector<int> plugin_devices;  ///< CUDA ordinals the plugin offers an OrtEpDevice for
   double register_ms = 0;
+  /// Why this core library and CUDA EP library are known to crash together, "" when they are not: a
+  /// core built without CUDA under a CUDA EP built to call back into a CUDA-built core.
+  std::string core_mismatch;
 };
 
 /// Prepares the CUDA provider once per process (loads and registers the EP library) and reports

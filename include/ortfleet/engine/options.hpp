@@ -72,8 +72,28 @@ using InputShapes = std::map<std::string, std::vector<int64_t>>;
 /// The most ONNX Runtime sessions one device may keep for one model (shapes.max_sessions).
 inline constexpr int kMaxShapeSessions = 256;
 
+/// Sizes one dynamic dim of an input is padded up to ("x.2=480,640,960", "x.3=320:960:128"). Every
+/// other input dim with the same symbolic name ("sequence" of input_ids and attention_mask) is padded
+/// with it.
+struct DimBuckets {
+  std::string input;
+  int dim = 0;
+  std::vector<int64_t> sizes;  ///< ascending, each positive
+  bool operator==(const DimBuckets&) const = default;
+};
+
+/// What a call of a shape nothing was declared for runs on.
+enum class ShapePolicy {
+  /// One session serves new shapes, as ONNX Runtime alone does. On a GPU, a shape gets a session of
+  /// its own once the shape switches it caused in the shared session have cost what a new session
+  /// costs, both measured at the model's first start (kept with its cache entry); never on the CPU.
+  measured,
+  per_shape,  ///< a session per new shape, up to max_sessions, least recently used evicted
+  shared,     ///< one session for every shape nothing was declared for
+};
+
 /// The input shapes a session serves. ONNX Runtime 1.29's CUDA EP rebuilds every convolution's cuDNN
-/// plan whenever a call's shape differs from the previous call's, so a session keeps one ONNX
+/// plan whenever a call's shape differs from the previous call's, so a session may keep one ONNX
 /// Runtime session per shape signature (ortfleet/engine/session.hpp).
 struct ShapeOptions {
   std::vector<InputShapes> declared;  ///< made and warmed up at start-up; inputs left out take the model's dims
@@ -87,6 +107,12 @@ struct ShapeOptions {
   /// On a GPU, the sessions made for further shapes use one copy of the weights, uploaded once
   /// (from the optimised-model cache's entry, whose graph is final), instead of a copy each.
   bool share_weights = true;
+  /// Dims padded up to the next of a few sizes, outputs cropped back: a session per bucket shape (the
+  /// cross product of every dim's sizes), made and warmed up at start-up.
+  std::vector<DimBuckets> buckets;
+  /// The value an input is padded with (a token id for input_ids); 0 for inputs not named.
+  std::map<std::string, double> pad_values;
+  ShapePolicy policy = ShapePolicy::measured;
   bool operator==(const ShapeOptions&) const = default;
   /// Throws ortfleet::Error when the options contradict each other (padding with no batch to pad to,
   /// a session count out of 1..kMaxShapeSessions).
@@ -98,6 +124,15 @@ struct ShapeOptions {
 std::vector<InputShapes> parse_shape_list(const std::string& text);
 /// "1,2,4,8" -> {1, 2, 4, 8}; every size positive. Throws ortfleet::Error.
 std::vector<int64_t> parse_batch_list(const std::string& text);
+/// "x.2=480,640,960" or the range "x.3=320:960:128" (320, 448, ..., 960; a last step short of the end
+/// adds the end). Throws ortfleet::Error.
+DimBuckets parse_buckets(const std::string& text);
+/// "x.2=480,640,960".
+std::string to_string(const DimBuckets& buckets);
+/// "input_ids=0" -> {"input_ids", 0}. Throws ortfleet::Error.
+std::pair<std::string, double> parse_pad_value(const std::string& text);
+const char* to_string(ShapePolicy policy);
+ShapePolicy parse_shape_policy(const std::string& text);  ///< "measured", "per-shape", "shared"
 /// "ids=1x128,mask=1x128": inputs in name order, dims joined by 'x'.
 std::string to_string(const InputShapes& shapes);
 

@@ -38,6 +38,24 @@ struct TransformerSpec {
   int batch = 1;
   int vocabulary = 16000;
   bool dynamic_batch = false;
+  /// The sequence dim symbolic ("sequence"); `sequence` is then the longest (the position table's rows).
+  bool dynamic_sequence = false;
+  /// An attention_mask input [batch, sequence] (1 = a token, 0 = padding), as BERT exports take.
+  bool attention_mask = false;
+};
+
+/// A small fully convolutional segmentation net, as text detectors and matting models are: an
+/// encoder of strided 3x3 convolutions to an eighth of the image, a decoder back to a quarter
+/// (ConvTranspose, a skip connection), one output map [batch, 1, height/4, width/4]. Height and width
+/// must be multiples of 8.
+struct SegmenterSpec {
+  int channels = 32;  ///< of the first stage (doubled at each further stage)
+  int depth = 2;      ///< 3x3 convolutions per stage after its strided one
+  int height = 640;   ///< when not dynamic
+  int width = 640;
+  int batch = 1;
+  bool dynamic_batch = false;
+  bool dynamic_spatial = true;  ///< height and width symbolic
 };
 
 /// A small multilayer perceptron: the quickest model that exercises every code path in tests.
@@ -92,6 +110,7 @@ struct ModelSummary {
 ModelSummary write_resnet(const std::string& path, const ResNetSpec& spec, const WriteOptions& options = {});
 ModelSummary write_conv_zoo(const std::string& path, const ConvZooSpec& spec, const WriteOptions& options = {});
 ModelSummary write_transformer(const std::string& path, const TransformerSpec& spec, const WriteOptions& options = {});
+ModelSummary write_segmenter(const std::string& path, const SegmenterSpec& spec, const WriteOptions& options = {});
 ModelSummary write_node_heavy(const std::string& path, const NodeHeavySpec& spec, const WriteOptions& options = {});
 ModelSummary write_mlp(const std::string& path, const MlpSpec& spec, const WriteOptions& options = {});
 ModelSummary write_identity(const std::string& path, const IdentitySpec& spec, const WriteOptions& options = {});

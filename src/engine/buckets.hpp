@@ -1,0 +1,77 @@
+#pragma once
+// Buckets: dynamic dims padded up to the next of a few declared sizes, so that a stream of many
+// shapes runs on a few sessions made and warmed up at start-up. Outputs are cropped back along the
+// dims that follow a padded input dim; which ones do is learned at warm-up from two shapes, and an
+// output none of whose dims follows (pooled, reduced over the padded dim) refuses the buckets, since
+// padding would change its values.
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ortfleet/engine/options.hpp"
+#include "ortfleet/engine/tensor.hpp"
+
+namespace ortfleet::detail {
+
+/// One padded dim: the input dims it covers (those sharing a symbolic name are padded together) and
+/// the sizes they are padded up to.
+struct BucketDim {
+  std::string name;  ///< "x.2", or "batch" for pad_batch
+  std::vector<std::pair<std::string, size_t>> members;  ///< (input, dim)
+  std::vector<int64_t> sizes;                           ///< ascending
+};
+
+/// How an output dim follows a padded dim: size = slope * padded dim's size + offset.
+struct FollowingDim {
+  size_t output_dim = 0;
+  size_t bucket = 0;  ///< index into BucketPlan::dims()
+  double slope = 0;
+  double offset = 0;
+};
+
+class BucketPlan {
+ public:
+  BucketPlan() = default;  ///< no buckets
+  /// The options' buckets resolved against the model's inputs; with pad_batch, the first dim of every
+  /// input whose first dim is dynamic, padded to `batches`. Throws ortfleet::Error naming an unknown
+  /// input, a dim out of range or fixed by the model.
+  BucketPlan(const std::vector<TensorSpec>& inputs, const ShapeOptions& options, const std::vector<int64_t>& batches);
+
+  bool empty() const { return dims_.empty(); }
+  const std::vector<BucketDim>& dims() const { return dims_; }
+
+  /// Every bucket shape (the cross product of the sizes), other dynamic dims as complete_shapes makes
+  /// them from `dynamic_dim`. Throws ortfleet::Error when there are more than `most`.
+  std::vector<InputShapes> shapes(const std::vector<TensorSpec>& inputs, int64_t dynamic_dim, size_t most) const;
+
+  /// The bucket shape a call of `given` is padded to: nullopt when a dim is larger than its largest
+  /// size (or the dims padded together disagree), so that the call runs as it is.
+  std::optional<InputShapes> fit(const InputShapes& given) const;
+
+  /// Learns which output dims follow each padded dim: `outputs_of(shape)` runs the model on `shape`
+  /// (unpadded) and returns its outputs' shapes. For each padded dim, two shapes that differ in it
+  /// alone are run: its two smallest sizes, or (one size) a smaller one. Throws ortfleet::Error when an
+  /// output has no dim that follows a padded dim (its values would change with padding), naming it.
+  void learn(const std::vector<InputShapes>& bucket_shapes, const std::vector<TensorSpec>& outputs,
+             const std::function<std::vector<std::vector<int64_t>>(const InputShapes&)>& outputs_of);
+
+  /// The shape of each output of a call of `given` that ran padded to `padded`, whose outputs have
+  /// `padded_outputs` shapes.
+  std::vector<std::vector<int64_t>> cropped_shapes(const InputShapes& given, const InputShapes& padded,
+                                                   const std::vector<std::vector<int64_t>>& padded_outputs) const;
+
+  /// The size of bucket `b` in `shapes` (its first member's dim).
+  int64_t size_in(size_t b, const InputShapes& shapes) const;
+
+ private:
+  std::vector<BucketDim> dims_;
+  std::vector<std::vector<FollowingDim>> following_;  // per output
+};
+
+/// A size below `size` that keeps its larger power-of-two factors (960 -> 896, 640 -> 512, 1 -> 2
+/// instead): a second shape a convolutional net with strides still takes.
+int64_t second_size(int64_t size);
+
+}  // namespace ortfleet::detail
