@@ -506,6 +506,10 @@ std::vector<DimBuckets> to_buckets(const py::object& value) {
       std::string text = py::str(key).cast<std::string>() + "=";
       if (py::isinstance<py::str>(sizes)) {
         text += sizes.cast<std::string>();
+      } else if (!py::isinstance<py::iterable>(sizes)) {
+        const auto n = whole_number(sizes);
+        if (!n) throw Error("buckets for " + py::str(key).cast<std::string>() + " must be whole numbers, not " + py::repr(sizes).cast<std::string>());
+        text += std::to_string(*n);
       } else {
         std::string list;
         for (const auto& size : sizes.cast<py::iterable>()) {

@@ -226,7 +226,7 @@ ThroughputReport run_shape_stream(const ThroughputOptions& o) {
         const auto made = random_inputs(with_shapes(model_inputs, shape), 3, 1, o.config.warmup.input_ranges);
         session.run(made);
         std::vector<double> steady_ms;
-        for (int i = 0; i < 10; ++i) {
+        for (int i = 0; i < 30; ++i) {
           const int64_t start = monotonic_ns();
           session.run(made);
           steady_ms.push_back(static_cast<double>(monotonic_ns() - start) / 1e6);

@@ -50,21 +50,26 @@ BucketPlan::BucketPlan(const std::vector<TensorSpec>& inputs, const ShapeOptions
         }
       }
     }
+    bool covered = false;  // declared already through another input's dim of the same name
     for (const auto& existing : dims_) {
-      for (const auto& member : b.members) {
-        if (std::find(existing.members.begin(), existing.members.end(), member) != existing.members.end()) {
-          if (existing.sizes != b.sizes) {
-            throw Error("buckets for " + name + " and " + existing.name + " pad the same dim ('" + symbol + "') to different sizes",
-                        "Declare one of them");
-          }
-          b.members.clear();
-        }
+      const bool shared = std::any_of(b.members.begin(), b.members.end(), [&](const auto& member) {
+        return std::find(existing.members.begin(), existing.members.end(), member) != existing.members.end();
+      });
+      if (shared && existing.sizes != b.sizes) {
+        throw Error("buckets for " + name + " and " + existing.name + " pad the same dim ('" + symbol + "') to different sizes",
+                    "Declare one of them");
       }
+      covered = covered || shared;
     }
-    if (!b.members.empty()) dims_.push_back(std::move(b));
+    if (!covered) dims_.push_back(std::move(b));
+  }
+  for (const auto& [input, value] : options.pad_values) {
+    if (std::none_of(inputs.begin(), inputs.end(), [&](const TensorSpec& s) { return s.name == input; })) {
+      throw Error("a pad value was given for '" + input + "', which is not an input of this model", kBucketHint);
+    }
   }
   if (options.pad_batch && !batches.empty()) {
-    BucketDim b{"batch", {}, batches};
+    BucketDim b{"batch", {}, batches, /*batch=*/true};
     for (const auto& s : inputs) {
       if (!s.shape.empty() && s.shape.front() < 0) b.members.emplace_back(s.name, 0);
     }
@@ -83,7 +88,8 @@ int64_t BucketPlan::size_in(size_t b, const InputShapes& shapes) const {
 }
 
 std::vector<InputShapes> BucketPlan::shapes(const std::vector<TensorSpec>& inputs, int64_t dynamic_dim, size_t most) const {
-  if (dims_.empty()) return {};
+  // Padded batches alone: their shapes are the declared batches' own.
+  if (std::all_of(dims_.begin(), dims_.end(), [](const BucketDim& b) { return b.batch; })) return {};
   size_t count = 1;
   std::string factors;
   for (const auto& b : dims_) {
@@ -131,10 +137,19 @@ std::optional<InputShapes> BucketPlan::fit(const InputShapes& given) const {
 void BucketPlan::learn(const std::vector<InputShapes>& bucket_shapes, const std::vector<TensorSpec>& outputs,
                        const std::function<std::vector<std::vector<int64_t>>(const InputShapes&)>& outputs_of) {
   following_.assign(outputs.size(), {});
-  if (dims_.empty() || bucket_shapes.empty()) return;
+  // A padded batch: every output whose first dim is dynamic is the batch's rows (what pad_batch has
+  // always cropped), nothing to learn; an output without one is left as it is.
+  for (size_t b = 0; b < dims_.size(); ++b) {
+    if (!dims_[b].batch) continue;
+    for (size_t o = 0; o < outputs.size(); ++o) {
+      if (!outputs[o].shape.empty() && outputs[o].shape.front() < 0) following_[o].push_back({0, b, 1, 0});
+    }
+  }
+  if (bucket_shapes.empty() || std::all_of(dims_.begin(), dims_.end(), [](const BucketDim& b) { return b.batch; })) return;
   const InputShapes& base = bucket_shapes.front();  // every padded dim at its smallest size
   const auto at_base = outputs_of(base);
   for (size_t b = 0; b < dims_.size(); ++b) {
+    if (dims_[b].batch) continue;
     const int64_t from = size_in(b, base);
     const int64_t to = dims_[b].sizes.size() > 1 ? dims_[b].sizes[1] : second_size(from);
     InputShapes other = base;

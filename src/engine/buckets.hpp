@@ -21,6 +21,7 @@ struct BucketDim {
   std::string name;  ///< "x.2", or "batch" for pad_batch
   std::vector<std::pair<std::string, size_t>> members;  ///< (input, dim)
   std::vector<int64_t> sizes;                           ///< ascending
+  bool batch = false;  ///< pad_batch's: the first dim of every input whose first dim is dynamic
 };
 
 /// How an output dim follows a padded dim: size = slope * padded dim's size + offset.
@@ -43,7 +44,8 @@ class BucketPlan {
   const std::vector<BucketDim>& dims() const { return dims_; }
 
   /// Every bucket shape (the cross product of the sizes), other dynamic dims as complete_shapes makes
-  /// them from `dynamic_dim`. Throws ortfleet::Error when there are more than `most`.
+  /// them from `dynamic_dim`; none for padded batches alone (the declared batches are their shapes).
+  /// Throws ortfleet::Error when there are more than `most`.
   std::vector<InputShapes> shapes(const std::vector<TensorSpec>& inputs, int64_t dynamic_dim, size_t most) const;
 
   /// The bucket shape a call of `given` is padded to: nullopt when a dim is larger than its largest

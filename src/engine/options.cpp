@@ -239,6 +239,9 @@ void ShapeOptions::validate() const {
       }
     }
   }
+  for (const auto& [input, value] : pad_values) {
+    if (!std::isfinite(value)) throw Error("the pad value of '" + input + "' must be a finite number", "Write it as input_ids=0");
+  }
   if (pad_batch && batches.empty() && declared.empty()) {
     throw Error("pad_batch needs declared batches to pad to", "Declare them: --batches 1,2,4,8, batches=[1, 2, 4, 8] or shapes.batches");
   }

@@ -526,6 +526,7 @@ std::shared_ptr<ShapeSession> Session::Impl::session_for(const InputShapes& shap
     }
   }
   auto made = make_shape_session(signature);
+  made->declared = is_declared(signature);  // never evicted, whenever it was made
   std::lock_guard lock(mutex);
   sessions.push_back(made);
   return use(made);
@@ -627,14 +628,19 @@ void Session::Impl::learn_buckets() {
   if (buckets.empty()) return;
   auto p = phase(phase::buckets_learn);
   const auto shapes = buckets.shapes(inputs, spec.dynamic_dim, kMaxShapeSessions);
+  if (shapes.empty()) {  // padded batches alone: the outputs' first dims are the rows, nothing to run
+    buckets.learn({}, outputs, {});
+    return;
+  }
   const auto base = session_for(shapes.front());
   // Shapes other than a bucket's run (unpadded) on the first bucket's session, which runs its own
   // shape again afterwards, so that its next call is a steady one.
   bool disturbed = false;
   buckets.learn(shapes, outputs, [&](const InputShapes& shape) {
     const bool own = is_declared(to_string(shape));
-    const auto session = own ? session_for(shape) : base;
-    disturbed = disturbed || !own;
+    // A captured CUDA graph runs its own shape only: another shape gets a session of its own, not kept.
+    const auto session = own ? session_for(shape) : graph_mode() ? make_shape_session(to_string(shape)) : base;
+    disturbed = disturbed || (!own && !graph_mode());
     std::vector<std::vector<int64_t>> out;
     for (const auto& t : run_on(*session, warmup_source->make(shape, /*seed=*/1).tensors)) out.push_back(t.shape);
     return out;
@@ -661,6 +667,7 @@ void Session::Impl::measure_shape_costs() {
   }
   if (!dynamic) return;
   auto p = phase(phase::shape_costs);
+  const CrashScope running(crash_run, crash_record);
   try {
     const auto shared = session_for(a);
     const std::vector<Tensor> at_a = warmup_source->make(a, 1).tensors;
@@ -683,7 +690,10 @@ void Session::Impl::measure_shape_costs() {
     const double first = timed_run(*own, at_b);
     const double again = timed_run(*own, at_b);
     measured.new_session_ms = std::max(0.01, own->create_ms + first - again);
-    costs = measured;
+    {
+      std::lock_guard lock(mutex);  // session_for reads it under the lock
+      costs = measured;
+    }
     detail::write_shape_costs(costs_entry, cost_conditions(), measured);
     if (p) {
       p->arg("steady_ms", fmt::format("{:.2f}", measured.steady_ms));

@@ -60,6 +60,7 @@ void write_shape_costs(const std::string& entry, const std::string& conditions, 
 bool ShapeTraffic::pays_for_session(const std::string& signature, bool switched, const std::optional<ShapeCosts>& costs) {
   if (!costs || !costs->switching_costs()) return false;
   std::lock_guard lock(mutex_);
+  if (paid_.size() >= kMostRemembered && !paid_.count(signature)) return false;  // past the memory: shared
   const auto [it, first] = paid_.try_emplace(signature, 0.0);
   if (switched && !first) it->second += costs->switch_ms;
   return it->second >= costs->new_session_ms;

@@ -1,7 +1,11 @@
 #include "engine/tensor_padding.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "engine/cuda_driver.hpp"
 #include "engine/shapes.hpp"
@@ -12,6 +16,15 @@ namespace ortfleet::detail {
 namespace {
 
 /// `value` as one element of `type`, in its bytes.
+template <typename T>
+T checked_value(double value, ElementType type) {
+  if (std::trunc(value) != value || value < static_cast<double>(std::numeric_limits<T>::lowest()) ||
+      value > static_cast<double>(std::numeric_limits<T>::max())) {
+    throw Error(fmt::format("the pad value {} is not a {} value", value, to_string(type)), "Give a pad value the input's element type can hold");
+  }
+  return static_cast<T>(value);
+}
+
 std::vector<std::byte> element_bytes(ElementType type, double value) {
   std::vector<std::byte> out(element_size(type));
   auto put = [&](auto v) { std::memcpy(out.data(), &v, sizeof v); };
@@ -20,15 +33,17 @@ std::vector<std::byte> element_bytes(ElementType type, double value) {
     case ElementType::float64: put(value); break;
     case ElementType::float16: put(float_to_half(static_cast<float>(value))); break;
     case ElementType::bfloat16: put(float_to_bfloat16(static_cast<float>(value))); break;
-    case ElementType::int8: put(static_cast<int8_t>(value)); break;
-    case ElementType::uint8: put(static_cast<uint8_t>(value)); break;
+    case ElementType::int8: put(checked_value<int8_t>(value, type)); break;
+    case ElementType::uint8: put(checked_value<uint8_t>(value, type)); break;
     case ElementType::boolean: put(static_cast<uint8_t>(value != 0)); break;
-    case ElementType::int16: put(static_cast<int16_t>(value)); break;
-    case ElementType::uint16: put(static_cast<uint16_t>(value)); break;
-    case ElementType::int32: put(static_cast<int32_t>(value)); break;
-    case ElementType::uint32: put(static_cast<uint32_t>(value)); break;
-    case ElementType::int64: put(static_cast<int64_t>(value)); break;
-    case ElementType::uint64: put(static_cast<uint64_t>(value)); break;
+    case ElementType::int16: put(checked_value<int16_t>(value, type)); break;
+    case ElementType::uint16: put(checked_value<uint16_t>(value, type)); break;
+    case ElementType::int32: put(checked_value<int32_t>(value, type)); break;
+    case ElementType::uint32: put(checked_value<uint32_t>(value, type)); break;
+    // A double holds every 32-bit integer but not every 64-bit one: 64-bit pad values (token ids) are
+    // taken within the 32-bit range.
+    case ElementType::int64: put(checked_value<int32_t>(value, type) + int64_t{0}); break;
+    case ElementType::uint64: put(static_cast<uint64_t>(checked_value<uint32_t>(value, type))); break;
     default: throw Error("cannot pad a tensor of " + to_string(type) + " elements", "Bucket only numeric inputs");
   }
   return out;
@@ -81,10 +96,18 @@ std::vector<RowCopy> block_copies(const std::vector<int64_t>& from, const std::v
   if (k == rank) return {RowCopy{0, 0, from_stride[0], to_stride[0], from_stride[0], 1}};
   RowCopy row;
   row.width = static_cast<size_t>(block[k]) * from_stride[k + 1];
-  row.height = k == 0 ? 1 : static_cast<size_t>(block[k - 1]);
   row.from_pitch = k == 0 ? row.width : from_stride[k];
   row.to_pitch = k == 0 ? row.width : to_stride[k];
-  const size_t loops = k < 2 ? 0 : k - 1;  // dims 0 .. k-2 loop
+  // Rows are the dims before k; those from `first` to k-1 are evenly spaced in both layouts (every
+  // dim between them is the same size in both), so one copy takes them all: padding the width of
+  // [8, 256, 60, 60] is one copy of 122,880 rows, not 2,048 copies of 60.
+  size_t first = k;
+  row.height = 1;
+  while (first > 0 && (first == k || from[first] == to[first])) {
+    --first;
+    row.height *= static_cast<size_t>(block[first]);
+  }
+  const size_t loops = first;  // dims 0 .. first-1 loop
   std::vector<int64_t> index(loops, 0);
   std::vector<RowCopy> out;
   while (true) {

@@ -110,6 +110,28 @@ TEST(TensorPadding, CopiesWholeRowsNotElements) {
   EXPECT_EQ(copies[1].to_offset, 512u * 2048u);
   // A padded sequence: one copy.
   EXPECT_EQ(detail::block_copies({1, 37}, {1, 64}, 8).size(), 1u);
+  // Only the width padded: every row of every channel and image in one copy.
+  const auto wide = detail::block_copies({8, 256, 60, 60}, {8, 256, 60, 64}, 4);
+  ASSERT_EQ(wide.size(), 1u);
+  EXPECT_EQ(wide[0].height, 8u * 256u * 60u);
+  EXPECT_EQ(wide[0].to_pitch, 256u);
+  // Every dim pattern moves the same elements as an element-by-element copy.
+  for (const auto& [from, to] : std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>>{
+           {{3}, {5}}, {{2, 3}, {4, 3}}, {{2, 3, 4}, {2, 5, 4}}, {{2, 3, 4}, {3, 3, 6}}, {{1, 2, 3, 4}, {1, 2, 3, 4}}, {{2, 0, 3}, {2, 2, 3}}}) {
+    const Tensor x = counting(from);
+    const Tensor p = detail::padded(x, to, -1.0, Device::cpu());
+    int64_t checked = 0;
+    for (int64_t i = 0; i < x.element_count(); ++i) {
+      std::vector<int64_t> index(from.size());
+      for (int64_t rest = i, d = static_cast<int64_t>(from.size()) - 1; d >= 0; --d) {
+        index[static_cast<size_t>(d)] = rest % from[static_cast<size_t>(d)];
+        rest /= from[static_cast<size_t>(d)];
+      }
+      ASSERT_EQ(at(p, index), x.values<float>()[i]) << shape_text(from) << " -> " << shape_text(to);
+      ++checked;
+    }
+    EXPECT_EQ(checked, x.element_count());
+  }
 }
 
 TEST(Buckets, ParsesListsAndRanges) {
@@ -201,6 +223,21 @@ TEST(Buckets, BadDeclarationsAreClearErrors) {
   EXPECT_NE(with({parse_buckets("picture.2=32")}).find("no input 'picture'"), std::string::npos);
   EXPECT_NE(with({parse_buckets("image.1=3")}).find("is fixed by the model"), std::string::npos);
   EXPECT_NE(with({parse_buckets("image.4=3")}).find("has no dim 4"), std::string::npos);
+  // Declared through a dim of the same name twice, with the same sizes: one padded dim.
+  SessionSpec twice;
+  twice.model_path = masked_transformer_model();
+  twice.config.shapes.buckets = {parse_buckets("input_ids.1=16,32"), parse_buckets("attention_mask.1=16,32")};
+  EXPECT_EQ(Session(twice).declared_shapes().size(), 2u);
+  twice.config.shapes.buckets.back() = parse_buckets("attention_mask.1=16,64");
+  EXPECT_NE(expect_error([&] { Session s(twice); }).find("pad the same dim ('sequence') to different sizes"), std::string::npos);
+  twice.config.shapes.buckets.pop_back();
+  twice.config.shapes.pad_values["input_id"] = 1;  // a typo
+  EXPECT_NE(expect_error([&] { Session s(twice); }).find("'input_id', which is not an input"), std::string::npos);
+  twice.config.shapes.pad_values = {{"input_ids", 1e12}};  // beyond what the padding takes for int64
+  twice.config.shapes.buckets = {parse_buckets("input_ids.1=16,32")};
+  Session big(twice);
+  EXPECT_NE(expect_error([&] { big.run({tokens("input_ids", 5, 1, false), tokens("attention_mask", 5, 1, true)}); }).find("is not a int64 value"),
+            std::string::npos);
   // The cross product is capped: 17 x 17 shapes.
   EXPECT_NE(with({parse_buckets("image.2=8:136:8"), parse_buckets("image.3=8:136:8")}).find("more than 256 shapes"), std::string::npos);
 }
@@ -214,6 +251,20 @@ TEST(ShapePolicy, OnTheCpuNewShapesShareOneSession) {
     EXPECT_EQ(s.run({in}).front().shape.front(), batch);
   }
   EXPECT_EQ(s.shape_sessions().size(), 1u);
+}
+
+TEST(Buckets, PaddedBatchesOfAnImageModelMakeNoOtherShapes) {
+  // pad_batch is buckets on the first dims: the declared batches are the only shapes made.
+  SessionSpec spec;
+  spec.model_path = test::dynamic_resnet18_model();
+  spec.config.shapes.batches = {1, 4};
+  spec.config.shapes.pad_batch = true;
+  Session s(spec);
+  EXPECT_EQ(s.declared_shapes().size(), 2u);
+  s.warm_up(1);
+  const std::vector<Tensor> three = random_inputs(with_shapes(s.inputs(), {{"input", {3, 3, 64, 64}}}), 5);
+  EXPECT_EQ(s.run(three).front().shape.front(), 3);
+  EXPECT_EQ(s.shape_sessions().size(), 2u);
 }
 
 TEST(ShapePolicy, AShapeGetsItsOwnSessionOnceItsSwitchesPaidForOne) {

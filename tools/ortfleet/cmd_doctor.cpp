@@ -87,7 +87,10 @@ void print_location(const CrashLocation& r) {
   for (const auto& w : r.workarounds) std::cout << "  " << (w.works ? "works   " : "no      ") << w.what << ": " << w.outcome << "\n";
   if (!r.workaround_config.empty()) {
     const auto& w = r.workarounds.back();
-    std::cout << "\nstart it with the work-around: ortfleet start " << r.model << " --devices " << r.device << " --config " << r.workaround_config
+    // In worker processes: the fleet strategy (auto's choice on one GPU) still ran the assigned nodes
+    // on the CUDA EP on 1 x H100 (bench/device/workaround_start.sh); sequential and processes did not.
+    std::cout << "\nstart it with the work-around: ortfleet start " << r.model << " --devices " << r.device << " --strategy processes --config "
+              << r.workaround_config
               << "\n  (its config entry: --session-config '" << w.config_key << "=" << w.config_value.substr(0, 120)
               << (w.config_value.size() > 120 ? "...'" : "'") << "; the model cache writes its entry with it)\n";
   }
