@@ -294,7 +294,12 @@ void Session::Impl::create() {
   memory_at_start = memory_in_use(spec.device);
 
   Ort::SessionOptions so = make_options(/*first=*/true);
-  const bool use_cache = spec.config.session.optimized_model_cache.value_or(false);
+  // Nodes assigned to an EP by name (a crash's work-around, doctor --locate-crash) ran on the CUDA EP
+  // again whenever the session also wrote or loaded an optimised copy (1 x H100, ONNX Runtime 1.29,
+  // bench/device/pin_modes.sh): such a model runs from its own graph, without the cache.
+  const auto& entries = spec.config.session.config_entries;
+  const bool assigns_nodes = entries.count("session.name_based_layer_assignment") > 0 || entries.count("session.layer_assignment_settings") > 0;
+  const bool use_cache = spec.config.session.optimized_model_cache.value_or(false) && !assigns_nodes;
   auto cache = use_cache ? std::make_unique<detail::CacheUse>(spec.cache_dir, model, spec.device, spec.config, so)
                          : std::make_unique<detail::CacheUse>(model);
   // A cached graph is final: the first session can already use the weights its siblings will share.

@@ -70,9 +70,8 @@ TEST(GpuDoctor, ACrashingNodeIsWorkedAroundOnTheCpuEpWithItsOutputsChecked) {
   EXPECT_TRUE(located.at("workarounds").back().at("works").get<bool>()) << located.dump(2);
   const std::string config = located.at("workaround_config");
   ASSERT_TRUE(fs::exists(config));
-  // As doctor prints it: in worker processes (the fleet strategy does not apply the assignment yet).
-  const auto started = detail::run_child(
-      {test::bin("ortfleet"), "-q", "start", model, "--devices", "cuda:0", "--strategy", "processes", "--config", config}, env, "", 300);
+  // As doctor prints it: auto (a worker, the crash being remembered), the model cache left out.
+  const auto started = detail::run_child({test::bin("ortfleet"), "-q", "start", model, "--devices", "cuda:0", "--config", config}, env, "", 300);
   EXPECT_EQ(started.exit_code, 0) << started.describe();
 }
 

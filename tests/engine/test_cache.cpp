@@ -322,6 +322,31 @@ TEST(ModelCache, AnEntryWithoutAValidManifestIsRemade) {
   });
 }
 
+// A crash's work-around assigns nodes to the CPU EP by name; an optimised copy lost the assignment
+// on a GPU (docs/limits.md), so such a model runs from its own graph: no entry is written or read.
+TEST(ModelCache, AModelWhoseNodesAreAssignedByNameRunsWithoutTheCache) {
+  const fs::path cache = test::scratch_dir() / "cache-assigned";
+  fs::remove_all(cache);
+  for (int i = 0; i < 2; ++i) {
+    SessionSpec spec;
+    spec.model_path = test::mlp_model();
+    spec.cache_dir = cache.string();
+    spec.config.session.optimized_model_cache = true;
+    spec.config.session.config_entries["session.name_based_layer_assignment"] = "cpu(MatMul)";
+    Session s(spec);
+    s.run(random_inputs(s.inputs(), 5));
+    EXPECT_FALSE(s.used_model_cache());
+  }
+  size_t entries = 0;
+  if (fs::exists(cache)) {
+    for (const auto& e : fs::recursive_directory_iterator(cache)) entries += e.path().extension() == ".onnx" || e.path().extension() == ".ort";
+  }
+  EXPECT_EQ(entries, 0u);
+  // The same model without the entry is cached as ever.
+  EXPECT_FALSE(start(test::mlp_model(), cache).used_cache);
+  EXPECT_TRUE(start(test::mlp_model(), cache).used_cache);
+}
+
 TEST(ModelCache, AnEntryNeverVerifiedIsRemadeAndEveryNewEntryIsVerified) {
   expect_damage_is_repaired("unverified", [](const std::string& entry) {
     auto m = nlohmann::json::parse(test::read_all(entry + ".manifest.json"));

@@ -87,12 +87,9 @@ void print_location(const CrashLocation& r) {
   for (const auto& w : r.workarounds) std::cout << "  " << (w.works ? "works   " : "no      ") << w.what << ": " << w.outcome << "\n";
   if (!r.workaround_config.empty()) {
     const auto& w = r.workarounds.back();
-    // In worker processes: the fleet strategy (auto's choice on one GPU) still ran the assigned nodes
-    // on the CUDA EP on 1 x H100 (bench/device/workaround_start.sh); sequential and processes did not.
-    std::cout << "\nstart it with the work-around: ortfleet start " << r.model << " --devices " << r.device << " --strategy processes --config "
-              << r.workaround_config
+    std::cout << "\nstart it with the work-around: ortfleet start " << r.model << " --devices " << r.device << " --config " << r.workaround_config
               << "\n  (its config entry: --session-config '" << w.config_key << "=" << w.config_value.substr(0, 120)
-              << (w.config_value.size() > 120 ? "...'" : "'") << "; the model cache writes its entry with it)\n";
+              << (w.config_value.size() > 120 ? "...'" : "'") << "; a model whose nodes are assigned by name runs without the model cache)\n";
   }
   for (const auto& note : r.notes) std::cout << "note: " << note << "\n";
   std::cout << fmt::format("\n{} tries in fresh processes, {:.1f} s\n", r.tries, r.seconds);
