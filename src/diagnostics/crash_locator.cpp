@@ -215,16 +215,23 @@ class Locator {
     for (const auto& lib : o_.config.session.custom_op_libraries) flags += " --custom-ops " + lib;
     r.reproduce = fmt::format("ortfleet start {} --devices {} --no-model-cache{}{}", r.smallest_model, o_.device.to_string(),
                               r.smallest_inputs.empty() ? "" : " --warmup-inputs " + r.smallest_inputs, flags);
-    try_workarounds(r, graph, n, original_inputs);
+    try_workarounds(r, graph, index, original_inputs);
     return finish(r);
   }
 
  private:
   /// What ortfleet can change itself so that the model runs: the crashing node, then every node of
-  /// its op, on the CPU EP within the same session. Each try runs the whole model in a fresh process
-  /// on the device with its own inputs; one works when its outputs match the CPU EP's. Nothing is
-  /// applied: the working one is written as a config file, for the user to start with.
-  void try_workarounds(CrashLocation& r, const onnx::OnnxGraph& graph, const onnx::GraphNode& crashing, const std::string& inputs) {
+  /// its op, then every node of each other op of the crashing prefix, nearest the crash first, on
+  /// the CPU EP within the same session (a crash that needs the nodes before it was caused by one of
+  /// them: ISNet fp16's shows at a Cast after the Resize that corrupts memory). Each try runs the
+  /// whole model in a fresh process on the device with its own inputs; one works when its outputs
+  /// match the CPU EP's. Nothing is applied: the working one is written as a config file, for the
+  /// user to start with.
+  void try_workarounds(CrashLocation& r, const onnx::OnnxGraph& graph, size_t crash_index, const std::string& inputs) {
+    const onnx::GraphNode& crashing = graph.nodes()[crash_index];
+    // Each try takes seconds: the search stops at 12 other ops, or once the locator has run 50 s.
+    constexpr size_t kOtherOps = 12;
+    constexpr double kSearchSeconds = 50;
     constexpr const char* kKey = "session.name_based_layer_assignment";  // ONNX Runtime 1.29: cpu(name, name, ...)
     if (!o_.device.is_gpu()) return;  // the CPU EP is what a work-around falls back to
     if (o_.config.session.config_entries.count(kKey)) {
@@ -239,18 +246,35 @@ class Locator {
     }
     // Names the assignment cannot take (it splits on commas and parentheses) leave the candidate out.
     auto usable = [](const std::string& name) { return !name.empty() && name.find_first_of(",()") == std::string::npos; };
-    std::vector<std::string> same_op;
-    for (const auto& n : graph.nodes()) {
-      if (n.op_type == crashing.op_type && n.domain == crashing.domain && usable(n.name)) same_op.push_back(n.name);
-    }
+    auto every_node_of = [&](const onnx::GraphNode& like) -> std::optional<WorkaroundTry> {
+      std::string names;
+      size_t count = 0;
+      for (const auto& n : graph.nodes()) {
+        if (n.op_type != like.op_type || n.domain != like.domain || !usable(n.name)) continue;
+        names += (names.empty() ? "" : ", ") + n.name;
+        ++count;
+      }
+      if (count == 0) return std::nullopt;
+      return WorkaroundTry{fmt::format("every {} node ({}) on the CPU EP", like.op_type, count), kKey, "cpu(" + names + ")", "", false};
+    };
     std::vector<WorkaroundTry> candidates;
     if (usable(crashing.name)) candidates.push_back({crashing.name + " on the CPU EP", kKey, "cpu(" + crashing.name + ")", "", false});
-    if (same_op.size() > 1) {
-      std::string names;
-      for (const auto& name : same_op) names += (names.empty() ? "" : ", ") + name;
-      candidates.push_back({fmt::format("every {} node ({}) on the CPU EP", crashing.op_type, same_op.size()), kKey, "cpu(" + names + ")", "", false});
+    if (auto all = every_node_of(crashing); all && (candidates.empty() || all->config_value != candidates.back().config_value)) {
+      candidates.push_back(*all);
     }
-    for (auto& c : candidates) {
+    std::set<std::pair<std::string, std::string>> ops = {{crashing.domain, crashing.op_type}};
+    for (size_t i = crash_index; i-- > 0 && ops.size() <= kOtherOps;) {
+      const auto& n = graph.nodes()[i];
+      if (!ops.insert({n.domain, n.op_type}).second) continue;
+      if (auto all = every_node_of(n)) candidates.push_back(*all);
+    }
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      auto& c = candidates[i];
+      if (i >= 2 && seconds_since(start_) > kSearchSeconds) {
+        r.notes.push_back(fmt::format("work-arounds: {} more ops of the crashing prefix left untried after {:.0f} s", candidates.size() - i,
+                                      kSearchSeconds));
+        break;
+      }
       const Try t = attempt(model, o_.device, "the whole model, " + c.what, inputs, {{c.config_key, c.config_value}});
       if (t.crashed) {
         c.outcome = "crashes (" + t.how + ")";

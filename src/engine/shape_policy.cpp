@@ -3,14 +3,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
-#include <unistd.h>
+
+#include "base/private_dir.hpp"
 
 namespace ortfleet::detail {
-namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
@@ -42,19 +41,11 @@ void write_shape_costs(const std::string& entry, const std::string& conditions, 
                   {"switch_ms", costs.switch_ms},
                   {"new_session_ms", costs.new_session_ms},
                   {"conditions", conditions}};
-  const std::string path = costs_path(entry);
-  const std::string partial = path + ".partial-" + std::to_string(::getpid());
-  std::error_code ec;
-  {
-    std::ofstream out(partial);
-    out << j.dump(2) << "\n";
-    if (!out) {
-      fs::remove(partial, ec);
-      return;
-    }
+  try {
+    write_private_file(costs_path(entry), j.dump(2) + "\n", /*durable=*/false);
+  } catch (const std::exception&) {
+    // A full disk or a read-only cache: measured again at the next start.
   }
-  fs::rename(partial, path, ec);
-  if (ec) fs::remove(partial, ec);
 }
 
 bool ShapeTraffic::pays_for_session(const std::string& signature, bool switched, const std::optional<ShapeCosts>& costs) {

@@ -203,6 +203,8 @@ void RunConfigFlags::add_to(CLI::App* app) {
                        "input.dim=320:960:128 (first:last:step); dims sharing its symbolic name pad with it; repeatable, a session per "
                        "combination, made at start-up"),
        [this](RunConfig& c) {
+         if (buckets.empty()) return;
+         c.shapes.buckets.clear();  // the flags replace the config's, as --shapes does
          for (const auto& b : buckets) c.shapes.buckets.push_back(parse_buckets(b));
        });
   flag(app->add_option("--pad-value", pad_values, "The value an input is padded with: input_ids=0 (default 0); repeatable"),

@@ -4,8 +4,9 @@
 // fresh processes and bisecting, each try with a deadline. It writes the smallest model that still
 // crashes, with its inputs, for a bug report, and the command that reproduces it. Then it tries what
 // ortfleet can change itself, each in a fresh process on the device, and keeps the first whose outputs
-// match the CPU EP's: the crashing node, then every node of its op, run on the CPU EP inside the same
-// session (ONNX Runtime 1.29's session.name_based_layer_assignment).
+// match the CPU EP's: the crashing node, then every node of its op, then every node of each other op
+// of the crashing prefix, run on the CPU EP inside the same session (ONNX Runtime 1.29's
+// session.name_based_layer_assignment).
 #include <functional>
 #include <optional>
 #include <string>
