@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -706,9 +707,16 @@ void Session::Impl::measure_shape_costs() {
       p->arg("new_session_ms", fmt::format("{:.1f}", measured.new_session_ms));
     }
   } catch (const std::exception& e) {
-    // The model refused the second shape (a dim it needs fixed in practice): new shapes share a session.
+    // The model refused the second shape (a dim it needs fixed in practice): new shapes share a
+    // session, and later starts are not made to try again (switching "costs" nothing).
     spdlog::debug("{}: the shape costs were not measured ({}); new shapes share one session", lane, e.what());
     if (p) p->arg("error", e.what());
+    const detail::ShapeCosts shared_only{0, 0, std::numeric_limits<double>::max()};
+    {
+      std::lock_guard lock(mutex);
+      costs = shared_only;
+    }
+    detail::write_shape_costs(costs_entry, cost_conditions(), shared_only);
   }
 }
 
