@@ -94,6 +94,31 @@ const std::string& conv_zoo_model() {
   return path;
 }
 
+const std::string& segmenter_model() {
+  static const std::string path = [] {
+    synth::SegmenterSpec spec;
+    spec.channels = 4;
+    spec.depth = 1;
+    return synth::write_segmenter((scratch_dir() / "segmenter.onnx").string(), spec).path;
+  }();
+  return path;
+}
+
+const std::string& masked_transformer_model() {
+  static const std::string path = [] {
+    synth::TransformerSpec spec;
+    spec.layers = 2;
+    spec.hidden = 32;
+    spec.heads = 4;
+    spec.sequence = 64;
+    spec.vocabulary = 100;
+    spec.dynamic_sequence = true;
+    spec.attention_mask = true;
+    return synth::write_transformer((scratch_dir() / "transformer-masked.onnx").string(), spec).path;
+  }();
+  return path;
+}
+
 std::string write_small_transformer(const fs::path& path, uint64_t seed) {
   synth::TransformerSpec spec;
   spec.layers = 2;

@@ -232,7 +232,7 @@ class Locator {
     // Each try takes seconds: the search stops at 12 other ops, or once the locator has run 50 s.
     constexpr size_t kOtherOps = 12;
     constexpr double kSearchSeconds = 50;
-    constexpr const char* kKey = "session.name_based_layer_assignment";  // ONNX Runtime 1.29: cpu(name, name, ...)
+    constexpr const char* kKey = kNodeAssignmentByName;  // cpu(name, name, ...)
     if (!o_.device.is_gpu()) return;  // the CPU EP is what a work-around falls back to
     if (o_.config.session.config_entries.count(kKey)) {
       r.notes.push_back(std::string("no work-around tried: the config already sets ") + kKey);

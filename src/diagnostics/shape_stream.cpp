@@ -145,28 +145,10 @@ std::vector<InputShapes> parse_shape_stream(const std::string& spec, size_t coun
 }
 
 std::vector<DimBuckets> buckets_for_stream(const std::vector<InputShapes>& stream) {
+  // What the shape policy would suggest for this stream.
   ShapeTraffic traffic;
-  std::map<std::pair<std::string, size_t>, std::tuple<int64_t, int64_t, int64_t>> ranges;  // lo, hi, gcd
-  for (const auto& call : stream) {
-    for (const auto& [name, dims] : call) {
-      for (size_t d = 0; d < dims.size(); ++d) {
-        auto [it, added] = ranges.try_emplace({name, d}, dims[d], dims[d], dims[d]);
-        if (added) continue;
-        auto& [lo, hi, common] = it->second;
-        lo = std::min(lo, dims[d]);
-        hi = std::max(hi, dims[d]);
-        common = std::gcd(common, dims[d]);
-      }
-    }
-  }
-  std::vector<DimBuckets> out;
-  const std::string prefix = "--buckets ";
-  for (const auto& [at, r] : ranges) {
-    const auto& [lo, hi, common] = r;
-    if (lo == hi) continue;
-    out.push_back(parse_buckets(suggested_buckets(at.first, at.second, lo, hi, common).substr(prefix.size())));
-  }
-  return out;
+  for (const auto& call : stream) traffic.note(to_string(call), call);
+  return traffic.buckets();
 }
 
 ThroughputReport run_shape_stream(const ThroughputOptions& o) {

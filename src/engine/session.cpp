@@ -185,7 +185,7 @@ struct Session::Impl {
   }
   bool graph_mode() const { return spec.device.is_gpu() && spec.config.cuda.cuda_graph; }
   int max_sessions() const { return std::max({1, spec.config.shapes.max_sessions, static_cast<int>(declared.size())}); }
-  /// Runs the warm-up inputs of `shape` on `s`, timed: milliseconds.
+  /// Runs `given` on `s`, timed: milliseconds.
   double timed_run(ShapeSession& s, const std::vector<Tensor>& given) {
     const auto start = std::chrono::steady_clock::now();
     run_on(s, given);
@@ -199,6 +199,14 @@ struct Session::Impl {
     return cuda_only.to_json();
   }
   void measure_shape_costs();
+  /// Uses `measured` from now on and keeps it beside the cache entry for later starts.
+  void keep_costs(const detail::ShapeCosts& measured) {
+    {
+      std::lock_guard lock(mutex);  // session_for reads it under the lock
+      costs = measured;
+    }
+    detail::write_shape_costs(costs_entry, cost_conditions(), measured);
+  }
   bool is_declared(const std::string& signature) const { return declared_signatures.count(signature) > 0; }
 
   void create();
@@ -208,12 +216,12 @@ struct Session::Impl {
   /// Has `options` use the weights of `optimised_model` uploaded once to this GPU (uploading them at
   /// the first call), when this session shares weights; a no-op otherwise.
   void share_weights(Ort::SessionOptions& options, const std::string& optimised_model);
-  /// Loads the entry `cache` is writing and compares its outputs with `reference`'s on warm-up inputs:
-  /// "" when they agree, else why not. The entry is ortfleet's work, so any failure is its own.
-  /// nullopt when the entry could not be checked (the model itself failed on the warm-up inputs).
   /// The shape warm-up makes ready first (and the cache entry is checked on): the first declared one,
   /// else the warm-up inputs' own.
   InputShapes first_warmup_shape() const { return declared.empty() ? warmup_source->default_shapes() : declared.front(); }
+  /// Loads the entry `cache` is writing and compares its outputs with `reference`'s on warm-up inputs:
+  /// "" when they agree, else why not. The entry is ortfleet's work, so any failure is its own.
+  /// nullopt when the entry could not be checked (the model itself failed on the warm-up inputs).
   std::optional<std::string> verify_cache_entry(const detail::CacheUse& cache, ShapeSession& reference);
   /// Runs `s` the way Session::run would (as a CUDA graph in graph mode), outputs on the host.
   std::vector<Tensor> run_on(ShapeSession& s, const std::vector<Tensor>& given) {
@@ -298,9 +306,7 @@ void Session::Impl::create() {
   // Nodes assigned to an EP by name (a crash's work-around, doctor --locate-crash) ran on the CUDA EP
   // again whenever the session also wrote or loaded an optimised copy (1 x H100, ONNX Runtime 1.29,
   // bench/device/pin_modes.sh): such a model runs from its own graph, without the cache.
-  const auto& entries = spec.config.session.config_entries;
-  const bool assigns_nodes = entries.count("session.name_based_layer_assignment") > 0 || entries.count("session.layer_assignment_settings") > 0;
-  const bool use_cache = spec.config.session.optimized_model_cache.value_or(false) && !assigns_nodes;
+  const bool use_cache = spec.config.session.optimized_model_cache.value_or(false) && !spec.config.session.assigns_nodes();
   auto cache = use_cache ? std::make_unique<detail::CacheUse>(spec.cache_dir, model, spec.device, spec.config, so)
                          : std::make_unique<detail::CacheUse>(model);
   // A cached graph is final: the first session can already use the weights its siblings will share.
@@ -506,7 +512,7 @@ std::shared_ptr<ShapeSession> Session::Impl::session_for(const InputShapes& shap
     std::lock_guard lock(mutex);
     if (auto s = find()) return use(s);
     // A shape no session has: the shared session serves it, unless the policy gives it its own.
-    traffic.note(shapes);
+    traffic.note(signature, shapes);
     if (auto advice = traffic.advice_once(static_cast<size_t>(max_sessions()))) spdlog::warn("{}: {}: {}", lane, spec.model_path, *advice);
     // A declared shape always has a session of its own; so has every shape of a captured CUDA graph.
     if (policy != ShapePolicy::per_shape && !is_declared(signature) && !graph_mode()) {
@@ -678,11 +684,18 @@ void Session::Impl::measure_shape_costs() {
     const auto shared = session_for(a);
     const std::vector<Tensor> at_a = warmup_source->make(a, 1).tensors;
     std::vector<Tensor> at_b;
-    for (const auto& t : at_a) {
+    std::optional<std::vector<Tensor>> made_b;  // generated once, for the inputs that grow
+    for (size_t i = 0; i < at_a.size(); ++i) {
+      const Tensor& t = at_a[i];
       const auto& want = b.at(t.name);
       const bool smaller = std::equal(want.begin(), want.end(), t.shape.begin(), t.shape.end(), [](int64_t w, int64_t h) { return w <= h; });
       // Real warm-up values stay real: cropped where the second shape is smaller.
-      at_b.push_back(smaller ? detail::cropped(t, want, t.device) : warmup_source->make(b, 1).tensors.at(static_cast<size_t>(&t - at_a.data())));
+      if (smaller) {
+        at_b.push_back(detail::cropped(t, want, t.device));
+        continue;
+      }
+      if (!made_b) made_b = warmup_source->make(b, 1).tensors;
+      at_b.push_back(made_b->at(i));
     }
     std::vector<double> steady;
     for (int i = 0; i < 3; ++i) steady.push_back(timed_run(*shared, at_a));
@@ -696,11 +709,7 @@ void Session::Impl::measure_shape_costs() {
     const double first = timed_run(*own, at_b);
     const double again = timed_run(*own, at_b);
     measured.new_session_ms = std::max(0.01, own->create_ms + first - again);
-    {
-      std::lock_guard lock(mutex);  // session_for reads it under the lock
-      costs = measured;
-    }
-    detail::write_shape_costs(costs_entry, cost_conditions(), measured);
+    keep_costs(measured);
     if (p) {
       p->arg("steady_ms", fmt::format("{:.2f}", measured.steady_ms));
       p->arg("switch_ms", fmt::format("{:.2f}", measured.switch_ms));
@@ -711,12 +720,7 @@ void Session::Impl::measure_shape_costs() {
     // session, and later starts are not made to try again (switching "costs" nothing).
     spdlog::debug("{}: the shape costs were not measured ({}); new shapes share one session", lane, e.what());
     if (p) p->arg("error", e.what());
-    const detail::ShapeCosts shared_only{0, 0, std::numeric_limits<double>::max()};
-    {
-      std::lock_guard lock(mutex);
-      costs = shared_only;
-    }
-    detail::write_shape_costs(costs_entry, cost_conditions(), shared_only);
+    keep_costs({0, 0, std::numeric_limits<double>::max()});
   }
 }
 

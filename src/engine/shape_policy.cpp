@@ -57,9 +57,9 @@ bool ShapeTraffic::pays_for_session(const std::string& signature, bool switched,
   return it->second >= costs->new_session_ms;
 }
 
-void ShapeTraffic::note(const InputShapes& shapes) {
+void ShapeTraffic::note(const std::string& signature, const InputShapes& shapes) {
   std::lock_guard lock(mutex_);
-  if (seen_.size() < kMostRemembered) seen_.insert(to_string(shapes));
+  if (seen_.size() < kMostRemembered) seen_.insert(signature);
   for (const auto& [input, dims] : shapes) {
     for (size_t d = 0; d < dims.size(); ++d) {
       auto [it, added] = ranges_.try_emplace({input, d}, DimRange{dims[d], dims[d], dims[d]});
@@ -71,9 +71,17 @@ void ShapeTraffic::note(const InputShapes& shapes) {
   }
 }
 
-size_t ShapeTraffic::distinct() const {
+std::vector<DimBuckets> ShapeTraffic::buckets() const {
   std::lock_guard lock(mutex_);
-  return seen_.size();
+  return buckets_locked();
+}
+
+std::vector<DimBuckets> ShapeTraffic::buckets_locked() const {
+  std::vector<DimBuckets> out;
+  for (const auto& [at, r] : ranges_) {
+    if (r.lo != r.hi) out.push_back(suggested_buckets(at.first, at.second, r.lo, r.hi, r.common));
+  }
+  return out;
 }
 
 std::optional<std::string> ShapeTraffic::advice_once(size_t cap) {
@@ -81,14 +89,14 @@ std::optional<std::string> ShapeTraffic::advice_once(size_t cap) {
   if (said_ || seen_.size() <= cap) return std::nullopt;
   said_ = true;
   std::string ranges;
+  for (const auto& [at, r] : ranges_) {
+    if (r.lo != r.hi) ranges += fmt::format("{}{} dim {}: {}..{}", ranges.empty() ? "" : ", ", at.first, at.second, r.lo, r.hi);
+  }
   std::string flags;
   size_t combinations = 1;
-  for (const auto& [at, r] : ranges_) {
-    if (r.lo == r.hi) continue;
-    ranges += fmt::format("{}{} dim {}: {}..{}", ranges.empty() ? "" : ", ", at.first, at.second, r.lo, r.hi);
-    const std::string b = suggested_buckets(at.first, at.second, r.lo, r.hi, r.common);
-    flags += (flags.empty() ? "" : " ") + b;
-    combinations *= static_cast<size_t>(std::count(b.begin(), b.end(), ',') + 1);
+  for (const auto& b : buckets_locked()) {
+    flags += (flags.empty() ? "--buckets " : " --buckets ") + to_string(b);
+    combinations *= b.sizes.size();
   }
   std::string out = fmt::format("{} distinct input shapes so far ({}): each new shape pays a new plan in the session that serves it, and "
                                 "ortfleet makes no more sessions for them. Padding to a few sizes makes every call a steady one: {}",
@@ -97,16 +105,14 @@ std::optional<std::string> ShapeTraffic::advice_once(size_t cap) {
   return out;
 }
 
-std::string suggested_buckets(const std::string& input, size_t dim, int64_t lo, int64_t hi, int64_t common) {
+DimBuckets suggested_buckets(const std::string& input, size_t dim, int64_t lo, int64_t hi, int64_t common) {
   const int64_t align = std::max<int64_t>(1, common);
-  std::vector<int64_t> sizes;
+  DimBuckets out{input, static_cast<int>(dim), {}};
   // Four sizes or fewer, each a multiple of what every size seen was a multiple of, the last one hi.
   const int64_t step = std::max<int64_t>(align, (hi - lo + 3 * align - 1) / (3 * align) * align);
-  for (int64_t v = hi; v > lo - step && sizes.size() < 4; v -= step) sizes.push_back(std::max(v, lo));
-  std::sort(sizes.begin(), sizes.end());
-  sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
-  std::string out = fmt::format("--buckets {}.{}=", input, dim);
-  for (size_t i = 0; i < sizes.size(); ++i) out += (i ? "," : "") + std::to_string(sizes[i]);
+  for (int64_t v = hi; v > lo - step && out.sizes.size() < 4; v -= step) out.sizes.push_back(std::max(v, lo));
+  std::sort(out.sizes.begin(), out.sizes.end());
+  out.sizes.erase(std::unique(out.sizes.begin(), out.sizes.end()), out.sizes.end());
   return out;
 }
 

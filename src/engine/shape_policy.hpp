@@ -44,12 +44,14 @@ class ShapeTraffic {
   /// search in any session, its own too, so only returns count). True when the shape has now paid
   /// for a session of its own (`costs` known and switching costs something).
   bool pays_for_session(const std::string& signature, bool switched, const std::optional<ShapeCosts>& costs);
-  /// Records a call's shapes (distinct shapes and the range of each dim).
-  void note(const InputShapes& shapes);
+  /// Records a call's shapes, whose signature is to_string(shapes) (distinct shapes and the range
+  /// of each dim).
+  void note(const std::string& signature, const InputShapes& shapes);
   /// The one message for a stream that brought more distinct shapes than `cap`: what it sees and the
   /// buckets that would serve it. nullopt before that, and after it was said once.
   std::optional<std::string> advice_once(size_t cap);
-  size_t distinct() const;
+  /// The buckets that would serve the shapes noted: suggested_buckets() of every dim that varied.
+  std::vector<DimBuckets> buckets() const;
 
  private:
   struct DimRange {
@@ -57,6 +59,8 @@ class ShapeTraffic {
     int64_t hi = 0;
     int64_t common = 0;  // the greatest common divisor of the sizes seen
   };
+  std::vector<DimBuckets> buckets_locked() const;
+
   mutable std::mutex mutex_;
   std::map<std::string, double> paid_;  // by signature; present once the shape was seen
   std::set<std::string> seen_;
@@ -64,8 +68,8 @@ class ShapeTraffic {
   bool said_ = false;
 };
 
-/// "--buckets x.2=320:960:224" for a dim seen from lo to hi, all sizes multiples of `common`: four
-/// sizes or fewer, aligned to `common`.
-std::string suggested_buckets(const std::string& input, size_t dim, int64_t lo, int64_t hi, int64_t common);
+/// Buckets for a dim seen from lo to hi, all sizes multiples of `common`: four sizes or fewer,
+/// aligned to `common`, the largest hi ("x.2=320,512,736,960").
+DimBuckets suggested_buckets(const std::string& input, size_t dim, int64_t lo, int64_t hi, int64_t common);
 
 }  // namespace ortfleet::detail

@@ -233,9 +233,7 @@ namespace ortfleet {
 
 TEST(GpuSession, BucketsPadOnTheGpuAndCropWhatTheCpuCrops) {
   ORTFLEET_REQUIRE_GPU();
-  synth::SegmenterSpec seg;
-  seg.channels = 8;
-  const std::string model = synth::write_segmenter((test::scratch_dir() / "segmenter-gpu.onnx").string(), seg).path;
+  const std::string& model = test::segmenter_model();
   const std::vector<DimBuckets> buckets = {parse_buckets("image.2=64,128"), parse_buckets("image.3=64,128")};
   SessionSpec gpu = on_first_gpu(model);
   gpu.config.shapes.buckets = buckets;

@@ -42,31 +42,6 @@ std::string expect_error(const std::function<void()>& f) {
   return {};
 }
 
-const std::string& segmenter_model() {
-  static const std::string path = [] {
-    synth::SegmenterSpec spec;
-    spec.channels = 4;
-    spec.depth = 1;
-    return synth::write_segmenter((test::scratch_dir() / "segmenter.onnx").string(), spec).path;
-  }();
-  return path;
-}
-
-const std::string& masked_transformer_model() {
-  static const std::string path = [] {
-    synth::TransformerSpec spec;
-    spec.layers = 2;
-    spec.hidden = 32;
-    spec.heads = 4;
-    spec.sequence = 64;
-    spec.vocabulary = 100;
-    spec.dynamic_sequence = true;
-    spec.attention_mask = true;
-    return synth::write_transformer((test::scratch_dir() / "transformer-masked.onnx").string(), spec).path;
-  }();
-  return path;
-}
-
 Tensor tokens(const char* name, int64_t length, int64_t value_or_seed, bool constant) {
   Tensor t = Tensor::host_copy(name, ElementType::int64, {1, length}, nullptr);
   for (int64_t i = 0; i < length; ++i) t.values<int64_t>()[i] = constant ? value_or_seed : (i * 7 + value_or_seed) % 100;
@@ -153,7 +128,7 @@ TEST(Buckets, ParsesListsAndRanges) {
 
 TEST(Buckets, AFittingCallRunsPaddedOnTheBucketsSessionAndItsOutputsAreCroppedBack) {
   SessionSpec spec;
-  spec.model_path = segmenter_model();
+  spec.model_path = test::segmenter_model();
   spec.config.shapes.buckets = {parse_buckets("image.2=32,64"), parse_buckets("image.3=32,64")};
   Session s(spec);
   ASSERT_EQ(s.declared_shapes().size(), 4u);  // the cross product, made at start-up
@@ -172,13 +147,13 @@ TEST(Buckets, AFittingCallRunsPaddedOnTheBucketsSessionAndItsOutputsAreCroppedBa
 TEST(Buckets, PaddedTokensWithAZeroMaskGiveTheUnpaddedOutputs) {
   // A transformer: input_ids padded with a pad id, attention_mask (same symbolic dim) with zeros.
   SessionSpec spec;
-  spec.model_path = masked_transformer_model();
+  spec.model_path = test::masked_transformer_model();
   spec.config.shapes.buckets = {parse_buckets("input_ids.1=16,32,64")};
   spec.config.shapes.pad_values["input_ids"] = 1;
   Session padded(spec);
   padded.warm_up(1);
   SessionSpec plain_spec;
-  plain_spec.model_path = masked_transformer_model();
+  plain_spec.model_path = test::masked_transformer_model();
   Session plain(plain_spec);
   for (const int64_t length : {5, 16, 29, 40}) {
     const std::vector<Tensor> in = {tokens("input_ids", length, length, false), tokens("attention_mask", length, 1, true)};
@@ -215,7 +190,7 @@ TEST(Buckets, AnOutputThatDoesNotFollowThePaddedDimRefusesThem) {
 TEST(Buckets, BadDeclarationsAreClearErrors) {
   auto with = [](std::vector<DimBuckets> b, int max_sessions = 8) {
     SessionSpec spec;
-    spec.model_path = segmenter_model();
+    spec.model_path = test::segmenter_model();
     spec.config.shapes.buckets = std::move(b);
     spec.config.shapes.max_sessions = max_sessions;
     return expect_error([&] { Session s(spec); });
@@ -225,7 +200,7 @@ TEST(Buckets, BadDeclarationsAreClearErrors) {
   EXPECT_NE(with({parse_buckets("image.4=3")}).find("has no dim 4"), std::string::npos);
   // Declared through a dim of the same name twice, with the same sizes: one padded dim.
   SessionSpec twice;
-  twice.model_path = masked_transformer_model();
+  twice.model_path = test::masked_transformer_model();
   twice.config.shapes.buckets = {parse_buckets("input_ids.1=16,32"), parse_buckets("attention_mask.1=16,32")};
   EXPECT_EQ(Session(twice).declared_shapes().size(), 2u);
   twice.config.shapes.buckets.back() = parse_buckets("attention_mask.1=16,64");
@@ -287,9 +262,10 @@ TEST(ShapePolicy, AShapeGetsItsOwnSessionOnceItsSwitchesPaidForOne) {
 
 TEST(ShapePolicy, AStreamOfNewShapesIsToldOnceWhichBucketsWouldServeIt) {
   detail::ShapeTraffic traffic;
-  for (int64_t i = 0; i < 9; ++i) traffic.note({{"x", {1, 3, 320 + 64 * i, 960 - 32 * i}}});
+  auto note = [&](const InputShapes& s) { traffic.note(to_string(s), s); };
+  for (int64_t i = 0; i < 9; ++i) note({{"x", {1, 3, 320 + 64 * i, 960 - 32 * i}}});
   EXPECT_FALSE(traffic.advice_once(9));
-  traffic.note({{"x", {1, 3, 352, 352}}});
+  note({{"x", {1, 3, 352, 352}}});
   const auto advice = traffic.advice_once(9);
   ASSERT_TRUE(advice);
   EXPECT_NE(advice->find("10 distinct input shapes"), std::string::npos) << *advice;
@@ -298,8 +274,8 @@ TEST(ShapePolicy, AStreamOfNewShapesIsToldOnceWhichBucketsWouldServeIt) {
   EXPECT_NE(advice->find("--buckets x.3="), std::string::npos) << *advice;
   EXPECT_EQ(advice->find("x.1="), std::string::npos) << *advice;  // a dim that never varied
   EXPECT_FALSE(traffic.advice_once(9));                          // said once
-  EXPECT_EQ(detail::suggested_buckets("x", 2, 320, 960, 32), "--buckets x.2=320,512,736,960");
-  EXPECT_EQ(detail::suggested_buckets("ids", 1, 8, 256, 1), "--buckets ids.1=8,90,173,256");
+  EXPECT_EQ(to_string(detail::suggested_buckets("x", 2, 320, 960, 32)), "x.2=320,512,736,960");
+  EXPECT_EQ(to_string(detail::suggested_buckets("ids", 1, 8, 256, 1)), "ids.1=8,90,173,256");
 }
 
 TEST(ShapePolicy, CostsAreKeptBesideTheCacheEntry) {

@@ -44,6 +44,12 @@ struct CudaOptions {
   bool operator==(const CudaOptions&) const = default;
 };
 
+/// ONNX Runtime 1.29's session config entries that assign nodes to execution providers: by node name
+/// ("cpu(name, name, ...)", what `doctor --locate-crash` writes as a work-around) and by the nodes'
+/// layer annotations.
+inline constexpr const char* kNodeAssignmentByName = "session.name_based_layer_assignment";
+inline constexpr const char* kNodeAssignmentByLayer = "session.layer_assignment_settings";
+
 struct SessionOptions {
   GraphOptimization graph_optimization = GraphOptimization::all;
   bool memory_pattern = true;
@@ -64,6 +70,8 @@ struct SessionOptions {
   /// Shared libraries of custom operators (RegisterCustomOpsLibrary), for models with ops of their own.
   std::vector<std::string> custom_op_libraries;
   bool operator==(const SessionOptions&) const = default;
+  /// Whether config_entries assign nodes to execution providers (kNodeAssignmentBy*).
+  bool assigns_nodes() const { return config_entries.count(kNodeAssignmentByName) > 0 || config_entries.count(kNodeAssignmentByLayer) > 0; }
 };
 
 /// The dims of every input of one call, by input name: a shape signature ("input=8x3x224x224").
