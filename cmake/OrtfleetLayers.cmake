@@ -3,7 +3,7 @@
 # CMake configures, so an include that runs up a layer fails the build, not a review.
 function(ortfleet_check_layer layer allowed all_layers)
   set(ok ${layer} ${allowed})
-  file(GLOB files ${CMAKE_CURRENT_SOURCE_DIR}/${layer}/*.cpp ${CMAKE_CURRENT_SOURCE_DIR}/${layer}/*.hpp
+  file(GLOB_RECURSE files ${CMAKE_CURRENT_SOURCE_DIR}/${layer}/*.cpp ${CMAKE_CURRENT_SOURCE_DIR}/${layer}/*.hpp
                   ${PROJECT_SOURCE_DIR}/include/ortfleet/${layer}/*.hpp)
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${files})
   foreach(file IN LISTS files)

@@ -9,11 +9,11 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "engine/npy_file.hpp"
+#include "engine/files/npy_file.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/session.hpp"
-#include "engine/output_compare.hpp"
-#include "engine/shapes.hpp"
+#include "engine/cache/output_compare.hpp"
+#include "engine/shapes/shapes.hpp"
 #include "process/child_process.hpp"
 #include "synth/onnx_graph.hpp"
 

@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "engine/mapped_file.hpp"
+#include "engine/files/mapped_file.hpp"
 #include "ortfleet/base/error.hpp"
 
 namespace ortfleet::detail {

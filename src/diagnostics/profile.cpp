@@ -15,7 +15,7 @@
 #include <chrono>
 
 #include "base/private_dir.hpp"
-#include "engine/cuda_driver.hpp"
+#include "engine/cuda/cuda_driver.hpp"
 #include "diagnostics/cold_start.hpp"
 #include "process/child_process.hpp"
 #include "diagnostics/statistics.hpp"

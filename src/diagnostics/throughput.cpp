@@ -26,7 +26,7 @@
 #include "ortfleet/engine/model_file.hpp"
 #include "ortfleet/engine/runtime.hpp"
 #include "ortfleet/engine/session.hpp"
-#include "engine/shapes.hpp"
+#include "engine/shapes/shapes.hpp"
 #include "ortfleet/fleet/fleet.hpp"
 #include "ortfleet/synth/synth.hpp"
 #include "process/child_process.hpp"

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/cuda_driver.hpp"
+#include "engine/cuda/cuda_driver.hpp"
 #include "fleet/wire.hpp"
 #include "ortfleet/fleet/fleet.hpp"
 

@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 
 #include "base/system_paths.hpp"
-#include "engine/crash_records.hpp"
+#include "engine/cache/crash_records.hpp"
 #include "fleet/local_start.hpp"
 #include "fleet/pool_server.hpp"
 #include "fleet/worker_channel.hpp"

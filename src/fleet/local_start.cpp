@@ -9,10 +9,10 @@
 #include <optional>
 #include <thread>
 
-#include "engine/cuda_driver.hpp"
-#include "engine/cuda_environment.hpp"
-#include "engine/mapped_file.hpp"
-#include "engine/ort_environment.hpp"
+#include "engine/cuda/cuda_driver.hpp"
+#include "engine/cuda/cuda_environment.hpp"
+#include "engine/files/mapped_file.hpp"
+#include "engine/runtime/ort_environment.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/cache.hpp"
 #include "ortfleet/engine/cuda_provider.hpp"

@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "base/parallel_copy.hpp"
-#include "engine/shapes.hpp"
+#include "engine/shapes/shapes.hpp"
 
 namespace ortfleet::detail {
 using nlohmann::json;

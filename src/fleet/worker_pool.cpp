@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "engine/crash_records.hpp"
+#include "engine/cache/crash_records.hpp"
 #include "fleet/worker_channel.hpp"
 #include "fleet/worker_protocol.hpp"
 #include "ortfleet/base/clock.hpp"

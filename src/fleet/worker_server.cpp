@@ -12,9 +12,9 @@
 
 #include "base/private_dir.hpp"
 #include "base/system_paths.hpp"
-#include "engine/content_hash.hpp"
-#include "engine/cuda_driver.hpp"
-#include "engine/model_digest.hpp"
+#include "engine/cache/content_hash.hpp"
+#include "engine/cuda/cuda_driver.hpp"
+#include "engine/cache/model_digest.hpp"
 #include "fleet/device_tensors.hpp"
 #include "fleet/local_start.hpp"
 #include "fleet/wire.hpp"

@@ -9,8 +9,8 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "engine/ort_errors.hpp"
-#include "engine/ort_format_file.hpp"
+#include "engine/runtime/ort_errors.hpp"
+#include "engine/files/ort_format_file.hpp"
 #include "fleet/wire.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/diagnostics/profile.hpp"

@@ -1,0 +1,141 @@
+#include "ortfleet/engine/cache.hpp"
+
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "base/private_dir.hpp"
+#include "base/system_paths.hpp"
+#include "engine/cache/cache_use.hpp"
+#include "engine/cache/content_hash.hpp"
+#include "engine/cuda/cuda_driver.hpp"
+#include "engine/cache/file_lock.hpp"
+#include "engine/cache/model_digest.hpp"
+#include "ortfleet/base/error.hpp"
+#include "ortfleet/engine/runtime.hpp"
+
+namespace ortfleet {
+namespace fs = std::filesystem;
+
+namespace {
+uint64_t hash_text(const std::string& text) { return detail::xxh64(text.data(), text.size()); }
+
+/// The CPU model and instruction-set flags: an optimised CPU graph uses the ISA it was made on
+/// (e.g. NCHWc block sizes), so another CPU gets its own entry.
+std::string cpu_identity() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  std::string model;
+  std::string flags;
+  while (std::getline(in, line) && (model.empty() || flags.empty())) {
+    if (model.empty() && line.rfind("model name", 0) == 0) model = line;
+    if (flags.empty() && line.rfind("flags", 0) == 0) flags = line;
+  }
+  return detail::hex64(hash_text(model + flags));
+}
+}  // namespace
+
+namespace detail {
+std::string cache_key_text(const std::string& model_content, const Device& device, const RunConfig& config) {
+  const RuntimeInfo* rt = loaded_runtime();
+  std::string device_class = "cpu-" + cpu_identity();
+  if (device.is_gpu()) {
+    // Only this GPU's compute capability: enumerating every GPU (and NVML) cost 70-100 ms per start.
+    auto& driver = CudaDriver::instance();
+    device_class = "cuda";
+    if (driver.ok()) {
+      device_class += "-sm_" + std::to_string(driver.attribute(cuda_ordinal(device), CudaDriver::kComputeCapabilityMajor) * 10 +
+                                             driver.attribute(cuda_ordinal(device), CudaDriver::kComputeCapabilityMinor));
+    }
+  }
+  std::string key = model_content + "|ort=" + (rt ? rt->version : "?") + "|device=" + device_class +
+                    "|opt=" + to_string(config.session.graph_optimization);
+  if (device.is_gpu()) key += "|nhwc=" + std::string(config.cuda.prefer_nhwc ? "1" : "0");
+  if (config.session.model_cache_format != ModelCacheFormat::onnx) key += "|format=" + to_string(config.session.model_cache_format);
+  for (const auto& [k, v] : config.session.config_entries) key += "|" + k + "=" + v;
+  return key;
+}
+}  // namespace detail
+
+std::optional<std::string> ModelCache::find_default_root() {
+  if (auto v = detail::env_var("ORTFLEET_CACHE")) return *v;
+  if (auto v = detail::env_var("XDG_CACHE_HOME")) return (fs::path(*v) / "ortfleet").string();
+  if (auto v = detail::env_var("HOME")) return (fs::path(*v) / ".cache" / "ortfleet").string();
+  return std::nullopt;
+}
+
+std::string ModelCache::default_root() {
+  if (auto root = find_default_root()) return *root;
+  throw Error("no folder for the model cache: ORTFLEET_CACHE, XDG_CACHE_HOME and HOME are all unset",
+              "Set ORTFLEET_CACHE to a folder only you can write (ortfleet makes it with mode 0700)");
+}
+
+ModelCache::ModelCache(std::string dir) : dir_(dir.empty() ? (fs::path(default_root()) / "models").string() : std::move(dir)) {}
+
+std::string ModelCache::key_text(const std::string& model_path, const Device& device, const RunConfig& config) const {
+  // Remembered digests are read only from a folder no other user can write.
+  const bool private_dir = detail::check_private_dir(dir_, detail::kCacheFolderHint);
+  RunConfig keyed = config;
+  keyed.session.model_cache_format = detail::resolve_model_cache_format(model_path, config.session.model_cache_format);
+  return detail::cache_key_text(detail::model_content(model_path, private_dir ? dir_ : std::string()).text, device, keyed);
+}
+
+std::string ModelCache::entry_path_for_key(const std::string& model_path, const std::string& key, ModelCacheFormat format) const {
+  // ONNX Runtime tells the formats apart by this extension, from a path or from the bytes' header.
+  const char* extension = format == ModelCacheFormat::ort ? ".ort" : ".onnx";
+  return (fs::path(dir_) / (fs::path(model_path).stem().string() + "-" + detail::hex64(hash_text(key)) + extension)).string();
+}
+
+std::string ModelCache::entry_path(const std::string& model_path, const Device& device, const RunConfig& config) const {
+  // Resolved once here: key_text then finds the format already chosen (reading the model's graph once).
+  RunConfig resolved = config;
+  resolved.session.model_cache_format = detail::resolve_model_cache_format(model_path, config.session.model_cache_format);
+  return entry_path_for_key(model_path, key_text(model_path, device, resolved), resolved.session.model_cache_format);
+}
+
+std::vector<CacheEntry> ModelCache::entries() const {
+  std::vector<CacheEntry> out;
+  if (!detail::check_private_dir(dir_, detail::kCacheFolderHint)) return out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir_, ec)) {
+    if ((e.path().extension() != ".onnx" && e.path().extension() != ".ort") || !e.is_regular_file(ec)) continue;
+    uint64_t bytes = e.file_size(ec);
+    const fs::path data = e.path().string() + ".data";  // the weights, stored beside the graph
+    if (fs::is_regular_file(data, ec)) bytes += fs::file_size(data, ec);
+    out.push_back({e.path().string(), bytes});
+  }
+  return out;
+}
+
+size_t ModelCache::clear() const {
+  if (!detail::check_private_dir(dir_, detail::kCacheFolderHint)) return 0;
+  std::error_code ec;
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir_, ec)) names.push_back(e.path().filename().string());
+  // Entries whose lock another process holds are in use: a reader loads them, a writer makes them.
+  std::vector<detail::FileLock> held;
+  std::vector<std::string> in_use;
+  const std::string lock_suffix = ".lock";
+  for (const auto& name : names) {
+    if (name.size() <= lock_suffix.size() || name.compare(name.size() - lock_suffix.size(), lock_suffix.size(), lock_suffix) != 0) continue;
+    detail::FileLock lock;
+    bool free = false;
+    try {
+      free = lock.try_lock((fs::path(dir_) / name).string(), detail::FileLock::Mode::exclusive);
+    } catch (const Error&) {
+      free = false;
+    }
+    if (free) held.push_back(std::move(lock));
+    else in_use.push_back(name.substr(0, name.size() - lock_suffix.size()));
+  }
+  for (const auto& name : names) {
+    bool keep = false;
+    for (const auto& entry : in_use) keep = keep || detail::belongs_to_entry(name, entry);
+    if (!keep) fs::remove_all(fs::path(dir_) / name, ec);
+  }
+  return in_use.size();
+}
+
+}  // namespace ortfleet

@@ -1,0 +1,340 @@
+#include "engine/cache/cache_use.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "base/private_dir.hpp"
+#include "base/unique_fd.hpp"
+#include "engine/cache/content_hash.hpp"
+#include "ortfleet/base/error.hpp"
+#include "ortfleet/engine/cache.hpp"
+#include "ortfleet/engine/model_file.hpp"
+
+namespace ortfleet::detail {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+// The optimised copy keeps every initializer of at least this size in a side file: ONNX Runtime then
+// maps the weights instead of parsing them out of the protobuf (the transformer's 1.27 GB: 12.2 s of
+// session creation on the CPU without, 4.4 s with, measured with `ortfleet start`).
+constexpr const char* kExternalInitializerMinBytes = "1024";
+constexpr int kManifestVersion = 1;
+/// The largest model (graph and weights) whose entry can be in the ORT format: FlatBuffers address
+/// 2 GB, and the graph and its bookkeeping need room beside the weights.
+constexpr uint64_t kOrtFormatMaxBytes = uint64_t{1900} << 20;
+
+}  // namespace
+
+ModelCacheFormat resolve_model_cache_format(const std::string& model, ModelCacheFormat asked) {
+  if (asked != ModelCacheFormat::automatic) return asked;
+  try {
+    const ModelFacts facts = inspect_model(model);
+    if (facts.initializer_bytes > kOrtFormatMaxBytes) return ModelCacheFormat::onnx;
+    // ONNX Runtime 1.29 saves an optimised graph with control flow (If, Loop, Scan) in the ONNX
+    // format with initializers its own loader then refuses ("initializer name is not unique":
+    // Silero VAD v4 and v5 of the corpus, verified); its ORT format keeps the subgraphs whole.
+    const bool control_flow = facts.op_counts.count("If") + facts.op_counts.count("Loop") + facts.op_counts.count("Scan") > 0;
+    return facts.nodes >= kOrtFormatMinNodes || control_flow ? ModelCacheFormat::ort : ModelCacheFormat::onnx;
+  } catch (const std::exception&) {
+    return ModelCacheFormat::onnx;  // ONNX Runtime will say what is wrong with the model
+  }
+}
+
+namespace {
+
+std::string manifest_of(const std::string& entry) { return entry + ".manifest.json"; }
+std::string rejected_of(const std::string& entry) { return entry + ".rejected.json"; }
+std::string data_of(const std::string& entry) { return entry + ".data"; }
+
+/// Removes every file of `entry` but its lock (which the caller holds exclusive): a damaged entry,
+/// what a crashed writer left, or an entry this process could not finish.
+void remove_entry_files(const std::string& entry) {
+  const fs::path path(entry);
+  const std::string own = path.filename().string();
+  std::error_code ec;
+  std::vector<fs::path> doomed;
+  for (const auto& e : fs::directory_iterator(path.parent_path(), ec)) {
+    const std::string name = e.path().filename().string();
+    if (belongs_to_entry(name, own) && name != own + ".lock") doomed.push_back(e.path());
+  }
+  if (ec) throw FolderNotWritable("cannot list " + path.parent_path().string() + ": " + ec.message());
+  for (const auto& p : doomed) {
+    fs::remove_all(p, ec);  // a planted folder goes too, never what a symlink points to
+    if (ec && ec != std::errc::no_such_file_or_directory) throw FolderNotWritable("cannot remove " + p.string() + ": " + ec.message());
+  }
+}
+
+/// ONNX Runtime made the file with the umask's mode: make it 0600, and put it on disk before a
+/// manifest vouches for it (a crash must not leave a sealed entry whose data never reached the disk).
+void settle_written_file(const std::string& path) {
+  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) throw FolderNotWritable("cannot open " + path + ": " + std::strerror(errno));
+  if (::fchmod(fd.get(), 0600) != 0) throw FolderNotWritable("cannot chmod " + path + ": " + std::strerror(errno));
+  if (::fsync(fd.get()) != 0) throw FolderNotWritable("cannot flush " + path + " to disk: " + std::strerror(errno));
+}
+
+void sync_folder(const std::string& folder) {
+  const UniqueFd fd(::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd) ::fsync(fd.get());  // best effort: the rename is atomic either way
+}
+
+/// One warning per process: a fleet of in-process sessions on a full disk would otherwise repeat it.
+void warn_cache_not_written(const std::string& what, const std::string& why) {
+  static std::atomic<bool> warned{false};
+  if (warned.exchange(true)) {
+    spdlog::debug("the optimised-model cache was not written for {} ({})", what, why);
+    return;
+  }
+  spdlog::warn("the optimised-model cache could not be written ({}); starting {} without it", why, what);
+}
+}  // namespace
+
+bool belongs_to_entry(const std::string& name, const std::string& entry) {
+  return name == entry ||
+         (name.size() > entry.size() && name.compare(0, entry.size(), entry) == 0 && name[entry.size()] == '.');
+}
+
+std::string check_entry(const std::string& entry, const std::string& key) {
+  const std::string manifest_path = manifest_of(entry);
+  const auto manifest_id = identity_of(manifest_path, Symlinks::refuse);
+  if (!manifest_id) return "it has no manifest";
+  if (!manifest_id->regular) return "its manifest is not a regular file";
+  json manifest;
+  try {
+    std::ifstream in(manifest_path);
+    manifest = json::parse(in);
+  } catch (const std::exception& e) {
+    return std::string("its manifest is unreadable: ") + e.what();
+  }
+  const std::string own = fs::path(entry).filename().string();
+  bool covers_entry = false;
+  bool rehashed = false;
+  try {
+    if (manifest.value("ortfleet_cache_entry", 0) != kManifestVersion) return "its manifest is of an unknown version";
+    if (!manifest.value("verified", false)) return "it was never verified against the model (an older ortfleet wrote it)";
+    if (manifest.at("key").get<std::string>() != key) return "its manifest was written for another model or configuration";
+    for (json& file : manifest.at("files")) {
+      const std::string name = file.at("name").get<std::string>();
+      if (name != own && name != own + ".data") return "its manifest names a file that is not part of it (" + name + ")";
+      covers_entry = covers_entry || name == own;
+      const std::string path = (fs::path(entry).parent_path() / name).string();
+      const auto id = identity_of(path, Symlinks::refuse);
+      if (!id) return name + " is missing";
+      if (!id->regular) return name + " is not a regular file";
+      const uint64_t bytes = file.at("bytes").get<uint64_t>();
+      if (id->bytes != bytes) return fmt::format("{} has {} bytes, its manifest says {}", name, id->bytes, bytes);
+      if (remembered_hash(file, *id)) continue;  // not written to since it was sealed
+      FileDigest digest;
+      try {
+        digest = digest_file(path, Symlinks::refuse);
+      } catch (const std::exception& e) {
+        return name + " cannot be read: " + e.what();
+      }
+      if (hex64(digest.xxh64) != file.at("xxh64").get<std::string>()) {
+        return name + " does not hold the bytes its manifest records (its content hash differs)";
+      }
+      // Same bytes, new identity (the rename that published it, a copy of the cache): remember the
+      // new identity so that the next start need not read the file again.
+      if (digest.settled) {
+        file = to_record(digest);
+        file["name"] = name;
+        rehashed = true;
+      }
+    }
+  } catch (const std::exception& e) {
+    return std::string("its manifest is unreadable: ") + e.what();
+  }
+  if (!covers_entry) return "its manifest does not cover " + own;
+  if (rehashed) {
+    try {
+      write_private_file(manifest_path, manifest.dump(1), /*durable=*/false);
+    } catch (const std::exception& e) {
+      spdlog::debug("could not update the manifest {}: {}", manifest_path, e.what());
+    }
+  }
+  return {};
+}
+
+CacheUse::CacheUse(const std::string& cache_dir, const std::string& model, const Device& device, const RunConfig& config,
+                   Ort::SessionOptions& options)
+    : model_(model), source_(model), enabled_(true) {
+  const ModelCache cache(cache_dir);
+  try {
+    ensure_private_dir(cache.dir(), kCacheFolderHint);
+    content_ = model_content(model, cache.dir());
+    format_ = resolve_model_cache_format(model, config.session.model_cache_format);
+    uint64_t model_bytes = 0;
+    for (const auto& [path, id] : content_.files) model_bytes += id.bytes;
+    RunConfig keyed = config;
+    keyed.session.model_cache_format = format_;
+    if (format_ == ModelCacheFormat::ort && model_bytes > kOrtFormatMaxBytes) {
+      format_ = ModelCacheFormat::onnx;  // a FlatBuffer holds at most 2 GB, weights included
+      keyed.session.model_cache_format = format_;
+      spdlog::debug("{}: {} MB is too large for the ORT format; its cache entry is ONNX", model, model_bytes >> 20);
+    }
+    key_ = cache_key_text(content_.text, device, keyed);
+    entry_ = cache.entry_path_for_key(model, key_, format_);
+    if (!lock_.try_lock(entry_ + ".lock", FileLock::Mode::shared)) return;  // being written: busy
+    if (const std::string why = rejection_of(entry_); !why.empty()) {
+      lock_.unlock();
+      rejected_ = true;
+      spdlog::debug("{}: not using the model cache: its entry {} was rejected ({})", model, entry_, why);
+      return;
+    }
+    std::string damage;
+    if (identity_of(entry_, Symlinks::refuse)) {
+      damage = check_entry(entry_, key_);
+      if (damage.empty()) {
+        source_ = entry_;
+        hit_ = true;
+        use_entry_options(options);
+        return;  // the shared lock stays until the session exists
+      }
+    }
+    const bool writer = lock_.try_upgrade();
+    if (!damage.empty()) {
+      spdlog::warn("the model cache entry {} is damaged ({}); {}", entry_, damage,
+                   writer ? "removing it and making it again" : "another process holds it, so this start runs without it");
+    } else if (writer && identity_of(entry_, Symlinks::refuse)) {
+      lock_.unlock();  // published while the lock changed hands: the next start uses it
+    }
+    if (!lock_.held()) return;
+    remove_entry_files(entry_);
+  } catch (const FolderNotWritable& e) {
+    lock_.unlock();
+    unwritable_ = true;
+    warn_cache_not_written(model, e.what());
+    return;
+  }
+  partial_ = entry_ + ".partial-" + std::to_string(::getpid());
+  options.SetOptimizedModelFilePath(partial_.c_str());
+  if (format_ == ModelCacheFormat::ort) {
+    options.AddConfigEntry("session.save_model_format", "ORT");  // the partial name does not end in .ort
+    return;
+  }
+  // The data file is named after the final entry: the rename in commit() moves only the .onnx file.
+  options.AddConfigEntry("session.optimized_model_external_initializers_file_name",
+                         fs::path(data_of(entry_)).filename().c_str());
+  options.AddConfigEntry("session.optimized_model_external_initializers_min_size_in_bytes", kExternalInitializerMinBytes);
+}
+
+CacheUse::~CacheUse() { abandon(); }
+
+void CacheUse::use_entry_options(Ort::SessionOptions& options) const {
+  options.SetGraphOptimizationLevel(ORT_DISABLE_ALL);
+  if (format_ == ModelCacheFormat::ort) {
+    options.AddConfigEntry("session.load_model_format", "ORT");
+    // Mapped, not read into a heap buffer, and the weights used where they lie in the mapping
+    // rather than copied out of it: the ResNet-50's cached start on the CPU took 314 ms with
+    // the copies and 42 ms without (README, Cold-start floor).
+    options.AddConfigEntry("session.use_memory_mapped_ort_model", "1");
+    options.AddConfigEntry("session.use_ort_model_bytes_for_initializers", "1");
+  }
+}
+
+std::string rejection_of(const std::string& entry) {
+  const std::string path = rejected_of(entry);
+  const auto id = identity_of(path, Symlinks::refuse);
+  if (!id || !id->regular) return {};
+  try {
+    std::ifstream in(path);
+    const json record = json::parse(in);
+    return record.at("reason").get<std::string>();
+  } catch (const std::exception& e) {
+    return std::string("its record is unreadable: ") + e.what();
+  }
+}
+
+void CacheUse::reject(const std::string& why) {
+  static std::atomic<bool> warned{false};
+  const std::string text = fmt::format(
+      "ortfleet's optimised copy of {} failed its check ({}); it was discarded and the model itself is used, unoptimised by the "
+      "cache. Your model is not at fault: this is ortfleet's cache (entry {}, reason kept in {})",
+      model_, why, entry_, rejected_of(entry_));
+  if (warned.exchange(true)) spdlog::debug("{}", text); else spdlog::warn("{}", text);
+  rejected_ = true;
+  hit_ = false;
+  source_ = model_;
+  partial_.clear();
+  try {
+    if (!lock_.held() || !lock_.try_upgrade()) return;  // another process reads it: leave the files, it will find out too
+    remove_entry_files(entry_);
+    write_private_file(rejected_of(entry_), json{{"key", key_}, {"reason", why}}.dump(1), /*durable=*/false);
+  } catch (const std::exception& e) {
+    spdlog::debug("could not record the rejected model cache entry {}: {}", entry_, e.what());
+  }
+}
+
+const char* CacheUse::outcome() const {
+  if (!enabled_) return "off";
+  if (rejected_) return "rejected";
+  if (unwritable_) return "unwritable";
+  if (hit_) return "hit";
+  return writing() ? "miss" : "busy";
+}
+
+void CacheUse::seal() {
+  if (!content_.unchanged()) throw Error("the model changed while the entry was made from it");
+  const std::string own = fs::path(entry_).filename().string();
+  const std::string data = data_of(entry_);
+  // A short graph, or weights shorter than the graph reads, would fail every later start: check
+  // what ONNX Runtime wrote before vouching for it.
+  const std::string expected_data = fs::absolute(data).lexically_normal().string();
+  const auto extents = format_ == ModelCacheFormat::ort ? std::map<std::string, uint64_t>{} : external_data_extents(partial_);
+  for (const auto& [file, bytes_read] : extents) {
+    if (file != expected_data) throw Error("the optimised model names an unexpected data file, " + file);
+    const auto id = identity_of(data, Symlinks::refuse);
+    if (!id || !id->regular || id->bytes < bytes_read) {
+      throw Error(fmt::format("{} holds {} bytes of the {} the optimised model reads", data, id ? id->bytes : 0, bytes_read));
+    }
+  }
+  json files = json::array();
+  for (const auto& [path, name] : {std::pair{partial_, own}, std::pair{data, own + ".data"}}) {
+    if (path == data && !identity_of(data, Symlinks::refuse)) continue;  // every initializer was small
+    settle_written_file(path);
+    json record = to_record(digest_file(path, Symlinks::refuse));
+    record["name"] = name;
+    files.push_back(std::move(record));
+  }
+  write_private_file(manifest_of(entry_),
+                     json{{"ortfleet_cache_entry", kManifestVersion}, {"key", key_}, {"verified", true}, {"files", files}}.dump(1),
+                     /*durable=*/true);
+  if (::rename(partial_.c_str(), entry_.c_str()) != 0) {
+    throw FolderNotWritable("cannot publish " + entry_ + ": " + std::strerror(errno));
+  }
+  sync_folder(fs::path(entry_).parent_path().string());
+}
+
+bool CacheUse::commit() {
+  if (partial_.empty()) return false;
+  try {
+    seal();
+  } catch (const std::exception& e) {
+    abandon(e.what());
+    return false;
+  }
+  partial_.clear();
+  return true;
+}
+
+void CacheUse::abandon(const std::string& why) {
+  if (partial_.empty()) return;
+  partial_.clear();
+  if (!why.empty()) warn_cache_not_written(model_, why);
+  try {
+    remove_entry_files(entry_);  // the partial graph, the data, the manifest: this process holds the writer's lock
+  } catch (const std::exception& e) {
+    spdlog::warn("could not remove the unfinished model cache entry {}: {}", entry_, e.what());
+  }
+}
+
+}  // namespace ortfleet::detail

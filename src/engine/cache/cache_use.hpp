@@ -1,0 +1,110 @@
+#pragma once
+// One session's use of the optimised-model cache (ortfleet/engine/cache.hpp): a hit it loads with
+// graph optimisation off, or a miss it fills by having ONNX Runtime save its optimised graph.
+//
+// An entry ENTRY (<model stem>-<key hash>.onnx, or .ort in ONNX Runtime's ORT format) is the files
+// ONNX Runtime writes, ENTRY and ENTRY.data (its weights; none in the ORT format), and ENTRY.manifest.json: their sizes and content hashes and the key,
+// written after ONNX Runtime saved them and before ENTRY appears under its name. Readers hold
+// ENTRY.lock shared while they check and load the entry; its one writer holds it exclusive, so
+// nobody reads an entry while it is made, set aside or rebuilt. Others starting meanwhile run
+// without the cache ("busy"). Every failure to write (full disk, read-only folder) means a start
+// without the cache and one warning per process, never a failed start.
+//
+// An entry is what ortfleet wrote, not the user's model, so it is used only once verified: before it
+// is published, a session loads it and its outputs are compared with the model's on the warm-up
+// inputs (Session does this; the manifest records "verified"). An entry that fails is never
+// published: ENTRY.rejected.json keeps the reason, and later starts of that model and configuration
+// load the model itself without trying again. An entry that loaded once but fails to load later is
+// set aside the same way, and the start goes on from the model.
+#include <string>
+
+#include "engine/cache/file_lock.hpp"
+#include "engine/cache/model_digest.hpp"
+#include "engine/runtime/ort_api.hpp"
+#include "ortfleet/engine/devices.hpp"
+#include "ortfleet/engine/options.hpp"
+
+namespace ortfleet::detail {
+
+inline constexpr const char* kCacheFolderHint =
+    "Set ORTFLEET_CACHE to a folder only you can write (ortfleet makes it with mode 0700)";
+
+/// The key of an entry: the model's content (model_content().text) and what shapes its optimised graph.
+std::string cache_key_text(const std::string& model_content, const Device& device, const RunConfig& config);
+
+/// The format an entry of `model` gets: `asked`, or for automatic the one that wins for its class
+/// (the ORT format for kOrtFormatMinNodes nodes or more, else ONNX).
+ModelCacheFormat resolve_model_cache_format(const std::string& model, ModelCacheFormat asked);
+
+/// Whether the file `name` is one of the entry named `entry`'s (ENTRY, ENTRY.data,
+/// ENTRY.manifest.json, ENTRY.lock, and what a writer leaves behind: ENTRY.partial-<pid>, ...).
+bool belongs_to_entry(const std::string& name, const std::string& entry);
+
+/// Why the entry at `entry` (ENTRY, with its data and manifest beside it) cannot be used for `key`:
+/// empty when it can. Files whose identity changed since the manifest was written are hashed
+/// again; when they still match, the manifest is brought up to date (best effort).
+std::string check_entry(const std::string& entry, const std::string& key);
+
+class CacheUse {
+ public:
+  /// Not using the cache: the model is loaded as it is.
+  explicit CacheUse(std::string model) : model_(model), source_(std::move(model)) {}
+  /// Looks the entry up in `cache_dir` and sets `options` for a hit (optimisation off) or a miss this
+  /// process fills (where to save the optimised graph and its weights). Throws ortfleet::Error when
+  /// the cache folder is unsafe (another user owns it or can write it).
+  CacheUse(const std::string& cache_dir, const std::string& model, const Device& device, const RunConfig& config,
+           Ort::SessionOptions& options);
+  ~CacheUse();  ///< abandons an entry that was not committed
+  CacheUse(const CacheUse&) = delete;
+  CacheUse& operator=(const CacheUse&) = delete;
+
+  /// What the session loads: the cached entry on a hit, else the model.
+  const std::string& source() const { return source_; }
+  bool hit() const { return hit_; }
+  /// Whether this session writes a new entry.
+  bool writing() const { return !partial_.empty(); }
+  /// "hit", "miss" (this session writes the entry), "busy" (another process does, or loads it),
+  /// "unwritable" (the cache folder cannot be written), "rejected" (an entry of this model and
+  /// configuration failed its verification: the model is used) or "off".
+  const char* outcome() const;
+
+  /// The entry's path (whether or not it exists).
+  const std::string& entry() const { return entry_; }
+  /// What this session is writing: the unpublished entry a verifier loads ("" when not writing).
+  const std::string& written() const { return partial_; }
+  /// Sets `options` to load an entry: graph optimisation off (its graph is final), and for the ORT
+  /// format, read in place from a mapping.
+  void use_entry_options(Ort::SessionOptions& options) const;
+  /// The session exists and the entry was verified: seal it (manifest) and publish it (atomic rename:
+  /// readers see a whole entry or none). True when this session wrote an entry that is now in place;
+  /// on failure the entry's files are removed and the start goes on without it.
+  bool commit();
+  /// The entry failed its verification, or (on a hit) could not be loaded: remove it and record
+  /// `why` in ENTRY.rejected.json, so later starts use the model without trying the entry again.
+  /// Best effort; warns once with the reason, saying it is the cache's fault, not the model's.
+  void reject(const std::string& why);
+  /// Removes every file of an entry this session was writing. With `why` (creating the session
+  /// failed while it wrote the entry), warns once per process that the cache could not be written.
+  void abandon(const std::string& why = {});
+
+ private:
+  void seal();
+
+  std::string model_;
+  std::string source_;
+  std::string entry_;
+  std::string key_;
+  std::string partial_;
+  ModelContent content_;
+  ModelCacheFormat format_ = ModelCacheFormat::onnx;
+  FileLock lock_;
+  bool hit_ = false;
+  bool enabled_ = false;
+  bool unwritable_ = false;
+  bool rejected_ = false;
+};
+
+/// The reason recorded for the rejected entry `entry` (in ENTRY.rejected.json), or "" when it has none.
+std::string rejection_of(const std::string& entry);
+
+}  // namespace ortfleet::detail

@@ -1,0 +1,55 @@
+#pragma once
+// What the model cache knows of a file's content: a content hash (XXH64) with the file's identity
+// when it was read. The cache keys its entries by the model's content (the .onnx file and every
+// external data file it names), and seals each entry with the digests of the files it wrote.
+//
+// Hashing runs at memory speed but a large model still costs a noticeable share of a start, so a
+// digest is remembered with the file's identity and used again while the identity is unchanged: the
+// kernel sets the change time on every write and no user can set it back (FileIdentity).
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/files/mapped_file.hpp"
+
+namespace ortfleet::detail {
+
+struct FileDigest {
+  FileIdentity identity;
+  uint64_t xxh64 = 0;
+  /// The file did not change while it was read and had last changed over a second before: its
+  /// identity may stand for this content later. (File times have a granularity of a few
+  /// milliseconds; a write within the same tick as the last one leaves the change time as it was.)
+  bool settled = false;
+};
+
+/// Reads and hashes `path`. Throws ortfleet::Error when it cannot be read.
+FileDigest digest_file(const std::string& path, Symlinks symlinks);
+
+/// A digest as a record: {"bytes", "xxh64", "inode", "mtime_ns", "ctime_ns"}.
+nlohmann::json to_record(const FileDigest& digest);
+/// The content hash a record holds, while the file it was taken of still has identity `id`; nullopt
+/// when the identity changed (the file must be read again) or the record is damaged.
+std::optional<uint64_t> remembered_hash(const nlohmann::json& record, const FileIdentity& id);
+
+/// The model's content as the cache key names it.
+struct ModelContent {
+  std::string text;  ///< "model=<xxh64>:<bytes>" and "|data:<location>=<xxh64>:<bytes>" per external file
+  std::vector<std::pair<std::string, FileIdentity>> files;  ///< each file read, as it was
+  /// Whether every file still has the identity it had when its content was taken (nothing wrote to
+  /// it since, e.g. while ONNX Runtime read it to make a cache entry).
+  bool unchanged() const;
+};
+
+/// The external data files of the model at `path` (absolute, normalised) -> the bytes its
+/// initializers read from each (the largest offset + length). Throws ortfleet::Error for a malformed model.
+std::map<std::string, uint64_t> external_data_extents(const std::string& path);
+
+/// `memo_dir`: where digests are remembered (a private folder: the model cache's); empty for none.
+ModelContent model_content(const std::string& model, const std::string& memo_dir);
+
+}  // namespace ortfleet::detail

@@ -1,0 +1,57 @@
+#include "engine/files/mapped_file.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "base/unique_fd.hpp"
+#include "ortfleet/base/error.hpp"
+
+namespace ortfleet::detail {
+
+namespace {
+FileIdentity identity_from(const struct stat& st) {
+  FileIdentity id;
+  id.inode = st.st_ino;
+  id.bytes = static_cast<uint64_t>(st.st_size);
+  id.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  id.ctime_ns = static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
+  id.regular = S_ISREG(st.st_mode);
+  return id;
+}
+}  // namespace
+
+std::optional<FileIdentity> identity_of(const std::string& path, Symlinks symlinks) {
+  struct stat st {};
+  const int rc = symlinks == Symlinks::follow ? ::stat(path.c_str(), &st) : ::lstat(path.c_str(), &st);
+  if (rc != 0) return std::nullopt;
+  return identity_from(st);
+}
+
+MappedFile::MappedFile(const std::string& path, bool populate, Symlinks symlinks) : path_(path) {
+  const int no_follow = symlinks == Symlinks::refuse ? O_NOFOLLOW : 0;
+  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | no_follow));
+  if (!fd) throw Error("cannot open " + path + ": " + std::strerror(errno), "Check the path and its permissions");
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) throw Error("cannot stat " + path + ": " + std::strerror(errno));
+  identity_ = identity_from(st);
+  size_ = static_cast<size_t>(st.st_size);
+  if (size_ > 0) {
+    data_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE | (populate ? MAP_POPULATE : 0), fd.get(), 0);
+    if (data_ == MAP_FAILED) {
+      data_ = nullptr;
+      throw Error("cannot map " + path + ": " + std::strerror(errno), "Check free memory and address space");
+    }
+    ::madvise(data_, size_, MADV_SEQUENTIAL);
+  }
+}
+
+MappedFile::~MappedFile() {
+  if (data_ != nullptr) ::munmap(data_, size_);
+}
+
+}  // namespace ortfleet::detail

@@ -1,0 +1,390 @@
+#include "ortfleet/engine/model_file.hpp"
+
+#include <charconv>
+#include <functional>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <system_error>
+
+#include "engine/files/mapped_file.hpp"
+#include "engine/files/model_file.hpp"
+#include "ortfleet/base/error.hpp"
+
+namespace ortfleet {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kModelHint = "Give the path of an .onnx model ('ortfleet synth' writes test models)";
+
+class FileReader {
+ public:
+  explicit FileReader(const std::string& path) : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {}
+  ~FileReader() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FileReader(const FileReader&) = delete;
+  FileReader& operator=(const FileReader&) = delete;
+  bool ok() const { return fd_ >= 0; }
+  size_t read(uint64_t offset, void* buffer, size_t n) const {
+    const ssize_t got = ::pread(fd_, buffer, n, static_cast<off_t>(offset));
+    return got < 0 ? 0 : static_cast<size_t>(got);
+  }
+
+ private:
+  int fd_;
+};
+
+/// Reads a protobuf varint at `pos`, advancing it; nullopt past the end or if longer than 10 bytes.
+std::optional<uint64_t> read_varint(const FileReader& file, uint64_t& pos, uint64_t size) {
+  unsigned char bytes[10];
+  const size_t got = file.read(pos, bytes, static_cast<size_t>(std::min<uint64_t>(10, size - pos)));
+  uint64_t value = 0;
+  for (size_t i = 0; i < got; ++i) {
+    value |= static_cast<uint64_t>(bytes[i] & 0x7f) << (7 * i);
+    if ((bytes[i] & 0x80) == 0) {
+      pos += i + 1;
+      return value;
+    }
+  }
+  return std::nullopt;
+}
+
+bool looks_like_text(const FileReader& file, uint64_t size) {
+  unsigned char head[256];
+  const size_t n = file.read(0, head, static_cast<size_t>(std::min<uint64_t>(sizeof(head), size)));
+  for (size_t i = 0; i < n; ++i) {
+    if (!std::isprint(head[i]) && !std::isspace(head[i])) return false;
+  }
+  return n > 0;
+}
+
+/// The model files found valid, by path and identity. One start hands its model through several
+/// layers (the Fleet, the start, the session, the model cache), each of which must be able to trust
+/// it: the walk of its fields runs once per version of the file, and the others find it here.
+class ValidatedFiles {
+ public:
+  bool contains(const std::string& path, const detail::FileIdentity& identity) {
+    std::lock_guard lock(mutex_);
+    const auto it = files_.find(path);
+    return it != files_.end() && it->second == identity;
+  }
+  void add(const std::string& path, const detail::FileIdentity& identity) {
+    std::lock_guard lock(mutex_);
+    if (files_.size() >= kMaxFiles) files_.clear();  // a long-lived process that saw many models
+    files_[path] = identity;
+  }
+
+ private:
+  static constexpr size_t kMaxFiles = 256;
+  std::mutex mutex_;
+  std::map<std::string, detail::FileIdentity> files_;
+};
+
+ValidatedFiles& validated_files() {
+  static ValidatedFiles files;
+  return files;
+}
+
+/// Throws ortfleet::Error when `path` is no readable ONNX model: a walk of its top-level fields.
+void check_model_file(const std::string& path) {
+  std::error_code ec;
+  if (path.empty()) throw Error("no model path given", kModelHint);
+  if (!fs::exists(path, ec)) {
+    if (ec == std::errc::too_many_symbolic_link_levels) {
+      throw Error("model file " + path + " is a symbolic link loop", "Point the link (or one it leads to) at the real model file");
+    }
+    if (ec) throw Error("cannot reach model file " + path + ": " + ec.message(), "Check the permissions of its folders");
+    std::error_code link_ec;
+    if (fs::is_symlink(fs::symlink_status(path, link_ec))) {
+      throw Error("model file " + path + " is a symbolic link to " + fs::read_symlink(path, link_ec).string() +
+                      ", which does not exist",
+                  "Point the link at the real model file");
+    }
+    throw Error("model file " + path + " does not exist", kModelHint);
+  }
+  if (fs::is_directory(path, ec)) throw Error(path + " is a folder, not a model file", kModelHint);
+  const uint64_t size = fs::file_size(path, ec);
+  if (ec) throw Error("cannot read the size of " + path + ": " + ec.message(), kModelHint);
+  if (size == 0) throw Error("model file " + path + " is empty", kModelHint);
+  FileReader file(path);
+  if (!file.ok()) throw Error("cannot open model file " + path + ": " + std::strerror(errno), "Check its permissions");
+
+  // Walk the top-level fields of ModelProto: a real model is a handful of well-formed fields that end
+  // exactly at the end of the file, one of them the graph (field 7). Anything else is not ONNX.
+  auto not_onnx = [&](const std::string& why) -> Error {
+    const std::string kind = looks_like_text(file, size) ? " (it looks like a text file)" : "";
+    return Error(path + " is not an ONNX model" + kind + ": " + why, kModelHint);
+  };
+  uint64_t pos = 0;
+  bool has_graph = false;
+  while (pos < size) {
+    auto tag = read_varint(file, pos, size);
+    if (!tag) throw not_onnx("unreadable field header at byte " + std::to_string(pos));
+    const uint64_t field = *tag >> 3;
+    const uint64_t wire = *tag & 7;
+    if (field == 0 || field > 64) throw not_onnx("unexpected field " + std::to_string(field) + " at the top level");
+    switch (wire) {
+      case 0:
+        if (!read_varint(file, pos, size)) throw not_onnx("truncated number");
+        break;
+      case 1: pos += 8; break;
+      case 5: pos += 4; break;
+      case 2: {
+        auto length = read_varint(file, pos, size);
+        if (!length || *length > size - pos) {
+          throw not_onnx("a field runs past the end of the file (truncated download?)");
+        }
+        pos += *length;
+        if (field == 7) has_graph = true;
+        break;
+      }
+      default: throw not_onnx("invalid field encoding");
+    }
+  }
+  if (pos != size) throw not_onnx("the last field runs past the end of the file (truncated?)");
+  if (!has_graph) throw not_onnx("it has no graph");
+}
+
+}  // namespace
+
+void validate_model_file(const std::string& path) {
+  // Its identity before the walk: a file written meanwhile has another, and is walked again next time.
+  const auto identity = path.empty() ? std::nullopt : detail::identity_of(path);
+  if (identity && identity->regular && validated_files().contains(path, *identity)) return;
+  check_model_file(path);
+  if (identity && identity->regular) validated_files().add(path, *identity);
+}
+
+namespace {
+
+/// Sequential reads of protobuf fields through a file, skipping payloads we do not need.
+class ProtoCursor {
+ public:
+  ProtoCursor(const FileReader& file, uint64_t begin, uint64_t end) : file_(file), pos_(begin), end_(end) {}
+  bool done() const { return pos_ >= end_; }
+  struct Field {
+    uint64_t number;
+    uint64_t wire;
+    uint64_t value;   // varint value, or payload length
+    uint64_t offset;  // where a length-delimited payload starts
+  };
+  Field next(const std::string& path) {
+    auto tag = read_varint(file_, pos_, end_);
+    if (!tag) throw Error(path + ": unreadable protobuf field", kModelHint);
+    Field f{*tag >> 3, *tag & 7, 0, 0};
+    switch (f.wire) {
+      case 0: {
+        auto v = read_varint(file_, pos_, end_);
+        if (!v) throw Error(path + ": truncated protobuf number", kModelHint);
+        f.value = *v;
+        break;
+      }
+      case 1: pos_ += 8; break;
+      case 5: pos_ += 4; break;
+      case 2: {
+        auto len = read_varint(file_, pos_, end_);
+        if (!len || *len > end_ - pos_) throw Error(path + ": a protobuf field runs past its end (truncated?)", kModelHint);
+        f.value = *len;
+        f.offset = pos_;
+        pos_ += *len;
+        break;
+      }
+      default: throw Error(path + ": invalid protobuf encoding", kModelHint);
+    }
+    return f;
+  }
+  std::string string_of(const Field& f) const {
+    std::string s(static_cast<size_t>(std::min<uint64_t>(f.value, 4096)), '\0');
+    file_.read(f.offset, s.data(), s.size());
+    return s;
+  }
+
+ private:
+  const FileReader& file_;
+  uint64_t pos_;
+  uint64_t end_;
+};
+
+uint64_t onnx_element_size(uint64_t data_type) {
+  switch (data_type) {
+    case 1: case 6: case 12: return 4;   // float, int32, uint32
+    case 2: case 3: case 9: return 1;    // uint8, int8, bool
+    case 4: case 5: case 10: case 16: return 2;
+    case 7: case 11: case 13: return 8;  // int64, double, uint64
+    default: return 0;
+  }
+}
+
+}  // namespace
+
+ModelFacts inspect_model(const std::string& path) {
+  validate_model_file(path);
+  FileReader file(path);
+  const uint64_t size = fs::file_size(path);
+  ModelFacts facts;
+  ProtoCursor model(file, 0, size);
+  while (!model.done()) {
+    const auto f = model.next(path);
+    if (f.number == 1 && f.wire == 0) facts.ir_version = static_cast<int64_t>(f.value);
+    if (f.number == 8 && f.wire == 2) {  // opset_import {domain=1, version=2}
+      ProtoCursor opset(file, f.offset, f.offset + f.value);
+      std::string domain;
+      int64_t version = 0;
+      while (!opset.done()) {
+        const auto o = opset.next(path);
+        if (o.number == 1 && o.wire == 2) domain = opset.string_of(o);
+        if (o.number == 2 && o.wire == 0) version = static_cast<int64_t>(o.value);
+      }
+      if (domain.empty() || domain == "ai.onnx") facts.opset = version;
+    }
+    if (f.number != 7 || f.wire != 2) continue;
+    ProtoCursor graph(file, f.offset, f.offset + f.value);
+    while (!graph.done()) {
+      const auto g = graph.next(path);
+      if (g.wire != 2) continue;
+      if (g.number == 1) {  // NodeProto: op_type = 4
+        ++facts.nodes;
+        ProtoCursor node(file, g.offset, g.offset + g.value);
+        while (!node.done()) {
+          const auto n = node.next(path);
+          if (n.number == 4 && n.wire == 2) ++facts.op_counts[node.string_of(n)];
+        }
+      } else if (g.number == 5) {  // TensorProto: dims = 1, data_type = 2, data_location = 14
+        ++facts.initializers;
+        ProtoCursor tensor(file, g.offset, g.offset + g.value);
+        uint64_t elements = 1;
+        uint64_t type = 0;
+        while (!tensor.done()) {
+          const auto t = tensor.next(path);
+          if (t.number == 1 && t.wire == 0) elements *= t.value;
+          if (t.number == 1 && t.wire == 2) {  // packed dims
+            uint64_t pos = t.offset;
+            while (pos < t.offset + t.value) {
+              auto d = read_varint(file, pos, t.offset + t.value);
+              if (!d) break;
+              elements *= *d;
+            }
+          }
+          if (t.number == 2 && t.wire == 0) type = t.value;
+          if (t.number == 14 && t.wire == 0 && t.value == 1) facts.external_data = true;
+        }
+        facts.initializer_bytes += elements * onnx_element_size(type);
+      } else if (g.number == 11 || g.number == 12) {  // ValueInfoProto: name = 1, type = 2
+        ProtoCursor info(file, g.offset, g.offset + g.value);
+        std::string name;
+        std::vector<std::string> dynamic;  // of this input
+        while (!info.done()) {
+          const auto v = info.next(path);
+          if (v.number == 1 && v.wire == 2) name = info.string_of(v);
+          if (v.number != 2 || v.wire != 2 || g.number != 11) continue;
+          // TypeProto.tensor_type = 1 -> Tensor.shape = 2 -> TensorShapeProto.dim = 1 -> dim_value = 1 | dim_param = 2
+          auto nested = [&](ProtoCursor& outer, uint64_t number, const std::function<void(ProtoCursor&)>& inside) {
+            while (!outer.done()) {
+              const auto n = outer.next(path);
+              if (n.number != number || n.wire != 2) continue;
+              ProtoCursor c(file, n.offset, n.offset + n.value);
+              inside(c);
+            }
+          };
+          ProtoCursor type(file, v.offset, v.offset + v.value);
+          nested(type, 1, [&](ProtoCursor& tensor) {
+            nested(tensor, 2, [&](ProtoCursor& shape) {
+              size_t index = 0;
+              nested(shape, 1, [&](ProtoCursor& dim) {
+                bool fixed = false;
+                std::string param;
+                while (!dim.done()) {
+                  const auto d = dim.next(path);
+                  if (d.number == 1 && d.wire == 0) fixed = true;
+                  if (d.number == 2 && d.wire == 2) param = dim.string_of(d);
+                }
+                if (!fixed) dynamic.push_back("[" + std::to_string(index) + "]" + (param.empty() ? "" : " (" + param + ")"));
+                ++index;
+              });
+            });
+          });
+        }
+        (g.number == 11 ? facts.inputs : facts.outputs).push_back(name);
+        for (const auto& d : dynamic) facts.dynamic_dims.push_back(name + d);
+      }
+    }
+  }
+  return facts;
+}
+
+}  // namespace ortfleet
+
+namespace ortfleet::detail {
+
+std::vector<InitializerBytes> initializer_bytes(const std::string& path) {
+  validate_model_file(path);
+  FileReader file(path);
+  const uint64_t size = fs::file_size(path);
+  const fs::path folder = fs::absolute(path).parent_path();
+  std::vector<InitializerBytes> out;
+  ProtoCursor model(file, 0, size);
+  while (!model.done()) {
+    const auto f = model.next(path);
+    if (f.number != 7 || f.wire != 2) continue;  // the graph
+    ProtoCursor graph(file, f.offset, f.offset + f.value);
+    while (!graph.done()) {
+      const auto g = graph.next(path);
+      if (g.number != 5 || g.wire != 2) continue;  // TensorProto: dims 1, data_type 2, name 8, raw_data 9, external_data 13
+      InitializerBytes init;
+      bool located = false;
+      ProtoCursor tensor(file, g.offset, g.offset + g.value);
+      while (!tensor.done()) {
+        const auto t = tensor.next(path);
+        if (t.number == 1 && t.wire == 0) init.dims.push_back(static_cast<int64_t>(t.value));
+        if (t.number == 1 && t.wire == 2) {  // packed dims
+          uint64_t pos = t.offset;
+          while (pos < t.offset + t.value) {
+            auto d = read_varint(file, pos, t.offset + t.value);
+            if (!d) break;
+            init.dims.push_back(static_cast<int64_t>(*d));
+          }
+        }
+        if (t.number == 2 && t.wire == 0) init.type = static_cast<ElementType>(t.value);
+        if (t.number == 8 && t.wire == 2) init.name = tensor.string_of(t);
+        if (t.number == 9 && t.wire == 2) {
+          init.file = fs::absolute(path).string();
+          init.offset = t.offset;
+          init.bytes = t.value;
+          located = true;
+        }
+        if (t.number == 13 && t.wire == 2) {  // StringStringEntryProto {key 1, value 2}
+          ProtoCursor entry(file, t.offset, t.offset + t.value);
+          std::string key;
+          std::string value;
+          while (!entry.done()) {
+            const auto e = entry.next(path);
+            if (e.number == 1 && e.wire == 2) key = entry.string_of(e);
+            if (e.number == 2 && e.wire == 2) value = entry.string_of(e);
+          }
+          if (key == "location") init.file = (folder / value).string();
+          auto number = [&](uint64_t& n) {
+            if (std::from_chars(value.data(), value.data() + value.size(), n).ec != std::errc()) {
+              throw Error(path + ": initializer '" + init.name + "' has a bad external-data " + key + " '" + value + "'", kModelHint);
+            }
+          };
+          if (key == "offset") number(init.offset);
+          if (key == "length") number(init.bytes);
+          located = located || key == "location";
+        }
+      }
+      if (located && !init.name.empty()) out.push_back(std::move(init));
+    }
+  }
+  return out;
+}
+
+}  // namespace ortfleet::detail

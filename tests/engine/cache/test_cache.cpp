@@ -1,0 +1,605 @@
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "base/private_dir.hpp"
+#include "base/unique_fd.hpp"
+#include "ortfleet/synth/synth.hpp"
+#include "engine/cache/cache_use.hpp"
+#include "engine/cache/content_hash.hpp"
+#include "engine/files/mapped_file.hpp"
+#include "engine/cache/model_digest.hpp"
+#include "engine/runtime/ort_environment.hpp"
+#include "ortfleet/base/error.hpp"
+#include "ortfleet/engine/cache.hpp"
+#include "ortfleet/engine/runtime.hpp"
+#include "ortfleet/engine/session.hpp"
+#include "test_support.hpp"
+
+namespace ortfleet {
+namespace fs = std::filesystem;
+
+namespace {
+/// A fresh folder for one test.
+fs::path fresh(const std::string& name) {
+  const fs::path p = test::scratch_dir() / "cache-tests" / name;
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+/// A copy of a model (and of its external data) that a test may damage.
+std::string copy_model(const std::string& model, const fs::path& folder) {
+  const fs::path to = folder / fs::path(model).filename();
+  fs::copy_file(model, to, fs::copy_options::overwrite_existing);
+  if (fs::exists(model + ".data")) fs::copy_file(model + ".data", to.string() + ".data", fs::copy_options::overwrite_existing);
+  return to.string();
+}
+
+struct Started {
+  std::vector<float> output;
+  bool used_cache = false;
+};
+
+/// Starts `model` (with the cache in `cache` unless empty) and runs it once on fixed inputs.
+Started start(const std::string& model, const fs::path& cache = {}, ModelCacheFormat format = ModelCacheFormat::onnx) {
+  SessionSpec spec;
+  spec.model_path = model;
+  if (!cache.empty()) {
+    spec.cache_dir = cache.string();
+    spec.config.session.optimized_model_cache = true;
+    spec.config.session.model_cache_format = format;
+  }
+  Session s(spec);
+  // Token ids of the small transformer must index its 100-word vocabulary.
+  const auto out = s.run(random_inputs(s.inputs(), 5, 1, {{"input_ids", {0, 99}}}));
+  const float* v = out.front().values<float>();
+  return {{v, v + out.front().element_count()}, s.used_model_cache()};
+}
+
+void expect_same(const std::vector<float>& want, const std::vector<float>& got) {
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(want[i], got[i], 1e-4f * (1 + std::abs(want[i]))) << "output " << i;
+}
+
+/// The one published entry in `cache`.
+std::string only_entry(const fs::path& cache) {
+  const auto entries = ModelCache(cache.string()).entries();
+  EXPECT_EQ(entries.size(), 1u);
+  return entries.empty() ? std::string() : entries.front().path;
+}
+
+std::vector<std::string> names_in(const fs::path& folder) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(folder)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+/// Only what a writer may leave: the entry's lock, and the model's remembered digests.
+void expect_nothing_but_locks_and_digests(const fs::path& cache) {
+  for (const auto& n : names_in(cache)) {
+    EXPECT_TRUE(n.ends_with(".lock") || n.ends_with(".digests.json")) << n << " was left behind";
+  }
+}
+
+/// Warnings logged while it lives.
+class CapturedLog {
+ public:
+  CapturedLog() : sink_(std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(64)) {
+    spdlog::default_logger()->sinks().push_back(sink_);
+  }
+  ~CapturedLog() {
+    auto& sinks = spdlog::default_logger()->sinks();
+    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
+  }
+  std::vector<std::string> lines() const { return sink_->last_formatted(); }
+  size_t count(const std::string& text) const {
+    size_t n = 0;
+    for (const auto& l : lines()) n += l.find(text) != std::string::npos ? 1 : 0;
+    return n;
+  }
+
+ private:
+  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;
+};
+
+void overwrite_in_place(const fs::path& path, const std::string& bytes, std::streamoff at = 0) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(at);
+  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  ASSERT_TRUE(f.good()) << path;
+}
+
+/// A damage done to a cached entry, and the start after it.
+void expect_damage_is_repaired(const std::string& what, const std::function<void(const std::string& entry)>& damage) {
+  SCOPED_TRACE(what);
+  const fs::path cache = fresh("damage-" + what);
+  const std::string model = copy_model(test::small_transformer(), fresh("model-" + what));
+  const auto want = start(model).output;
+  EXPECT_FALSE(start(model, cache).used_cache);  // the miss that writes the entry
+  const std::string entry = only_entry(cache);
+  ASSERT_TRUE(start(model, cache).used_cache);
+  damage(entry);
+  CapturedLog log;
+  const Started repaired = start(model, cache);  // never an error, never wrong outputs
+  expect_same(want, repaired.output);
+  EXPECT_FALSE(repaired.used_cache);
+  EXPECT_EQ(log.count("the model cache entry " + entry + " is damaged"), 1u);
+  EXPECT_EQ(detail::check_entry(entry, ModelCache(cache.string()).key_text(model, Device::cpu(), {})), "");
+  const Started next = start(model, cache);  // the entry was made again
+  EXPECT_TRUE(next.used_cache);
+  expect_same(want, next.output);
+}
+}  // namespace
+
+TEST(ModelCache, EntriesDependOnEverythingThatShapesTheOptimisedGraph) {
+  load_runtime();
+  const ModelCache cache((test::scratch_dir() / "keys").string());
+  const std::string model = test::mlp_model();
+  RunConfig base;
+  const std::string key = cache.entry_path(model, Device::cpu(), base);
+  EXPECT_EQ(cache.entry_path(model, Device::cpu(), base), key);
+  EXPECT_EQ(cache.entry_path(model, Device::cpu(1), base), key);  // CPU instances share entries
+  RunConfig basic = base;
+  basic.session.graph_optimization = GraphOptimization::basic;
+  EXPECT_NE(cache.entry_path(model, Device::cpu(), basic), key);
+  RunConfig without_fusion = base;  // a graph made with a transformer disabled is not the full graph
+  without_fusion.session.config_entries["optimization.disable_specified_optimizers"] = "GeluFusionL2";
+  EXPECT_NE(cache.entry_path(model, Device::cpu(), without_fusion), key);
+  RunConfig threads = base;
+  threads.session.intra_op_threads = 3;  // does not change the graph
+  EXPECT_EQ(cache.entry_path(model, Device::cpu(), threads), key);
+  EXPECT_NE(cache.entry_path(model, Device::cuda(0), base), key);
+  EXPECT_NE(cache.entry_path(test::resnet18_model(), Device::cpu(), base), key);
+}
+
+TEST(ModelCache, TheFormatIsPartOfTheKeyAndTheExtension) {
+  load_runtime();
+  const ModelCache cache((test::scratch_dir() / "keys").string());
+  RunConfig ort;
+  ort.session.model_cache_format = ModelCacheFormat::ort;
+  const std::string onnx_entry = cache.entry_path(test::mlp_model(), Device::cpu(), {});
+  const std::string ort_entry = cache.entry_path(test::mlp_model(), Device::cpu(), ort);
+  EXPECT_TRUE(onnx_entry.ends_with(".onnx")) << onnx_entry;
+  EXPECT_TRUE(ort_entry.ends_with(".ort")) << ort_entry;
+  EXPECT_NE(fs::path(onnx_entry).stem(), fs::path(ort_entry).stem());
+}
+
+TEST(ModelCache, AutomaticallyNodeHeavyGraphsGetTheOrtFormatAndOthersTheOnnxFormat) {
+  load_runtime();
+  const ModelCache cache((test::scratch_dir() / "auto-format").string());
+  synth::NodeHeavySpec many;
+  many.nodes = kOrtFormatMinNodes + 100;
+  many.width = 8;
+  const std::string node_heavy = synth::write_node_heavy((test::scratch_dir() / "node-heavy.onnx").string(), many).path;
+  const RunConfig defaults;
+  ASSERT_EQ(defaults.session.model_cache_format, ModelCacheFormat::automatic);
+  EXPECT_TRUE(cache.entry_path(node_heavy, Device::cpu(), defaults).ends_with(".ort"));
+  EXPECT_TRUE(cache.entry_path(test::mlp_model(), Device::cpu(), defaults).ends_with(".onnx"));
+  // Automatic names the same entry as the format it chose: a cache filled either way is found.
+  RunConfig onnx;
+  onnx.session.model_cache_format = ModelCacheFormat::onnx;
+  EXPECT_EQ(cache.entry_path(test::mlp_model(), Device::cpu(), defaults), cache.entry_path(test::mlp_model(), Device::cpu(), onnx));
+  RunConfig ort;
+  ort.session.model_cache_format = ModelCacheFormat::ort;
+  EXPECT_EQ(cache.entry_path(node_heavy, Device::cpu(), defaults), cache.entry_path(node_heavy, Device::cpu(), ort));
+  EXPECT_EQ(parse_model_cache_format("auto"), ModelCacheFormat::automatic);
+  EXPECT_THROW(parse_model_cache_format("protobuf"), Error);
+}
+
+// The ORT format: the miss saves a .ort entry with no side file, the hit loads it and gives the
+// uncached model's outputs, for models with weights inline and with external data.
+TEST(ModelCache, AnOrtFormatEntryGivesTheUncachedOutputs) {
+  load_runtime();
+  for (const std::string& source : {test::mlp_model(), test::small_transformer(), test::resnet18_model()}) {
+    SCOPED_TRACE(source);
+    const fs::path cache = fresh("ort-format-" + fs::path(source).stem().string());
+    const std::string model = copy_model(source, fresh("ort-model-" + fs::path(source).stem().string()));
+    const auto want = start(model).output;
+    const Started miss = start(model, cache, ModelCacheFormat::ort);
+    EXPECT_FALSE(miss.used_cache);
+    expect_same(want, miss.output);
+    const std::string entry = only_entry(cache);
+    EXPECT_TRUE(entry.ends_with(".ort")) << entry;
+    EXPECT_FALSE(fs::exists(entry + ".data"));
+    const std::string bytes = test::read_all(entry);
+    ASSERT_GT(bytes.size(), 8u);
+    EXPECT_EQ(bytes.substr(4, 4), "ORTM");  // the FlatBuffer file identifier of ORT-format models
+    const Started hit = start(model, cache, ModelCacheFormat::ort);
+    EXPECT_TRUE(hit.used_cache);
+    expect_same(want, hit.output);
+    EXPECT_EQ(detail::check_entry(entry, ModelCache(cache.string()).key_text(model, Device::cpu(), [] {
+                RunConfig c;
+                c.session.model_cache_format = ModelCacheFormat::ort;
+                return c;
+              }())),
+              "");
+  }
+}
+
+TEST(ModelCache, AModifiedModelGetsANewEntry) {
+  load_runtime();
+  const ModelCache cache((test::scratch_dir() / "keys2").string());
+  const auto copy = test::scratch_dir() / "mlp-copy.onnx";
+  fs::copy_file(test::mlp_model(), copy, fs::copy_options::overwrite_existing);
+  const std::string before = cache.entry_path(copy.string(), Device::cpu(), {});
+  std::ofstream(copy, std::ios::app) << ' ';
+  EXPECT_NE(cache.entry_path(copy.string(), Device::cpu(), {}), before);
+}
+
+// The key is the model's content: a model rewritten in place with the same size, inode and
+// modification time (touch -d puts the time back) is a new model, even once its hash is remembered.
+TEST(ModelCache, AModelRewrittenInPlaceWithItsOldSizeAndTimesGetsANewEntry) {
+  load_runtime();
+  const fs::path cache = fresh("rewritten");
+  const fs::path folder = fresh("rewritten-models");
+  const std::string model = synth::write_mlp((folder / "m.onnx").string(), {}).path;
+  synth::WriteOptions seed2;
+  seed2.seed = 2;
+  const std::string other = synth::write_mlp((folder / "other.onnx").string(), {}, seed2).path;
+  ASSERT_EQ(fs::file_size(model), fs::file_size(other));
+  ASSERT_NE(test::read_all(model), test::read_all(other));
+  // Old enough that its digest is remembered (see FileDigest::settled).
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  const auto first = start(model, cache);
+  EXPECT_FALSE(first.used_cache);
+  const auto names = names_in(cache);
+  ASSERT_TRUE(std::any_of(names.begin(), names.end(), [](const std::string& n) { return n.ends_with(".digests.json"); }));
+  EXPECT_TRUE(start(model, cache).used_cache);
+  const auto before = detail::identity_of(model);
+  ASSERT_TRUE(before);
+  overwrite_in_place(model, test::read_all(other));
+  const timespec times[2] = {{0, UTIME_OMIT}, {before->mtime_ns / 1000000000, before->mtime_ns % 1000000000}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, model.c_str(), times, 0), 0);
+  const auto after = detail::identity_of(model);
+  ASSERT_EQ(after->bytes, before->bytes);
+  ASSERT_EQ(after->inode, before->inode);
+  ASSERT_EQ(after->mtime_ns, before->mtime_ns);
+  const Started rewritten = start(model, cache);
+  EXPECT_FALSE(rewritten.used_cache);  // not the stale optimised copy of the old model
+  expect_same(start(other).output, rewritten.output);
+}
+
+// External weights are part of the model: new weights in the same .data file make a new entry.
+TEST(ModelCache, NewExternalWeightsGetANewEntry) {
+  load_runtime();
+  const fs::path cache = fresh("external");
+  const fs::path folder = fresh("external-models");
+  const std::string model = test::write_small_transformer(folder / "t.onnx", 1);
+  const std::string other = test::write_small_transformer(folder / "u.onnx", 2);
+  EXPECT_FALSE(start(model, cache).used_cache);
+  EXPECT_TRUE(start(model, cache).used_cache);
+  overwrite_in_place(model + ".data", test::read_all(other + ".data"));  // the .onnx file is untouched
+  const Started changed = start(model, cache);
+  EXPECT_FALSE(changed.used_cache);
+  expect_same(start(other).output, changed.output);
+}
+
+TEST(ModelCache, ATruncatedEntryIsRemadeNotAnError) {
+  expect_damage_is_repaired("truncated-graph", [](const std::string& entry) { fs::resize_file(entry, fs::file_size(entry) / 2); });
+}
+
+TEST(ModelCache, ShortOrMissingWeightsAreRemadeNotAnError) {
+  expect_damage_is_repaired("half-data", [](const std::string& entry) {
+    fs::resize_file(entry + ".data", fs::file_size(entry + ".data") / 2);
+  });
+  expect_damage_is_repaired("missing-data", [](const std::string& entry) { fs::remove(entry + ".data"); });
+}
+
+TEST(ModelCache, FlippedWeightBytesOfTheSameSizeAreCaught) {
+  expect_damage_is_repaired("flipped-data", [](const std::string& entry) {
+    const std::string data = entry + ".data";
+    const uintmax_t size = fs::file_size(data);
+    for (std::streamoff at = 0; at + 4 < static_cast<std::streamoff>(size); at += 256) overwrite_in_place(data, "\x7f\x7f\x7f\x7f", at);
+    ASSERT_EQ(fs::file_size(data), size);
+  });
+}
+
+TEST(ModelCache, AnEntryWithoutAValidManifestIsRemade) {
+  expect_damage_is_repaired("no-manifest", [](const std::string& entry) { fs::remove(entry + ".manifest.json"); });
+  expect_damage_is_repaired("garbled-manifest", [](const std::string& entry) { std::ofstream(entry + ".manifest.json") << "{\"files\": ["; });
+  expect_damage_is_repaired("foreign-manifest", [](const std::string& entry) {
+    auto m = nlohmann::json::parse(test::read_all(entry + ".manifest.json"));
+    m["key"] = "model=0000000000000000:1";
+    std::ofstream(entry + ".manifest.json") << m.dump();
+  });
+}
+
+// A crash's work-around assigns nodes to the CPU EP by name; an optimised copy lost the assignment
+// on a GPU (docs/limits.md), so such a model runs from its own graph: no entry is written or read.
+TEST(ModelCache, AModelWhoseNodesAreAssignedByNameRunsWithoutTheCache) {
+  const fs::path cache = test::scratch_dir() / "cache-assigned";
+  fs::remove_all(cache);
+  for (int i = 0; i < 2; ++i) {
+    SessionSpec spec;
+    spec.model_path = test::mlp_model();
+    spec.cache_dir = cache.string();
+    spec.config.session.optimized_model_cache = true;
+    spec.config.session.config_entries["session.name_based_layer_assignment"] = "cpu(MatMul)";
+    Session s(spec);
+    s.run(random_inputs(s.inputs(), 5));
+    EXPECT_FALSE(s.used_model_cache());
+  }
+  size_t entries = 0;
+  if (fs::exists(cache)) {
+    for (const auto& e : fs::recursive_directory_iterator(cache)) entries += e.path().extension() == ".onnx" || e.path().extension() == ".ort";
+  }
+  EXPECT_EQ(entries, 0u);
+  // The same model without the entry is cached as ever.
+  EXPECT_FALSE(start(test::mlp_model(), cache).used_cache);
+  EXPECT_TRUE(start(test::mlp_model(), cache).used_cache);
+}
+
+TEST(ModelCache, AnEntryNeverVerifiedIsRemadeAndEveryNewEntryIsVerified) {
+  expect_damage_is_repaired("unverified", [](const std::string& entry) {
+    auto m = nlohmann::json::parse(test::read_all(entry + ".manifest.json"));
+    ASSERT_EQ(m.at("verified"), true);  // what this build writes, after comparing outputs
+    m.erase("verified");                // what an ortfleet without verification wrote
+    std::ofstream(entry + ".manifest.json") << m.dump();
+  });
+}
+
+// The entry is ortfleet's work: one whose manifest vouches for it but that no longer loads is set
+// aside, the model starts as it is, and the warning says the model is not at fault.
+TEST(ModelCache, AVouchedForEntryThatFailsToLoadIsSetAsideAndNotBlamedOnTheModel) {
+  const fs::path cache = fresh("unloadable");
+  const std::string model = copy_model(test::small_transformer(), fresh("unloadable-model"));
+  const auto want = start(model).output;
+  start(model, cache);
+  const std::string entry = only_entry(cache);
+  // Junk that the manifest records as the entry's bytes: the manifest's checks pass, loading fails.
+  { std::ofstream(entry, std::ios::trunc) << "not an ONNX graph"; }
+  auto m = nlohmann::json::parse(test::read_all(entry + ".manifest.json"));
+  for (auto& file : m.at("files")) {
+    if (file.at("name") != fs::path(entry).filename().string()) continue;
+    auto record = detail::to_record(detail::digest_file(entry, detail::Symlinks::refuse));
+    record["name"] = file.at("name");
+    file = record;
+  }
+  std::ofstream(entry + ".manifest.json", std::ios::trunc) << m.dump();
+  ASSERT_EQ(detail::check_entry(entry, ModelCache(cache.string()).key_text(model, Device::cpu(), {})), "");
+
+  CapturedLog log;
+  const Started started = start(model, cache);
+  expect_same(want, started.output);
+  EXPECT_FALSE(started.used_cache);
+  EXPECT_NE(detail::rejection_of(entry), "");
+  EXPECT_FALSE(fs::exists(entry)) << "the rejected entry was left in place";
+  bool not_blamed = false;
+  for (const auto& line : log.lines()) not_blamed = not_blamed || line.find("Your model is not at fault") != std::string::npos;
+  EXPECT_TRUE(not_blamed);
+  // Later starts use the model without trying the entry again.
+  const Started later = start(model, cache);
+  EXPECT_FALSE(later.used_cache);
+  expect_same(want, later.output);
+  EXPECT_FALSE(fs::exists(entry));
+}
+
+// The manifest covers exactly the bytes published under the entry's name, and nothing of the
+// writer is left behind.
+TEST(ModelCache, TheManifestCoversExactlyThePublishedFiles) {
+  const fs::path cache = fresh("manifest");
+  const std::string model = copy_model(test::small_transformer(), fresh("manifest-model"));
+  start(model, cache);
+  const std::string entry = only_entry(cache);
+  const auto manifest = nlohmann::json::parse(test::read_all(entry + ".manifest.json"));
+  EXPECT_EQ(manifest.at("key"), ModelCache(cache.string()).key_text(model, Device::cpu(), {}));
+  std::vector<std::string> covered;
+  for (const auto& f : manifest.at("files")) {
+    const fs::path path = fs::path(entry).parent_path() / f.at("name").get<std::string>();
+    const std::string bytes = test::read_all(path);
+    EXPECT_EQ(f.at("bytes").get<uint64_t>(), bytes.size());
+    EXPECT_EQ(f.at("xxh64").get<std::string>(), detail::hex64(detail::xxh64(bytes.data(), bytes.size())));
+    covered.push_back(path.filename().string());
+  }
+  const std::string name = fs::path(entry).filename().string();
+  EXPECT_EQ(covered, (std::vector<std::string>{name, name + ".data"}));
+  for (const auto& n : names_in(cache)) {
+    EXPECT_EQ(n.find(".partial-"), std::string::npos) << n;
+  }
+}
+
+TEST(ModelCache, FoldersAndFilesArePrivateWhateverTheUmask) {
+  const std::string model = copy_model(test::small_transformer(), fresh("umask-model"));
+  const fs::path root = test::scratch_dir() / "cache-tests" / "umask";
+  fs::remove_all(root);
+  {
+    const test::OpenUmask umask;
+    start(model, root / "models");
+  }
+  std::vector<std::string> checked;
+  for (const auto& e : fs::recursive_directory_iterator(root)) {
+    struct stat st {};
+    ASSERT_EQ(::lstat(e.path().c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & (S_IWGRP | S_IWOTH), 0u) << e.path() << " is writable by others";
+    if (S_ISDIR(st.st_mode)) {
+      EXPECT_EQ(st.st_mode & 07777, 0700u) << e.path();
+    }
+    checked.push_back(e.path().filename().string());
+  }
+  EXPECT_GE(checked.size(), 5u);  // models/, the entry, its data, manifest and lock
+}
+
+TEST(ModelCache, AFolderAnotherUserControlsIsRefusedWithTheFix) {
+  const fs::path cache = fresh("world-writable");
+  ::chmod(cache.c_str(), 0777);
+  try {
+    start(test::mlp_model(), cache);
+    FAIL() << "a world-writable cache folder was used";
+  } catch (const Error& e) {
+    const std::string text = e.what();
+    EXPECT_NE(text.find(cache.string()), std::string::npos) << text;
+    EXPECT_NE(text.find("ORTFLEET_CACHE"), std::string::npos) << text;
+  }
+  if (::geteuid() != 0) return;  // making a folder of another user needs root
+  ::chmod(cache.c_str(), 0700);
+  ASSERT_EQ(::chown(cache.c_str(), 65534, 65534), 0);
+  EXPECT_THROW(start(test::mlp_model(), cache), Error);
+  EXPECT_THROW(ModelCache(cache.string()).entries(), Error);
+}
+
+TEST(ModelCache, WithoutAnyCacheLocationItRefusesRatherThanShareOne) {
+  const test::ScopedEnv cache("ORTFLEET_CACHE", std::nullopt);
+  const test::ScopedEnv home("HOME", std::nullopt);
+  {
+    const test::ScopedEnv xdg("XDG_CACHE_HOME", std::nullopt);
+    try {
+      ModelCache::default_root();
+      FAIL() << "a shared folder was chosen: " << ModelCache::default_root();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("ORTFLEET_CACHE"), std::string::npos) << e.what();
+    }
+  }
+  const test::ScopedEnv xdg("XDG_CACHE_HOME", "/x");
+  EXPECT_EQ(ModelCache::default_root(), "/x/ortfleet");
+}
+
+TEST(ModelCache, ACacheFolderThatCannotBeMadeMeansAStartWithoutIt) {
+  const fs::path root = fresh("not-a-folder");
+  std::ofstream(root / "file") << "in the way";
+  const Started s = start(test::mlp_model(), root / "file" / "models");
+  EXPECT_FALSE(s.used_cache);
+  expect_same(start(test::mlp_model()).output, s.output);
+}
+
+TEST(ModelCache, LockFilesAreNeverFollowedThroughSymlinks) {
+  const fs::path root = fresh("lock-symlink");
+  std::ofstream(root / "victim") << "precious";
+  fs::create_symlink(root / "victim", root / "e.onnx.lock");
+  detail::FileLock lock;
+  EXPECT_THROW(lock.try_lock((root / "e.onnx.lock").string(), detail::FileLock::Mode::exclusive), detail::FolderNotWritable);
+  EXPECT_EQ(test::read_all(root / "victim"), "precious");
+}
+
+TEST(ModelCache, ListsAndClearsEntriesButKeepsThoseInUse) {
+  const auto dir = fresh("list");
+  std::ofstream(dir / "m-1.onnx") << "graph";
+  std::ofstream(dir / "m-1.onnx.data") << "weights";
+  std::ofstream(dir / "m-2.onnx") << "graph";
+  std::ofstream(dir / "m-2.onnx.partial-12") << "left by a crash";
+  const ModelCache cache(dir.string());
+  const auto entries = cache.entries();
+  ASSERT_EQ(entries.size(), 2u);
+  EXPECT_EQ(entries[0].bytes + entries[1].bytes, 17u);  // graph and weights together
+  detail::FileLock reader;
+  ASSERT_TRUE(reader.try_lock((dir / "m-1.onnx.lock").string(), detail::FileLock::Mode::shared));
+  EXPECT_EQ(cache.clear(), 1u);
+  EXPECT_EQ(names_in(dir), (std::vector<std::string>{"m-1.onnx", "m-1.onnx.data", "m-1.onnx.lock"}));
+  reader.unlock();
+  EXPECT_EQ(cache.clear(), 0u);
+  EXPECT_TRUE(cache.entries().empty());
+}
+
+namespace {
+/// A CacheUse writing an entry of the small transformer: ONNX Runtime has saved it, unpublished.
+struct WrittenEntry {
+  const RuntimeInfo& runtime = load_runtime();  // first: the options below need ONNX Runtime's API
+  fs::path cache;
+  Ort::SessionOptions options;
+  std::unique_ptr<detail::CacheUse> use;
+
+  explicit WrittenEntry(const std::string& name) : cache(fresh(name)) {
+    const std::string model = copy_model(test::small_transformer(), fresh(name + "-model"));
+    use = std::make_unique<detail::CacheUse>(cache.string(), model, Device::cpu(), RunConfig{}, options);
+    EXPECT_TRUE(use->writing());
+    Ort::Session session(detail::ort_env(), model.c_str(), options);
+    EXPECT_TRUE(fs::exists(use->entry() + ".partial-" + std::to_string(::getpid())));
+    EXPECT_TRUE(fs::exists(use->entry() + ".data"));
+  }
+};
+}  // namespace
+
+// A failed write of the entry (a full disk, a read-only folder, here the manifest's name taken by a
+// folder) leaves nothing behind and the session goes on from the model.
+TEST(CacheUse, AManifestThatCannotBeWrittenLeavesNothingBehind) {
+  WrittenEntry written("manifest-blocked");
+  fs::create_directories(written.use->entry() + ".manifest.json/in-the-way");
+  EXPECT_FALSE(written.use->commit());
+  expect_nothing_but_locks_and_digests(written.cache);
+}
+
+TEST(CacheUse, AbandonRemovesEveryFileOfTheEntry) {
+  WrittenEntry written("abandon");
+  written.use->abandon("the disk is full");
+  EXPECT_FALSE(written.use->writing());
+  expect_nothing_but_locks_and_digests(written.cache);
+  EXPECT_TRUE(fs::exists(written.use->entry() + ".lock"));
+}
+
+namespace {
+struct ChildResult {
+  int status = -1;
+  std::string err;
+};
+
+/// Runs `argv` in a child whose files may not grow past `max_file_bytes` (RLIMIT_FSIZE) with SIGXFSZ
+/// ignored, as on a disk that is full: writes past the limit fail with EFBIG.
+ChildResult run_with_file_limit(const std::vector<std::string>& argv, const std::string& cache, rlim_t max_file_bytes) {
+  std::vector<std::string> env = {"ORTFLEET_CACHE=" + cache};
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::string(*e).rfind("ORTFLEET_CACHE=", 0) != 0) env.emplace_back(*e);
+  }
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  std::vector<char*> envp;
+  for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return {};
+  detail::UniqueFd read_end(pipe_fds[0]);
+  detail::UniqueFd write_end(pipe_fds[1]);
+  detail::UniqueFd devnull(::open("/dev/null", O_WRONLY | O_CLOEXEC));
+  const pid_t pid = ::fork();
+  if (pid == 0) {  // only async-signal-safe calls until exec
+    ::dup2(devnull.get(), 1);
+    ::dup2(write_end.get(), 2);
+    const struct rlimit limit {max_file_bytes, max_file_bytes};
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+    ::signal(SIGXFSZ, SIG_IGN);
+    ::execve(args[0], args.data(), envp.data());
+    ::_exit(127);
+  }
+  write_end = detail::UniqueFd();
+  ChildResult r;
+  char buffer[4096];
+  ssize_t n;
+  while ((n = ::read(read_end.get(), buffer, sizeof(buffer))) > 0) r.err.append(buffer, static_cast<size_t>(n));
+  ::waitpid(pid, &r.status, 0);
+  return r;
+}
+}  // namespace
+
+TEST(ModelCache, AFullDiskMeansAStartWithoutTheCacheAndOneWarning) {
+  const fs::path cache = fresh("full-disk");
+  const std::string model = copy_model(test::small_transformer(), fresh("full-disk-model"));
+  ASSERT_GT(fs::file_size(model + ".data"), 64u * 1024);  // the entry's weights cannot be written
+  const ChildResult r = run_with_file_limit(
+      {test::bin("ortfleet"), "start", model, "--devices", "cpu*2", "--strategy", "sequential", "--model-cache"},
+      cache.string(), 64 * 1024);
+  ASSERT_TRUE(WIFEXITED(r.status)) << r.err;
+  EXPECT_EQ(WEXITSTATUS(r.status), 0) << r.err;
+  size_t warnings = 0;
+  for (size_t at = r.err.find("could not be written"); at != std::string::npos; at = r.err.find("could not be written", at + 1)) ++warnings;
+  EXPECT_EQ(warnings, 1u) << r.err;
+  expect_nothing_but_locks_and_digests(cache / "models");
+}
+
+}  // namespace ortfleet

@@ -1,0 +1,179 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "engine/files/npy_file.hpp"
+#include "engine/cache/output_compare.hpp"
+#include "engine/session/warmup_inputs.hpp"
+#include "ortfleet/base/error.hpp"
+#include "ortfleet/engine/options.hpp"
+#include "ortfleet/engine/session.hpp"
+#include "test_support.hpp"
+
+namespace ortfleet {
+namespace fs = std::filesystem;
+
+namespace {
+Tensor make(const std::string& name, ElementType type, std::vector<int64_t> shape, const std::vector<double>& values) {
+  Tensor t = Tensor::host_copy(name, type, std::move(shape), nullptr);
+  for (size_t i = 0; i < values.size(); ++i) {
+    switch (type) {
+      case ElementType::float32: t.values<float>()[i] = static_cast<float>(values[i]); break;
+      case ElementType::int64: t.values<int64_t>()[i] = static_cast<int64_t>(values[i]); break;
+      default: t.values<uint8_t>()[i] = static_cast<uint8_t>(values[i]); break;
+    }
+  }
+  return t;
+}
+
+fs::path scratch(const std::string& name) {
+  const fs::path dir = test::scratch_dir() / "warmup-inputs";
+  fs::create_directories(dir);
+  return dir / name;
+}
+
+const std::vector<TensorSpec> kAudioModel = {{"input", ElementType::float32, {-1, -1}, {"batch", "samples"}},
+                                             {"sr", ElementType::int64, {}, {}},
+                                             {"state", ElementType::float32, {2, -1, 4}, {"", "batch", ""}}};
+}  // namespace
+
+TEST(NpyFile, AnNpzWrittenIsReadBackWithNamesTypesShapesAndValues) {
+  const std::string path = scratch("round-trip.npz").string();
+  detail::write_npz(path, {make("x", ElementType::float32, {2, 3}, {1, 2, 3, 4, 5, 6.5}), make("sr", ElementType::int64, {}, {16000}),
+                           make("mask", ElementType::boolean, {5}, {1, 0, 1, 1, 0})});
+  const auto back = detail::read_npz(path);
+  ASSERT_EQ(back.size(), 3u);
+  EXPECT_EQ(back[0].name, "x");
+  EXPECT_EQ(back[0].shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(back[0].values<float>()[5], 6.5f);
+  EXPECT_EQ(back[1].name, "sr");
+  EXPECT_EQ(back[1].type, ElementType::int64);
+  EXPECT_TRUE(back[1].shape.empty());
+  EXPECT_EQ(back[1].values<int64_t>()[0], 16000);
+  EXPECT_EQ(back[2].type, ElementType::boolean);
+  EXPECT_EQ(back[2].values<uint8_t>()[3], 1);
+}
+
+TEST(NpyFile, DamagedOrForeignFilesAreRefusedWithTheReason) {
+  const std::string npy = scratch("one.npy").string();
+  { std::ofstream(npy, std::ios::binary) << detail::npy_bytes(make("a", ElementType::float32, {4}, {1, 2, 3, 4})); }
+  EXPECT_EQ(detail::read_array_file(npy, "only").front().name, "only");
+  fs::resize_file(npy, fs::file_size(npy) - 3);
+  try {
+    detail::read_npy(npy, "a");
+    FAIL() << "a cut-short array was read";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what_failed()).find("needs 16 bytes"), std::string::npos) << e.what();
+  }
+  const std::string text = scratch("text.npz").string();
+  { std::ofstream(text) << "PK\x03\x04 but not a zip file at all"; }
+  EXPECT_THROW(detail::read_npz(text), Error);
+  const std::string fortran = scratch("fortran.npy").string();
+  std::string bytes = detail::npy_bytes(make("a", ElementType::float32, {2, 2}, {1, 2, 3, 4}));
+  bytes.replace(bytes.find("False"), 5, "True ");
+  { std::ofstream(fortran, std::ios::binary) << bytes; }
+  EXPECT_THROW(detail::read_npy(fortran, "a"), Error);
+}
+
+TEST(WarmupInputs, FileArraysAreFedAsTheyAreAndSharedDimNamesFollowThem) {
+  const std::string path = scratch("audio.npz").string();
+  detail::write_npz(path, {make("input", ElementType::float32, {3, 7}, std::vector<double>(21, 0.25)), make("sr", ElementType::int64, {}, {16000})});
+  WarmupOptions options;
+  options.inputs_file = path;
+  options.input_ranges["state"] = {0, 0};
+  const detail::WarmupInputSource source(options, kAudioModel, {}, 1);
+  const InputShapes shapes = source.default_shapes();
+  EXPECT_EQ(shapes.at("input"), (std::vector<int64_t>{3, 7}));
+  EXPECT_EQ(shapes.at("state"), (std::vector<int64_t>{2, 3, 4}));  // "batch" follows the file's input
+  const auto made = source.make(shapes, 1);
+  ASSERT_EQ(made.tensors.size(), 3u);
+  EXPECT_EQ(made.tensors[0].values<float>()[20], 0.25f);
+  EXPECT_EQ(made.tensors[1].values<int64_t>()[0], 16000);
+  for (int64_t i = 0; i < made.tensors[2].element_count(); ++i) EXPECT_EQ(made.tensors[2].values<float>()[i], 0.0f);
+  ASSERT_EQ(made.made_up.size(), 1u);  // only the state was generated
+  EXPECT_NE(made.made_up.front().find("'state'"), std::string::npos) << made.made_up.front();
+  EXPECT_NE(made.made_up.front().find("value 0"), std::string::npos) << made.made_up.front();
+}
+
+TEST(WarmupInputs, RangesApplyToGeneratedInputsOfEveryTypeAndMadeUpDimsAreNamed) {
+  WarmupOptions options;
+  options.input_ranges["sr"] = {8000, 8000};
+  options.input_ranges["input"] = {-32768, 32767};
+  const detail::WarmupInputSource source(options, kAudioModel, {}, 1);
+  const auto made = source.make(source.default_shapes(), 3);
+  EXPECT_EQ(made.tensors[1].values<int64_t>()[0], 8000);
+  ASSERT_EQ(made.made_up.size(), 3u);
+  EXPECT_NE(made.made_up[0].find("dynamic dims 0, 1 chosen"), std::string::npos) << made.made_up[0];
+  EXPECT_NE(made.made_up[0].find("values in [-32768, 32767]"), std::string::npos) << made.made_up[0];
+  const auto wide = source.make({{"input", {1, 4000}}, {"sr", {}}, {"state", {2, 1, 4}}}, 3);
+  float largest = 0;
+  for (int64_t i = 0; i < 4000; ++i) largest = std::max(largest, std::abs(wide.tensors[0].values<float>()[i]));
+  EXPECT_GT(largest, 1000.0f);  // int16-scale audio, not [-1, 1)
+  EXPECT_LE(largest, 32768.0f);
+}
+
+TEST(WarmupInputs, AFileThatDoesNotFitTheModelIsRefusedNamingTheArray) {
+  auto refused = [](const std::vector<Tensor>& arrays, const std::string& expected) {
+    const std::string path = scratch("bad.npz").string();
+    detail::write_npz(path, arrays);
+    WarmupOptions options;
+    options.inputs_file = path;
+    try {
+      detail::WarmupInputSource source(options, kAudioModel, {}, 1);
+      ADD_FAILURE() << "accepted: " << expected;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+  };
+  refused({make("nosuch", ElementType::float32, {1, 2}, {})}, "'nosuch', which is not an input");
+  refused({make("sr", ElementType::float32, {}, {})}, "is float32, and the model takes int64");
+  refused({make("state", ElementType::float32, {3, 1, 4}, {})}, "warm-up input 'state'");
+  WarmupOptions unknown_range;
+  unknown_range.input_ranges["nosuch"] = {0, 1};
+  EXPECT_THROW(detail::WarmupInputSource(unknown_range, kAudioModel, {}, 1), Error);
+}
+
+TEST(InputRange, ConstantsRangesAndMistakes) {
+  EXPECT_EQ(parse_input_range("sr=16000").second, (ValueRange{16000, 16000}));
+  EXPECT_EQ(parse_input_range("ids=0:30521").second, (ValueRange{0, 30521}));
+  EXPECT_EQ(parse_input_range("x=-1.5:2").second, (ValueRange{-1.5, 2}));
+  EXPECT_THROW(parse_input_range("sr"), Error);
+  EXPECT_THROW(parse_input_range("sr=abc"), Error);
+  EXPECT_THROW(parse_input_range("x=2:1"), Error);
+  RunConfig config;
+  config.warmup.inputs_file = "/data/warmup.npz";
+  config.warmup.input_ranges["sr"] = {16000, 16000};
+  EXPECT_EQ(RunConfig::from_json(config.to_json(), "test"), config);
+}
+
+TEST(OutputCompare, FloatNoiseIsAcceptedAndRealDifferencesAreNamed) {
+  const Tensor want = make("y", ElementType::float32, {4}, {1.0, -200.0, 3.0, 0.0});
+  EXPECT_EQ(detail::output_difference(want, make("y", ElementType::float32, {4}, {1.0001, -200.02, 3.0, 0.00001})), "");
+  EXPECT_NE(detail::output_difference(want, make("y", ElementType::float32, {4}, {1.0, -200.0, 3.5, 0.0})).find("element 2"), std::string::npos);
+  EXPECT_NE(detail::output_difference(want, make("y", ElementType::float32, {2, 2}, {1, -200, 3, 0})).find("shape"), std::string::npos);
+  const Tensor ids = make("ids", ElementType::int64, {3}, {1, 2, 3});
+  EXPECT_EQ(detail::output_difference(ids, make("ids", ElementType::int64, {3}, {1, 2, 3})), "");
+  EXPECT_NE(detail::output_difference(ids, make("ids", ElementType::int64, {3}, {1, 2, 4})), "");
+}
+
+// The failure of a model on made-up inputs says which were made up and how to give real ones.
+TEST(WarmupInputs, AModelThatRejectsMadeUpInputsGetsAnErrorNamingThem) {
+  SessionSpec spec;
+  spec.model_path = test::small_transformer();
+  spec.config.warmup.input_ranges["input_ids"] = {1000, 1000};  // beyond its 100-word vocabulary: Gather fails
+  Session session(spec);
+  try {
+    session.warm_up();
+    FAIL() << "token ids outside the vocabulary were accepted";
+  } catch (const Error& e) {
+    const std::string text = e.what();
+    EXPECT_NE(text.find("inputs ortfleet made up"), std::string::npos) << text;
+    EXPECT_NE(text.find("'input_ids'"), std::string::npos) << text;
+    EXPECT_NE(text.find("--warmup-inputs"), std::string::npos) << text;
+  }
+}
+
+}  // namespace ortfleet

@@ -1,0 +1,298 @@
+// Buckets (engine/buckets.hpp), padding (engine/tensor_padding.hpp) and the measured shape policy
+// (engine/shape_policy.hpp), alone and through a Session on the CPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "engine/shapes/buckets.hpp"
+#include "engine/shapes/shape_policy.hpp"
+#include "engine/shapes/shapes.hpp"
+#include "engine/shapes/tensor_padding.hpp"
+#include "ortfleet/base/error.hpp"
+#include "ortfleet/engine/session.hpp"
+#include "ortfleet/synth/synth.hpp"
+#include "test_support.hpp"
+
+namespace ortfleet {
+namespace fs = std::filesystem;
+
+namespace {
+
+Tensor counting(const std::vector<int64_t>& shape, const char* name = "x") {
+  Tensor t = Tensor::host_copy(name, ElementType::float32, shape, nullptr);
+  for (int64_t i = 0; i < t.element_count(); ++i) t.values<float>()[i] = static_cast<float>(i);
+  return t;
+}
+
+float at(const Tensor& t, const std::vector<int64_t>& index) {
+  int64_t offset = 0;
+  for (size_t d = 0; d < index.size(); ++d) offset = offset * t.shape[d] + index[d];
+  return t.values<float>()[offset];
+}
+
+std::string expect_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no error";
+  return {};
+}
+
+Tensor tokens(const char* name, int64_t length, int64_t value_or_seed, bool constant) {
+  Tensor t = Tensor::host_copy(name, ElementType::int64, {1, length}, nullptr);
+  for (int64_t i = 0; i < length; ++i) t.values<int64_t>()[i] = constant ? value_or_seed : (i * 7 + value_or_seed) % 100;
+  return t;
+}
+
+}  // namespace
+
+TEST(TensorPadding, PadsAnyDimsWithTheValueAndCropsBack) {
+  const Tensor x = counting({2, 3, 4});
+  const Tensor p = detail::padded(x, {2, 5, 6}, -1.0, Device::cpu());
+  ASSERT_EQ(p.shape, (std::vector<int64_t>{2, 5, 6}));
+  for (int64_t a = 0; a < 2; ++a) {
+    for (int64_t b = 0; b < 5; ++b) {
+      for (int64_t c = 0; c < 6; ++c) {
+        const float want = b < 3 && c < 4 ? at(x, {a, b, c}) : -1.0f;
+        ASSERT_EQ(at(p, {a, b, c}), want) << a << "," << b << "," << c;
+      }
+    }
+  }
+  const Tensor back = detail::cropped(p, {2, 3, 4}, Device::cpu());
+  ASSERT_EQ(back.shape, x.shape);
+  for (int64_t i = 0; i < x.element_count(); ++i) EXPECT_EQ(back.values<float>()[i], x.values<float>()[i]);
+  // Integers take the value as they are: a pad token id.
+  Tensor ids = Tensor::host_copy("ids", ElementType::int64, {1, 2}, nullptr);
+  ids.values<int64_t>()[0] = 5;
+  ids.values<int64_t>()[1] = 6;
+  const Tensor padded_ids = detail::padded(ids, {1, 4}, 3, Device::cpu());
+  EXPECT_EQ(std::vector<int64_t>(padded_ids.values<int64_t>(), padded_ids.values<int64_t>() + 4), (std::vector<int64_t>{5, 6, 3, 3}));
+}
+
+TEST(TensorPadding, CopiesWholeRowsNotElements) {
+  // An image padded in height and width: one 2-D copy per channel, rows of the real width.
+  const auto copies = detail::block_copies({1, 3, 480, 500}, {1, 3, 512, 512}, 4);
+  ASSERT_EQ(copies.size(), 3u);
+  EXPECT_EQ(copies[1].height, 480u);
+  EXPECT_EQ(copies[1].width, 2000u);
+  EXPECT_EQ(copies[1].from_pitch, 2000u);
+  EXPECT_EQ(copies[1].to_pitch, 2048u);
+  EXPECT_EQ(copies[1].from_offset, 480u * 2000u);
+  EXPECT_EQ(copies[1].to_offset, 512u * 2048u);
+  // A padded sequence: one copy.
+  EXPECT_EQ(detail::block_copies({1, 37}, {1, 64}, 8).size(), 1u);
+  // Only the width padded: every row of every channel and image in one copy.
+  const auto wide = detail::block_copies({8, 256, 60, 60}, {8, 256, 60, 64}, 4);
+  ASSERT_EQ(wide.size(), 1u);
+  EXPECT_EQ(wide[0].height, 8u * 256u * 60u);
+  EXPECT_EQ(wide[0].to_pitch, 256u);
+  // Every dim pattern moves the same elements as an element-by-element copy.
+  for (const auto& [from, to] : std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>>{
+           {{3}, {5}}, {{2, 3}, {4, 3}}, {{2, 3, 4}, {2, 5, 4}}, {{2, 3, 4}, {3, 3, 6}}, {{1, 2, 3, 4}, {1, 2, 3, 4}}, {{2, 0, 3}, {2, 2, 3}}}) {
+    const Tensor x = counting(from);
+    const Tensor p = detail::padded(x, to, -1.0, Device::cpu());
+    int64_t checked = 0;
+    for (int64_t i = 0; i < x.element_count(); ++i) {
+      std::vector<int64_t> index(from.size());
+      for (int64_t rest = i, d = static_cast<int64_t>(from.size()) - 1; d >= 0; --d) {
+        index[static_cast<size_t>(d)] = rest % from[static_cast<size_t>(d)];
+        rest /= from[static_cast<size_t>(d)];
+      }
+      ASSERT_EQ(at(p, index), x.values<float>()[i]) << shape_text(from) << " -> " << shape_text(to);
+      ++checked;
+    }
+    EXPECT_EQ(checked, x.element_count());
+  }
+}
+
+TEST(Buckets, ParsesListsAndRanges) {
+  EXPECT_EQ(parse_buckets("x.2=640,480,960").sizes, (std::vector<int64_t>{480, 640, 960}));
+  const auto range = parse_buckets("image.3=320:960:128");
+  EXPECT_EQ(range.input, "image");
+  EXPECT_EQ(range.dim, 3);
+  EXPECT_EQ(range.sizes, (std::vector<int64_t>{320, 448, 576, 704, 832, 960}));
+  EXPECT_EQ(parse_buckets("a.b.1=300:1000:128").sizes.back(), 1000);  // a last step short of the end adds it
+  EXPECT_EQ(parse_buckets("a.b.1=300:1000:128").input, "a.b");
+  for (const char* bad : {"x=1", "x.a=1", "x.2=0", "x.2=9:1:1", "x.2=1:2", ".2=4", "x.2="}) {
+    EXPECT_NE(expect_error([&] { parse_buckets(bad); }).find("x"), std::string::npos) << bad;
+  }
+  EXPECT_EQ(parse_pad_value("input_ids=1").second, 1.0);
+  EXPECT_THROW(parse_pad_value("input_ids=one"), Error);
+  EXPECT_EQ(parse_shape_policy("per-shape"), ShapePolicy::per_shape);
+  EXPECT_THROW(parse_shape_policy("always"), Error);
+}
+
+TEST(Buckets, AFittingCallRunsPaddedOnTheBucketsSessionAndItsOutputsAreCroppedBack) {
+  SessionSpec spec;
+  spec.model_path = test::segmenter_model();
+  spec.config.shapes.buckets = {parse_buckets("image.2=32,64"), parse_buckets("image.3=32,64")};
+  Session s(spec);
+  ASSERT_EQ(s.declared_shapes().size(), 4u);  // the cross product, made at start-up
+  s.warm_up(1);
+  EXPECT_EQ(s.shape_sessions().size(), 4u);
+  for (const auto& [h, w] : {std::pair<int64_t, int64_t>{24, 40}, {64, 8}, {32, 32}, {56, 16}}) {
+    const auto out = s.run({counting({1, 3, h, w}, "image")});
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(out[0].shape, (std::vector<int64_t>{1, 1, h / 4, w / 4})) << h << "x" << w;
+  }
+  EXPECT_EQ(s.shape_sessions().size(), 4u);  // no session was made for a padded shape
+  // Larger than every bucket: runs as it is, in the shared session.
+  EXPECT_EQ(s.run({counting({1, 3, 72, 8}, "image")})[0].shape, (std::vector<int64_t>{1, 1, 18, 2}));
+}
+
+TEST(Buckets, PaddedTokensWithAZeroMaskGiveTheUnpaddedOutputs) {
+  // A transformer: input_ids padded with a pad id, attention_mask (same symbolic dim) with zeros.
+  SessionSpec spec;
+  spec.model_path = test::masked_transformer_model();
+  spec.config.shapes.buckets = {parse_buckets("input_ids.1=16,32,64")};
+  spec.config.shapes.pad_values["input_ids"] = 1;
+  Session padded(spec);
+  padded.warm_up(1);
+  SessionSpec plain_spec;
+  plain_spec.model_path = test::masked_transformer_model();
+  Session plain(plain_spec);
+  for (const int64_t length : {5, 16, 29, 40}) {
+    const std::vector<Tensor> in = {tokens("input_ids", length, length, false), tokens("attention_mask", length, 1, true)};
+    const auto got = padded.run(in);
+    const auto want = plain.run(in);
+    ASSERT_EQ(got[0].shape, want[0].shape) << length;
+    for (int64_t i = 0; i < want[0].element_count(); ++i) {
+      ASSERT_NEAR(got[0].values<float>()[i], want[0].values<float>()[i], 1e-4f) << "length " << length << " value " << i;
+    }
+  }
+  EXPECT_EQ(padded.shape_sessions().size(), 3u);
+}
+
+TEST(Buckets, AnOutputThatDoesNotFollowThePaddedDimRefusesThem) {
+  synth::ConvZooSpec zoo;
+  zoo.convs = 2;
+  zoo.max_spatial = 16;
+  zoo.dynamic_spatial = true;
+  const std::string model = synth::write_conv_zoo((test::scratch_dir() / "convzoo-pooled.onnx").string(), zoo).path;
+  SessionSpec probe;
+  probe.model_path = model;
+  const std::string input = Session(probe).inputs().front().name;
+  SessionSpec spec = probe;
+  spec.config.shapes.buckets = {parse_buckets(input + ".2=8,16")};
+  spec.dynamic_dim = 8;
+  const std::string why = expect_error([&] {
+    Session s(spec);
+    s.warm_up(1);
+  });
+  EXPECT_NE(why.find("refused: output"), std::string::npos) << why;
+  EXPECT_NE(why.find("has no dim that follows it"), std::string::npos) << why;
+}
+
+TEST(Buckets, BadDeclarationsAreClearErrors) {
+  auto with = [](std::vector<DimBuckets> b, int max_sessions = 8) {
+    SessionSpec spec;
+    spec.model_path = test::segmenter_model();
+    spec.config.shapes.buckets = std::move(b);
+    spec.config.shapes.max_sessions = max_sessions;
+    return expect_error([&] { Session s(spec); });
+  };
+  EXPECT_NE(with({parse_buckets("picture.2=32")}).find("no input 'picture'"), std::string::npos);
+  EXPECT_NE(with({parse_buckets("image.1=3")}).find("is fixed by the model"), std::string::npos);
+  EXPECT_NE(with({parse_buckets("image.4=3")}).find("has no dim 4"), std::string::npos);
+  // Declared through a dim of the same name twice, with the same sizes: one padded dim.
+  SessionSpec twice;
+  twice.model_path = test::masked_transformer_model();
+  twice.config.shapes.buckets = {parse_buckets("input_ids.1=16,32"), parse_buckets("attention_mask.1=16,32")};
+  EXPECT_EQ(Session(twice).declared_shapes().size(), 2u);
+  twice.config.shapes.buckets.back() = parse_buckets("attention_mask.1=16,64");
+  EXPECT_NE(expect_error([&] { Session s(twice); }).find("pad the same dim ('sequence') to different sizes"), std::string::npos);
+  twice.config.shapes.buckets.pop_back();
+  twice.config.shapes.pad_values["input_id"] = 1;  // a typo
+  EXPECT_NE(expect_error([&] { Session s(twice); }).find("'input_id', which is not an input"), std::string::npos);
+  twice.config.shapes.pad_values = {{"input_ids", 1e12}};  // beyond what the padding takes for int64
+  twice.config.shapes.buckets = {parse_buckets("input_ids.1=16,32")};
+  Session big(twice);
+  EXPECT_NE(expect_error([&] { big.run({tokens("input_ids", 5, 1, false), tokens("attention_mask", 5, 1, true)}); }).find("is not a int64 value"),
+            std::string::npos);
+  // The cross product is capped: 17 x 17 shapes.
+  EXPECT_NE(with({parse_buckets("image.2=8:136:8"), parse_buckets("image.3=8:136:8")}).find("more than 256 shapes"), std::string::npos);
+}
+
+TEST(ShapePolicy, OnTheCpuNewShapesShareOneSession) {
+  SessionSpec spec;
+  spec.model_path = test::dynamic_mlp_model();
+  Session s(spec);
+  for (int64_t batch : {1, 2, 3, 2, 1}) {
+    Tensor in = Tensor::host_copy("input", ElementType::float32, {batch, 64}, nullptr);
+    EXPECT_EQ(s.run({in}).front().shape.front(), batch);
+  }
+  EXPECT_EQ(s.shape_sessions().size(), 1u);
+}
+
+TEST(Buckets, PaddedBatchesOfAnImageModelMakeNoOtherShapes) {
+  // pad_batch is buckets on the first dims: the declared batches are the only shapes made.
+  SessionSpec spec;
+  spec.model_path = test::dynamic_resnet18_model();
+  spec.config.shapes.batches = {1, 4};
+  spec.config.shapes.pad_batch = true;
+  Session s(spec);
+  EXPECT_EQ(s.declared_shapes().size(), 2u);
+  s.warm_up(1);
+  const std::vector<Tensor> three = random_inputs(with_shapes(s.inputs(), {{"input", {3, 3, 64, 64}}}), 5);
+  EXPECT_EQ(s.run(three).front().shape.front(), 3);
+  EXPECT_EQ(s.shape_sessions().size(), 2u);
+}
+
+TEST(ShapePolicy, AShapeGetsItsOwnSessionOnceItsSwitchesPaidForOne) {
+  detail::ShapeTraffic traffic;
+  const detail::ShapeCosts costs{/*steady_ms=*/1, /*switch_ms=*/10, /*new_session_ms=*/25};
+  EXPECT_FALSE(traffic.pays_for_session("x=2", true, costs));   // a first call pays cuDNN's search in any session
+  EXPECT_FALSE(traffic.pays_for_session("x=2", true, costs));   // a return: 10 paid
+  EXPECT_FALSE(traffic.pays_for_session("x=2", false, costs));  // no switch, nothing paid
+  EXPECT_FALSE(traffic.pays_for_session("x=2", true, costs));   // 20
+  EXPECT_TRUE(traffic.pays_for_session("x=2", true, costs));    // 30: a session of its own pays now
+  EXPECT_FALSE(traffic.pays_for_session("x=3", true, costs));  // each shape pays for itself
+  // A stream of ever-new shapes never buys one, however cheap a session is.
+  const detail::ShapeCosts cheap{1, 10, 0.5};
+  for (int i = 10; i < 40; ++i) EXPECT_FALSE(traffic.pays_for_session("x=" + std::to_string(i), true, cheap));
+  // Switching that costs nothing (the CPU EP, or a runtime that keeps plans) never buys a session.
+  const detail::ShapeCosts free_switch{1, 0.1, 0.05};
+  for (int i = 0; i < 10; ++i) EXPECT_FALSE(traffic.pays_for_session("x=4", true, free_switch));
+  EXPECT_FALSE(traffic.pays_for_session("x=5", true, std::nullopt));
+}
+
+TEST(ShapePolicy, AStreamOfNewShapesIsToldOnceWhichBucketsWouldServeIt) {
+  detail::ShapeTraffic traffic;
+  auto note = [&](const InputShapes& s) { traffic.note(to_string(s), s); };
+  for (int64_t i = 0; i < 9; ++i) note({{"x", {1, 3, 320 + 64 * i, 960 - 32 * i}}});
+  EXPECT_FALSE(traffic.advice_once(9));
+  note({{"x", {1, 3, 352, 352}}});
+  const auto advice = traffic.advice_once(9);
+  ASSERT_TRUE(advice);
+  EXPECT_NE(advice->find("10 distinct input shapes"), std::string::npos) << *advice;
+  EXPECT_NE(advice->find("x dim 2: 320..832"), std::string::npos) << *advice;
+  EXPECT_NE(advice->find("--buckets x.2="), std::string::npos) << *advice;
+  EXPECT_NE(advice->find("--buckets x.3="), std::string::npos) << *advice;
+  EXPECT_EQ(advice->find("x.1="), std::string::npos) << *advice;  // a dim that never varied
+  EXPECT_FALSE(traffic.advice_once(9));                          // said once
+  EXPECT_EQ(to_string(detail::suggested_buckets("x", 2, 320, 960, 32)), "x.2=320,512,736,960");
+  EXPECT_EQ(to_string(detail::suggested_buckets("ids", 1, 8, 256, 1)), "ids.1=8,90,173,256");
+}
+
+TEST(ShapePolicy, CostsAreKeptBesideTheCacheEntry) {
+  const fs::path dir = test::scratch_dir() / "shape-costs";
+  fs::create_directories(dir);
+  const std::string entry = (dir / "model-abc.onnx").string();
+  fs::remove(entry + ".shape-costs.json");
+  EXPECT_FALSE(detail::read_shape_costs(entry, "exhaustive"));
+  detail::write_shape_costs(entry, "exhaustive", {2.5, 40, 300});
+  EXPECT_FALSE(detail::read_shape_costs(entry, "heuristic"));  // measured under other CUDA options
+  const auto back = detail::read_shape_costs(entry, "exhaustive");
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->switch_ms, 40);
+  EXPECT_EQ(back->new_session_ms, 300);
+  EXPECT_TRUE(back->switching_costs());
+  std::ofstream(entry + ".shape-costs.json") << "{not json";
+  EXPECT_FALSE(detail::read_shape_costs(entry, "exhaustive"));
+}
+
+}  // namespace ortfleet

@@ -1,0 +1,82 @@
+#include <gtest/gtest.h>
+
+#include "ortfleet/base/error.hpp"
+#include "engine/shapes/shapes.hpp"
+
+namespace ortfleet {
+
+namespace {
+TensorSpec image_input() { return {"input", ElementType::float32, {-1, 3, 224, 224}, {"batch", "", "", ""}}; }
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+}  // namespace
+
+TEST(Shapes, ParsesShapeListsAndBatchLists) {
+  const auto two = parse_shape_list("input=1x3x224x224,input=8x3x224x224");
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(two[1].at("input"), (std::vector<int64_t>{8, 3, 224, 224}));
+  const auto several_inputs = parse_shape_list("ids=1x128,mask=1x128,ids=4x128,mask=4x128");
+  ASSERT_EQ(several_inputs.size(), 2u);
+  EXPECT_EQ(several_inputs[0].size(), 2u);
+  EXPECT_EQ(to_string(several_inputs[1]), "ids=4x128,mask=4x128");
+  EXPECT_EQ(parse_batch_list("1,2,4,8"), (std::vector<int64_t>{1, 2, 4, 8}));
+  EXPECT_NE(error_of([] { parse_shape_list("input=1x0x3"); }).find("dims must be positive"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_shape_list("input=1x-3"); }).find("dims must be positive"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_shape_list("input"); }).find("is not name=dims"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_shape_list("input=1xtwo"); }).find("not a whole number"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_batch_list("1,0"); }).find("dims must be positive"), std::string::npos);
+}
+
+TEST(Shapes, BadShapesNameTheInputAndWhatTheModelExpects) {
+  const std::vector<TensorSpec> inputs = {image_input()};
+  check_shapes(inputs, {{"input", {2, 3, 224, 224}}});  // fits
+  const std::string fixed = error_of([&] { check_shapes(inputs, {{"input", {2, 3, 100, 224}}}); });
+  EXPECT_NE(fixed.find("input 'input' has shape [2, 3, 100, 224]; the model expects [batch, 3, 224, 224]"), std::string::npos) << fixed;
+  EXPECT_NE(fixed.find("Dim 2 is fixed at 224"), std::string::npos);
+  EXPECT_NE(error_of([&] { check_shapes(inputs, {{"input", {3, 224, 224}}}); }).find("has 3 dims"), std::string::npos);
+  EXPECT_NE(error_of([&] { check_shapes(inputs, {{"input", {0, 3, 224, 224}}}); }).find("with a dim of 0"), std::string::npos);
+  EXPECT_NE(error_of([&] { check_shapes(inputs, {{"input", {-2, 3, 224, 224}}}); }).find("with a dim of -2"), std::string::npos);
+  EXPECT_NE(error_of([&] { check_shapes(inputs, {{"image", {1, 3, 224, 224}}}); }).find("'image' is not an input of this model"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { check_shapes(inputs, {}); }).find("input 'input' [batch, 3, 224, 224] is missing"), std::string::npos);
+}
+
+TEST(Shapes, ResolvesDeclaredShapesAndBatches) {
+  const std::vector<TensorSpec> inputs = {image_input(), {"scale", ElementType::float32, {1}, {""}}};
+  ShapeOptions o;
+  o.batches = {1, 4, 1};
+  o.declared = {{{"input", {2, 3, 224, 224}}}};
+  const auto shapes = resolve_shapes(inputs, o, 1);
+  ASSERT_EQ(shapes.size(), 3u);  // the repeated batch 1 counts once
+  EXPECT_EQ(to_string(shapes[0]), "input=2x3x224x224,scale=1");  // inputs left out take the model's dims
+  EXPECT_EQ(to_string(shapes[2]), "input=4x3x224x224,scale=1");
+  EXPECT_EQ(declared_batches(inputs, shapes), (std::vector<int64_t>{1, 2, 4}));
+  o.max_sessions = 2;
+  EXPECT_NE(error_of([&] { resolve_shapes(inputs, o, 1); }).find("3 input shapes were declared, more than the 2 sessions"), std::string::npos);
+  ShapeOptions fixed_batch;
+  fixed_batch.batches = {2};
+  EXPECT_NE(error_of([&] { resolve_shapes({{"x", ElementType::float32, {1, 3}, {"", ""}}}, fixed_batch, 1); })
+                .find("no input of this model has a dynamic first dim"),
+            std::string::npos);
+}
+
+TEST(Shapes, SizesFromAModelAreCheckedForOverflow) {
+  const int64_t huge = int64_t{1} << 40;
+  EXPECT_EQ(checked_element_count({huge}, "x"), huge);
+  EXPECT_NE(error_of([&] { checked_element_count({huge, huge}, "input 'x'"); }).find("input 'x' of shape [1099511627776, 1099511627776] has more elements"),
+            std::string::npos);
+  EXPECT_THROW(checked_bytes({huge, 1 << 30}, ElementType::float32, "x"), Error);
+  EXPECT_THROW(checked_element_count({-1, 3}, "x"), Error);
+  Tensor t;
+  t.shape = {huge, huge};
+  EXPECT_THROW(t.element_count(), Error);
+}
+
+}  // namespace ortfleet
