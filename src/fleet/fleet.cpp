@@ -12,7 +12,9 @@
 
 #include "base/system_paths.hpp"
 #include "engine/cache/crash_records.hpp"
+#include "fleet/cache_fill.hpp"
 #include "fleet/local_start.hpp"
+#include "fleet/pool_daemon.hpp"
 #include "fleet/pool_server.hpp"
 #include "fleet/worker_channel.hpp"
 #include "ortfleet/base/error.hpp"
@@ -100,6 +102,12 @@ struct Fleet::Impl {
   template <class Call>
   auto on_worker(const Device& device, detail::WorkerChannel& worker, Call call) -> decltype(call());
   std::unique_ptr<detail::MessageChannel> pool_connection;  // to the `ortfleet serve` daemon
+  /// Auto found no pool it could use on the default socket: a start may leave one there.
+  bool default_socket_free = false;
+  std::unique_ptr<detail::BackgroundFill> cache_fill;  // the entry a cold start missed, made after ready
+  std::vector<std::string> left_behind;                 // what runs on after ready, in words
+  /// Once every device is done: what a cold start leaves for later starts, never on the path to ready.
+  void after_ready();
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;
   std::thread coordinator;
@@ -300,6 +308,57 @@ bool auto_pool_allowed(const FleetOptions& options) {
 }
 }  // namespace
 
+void Fleet::Impl::after_ready() {
+  if (on_pool()) return;  // a pool's server makes the entries its starts miss
+  std::optional<Device> missed;
+  {
+    std::lock_guard lock(mutex);
+    for (const auto& st : status) {
+      if (st.state == DeviceState::ready && st.model_cache == "miss") {
+        missed = st.device;
+        break;
+      }
+    }
+  }
+  const bool fill = missed && options.config.session.model_cache_fill == ModelCacheFill::background;
+  const auto say = [this](std::string note) {
+    std::lock_guard lock(mutex);
+    left_behind.push_back(std::move(note));
+  };
+  std::optional<detail::LocalStartPlan> prepare;
+  if (fill) prepare = plan_for({*missed}, detail::LocalMode::overlapped);
+  try {
+    std::string executable = detail::find_worker_executable(options.worker_executable);
+    const double idle_s = options.config.warm_pool.resolved_idle_exit_s();
+    if (options.strategy == Strategy::automatic && default_socket_free && idle_s > 0 && auto_pool_allowed(options)) {
+      ServeOptions pool;
+      pool.socket_path = default_pool_socket();
+      pool.pool.devices = options.devices;
+      pool.pool.ort_library = detail::resolve_ort_library(options.ort_library);
+      pool.pool.worker_executable = executable;
+      pool.pool.config = options.config;
+      pool.pool.narrow_workers = options.narrow_workers;
+      pool.idle_exit_s = idle_s;
+      if (prepare) {
+        prepare->devices = options.devices;  // every device gets the model resident, the entry first
+        prepare->ort_library = pool.pool.ort_library;
+      }
+      detail::launch_pool_daemon(pool, prepare, executable);
+      say(fmt::format("left a warm pool for the next job on this node ({}; it exits after {:g} s unused, its log {}){}; "
+                                        "ORTFLEET_WARM_POOL_IDLE=0 or --warm-pool-idle 0 leaves none",
+                                        pool.socket_path, idle_s, detail::pool_log_path(pool.socket_path),
+                                        prepare ? ", which makes the model's cache entry in the background and keeps the model loaded" : ""));
+      return;
+    }
+    if (fill) {
+      cache_fill = std::make_unique<detail::BackgroundFill>(*prepare, executable, options.narrow_workers);
+      say("making the model cache entry of " + model + " in the background (a low-priority worker; later starts load it)");
+    }
+  } catch (const std::exception& e) {
+    say("nothing left for later starts: " + Error::from(e).what_failed());
+  }
+}
+
 std::string Fleet::Impl::choose_automatically(long gpus) {
   auto& s = *this;
   const std::string floor = gpus > 0 ? "the floor of a GPU start holds max(EP load and registration, cuInit + context), which only the fleet's "
@@ -310,7 +369,9 @@ std::string Fleet::Impl::choose_automatically(long gpus) {
   std::string pool_note;
   if (auto_pool_allowed(s.options)) {
     const std::string socket = default_pool_socket();
-    if (const auto served = detail::live_pool_devices(socket, 2.0)) {
+    const auto served = detail::live_pool_devices(socket, 2.0);
+    s.default_socket_free = !served;
+    if (served) {
       std::vector<std::string> missing;
       for (const auto& d : s.options.devices) {
         if (std::find(served->begin(), served->end(), d.to_string()) == served->end()) missing.push_back(d.to_string());
@@ -419,6 +480,7 @@ void Fleet::start() {
         else s.run_local(detail::LocalMode::overlapped);
         break;
     }
+    s.after_ready();
   });
 }
 
@@ -524,6 +586,18 @@ std::future<std::vector<Tensor>> Fleet::run_async(const Device& device, const st
 
 Timeline Fleet::timeline() const { return impl_->timeline; }
 
+std::vector<std::string> Fleet::left_behind() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->left_behind;
+}
+
+std::optional<std::string> Fleet::wait_for_cache_fill(double timeout_s) {
+  auto& s = *impl_;
+  if (s.coordinator.joinable()) s.coordinator.join();  // after_ready runs there
+  if (!s.cache_fill) return std::nullopt;
+  return s.cache_fill->wait(timeout_s);
+}
+
 TransferCounters Fleet::transfer_counters() const {
   std::lock_guard lock(impl_->mutex);
   TransferCounters total;
@@ -547,6 +621,7 @@ void Fleet::shutdown() {
   }
   s.remotes.clear();  // own workers stop; channels to a pool close
   s.pool_connection.reset();
+  s.cache_fill.reset();  // an entry still in the making is abandoned: its worker removes what it wrote
   for (auto& st : s.status) {
     if (st.state == DeviceState::ready) st.state = DeviceState::stopped;
   }

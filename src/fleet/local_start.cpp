@@ -38,14 +38,9 @@ std::string profile_prefix(const LocalStartPlan& plan, const Device& device) {
 void bring_up(const LocalStartPlan& plan, const RunConfig& config, const void* model_data, size_t model_size,
               Timeline& timeline, LocalDeviceResult& result) {
   try {
-    SessionSpec spec;
-    spec.model_path = plan.model_path;
-    spec.device = result.device;
-    spec.config = config;
+    SessionSpec spec = session_spec(plan, result.device, config);
     spec.model_data = model_data;
     spec.model_size = model_size;
-    spec.cache_dir = plan.cache_dir;
-    spec.dynamic_dim = plan.dynamic_dim;
     spec.profile_prefix = profile_prefix(plan, result.device);
     result.session = std::make_unique<Session>(spec, &timeline);
     result.session->warm_up(plan.warmup_runs);
@@ -63,6 +58,16 @@ int hardware_threads() { return std::max(1u, std::thread::hardware_concurrency()
 
 }  // namespace
 
+SessionSpec session_spec(const LocalStartPlan& plan, const Device& device, const RunConfig& config) {
+  SessionSpec spec;
+  spec.model_path = plan.model_path;
+  spec.device = device;
+  spec.config = config;
+  spec.cache_dir = plan.cache_dir;
+  spec.dynamic_dim = plan.dynamic_dim;
+  return spec;
+}
+
 DeviceStatus ready_status(const LocalDeviceResult& r) {
   DeviceStatus s;
   s.device = r.device;
@@ -72,6 +77,8 @@ DeviceStatus ready_status(const LocalDeviceResult& r) {
   s.provider_note = r.session->provider().note;
   s.profile_path = r.profile_path;
   s.memory_bytes = r.memory_bytes;
+  s.model_cache = r.session->model_cache_outcome();
+  s.model_cache_note = r.session->model_cache_note();
   s.pid = static_cast<int>(::getpid());
   return s;
 }

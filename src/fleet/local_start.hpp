@@ -29,6 +29,9 @@ struct LocalStartPlan {
   std::string ort_library;
   std::string cache_dir;
   std::string profile_dir;
+  /// After the start (which fills the cache inline): price the entry against the model, each loaded
+  /// as a start loads it, and record what it saves beside it (a background fill's worker does this).
+  bool price_cache_entry = false;
 };
 
 struct LocalDeviceResult {
@@ -39,6 +42,10 @@ struct LocalDeviceResult {
   std::string profile_path;
   uint64_t memory_bytes = 0;   ///< see DeviceStatus::memory_bytes
 };
+
+/// The session `plan` makes on `device` with `config` (model, cache folder, dynamic dims), before the
+/// model's bytes and profiling are added.
+SessionSpec session_spec(const LocalStartPlan& plan, const Device& device, const RunConfig& config);
 
 /// The status of a device that became ready (state, provider, when, memory, pid of this process).
 DeviceStatus ready_status(const LocalDeviceResult& result);

@@ -19,6 +19,8 @@
 #include <thread>
 
 #include "base/private_dir.hpp"
+#include "engine/cache/file_lock.hpp"
+#include "fleet/cache_fill.hpp"
 #include "base/system_paths.hpp"
 #include "fleet/pool_server.hpp"
 #include "fleet/wire.hpp"
@@ -113,50 +115,160 @@ struct PoolServer::Impl {
   std::list<std::thread> client_threads;
   std::list<int> client_fds;  // shut down at stop so that their threads end
   std::atomic<int> clients{0};
+  detail::FileLock server_lock;  // held while this server lives: one server per socket
 
-  /// Per device: the session started (or found) on its warm worker, and a channel of the client's own.
-  json open(const json& request, std::vector<detail::UniqueFd>& handed) {
-    const double timeout_s = request.value("timeout_s", 2.0 * 60 * 60);
-    detail::LocalStartPlan plan = detail::plan_from_json(request.at("plan"));
+  /// Per device of `plan`: the session started (or found resident) on its warm worker, with a channel
+  /// of its own to that worker (null when the device failed), and the device's reply.
+  struct Started {
+    std::vector<std::unique_ptr<detail::WorkerChannel>> channels;
+    std::vector<json> replies;
+  };
+  Started start_everywhere(detail::LocalStartPlan plan, double timeout_s) {
     plan.ort_library = pool->options().ort_library;  // the workers' runtime: already loaded
-    std::vector<json> replies(plan.devices.size());
-    std::vector<std::unique_ptr<detail::WorkerChannel>> channels(plan.devices.size());
+    Started started;
+    started.replies.resize(plan.devices.size());
+    started.channels.resize(plan.devices.size());
     std::vector<std::thread> threads;
     for (size_t i = 0; i < plan.devices.size(); ++i) {
       threads.emplace_back([&, i] {
         const Device device = plan.devices[i];
+        auto& channel = started.channels[i];
         try {
           auto worker = pool->worker_for(device, plan.model_path, timeout_s);
-          channels[i] = std::make_unique<detail::WorkerChannel>(worker->attach({}, kAttachTimeoutS), device, worker->pid(),
-                                                                 worker->observer_hooks());
+          channel = std::make_unique<detail::WorkerChannel>(worker->attach({}, kAttachTimeoutS), device, worker->pid(), worker->observer_hooks());
           detail::LocalStartPlan one = plan;
           one.devices = {device};
-          replies[i] = {{"device", device.to_string()},
-                        {"ready", channels[i]->call(detail::message::start, {{"plan", detail::plan_to_json(one)}}, timeout_s).body}};
+          started.replies[i] = {{"device", device.to_string()},
+                                {"ready", channel->call(detail::message::start, {{"plan", detail::plan_to_json(one)}}, timeout_s).body}};
           pool->mark_proven(plan.model_path);
         } catch (const std::exception& e) {
-          channels[i].reset();
-          replies[i] = {{"device", device.to_string()}, {"error", detail::error_to_json(Error::from(e).at(device.to_string()))}};
+          channel.reset();
+          started.replies[i] = {{"device", device.to_string()}, {"error", detail::error_to_json(Error::from(e).at(device.to_string()))}};
         }
       });
     }
     for (auto& t : threads) t.join();
+    return started;
+  }
+
+  /// A client's open: the sessions started, a channel each handed over; a device whose start missed
+  /// the model cache gets its entry made in the background, by this server.
+  json open(const json& request, std::vector<detail::UniqueFd>& handed) {
+    const double timeout_s = request.value("timeout_s", 2.0 * 60 * 60);
+    const detail::LocalStartPlan plan = detail::plan_from_json(request.at("plan"));
+    Started started = start_everywhere(plan, timeout_s);
     json devices = json::array();
-    for (size_t i = 0; i < replies.size(); ++i) {
-      if (channels[i]) {
+    for (size_t i = 0; i < started.replies.size(); ++i) {
+      if (started.channels[i]) {
         // The client gets its own copy of the channel (SCM_RIGHTS); ours closes after the reply.
-        handed.push_back(detail::UniqueFd(::dup(channels[i]->fd())));
+        handed.push_back(detail::UniqueFd(::dup(started.channels[i]->fd())));
+        const json& status = started.replies[i].at("ready").value("status", json::object());
+        if (status.value("model_cache", "") == "miss") fill_in_background(plan, plan.devices[i]);
       }
-      devices.push_back(std::move(replies[i]));
+      devices.push_back(std::move(started.replies[i]));
     }
     return detail::answer_to(detail::message::open, {{"devices", devices}});
   }
 
-  json status() const {
+  // --- work no client waits for: cache entries made in the background, the model a job asked this
+  // server to have ready (prepare) -------------------------------------------------------------------
+  std::mutex background_mutex;
+  std::list<std::shared_ptr<detail::BackgroundFill>> fills;
+  std::atomic<int> preparing{0};
+  std::list<std::thread> preparations;
+
+  /// Makes the cache entry of `plan`'s model on `device` in a background worker, unless one for this
+  /// model is being made already.
+  std::shared_ptr<detail::BackgroundFill> fill_in_background(const detail::LocalStartPlan& plan, const Device& device) {
+    if (plan.config.session.model_cache_fill != ModelCacheFill::background) return nullptr;
+    std::lock_guard lock(background_mutex);
+    for (const auto& f : fills) {
+      if (f->model() == plan.model_path && !f->finished()) return f;
+    }
+    detail::LocalStartPlan one = plan;
+    one.devices = {device};
+    one.ort_library = pool->options().ort_library;
+    try {
+      fills.push_back(std::make_shared<detail::BackgroundFill>(one, pool_executable(), pool->options().narrow_workers));
+    } catch (const std::exception& e) {
+      spdlog::warn("could not make the model cache entry of {} in the background: {}", plan.model_path, e.what());
+      return nullptr;
+    }
+    spdlog::info("making the model cache entry of {} in the background (on {})", plan.model_path, device.to_string());
+    return fills.back();
+  }
+
+  std::string pool_executable() const { return detail::find_worker_executable(pool->options().worker_executable); }
+
+  /// Fills that finished: their outcome logged, their worker gone. How many are still working.
+  size_t reap_fills() {
+    std::lock_guard lock(background_mutex);
+    for (auto it = fills.begin(); it != fills.end();) {
+      if (!(*it)->finished()) {
+        ++it;
+        continue;
+      }
+      if (auto outcome = (*it)->wait(0)) spdlog::info("{}", *outcome);
+      it = fills.erase(it);
+    }
+    return fills.size();
+  }
+
+  void prepare(const detail::LocalStartPlan& plan) {
+    ++preparing;
+    std::lock_guard lock(background_mutex);
+    preparations.emplace_back([this, plan] {
+      try {
+        // The entry first, by a low-priority worker, so that the session kept here loads it.
+        if (!plan.devices.empty()) {
+          std::shared_ptr<detail::BackgroundFill> fill;
+          for (const auto& device : plan.devices) {
+            if (!stopping && (fill = fill_in_background(plan, device)) != nullptr) break;
+          }
+          while (fill != nullptr && !stopping && !fill->wait(0.5)) {
+          }
+        }
+        if (!stopping) {
+          Started started = start_everywhere(plan, 2.0 * 60 * 60);
+          for (size_t i = 0; i < started.replies.size(); ++i) {
+            if (started.replies[i].contains("error")) {
+              spdlog::warn("could not prepare {} on {}: {}", plan.model_path, plan.devices[i].to_string(),
+                           detail::error_from_json(started.replies[i].at("error"), "").what());
+            }
+          }
+          spdlog::info("prepared {}: resident on the pool for the next job", plan.model_path);
+        }  // the channels close here: the sessions stay resident, held by nobody
+      } catch (const std::exception& e) {
+        spdlog::warn("could not prepare {}: {}", plan.model_path, e.what());
+      }
+      --preparing;
+    });
+  }
+
+  void request_stop() {
+    if (stopping.exchange(true)) return;
+    const char byte = 1;
+    [[maybe_unused]] const auto written = ::write(wake[1], &byte, 1);
+  }
+
+  /// Whether anything goes on that the idle timer must not count: a client, a fill, a preparation.
+  bool busy() { return clients.load() > 0 || preparing.load() > 0 || reap_fills() > 0; }
+  std::atomic<int64_t> busy_until_ns{monotonic_ns()};  // last seen busy (or started), on the monotonic clock
+  double idle_s() const { return static_cast<double>(monotonic_ns() - busy_until_ns.load()) / 1e9; }
+
+  json status() {
     json j = json::parse(pool->status_json());
     j["socket"] = options.socket_path;
     j["pid"] = ::getpid();
-    j["clients"] = clients.load();
+    j["clients"] = std::max(0, clients.load() - 1);  // the one asking is not counted
+    j["idle_exit_s"] = options.idle_exit_s;
+    j["idle_s"] = busy() ? 0.0 : idle_s();
+    json making = json::array();
+    {
+      std::lock_guard lock(background_mutex);
+      for (const auto& f : fills) making.push_back(f->model());
+    }
+    j["cache_fills"] = making;
     j["event"] = detail::message::status.answer;
     return j;
   }
@@ -186,6 +298,10 @@ struct PoolServer::Impl {
           channel.send(status());
         } else if (detail::is_request(op, detail::message::evict)) {
           channel.send(detail::answer_to(detail::message::evict, {{"count", pool->evict()}}));
+        } else if (detail::is_request(op, detail::message::stop)) {
+          spdlog::info("stopping: asked by a client (pid {})", peer.pid);
+          channel.send(detail::answer_to(detail::message::stop));
+          request_stop();
         } else if (detail::is_request(op, detail::message::open)) {
           std::vector<detail::UniqueFd> handed;
           const json reply = open(request, handed);
@@ -215,6 +331,12 @@ PoolServer::PoolServer(ServeOptions options) : impl_(std::make_unique<Impl>()) {
   const fs::path folder = fs::path(s.options.socket_path).parent_path();
   detail::ensure_private_dir(folder, "Use --socket with a path in a folder only you can write");
   const sockaddr_un address = socket_address(s.options.socket_path);
+  // One server per socket, even when two start at once (two jobs leaving a pool behind): the lock is
+  // held for the server's life, so the second one stops here, before it could take the socket.
+  if (!s.server_lock.try_lock(s.options.socket_path + ".lock", detail::FileLock::Mode::exclusive)) {
+    throw Error("a pool server already runs on " + s.options.socket_path + " (it holds " + s.options.socket_path + ".lock)",
+                "Use it (ortfleet pool status), stop it (ortfleet pool stop), or give another --socket");
+  }
   if (fs::exists(fs::symlink_status(s.options.socket_path))) {
     bool answered = false;
     try {
@@ -256,22 +378,29 @@ PoolServer::~PoolServer() {
   for (auto& t : s.client_threads) {
     if (t.joinable()) t.join();
   }
-  ::unlink(s.options.socket_path.c_str());
+  for (auto& t : s.preparations) {
+    if (t.joinable()) t.join();  // they see `stopping` within half a second, or finish their start
+  }
+  {
+    std::lock_guard lock(s.background_mutex);
+    s.fills.clear();  // unfinished ones stop and remove what they wrote
+  }
+  // Nobody is let in any more, the workers stop, and only then does the socket go: `ortfleet pool stop`
+  // returns once the socket is gone, with no worker of this pool left.
+  s.listener = detail::UniqueFd();
   s.pool.reset();
+  ::unlink(s.options.socket_path.c_str());
   for (int fd : s.wake) {
     if (fd >= 0) ::close(fd);
   }
 }
 
 const std::string& PoolServer::socket_path() const { return impl_->options.socket_path; }
+
+void PoolServer::prepare(const detail::LocalStartPlan& plan) { impl_->prepare(plan); }
 WorkerPool& PoolServer::pool() { return *impl_->pool; }
 
-void PoolServer::stop() {
-  auto& s = *impl_;
-  if (s.stopping.exchange(true)) return;
-  const char byte = 1;
-  [[maybe_unused]] const auto written = ::write(s.wake[1], &byte, 1);
-}
+void PoolServer::stop() { impl_->request_stop(); }
 
 void PoolServer::serve() {
   auto& s = *impl_;
@@ -280,6 +409,11 @@ void PoolServer::serve() {
     const int ready = ::poll(fds, 2, 1000);
     if (s.stopping) break;
     s.pool->restart_dead_workers();  // once a second at least: a dead worker is replaced before it is needed
+    if (s.busy()) s.busy_until_ns = monotonic_ns();
+    else if (s.options.idle_exit_s > 0 && s.idle_s() >= s.options.idle_exit_s) {
+      spdlog::info("nobody used this pool for {:g} s: exiting (ortfleet serve --idle-exit)", s.options.idle_exit_s);
+      break;
+    }
     if (ready <= 0 || (fds[0].revents & POLLIN) == 0) continue;
     detail::UniqueFd client(::accept4(s.listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
     if (!client) continue;
@@ -299,6 +433,22 @@ std::string pool_status(const std::string& socket_path, double timeout_s) {
   json status = ask(channel, detail::message::status, nullptr, timeout_s, socket_path).body;
   status.erase("event");
   return status.dump();
+}
+
+void pool_stop(const std::string& socket_path, double timeout_s) {
+  {
+    detail::MessageChannel channel(connect_to(socket_path));
+    ask(channel, detail::message::stop, nullptr, timeout_s, socket_path);
+  }
+  const int64_t deadline = detail::deadline_in(timeout_s, monotonic_ns());
+  std::error_code ec;
+  while (fs::exists(fs::symlink_status(socket_path, ec))) {
+    if (monotonic_ns() > deadline) {
+      throw Error("the pool server on " + socket_path + " was asked to stop and is still there after " + detail::seconds_text(timeout_s),
+                  "Its workers may be busy; `ortfleet pool status` shows them, SIGTERM to its pid stops it");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 size_t pool_evict(const std::string& socket_path, double timeout_s) {

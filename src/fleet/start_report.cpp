@@ -28,6 +28,11 @@ StartReport make_start_report(const Fleet& fleet, const std::string& model, int6
   for (const auto& e : r.timeline.events()) {
     if (e.name == std::string(phase::ready)) r.ready_ns = std::max(r.ready_ns, e.end_ns);
   }
+  // A session a pool held already has no ready phase: it was ready when its worker answered (the
+  // monotonic clock is the machine's, so a worker's reading compares with ours).
+  for (const auto& d : r.devices) {
+    if (d.state == DeviceState::ready) r.ready_ns = std::max(r.ready_ns, d.ready_ns);
+  }
   if (!r.all_ready) r.ready_ns = std::max(r.ready_ns, monotonic_ns());
   return r;
 }

@@ -38,7 +38,7 @@ json plan_to_json(const LocalStartPlan& plan) {
   return {{"model", plan.model_path}, {"devices", devices}, {"config", json::parse(plan.config.to_json())},
           {"mode", mode}, {"warmup_runs", plan.warmup_runs}, {"dynamic_dim", plan.dynamic_dim},
           {"fleet_size", plan.fleet_size}, {"ort_library", plan.ort_library}, {"cache_dir", plan.cache_dir},
-          {"profile_dir", plan.profile_dir}};
+          {"profile_dir", plan.profile_dir}, {"price_cache_entry", plan.price_cache_entry}};
 }
 
 LocalStartPlan plan_from_json(const json& j) {
@@ -55,6 +55,7 @@ LocalStartPlan plan_from_json(const json& j) {
   plan.ort_library = j.at("ort_library").get<std::string>();
   plan.cache_dir = j.at("cache_dir").get<std::string>();
   plan.profile_dir = j.at("profile_dir").get<std::string>();
+  plan.price_cache_entry = j.value("price_cache_entry", false);
   return plan;
   });
 }
@@ -63,7 +64,8 @@ json status_to_json(const DeviceStatus& d) {
   return {{"device", d.device.to_string()}, {"state", to_string(d.state)},    {"error", d.error},
           {"provider", d.provider},         {"provider_note", d.provider_note}, {"ready_ms", d.ready_ms},
           {"ready_ns", d.ready_ns},         {"pid", d.pid},                   {"profile_path", d.profile_path},
-          {"memory_bytes", d.memory_bytes}, {"resident", d.resident}};
+          {"memory_bytes", d.memory_bytes}, {"resident", d.resident},       {"model_cache", d.model_cache},
+          {"model_cache_note", d.model_cache_note}};
 }
 
 }  // namespace ortfleet::detail
@@ -87,6 +89,8 @@ DeviceStatus status_from_json(const json& j) {
   s.profile_path = j.value("profile_path", "");
   s.memory_bytes = j.value("memory_bytes", uint64_t{0});
   s.resident = j.value("resident", false);
+  s.model_cache = j.value("model_cache", "");
+  s.model_cache_note = j.value("model_cache_note", "");
   return s;
   });
 }

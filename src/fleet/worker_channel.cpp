@@ -259,7 +259,7 @@ void WorkerChannel::release(const std::string& session) {
 
 // --- the worker process, as its parent sees it -------------------------------------------------------
 
-WorkerProcess::WorkerProcess(const std::string& executable, const Device& device, bool narrow) : device_(device) {
+WorkerProcess::WorkerProcess(const std::string& executable, const Device& device, bool narrow, bool background) : device_(device) {
   auto [mine, theirs] = MessageChannel::socket_pair();
   SpawnRequest request;
   request.argv = {executable, "--channel-fd=" + std::to_string(kWorkerChannelFd), "--device=" + device.to_string()};  // the device shows in ps
@@ -271,6 +271,8 @@ WorkerProcess::WorkerProcess(const std::string& executable, const Device& device
   request.environment[kCrashFdVariable] = std::to_string(kWorkerCrashFd);
   const auto level = spdlog::level::to_string_view(spdlog::get_level());
   request.environment[kLogLevelVariable] = std::string(level.data(), level.size());
+  if (background) request.environment[kBackgroundVariable] = "1";
+  else request.unset_environment.push_back(kBackgroundVariable);
   if (narrow) {
     if (auto visible = narrowed_visible_devices(device)) {
       visible_ = *visible;
@@ -370,6 +372,27 @@ UniqueFd WorkerProcess::attach(const std::vector<std::string>& sessions, double 
   auto [mine, theirs] = MessageChannel::socket_pair();
   channel_->call(message::attach, {{"hold", sessions}}, timeout_s, {theirs.get()});
   return std::move(mine);
+}
+
+void WorkerProcess::terminate(double grace_s) {
+  channel_->close_ring();
+  std::lock_guard lock(process_mutex_);
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGTERM);
+  int status = 0;
+  const int64_t deadline = deadline_in(grace_s, monotonic_ns());
+  while (monotonic_ns() < deadline) {
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      ended_ = describe_end(status);
+      pid_ = -1;
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ::kill(pid_, SIGKILL);
+  ::waitpid(pid_, &status, 0);
+  ended_ = "was killed: it did not stop within " + seconds_text(grace_s) + " of SIGTERM";
+  pid_ = -1;
 }
 
 void WorkerProcess::stop() {

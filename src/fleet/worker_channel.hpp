@@ -133,7 +133,9 @@ class WorkerProcess {
   /// Spawns the worker (posix_spawn; fork would copy a parent that may hold CUDA or Python state).
   /// `narrow`: the worker sees only its own GPU (CUDA_VISIBLE_DEVICES), so its cuInit sets up one GPU
   /// instead of every GPU of the node.
-  WorkerProcess(const std::string& executable, const Device& device, bool narrow = true);
+  /// `background`: work no job waits for (a cache entry made after ready): the worker lowers its CPU
+  /// and I/O priority before it starts any thread, so that the jobs' processes come first.
+  WorkerProcess(const std::string& executable, const Device& device, bool narrow = true, bool background = false);
   ~WorkerProcess();  ///< stops the worker
   WorkerProcess(const WorkerProcess&) = delete;
   WorkerProcess& operator=(const WorkerProcess&) = delete;
@@ -161,6 +163,9 @@ class WorkerProcess {
   /// A new channel to this worker for another process, holding `sessions` for as long as it is open.
   UniqueFd attach(const std::vector<std::string>& sessions, double timeout_s);
   void stop();
+  /// Stops it now, whatever it is doing: SIGTERM (a worker removes the files it was writing, base/
+  /// termination_cleanup.hpp), then SIGKILL after `grace_s`. For work nobody waits for.
+  void terminate(double grace_s = 2);
   bool alive() const;
   /// Reaps the worker if it has exited (non-blocking); how it ended, or empty while it runs.
   std::string exited();

@@ -79,6 +79,11 @@ inline constexpr const char* kLogLevelVariable = "ORTFLEET_WORKER_LOG_LEVEL";
 /// (SIGSTOP) while it is starting. Never set outside tests.
 inline constexpr const char* kTestStartDelayVariable = "ORTFLEET_TEST_WORKER_START_DELAY";
 
+/// Set to 1 for a worker whose work nobody waits for (a cache entry made in the background): it lowers
+/// its CPU and I/O priority first thing, before any thread exists, so that every thread it makes
+/// inherits the lower priority.
+inline constexpr const char* kBackgroundVariable = "ORTFLEET_WORKER_BACKGROUND";
+
 /// Set to 0, runs on worker processes go through the socket (a JSON message and a memfd per run) instead
 /// of the request ring: what `bench --inference` compares the ring with.
 inline constexpr const char* kRingVariable = "ORTFLEET_WORKER_RING";

@@ -1,22 +1,31 @@
 #include "fleet/worker_server.hpp"
 
+#include <poll.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <thread>
 
 #include "base/private_dir.hpp"
+#include "base/termination_cleanup.hpp"
 #include "base/system_paths.hpp"
 #include "engine/cache/content_hash.hpp"
 #include "engine/cuda/cuda_driver.hpp"
 #include "engine/cache/model_digest.hpp"
+#include "fleet/cache_fill.hpp"
 #include "fleet/device_tensors.hpp"
 #include "fleet/local_start.hpp"
+#include "fleet/pool_daemon.hpp"
 #include "fleet/wire.hpp"
 #include "fleet/worker_protocol.hpp"
 #include "fleet/worker_ring.hpp"
@@ -124,6 +133,8 @@ class WorkerState {
       session->result = start_one(plan, timeline);
     }
     if (session->result.error) throw *session->result.error;
+    DeviceStatus status = ready_status(session->result);
+    if (plan.price_cache_entry) price_entry(plan, *session, status);
     session->last_used_ns = monotonic_ns();
     {
       std::lock_guard lock(mutex_);
@@ -131,7 +142,7 @@ class WorkerState {
     }
     hold(key, held);
     evict(max_resident_);
-    return ready_message(*session, ready_status(session->result), timeline);
+    return ready_message(*session, status, timeline);
   }
 
   /// The session a run names; throws when this worker does not have it.
@@ -239,6 +250,19 @@ class WorkerState {
   }
 
   static bool is_out_of_memory(const Error& e) { return e.what_failed().find("out of memory") != std::string::npos; }
+
+  /// A background fill's start made the entry: what it saves goes beside it, and into the reply.
+  void price_entry(const LocalStartPlan& plan, const ResidentSession& made, DeviceStatus& status) {
+    const Session& session = *made.result.session;
+    if (session.model_cache_outcome() != "miss") return;  // an entry was written (or its making failed: pricing then finds none)
+    try {
+      if (const auto gain = price_cache_entry(plan, session.model_cache_entry())) {
+        status.model_cache_note = std::string("its entry ") + gain->text() + (gain->pays() ? "" : ": later starts load the model itself");
+      }
+    } catch (const std::exception& e) {
+      spdlog::debug("{}: the new cache entry was not priced ({}); later starts use it", lane(), e.what());
+    }
+  }
 
   /// The first session of a process loads cuDNN and cuBLAS, makes their handles and loads their
   /// common kernels: a few hundred ms on a GPU that every later session skips (on the CPU, a few ms of
@@ -416,11 +440,46 @@ bool serve_channel(MessageChannel& channel, WorkerState& state, bool control, st
 
 }  // namespace
 
+namespace {
+
+/// Lowers this thread's CPU and I/O priority; threads it makes later inherit both.
+void lower_priority() {
+  constexpr int kNice = 10;
+  if (::setpriority(PRIO_PROCESS, 0, kNice) != 0) spdlog::debug("could not lower the worker's CPU priority: {}", std::strerror(errno));
+  // The lowest best-effort I/O priority (ioprio_set has no glibc wrapper): the job's reads come first.
+  constexpr int kClassBestEffort = 2;
+  constexpr int kClassShift = 13;
+  constexpr int kLowest = 7;
+  constexpr int kWhoProcess = 1;
+  if (::syscall(SYS_ioprio_set, kWhoProcess, 0, (kClassBestEffort << kClassShift) | kLowest) != 0) {
+    spdlog::debug("could not lower the worker's I/O priority: {}", std::strerror(errno));
+  }
+}
+
+/// A worker lives for its parent: when the control channel's other end is gone (the parent died, or
+/// closed it while this worker was busy creating a session, which can take an hour), the worker stops
+/// within `grace_s`, by SIGTERM, so that what it was writing is removed (base/termination_cleanup.hpp).
+/// A parent that closes the channel on an idle worker sees it exit on its own first.
+void watch_lifeline(int fd, double grace_s) {
+  std::thread([fd, grace_s] {
+    pollfd watch{fd, POLLRDHUP, 0};
+    while (::poll(&watch, 1, -1) < 0 && errno == EINTR) {
+    }
+    std::this_thread::sleep_for(std::chrono::duration<double>(grace_s));
+    ::raise(SIGTERM);
+  }).detach();
+}
+
+}  // namespace
+
 int worker_main(int channel_fd, const Device& device, bool narrowed) {
   const int64_t main_ns = monotonic_ns();
+  if (env_var(kBackgroundVariable).value_or("") == "1") lower_priority();  // before any thread exists
+  install_termination_cleanup();
   if (auto level = env_var(kLogLevelVariable)) spdlog::set_level(spdlog::level::from_str(*level));
   if (narrowed) set_narrowed_device(device);
   MessageChannel channel{UniqueFd(channel_fd)};
+  watch_lifeline(channel.fd(), /*grace_s=*/2);
   WorkerState state(device, main_ns);
   std::vector<std::thread> clients;
   std::mutex clients_mutex;
@@ -433,6 +492,8 @@ int worker_main(int channel_fd, const Device& device, bool narrowed) {
 }
 
 }  // namespace ortfleet::detail
+
+int ortfleet::run_pool_daemon(const std::string& request_file, bool detached) { return detail::pool_daemon_main(request_file, detached); }
 
 int ortfleet::run_worker_process(int channel_fd, const std::string& device, bool narrowed) {
   return detail::worker_main(channel_fd, Device::parse(device), narrowed);

@@ -68,9 +68,13 @@ Spawned spawn_process(const SpawnRequest& request) {
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
 
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  if (request.new_session) posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSID);
   pid_t pid = -1;
-  const int rc = request.search_path ? posix_spawnp(&pid, args[0].c_str(), actions.get(), nullptr, argv.data(), envp.data())
-                                     : posix_spawn(&pid, args[0].c_str(), actions.get(), nullptr, argv.data(), envp.data());
+  const int rc = request.search_path ? posix_spawnp(&pid, args[0].c_str(), actions.get(), &attributes, argv.data(), envp.data())
+                                     : posix_spawn(&pid, args[0].c_str(), actions.get(), &attributes, argv.data(), envp.data());
+  posix_spawnattr_destroy(&attributes);
   if (rc != 0) {
     throw Error("cannot run " + args[0] + ": " + std::strerror(rc), "Check that it is installed and executable");
   }

@@ -20,6 +20,8 @@ struct SpawnRequest {
   std::vector<std::string> unset_environment;         ///< removed from it
   std::vector<std::pair<int, int>> descriptors;       ///< {fd here, fd in the child}; every other fd closes on exec
   bool search_path = false;                           ///< look argv[0] up on $PATH
+  /// A session of its own (setsid): no terminal's signals reach it, and it outlives its parent's group.
+  bool new_session = false;
 };
 
 struct Spawned {

@@ -161,6 +161,20 @@ void RunConfigFlags::add_to(CLI::App* app) {
        [this](RunConfig& c) {
          if (!model_cache_format.empty()) c.session.model_cache_format = parse_model_cache_format(model_cache_format);
        });
+  flag(app->add_option("--model-cache-fill", model_cache_fill,
+                       "When a missing cache entry is made: background (default: after every device is ready, by a low-priority "
+                       "worker, so the start is a plain one), inline (during the start) or off (entries are only read)")
+           ->check(CLI::IsMember({"background", "inline", "off"})),
+       [this](RunConfig& c) {
+         if (!model_cache_fill.empty()) c.session.model_cache_fill = parse_model_cache_fill(model_cache_fill);
+       });
+  flag(app->add_option("--warm-pool-idle", warm_pool_idle,
+                       "Seconds the warm pool a start leaves on this node waits idle before it exits; 0 leaves none (default 300, "
+                       "or ORTFLEET_WARM_POOL_IDLE)")
+           ->check(CLI::Range(0.0, 7.0 * 24 * 3600)),
+       [this](RunConfig& c) {
+         if (warm_pool_idle >= 0) c.warm_pool.idle_exit_s = warm_pool_idle;
+       });
   flag(app->add_option("--session-config", session_config,
                        "An ONNX Runtime session config entry KEY=VALUE, e.g. session.disable_prepacking=1 (repeatable)"),
        [this](RunConfig& c) {

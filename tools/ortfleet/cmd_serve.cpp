@@ -1,8 +1,5 @@
 // ortfleet serve: a node-local daemon holding a warm worker pool across jobs; ortfleet pool: ask it
 // what it holds, or have it let go (see ortfleet/fleet/pool_server.hpp).
-#include <pthread.h>
-#include <signal.h>
-
 #include <fmt/format.h>
 
 #include <iostream>
@@ -24,18 +21,11 @@ struct ServeFlags {
   bool no_narrow = false;
   bool no_prime = false;
   bool no_isolation = false;
+  double idle_exit_s = 0;
   RunConfigFlags config;
 };
 
 int run_serve(const ServeFlags& f, const Globals& g) {
-  // SIGTERM and SIGINT are taken by one thread that stops the server: blocked here, before any other
-  // thread exists, so that every thread inherits the mask.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-
   ServeOptions options;
   TargetFlags target;
   target.devices = f.devices;
@@ -47,39 +37,23 @@ int run_serve(const ServeFlags& f, const Globals& g) {
   options.pool.prime_libraries = !f.no_prime;
   options.pool.isolate_new_models = !f.no_isolation;
   options.socket_path = f.socket;
-  PoolServer server(options);
-
-  std::thread stopper([&server, stop_signals] {
-    int signal = 0;
-    sigwait(&stop_signals, &signal);
-    server.stop();
-  });
-  std::thread announce([&server, &g] {
-    const bool ready = server.pool().wait(server.pool().options().start_timeout_s);
-    if (g.quiet) return;
-    for (const auto& w : server.pool().status()) {
-      std::cerr << fmt::format("  {}: {} (worker pid {}{}{})\n", w.device.to_string(), w.state, w.pid,
-                               w.visible_devices.empty() ? "" : ", CUDA_VISIBLE_DEVICES=" + w.visible_devices,
-                               w.error.empty() ? "" : ": " + w.error);
-    }
-    std::cerr << (ready ? "pool ready; " : "pool started with failures; ") << "serving on " << server.socket_path()
-              << " (SIGTERM or Ctrl-C stops)" << std::endl;
-  });
-  if (!g.quiet) std::cerr << "starting workers for " << to_string(options.pool.devices) << " ..." << std::endl;
-  server.serve();
-  announce.join();
-  // The stopper ends with the signal that stopped the server; a stop for another reason sends it one.
-  pthread_kill(stopper.native_handle(), SIGTERM);
-  stopper.join();
-  if (!g.quiet) std::cerr << "stopping the workers and removing " << server.socket_path() << std::endl;
-  return 0;
+  options.idle_exit_s = f.idle_exit_s;
+  return serve_pool(options, g.quiet);
 }
 
 std::string socket_or_default(const std::string& socket) { return socket.empty() ? default_pool_socket() : socket; }
 
 void print_pool_status(const nlohmann::json& j) {
   std::cout << "pool server pid " << j.value("pid", 0) << " on " << j.value("socket", "") << ", " << j.value("clients", 0)
-            << " client(s) connected\n\n";
+            << " client(s) connected";
+  if (const double idle_exit = j.value("idle_exit_s", 0.0); idle_exit > 0) {
+    std::cout << fmt::format("; exits after {:g} s idle (idle for {:.0f} s)", idle_exit, j.value("idle_s", 0.0));
+  }
+  std::cout << "\n";
+  for (const auto& model : j.value("cache_fills", nlohmann::json::array())) {
+    std::cout << "making the model cache entry of " << model.get<std::string>() << " in the background\n";
+  }
+  std::cout << "\n";
   Table workers({"device", "worker", "state", "worker pid", "visible", "memory in use", "sessions", "error"},
                 {false, false, false, true, false, true, true, false});
   Table sessions({"device", "model", "holders", "idle", "memory at ready"}, {false, false, true, true, true});
@@ -110,6 +84,10 @@ void register_serve(CLI::App& app, Globals& globals, Action& action) {
   cmd->add_flag("--no-isolation", f->no_isolation,
                 "Start models new to the pool in the shared worker too (saves a spare worker per device; a crash inside ONNX Runtime "
                 "then ends the sessions every job holds on that device)");
+  cmd->add_option("--idle-exit", f->idle_exit_s,
+                  "Exit after this many seconds with no job attached and nothing in the making (default 0: never; the pool a start "
+                  "leaves behind uses --warm-pool-idle)")
+      ->check(CLI::Range(0.0, 7.0 * 24 * 3600));
   f->config.add_to(cmd);
   cmd->callback([&globals, &action, f] { action = [&globals, f] { return run_serve(*f, globals); }; });
 
@@ -119,6 +97,16 @@ void register_serve(CLI::App& app, Globals& globals, Action& action) {
   pool->add_option("--socket", *socket, "The pool server's socket (default " + default_pool_socket() + ")");
   auto* status = pool->add_subcommand("status", "Devices, workers, resident sessions and memory");
   auto* evict = pool->add_subcommand("evict", "Drop every resident session that no job holds");
+  auto* stop = pool->add_subcommand("stop", "Stop the pool server and its workers (it waits until the socket is gone)");
+  stop->callback([&globals, &action, socket] {
+    action = [&globals, socket] {
+      const std::string path = socket_or_default(*socket);
+      pool_stop(path);
+      if (globals.json) print_json({{"stopped", path}});
+      else if (!globals.quiet) std::cout << "stopped the pool server on " << path << "\n";
+      return 0;
+    };
+  });
   status->callback([&globals, &action, socket] {
     action = [&globals, socket] {
       const auto j = nlohmann::json::parse(pool_status(socket_or_default(*socket)));

@@ -86,6 +86,22 @@ void write_file(const std::string& path, const std::string& text) {
   if (!out) throw Error("cannot write " + path, "Check that the folder exists and is writable");
 }
 
+/// After the report: what the start left for later starts. The cache entry this process makes itself
+/// (no warm pool took it over) is waited for, so that the next start can use it: it ends with this
+/// process otherwise. Said on stderr, so that stdout keeps only the result.
+void finish_background_work(Fleet& fleet, const Globals& g) {
+  const auto early = fleet.wait_for_cache_fill(0);  // also: every note of what was left is in
+  for (const auto& note : fleet.left_behind()) {
+    if (!g.quiet) std::cerr << note << std::endl;
+  }
+  if (early) {
+    if (!g.quiet) std::cerr << *early << std::endl;
+    return;
+  }
+  const auto done = fleet.wait_for_cache_fill(FleetOptions{}.start_timeout_s);
+  if (done && !g.quiet) std::cerr << *done << std::endl;
+}
+
 int run_start(const StartFlags& f, const Globals& g) {
   const int64_t main_ns = monotonic_ns();
   FleetOptions options;
@@ -119,6 +135,7 @@ int run_start(const StartFlags& f, const Globals& g) {
     else print_start_report(result, std::cout);
     write_html(f.html, stamped_result, g);
   }
+  finish_background_work(fleet, g);
   fleet.shutdown();
   return result.all_ready ? 0 : 3;
 }

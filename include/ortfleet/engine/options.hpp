@@ -26,6 +26,12 @@ enum class GraphOptimization { disabled, basic, extended, layout, all };
 /// transformer 6x). Graphs over 2 GB are always ONNX.
 enum class ModelCacheFormat { automatic, onnx, ort };
 inline constexpr int kOrtFormatMinNodes = 5000;
+/// When a model's missing cache entry is made. background: the start loads the model as it is, as
+/// ONNX Runtime alone would, and the entry is written, checked against the model and priced after
+/// every device is ready, by a low-priority worker process (or the warm pool), so that only later
+/// starts pay for it and profit; inline: during the start, before ready (what `ortfleet cache
+/// prepare` does); off: entries are read, never written.
+enum class ModelCacheFill { background, inline_start, off };
 
 struct CudaOptions {
   ConvAlgoSearch conv_algo_search = ConvAlgoSearch::exhaustive;  ///< ONNX Runtime's default
@@ -61,6 +67,7 @@ struct SessionOptions {
   /// fleet strategy uses it; the plain ones, which stand for what users run today, do not).
   std::optional<bool> optimized_model_cache;
   ModelCacheFormat model_cache_format = ModelCacheFormat::automatic;
+  ModelCacheFill model_cache_fill = ModelCacheFill::background;
   std::string cuda_module_loading;     ///< "" (leave as is), "LAZY" or "EAGER": CUDA_MODULE_LOADING for the process
   /// CUDA_DEVICE_MAX_CONNECTIONS for the process (0: leave as is; the fleet strategy uses 1). Each
   /// connection is a hardware queue set up with the context: 1 made an H100's context 2x cheaper to
@@ -166,6 +173,18 @@ struct WarmupOptions {
 /// "sr=16000" -> {"sr", 16000..16000}; "ids=0:30521" -> {"ids", 0..30521}. Throws ortfleet::Error.
 std::pair<std::string, ValueRange> parse_input_range(const std::string& text);
 
+/// The warm pool a start leaves behind on its node (ortfleet/fleet/fleet.hpp, FleetOptions::auto_pool).
+struct WarmPoolOptions {
+  /// Seconds the pool waits with nobody attached before it exits; 0 leaves no pool. Unset: the
+  /// environment's ORTFLEET_WARM_POOL_IDLE, else kDefaultIdleExitS.
+  std::optional<double> idle_exit_s;
+  static constexpr double kDefaultIdleExitS = 300;
+  /// idle_exit_s, else ORTFLEET_WARM_POOL_IDLE (seconds), else the default. Throws ortfleet::Error for
+  /// a variable that is not a number of seconds.
+  double resolved_idle_exit_s() const;
+  bool operator==(const WarmPoolOptions&) const = default;
+};
+
 /// Everything that configures one session; what the config file holds.
 struct RunConfig {
   std::string name;  ///< a label, e.g. "start-fast"
@@ -173,6 +192,7 @@ struct RunConfig {
   CudaOptions cuda;
   ShapeOptions shapes;
   WarmupOptions warmup;
+  WarmPoolOptions warm_pool;
   bool operator==(const RunConfig&) const = default;
 
   std::string to_json() const;
@@ -190,6 +210,8 @@ std::string to_string(GraphOptimization v);
 std::string to_string(ArenaExtendStrategy v);
 std::string to_string(ModelCacheFormat v);
 ModelCacheFormat parse_model_cache_format(const std::string& s);
+std::string to_string(ModelCacheFill v);
+ModelCacheFill parse_model_cache_fill(const std::string& s);  ///< "background", "inline", "off"
 ConvAlgoSearch parse_conv_algo_search(const std::string& s);
 GraphOptimization parse_graph_optimization(const std::string& s);
 

@@ -49,6 +49,15 @@ class Session {
   const ProviderAttachment& provider() const;
   /// Whether the session came from the optimised-model cache.
   bool used_model_cache() const;
+  /// What the model cache did for this start: "hit", "miss", "busy", "no-gain", "rejected",
+  /// "unwritable" or "off" (detail in model_cache_note()).
+  const std::string& model_cache_outcome() const;
+  /// Why, in words ("no entry yet: it is made after ready, in the background"); often "".
+  const std::string& model_cache_note() const;
+  /// The cache entry's path for this model and configuration ("" without the cache), whether or not it exists.
+  const std::string& model_cache_entry() const;
+  /// Milliseconds the first ONNX Runtime session took to create (the constructor's share of the start).
+  double create_ms() const;
 
   /// Runs `runs` inferences on the warm-up inputs; the first one pays cuDNN algorithm search.
   void warm_up(int runs = 1, uint64_t seed = 1);

@@ -25,7 +25,6 @@ inline constexpr const char* session_create = "session.create";    ///< Ort::Ses
 inline constexpr const char* warmup = "warmup";                    ///< first inference(s) on generated inputs
 inline constexpr const char* cache_verify = "cache.verify";      ///< a new model cache entry loaded and run against the model
 inline constexpr const char* shape_session = "shape.session";      ///< another ONNX Runtime session, for a new input shape
-inline constexpr const char* shape_costs = "shape.costs";          ///< a shape switch and a new session timed (a model's first start on a GPU)
 inline constexpr const char* buckets_learn = "buckets.learn";      ///< which output dims follow the padded input dims
 inline constexpr const char* weights_upload = "weights.upload";    ///< the weights shape sessions share, onto the GPU once
 inline constexpr const char* libraries_prime = "libraries.prime";  ///< a warm worker's throwaway sessions: cuDNN, cuBLAS loaded

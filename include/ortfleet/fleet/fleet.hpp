@@ -4,6 +4,7 @@
 // other first-run costs are paid at start-up, not by the first user request.
 #include <future>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,8 +62,10 @@ struct FleetOptions {
   /// Or on the pool of the `ortfleet serve` daemon listening on this socket.
   std::string pool_socket;
   /// Strategy::automatic starts on the pool of an `ortfleet serve` daemon answering on the default
-  /// socket (default_pool_socket()) when it serves every device asked for. Off here, or with
-  /// ORTFLEET_AUTO_POOL=0 in the environment: auto starts cold whatever runs.
+  /// socket (default_pool_socket()) when it serves every device asked for; where none answers, the
+  /// start (cold) leaves one there once every device is ready, for the next job's start: a warm pool
+  /// that exits after config.warm_pool's idle time (0: none is left). Off here, or with
+  /// ORTFLEET_AUTO_POOL=0 in the environment: auto neither uses nor leaves a pool.
   bool auto_pool = true;
 };
 
@@ -96,6 +99,10 @@ struct DeviceStatus {
   std::string profile_path; ///< ONNX Runtime's profile, when profiling was on
   bool resident = false;    ///< a worker pool already held this session: nothing was started
   uint64_t memory_bytes = 0;  ///< at ready: GPU memory in use on the device, or the process's resident set for CPU
+  /// What the model cache did for this start ("hit", "miss", "no-gain", "busy", "rejected", "unwritable",
+  /// "off"; "" for a resident session) and why, in words.
+  std::string model_cache;
+  std::string model_cache_note;
   /// As `ortfleet start --json` prints it (one of its "devices").
   std::string to_json() const;
 };
@@ -142,6 +149,13 @@ class Fleet {
 
   /// Phases of the start-up, all devices, on one clock (origin: start()).
   Timeline timeline() const;
+  /// What this start left running for later starts once every device was done, in words: the warm
+  /// pool it left on the node (automatic strategy, FleetOptions::auto_pool, RunConfig::warm_pool), or
+  /// the model cache entry being made in the background. Empty before that, and when nothing.
+  std::vector<std::string> left_behind() const;
+  /// Waits at most `timeout_s` for the cache entry this fleet makes itself (not one a warm pool makes):
+  /// what came of it, or nothing when there is none or it is still working.
+  std::optional<std::string> wait_for_cache_fill(double timeout_s);
   /// Stops every session and worker. Idempotent.
   void shutdown();
 

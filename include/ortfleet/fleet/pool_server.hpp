@@ -15,9 +15,15 @@ namespace ortfleet {
 /// $XDG_RUNTIME_DIR/ortfleet/pool.sock, or /tmp/ortfleet-<uid>/pool.sock without XDG_RUNTIME_DIR.
 std::string default_pool_socket();
 
+namespace detail {
+struct LocalStartPlan;
+}
+
 struct ServeOptions {
   PoolOptions pool;
   std::string socket_path;  ///< empty: default_pool_socket()
+  /// Seconds with no client attached and nothing in the making after which serve() returns; 0: never.
+  double idle_exit_s = 0;
 };
 
 class PoolServer {
@@ -36,17 +42,29 @@ class PoolServer {
   /// Makes serve() return (from any thread). Clients attached to workers keep their channels until
   /// the pool stops.
   void stop();
+  /// Has the plan's model ready for the next job, in the background: its cache entry made first (by a
+  /// low-priority worker, when the cache misses it), then its session started on every device of the
+  /// plan and kept resident, held by nobody. What a job that leaves this pool behind asks of it.
+  void prepare(const detail::LocalStartPlan& plan);
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 
+/// Serves `options` in this process until a stop signal (SIGTERM, SIGINT), `ortfleet pool stop`, or
+/// (options.idle_exit_s) until nobody used it for that long; says on stderr what it does, unless
+/// `quiet`: the workers, the GPU memory the pool holds while idle, why it ends. `ortfleet serve`.
+int serve_pool(const ServeOptions& options, bool quiet);
+
 /// The pool server's status: {"ortfleet_pool": 1, "socket", "pid", "clients", "devices": [{device,
 /// state, pid, sessions, memory_bytes, ...}]}. Throws ortfleet::Error when no server answers.
 std::string pool_status(const std::string& socket_path, double timeout_s = 30);
 /// Has the server drop every session nobody holds; how many it dropped.
 size_t pool_evict(const std::string& socket_path, double timeout_s = 60);
+/// Asks the server to stop (its workers with it) and waits at most `timeout_s` until its socket is gone.
+/// Throws ortfleet::Error when no server answers there, or it is still there at the deadline.
+void pool_stop(const std::string& socket_path, double timeout_s = 60);
 
 /// Whether a client of user `client_uid` may use the pool of user `server_uid`; throws
 /// ortfleet::Error saying who may when not.

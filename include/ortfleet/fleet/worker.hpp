@@ -9,4 +9,8 @@ namespace ortfleet {
 /// that GPU, as its CUDA ordinal 0. Returns the process exit code.
 int run_worker_process(int channel_fd, const std::string& device, bool narrowed);
 
+/// The same executable as the warm pool a start leaves behind (`--pool-daemon=FILE`): serves the pool
+/// FILE describes until it has been idle for its time. `detached`: already the daemon proper.
+int run_pool_daemon(const std::string& request_file, bool detached);
+
 }  // namespace ortfleet

@@ -194,11 +194,25 @@ CacheUse::CacheUse(const std::string& cache_dir, const std::string& model, const
     if (identity_of(entry_, Symlinks::refuse)) {
       damage = check_entry(entry_, key_);
       if (damage.empty()) {
+        if (const auto gain = gain_of(entry_); gain && !gain->pays()) {
+          lock_.unlock();
+          no_gain_ = true;
+          note_ = "its entry " + gain->text() + ", so the model is loaded as it is";
+          return;
+        }
         source_ = entry_;
         hit_ = true;
         use_entry_options(options);
         return;  // the shared lock stays until the session exists
       }
+    }
+    if (damage.empty() && config.session.model_cache_fill != ModelCacheFill::inline_start) {
+      // A miss made later (in the background, by a worker that outlives nothing the job needs) or
+      // never: this start loads the model as ONNX Runtime alone would.
+      lock_.unlock();
+      note_ = config.session.model_cache_fill == ModelCacheFill::off ? "no entry, and this start writes none (model_cache_fill off)"
+                                                                     : "no entry yet: it is made after ready, in the background";
+      return;
     }
     const bool writer = lock_.try_upgrade();
     if (!damage.empty()) {
@@ -216,6 +230,7 @@ CacheUse::CacheUse(const std::string& cache_dir, const std::string& model, const
     return;
   }
   partial_ = entry_ + ".partial-" + std::to_string(::getpid());
+  unfinished_ = std::make_unique<RemoveOnTermination>(std::vector<std::string>{partial_, data_of(entry_), manifest_of(entry_)});
   options.SetOptimizedModelFilePath(partial_.c_str());
   if (format_ == ModelCacheFormat::ort) {
     options.AddConfigEntry("session.save_model_format", "ORT");  // the partial name does not end in .ort
@@ -265,6 +280,7 @@ void CacheUse::reject(const std::string& why) {
   hit_ = false;
   source_ = model_;
   partial_.clear();
+  unfinished_.reset();  // its files are removed below, or left to the process that reads them
   try {
     if (!lock_.held() || !lock_.try_upgrade()) return;  // another process reads it: leave the files, it will find out too
     remove_entry_files(entry_);
@@ -278,8 +294,40 @@ const char* CacheUse::outcome() const {
   if (!enabled_) return "off";
   if (rejected_) return "rejected";
   if (unwritable_) return "unwritable";
+  if (no_gain_) return "no-gain";
   if (hit_) return "hit";
-  return writing() ? "miss" : "busy";
+  return writing() || !note_.empty() ? "miss" : "busy";
+}
+
+std::string EntryGain::text() const {
+  return fmt::format("loads in {:.0f} ms against {:.0f} ms for the model ({} {:.0f} ms)", entry_ms, model_ms, pays() ? "saves" : "saving no more than",
+                     std::max(0.0, model_ms - entry_ms));
+}
+
+std::optional<EntryGain> gain_of(const std::string& entry) {
+  try {
+    std::ifstream in(manifest_of(entry));
+    if (!in) return std::nullopt;
+    const json manifest = json::parse(in);
+    if (!manifest.contains("gain")) return std::nullopt;
+    const json& g = manifest.at("gain");
+    EntryGain gain{g.at("model_ms").get<double>(), g.at("entry_ms").get<double>()};
+    if (!(gain.model_ms > 0) || !(gain.entry_ms > 0)) return std::nullopt;
+    return gain;
+  } catch (const std::exception&) {
+    return std::nullopt;  // unpriced: used as an entry of an older build
+  }
+}
+
+void record_entry_gain(const std::string& entry, const EntryGain& gain) {
+  try {
+    std::ifstream in(manifest_of(entry));
+    json manifest = json::parse(in);
+    manifest["gain"] = {{"model_ms", gain.model_ms}, {"entry_ms", gain.entry_ms}, {"pays", gain.pays()}};
+    write_private_file(manifest_of(entry), manifest.dump(1), /*durable=*/false);
+  } catch (const std::exception& e) {
+    spdlog::debug("could not record what the entry {} saves: {}", entry, e.what());
+  }
 }
 
 void CacheUse::seal() {
@@ -306,8 +354,11 @@ void CacheUse::seal() {
     files.push_back(std::move(record));
   }
   write_private_file(manifest_of(entry_),
-                     json{{"ortfleet_cache_entry", kManifestVersion}, {"key", key_}, {"verified", true}, {"files", files}}.dump(1),
+                     json{{"ortfleet_cache_entry", kManifestVersion}, {"key", key_}, {"verified", true}, {"model", model_}, {"files", files}}.dump(1),
                      /*durable=*/true);
+  // From here the files are the published entry's: a stop signal must not remove them. (One that comes
+  // before the rename leaves a manifest and weights with no entry: the next writer removes them.)
+  unfinished_.reset();
   if (::rename(partial_.c_str(), entry_.c_str()) != 0) {
     throw FolderNotWritable("cannot publish " + entry_ + ": " + std::strerror(errno));
   }
@@ -335,6 +386,7 @@ void CacheUse::abandon(const std::string& why) {
   } catch (const std::exception& e) {
     spdlog::warn("could not remove the unfinished model cache entry {}: {}", entry_, e.what());
   }
+  unfinished_.reset();
 }
 
 }  // namespace ortfleet::detail

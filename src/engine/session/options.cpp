@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <fstream>
@@ -83,6 +84,31 @@ ModelCacheFormat parse_model_cache_format(const std::string& s) {
   if (l == "ort") return ModelCacheFormat::ort;
   if (l == "auto") return ModelCacheFormat::automatic;
   throw Error("unknown model cache format '" + s + "'", "Use auto, onnx or ort");
+}
+
+std::string to_string(ModelCacheFill v) {
+  return v == ModelCacheFill::inline_start ? "inline" : v == ModelCacheFill::off ? "off" : "background";
+}
+
+ModelCacheFill parse_model_cache_fill(const std::string& s) {
+  const std::string l = lower(s);
+  if (l == "background") return ModelCacheFill::background;
+  if (l == "inline") return ModelCacheFill::inline_start;
+  if (l == "off") return ModelCacheFill::off;
+  throw Error("unknown model cache fill '" + s + "'", "Use background (after ready), inline (during the start) or off (never write entries)");
+}
+
+double WarmPoolOptions::resolved_idle_exit_s() const {
+  if (idle_exit_s) return *idle_exit_s;
+  const char* env = std::getenv("ORTFLEET_WARM_POOL_IDLE");
+  if (env == nullptr || *env == '\0') return kDefaultIdleExitS;
+  char* end = nullptr;
+  const double seconds = std::strtod(env, &end);
+  if (end == env || *end != '\0' || !(seconds >= 0) || seconds > 7 * 24 * 3600) {
+    throw Error(std::string("ORTFLEET_WARM_POOL_IDLE='") + env + "' is not a number of seconds from 0 to 604800",
+                "Set it to the seconds a warm pool waits idle before it exits (e.g. 300), or 0 to leave no pool");
+  }
+  return seconds;
 }
 
 std::vector<std::pair<std::string, std::string>> CudaOptions::provider_options() const {
@@ -301,6 +327,7 @@ json session_json(const SessionOptions& s) {
           {"thread_spinning", s.thread_spinning},
           {"optimized_model_cache", s.optimized_model_cache ? json(*s.optimized_model_cache) : json(nullptr)},
           {"model_cache_format", to_string(s.model_cache_format)},
+          {"model_cache_fill", to_string(s.model_cache_fill)},
           {"cuda_module_loading", s.cuda_module_loading},
           {"cuda_max_connections", s.cuda_max_connections},
           {"config_entries", s.config_entries},
@@ -426,6 +453,10 @@ json shapes_json(const ShapeOptions& s) {
           {"policy", to_string(s.policy)}};
 }
 
+json warm_pool_json(const WarmPoolOptions& w) {
+  return {{"idle_exit_s", w.idle_exit_s ? json(*w.idle_exit_s) : json(nullptr)}};
+}
+
 json warmup_json(const WarmupOptions& w) {
   json ranges = json::object();
   for (const auto& [name, r] : w.input_ranges) ranges[name] = {r.lo, r.hi};
@@ -434,7 +465,8 @@ json warmup_json(const WarmupOptions& w) {
 
 std::string RunConfig::to_json() const {
   json j = {{"ortfleet_config", kConfigFormat}, {"name", name},          {"session", session_json(session)},
-            {"cuda", cuda_json(cuda)},          {"shapes", shapes_json(shapes)}, {"warmup", warmup_json(warmup)}};
+            {"cuda", cuda_json(cuda)},          {"shapes", shapes_json(shapes)}, {"warmup", warmup_json(warmup)},
+            {"warm_pool", warm_pool_json(warm_pool)}};
   return j.dump(2) + "\n";
 }
 
@@ -466,6 +498,7 @@ RunConfig RunConfig::from_json(const std::string& text, const std::string& sourc
     s.read("thread_spinning", o.thread_spinning, "true or false");
     s.read_optional("optimized_model_cache", o.optimized_model_cache, "true, false or null");
     s.read_enum("model_cache_format", [&](const std::string& v) { o.model_cache_format = parse_model_cache_format(v); }, "auto, onnx, ort");
+    s.read_enum("model_cache_fill", [&](const std::string& v) { o.model_cache_fill = parse_model_cache_fill(v); }, "background, inline, off");
     s.read_enum("cuda_module_loading", [&](const std::string& v) {
       const std::string u = upper(v);
       if (!u.empty() && u != "LAZY" && u != "EAGER") throw Error("bad value");
@@ -544,6 +577,15 @@ RunConfig RunConfig::from_json(const std::string& text, const std::string& sourc
     }
     w.finish();
   }
+  if (j.contains("warm_pool")) {
+    Section w(j.at("warm_pool"), "warm_pool", source);
+    w.read_optional("idle_exit_s", config.warm_pool.idle_exit_s, "a number of seconds (0 leaves no pool) or null");
+    if (const auto s = config.warm_pool.idle_exit_s; s && !(*s >= 0 && *s <= 7 * 24 * 3600)) {
+      w.fail("warm_pool.idle_exit_s", fmt::format("must be from 0 to 604800 seconds (got {})", *s));
+    }
+    w.finish();
+  }
+  top.allow("warm_pool");
   top.allow("warmup");
   top.allow("shapes");
   top.allow("session");  // read above
@@ -585,6 +627,8 @@ std::string RunConfig::summary() const {
   if (!session.thread_spinning) parts.push_back("spin=0");
   if (session.optimized_model_cache) parts.push_back(*session.optimized_model_cache ? "model_cache" : "no_model_cache");
   if (session.model_cache_format != d.session.model_cache_format) parts.push_back("cache_format=" + to_string(session.model_cache_format));
+  if (session.model_cache_fill != d.session.model_cache_fill) parts.push_back("cache_fill=" + to_string(session.model_cache_fill));
+  if (warm_pool.idle_exit_s) parts.push_back(fmt::format("warm_pool_idle={}", *warm_pool.idle_exit_s));
   if (!session.cuda_module_loading.empty()) parts.push_back("module_loading=" + session.cuda_module_loading);
   if (session.cuda_max_connections != 0) parts.push_back("connections=" + std::to_string(session.cuda_max_connections));
   for (const auto& [k, v] : session.config_entries) parts.push_back(k + "=" + v);

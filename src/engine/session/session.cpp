@@ -129,6 +129,11 @@ struct Session::Impl {
   std::string crash_run;
   std::string crash_record;  // where a crash is remembered (engine/crash_records.hpp)
   bool used_cache = false;
+  std::string cache_outcome = "off";
+  std::string cache_note;
+  std::string cache_entry;
+  double create_ms = 0;       // the first ONNX Runtime session's creation, cache lookup included
+  double first_run_ms = 0;    // the first warm-up run: with create_ms, what a new session costs
   detail::CudaDriver::PrimaryContext context;  // held while the sessions live (a GPU device)
   uint64_t memory_at_start = 0;  // in use when creation began, the context already made
   std::map<std::string, ValueRange> model_ranges;  // recorded in the model's metadata (ortfleet.input_range.NAME)
@@ -198,7 +203,11 @@ struct Session::Impl {
     cuda_only.cuda = spec.config.cuda;
     return cuda_only.to_json();
   }
-  void measure_shape_costs();
+  /// The first call of a shape coming back to the shared session after another (GPU, measured policy,
+  /// costs not yet known) prices a switch: it is run again, and the difference is what the switch cost.
+  /// A new session's cost is this start's own: its creation and first run. Kept beside the cache entry.
+  std::atomic<bool> pricing{false};
+  std::vector<Tensor> run_priced(ShapeSession& shared, const std::vector<Tensor>& given, bool outputs_on_device);
   /// Uses `measured` from now on and keeps it beside the cache entry for later starts.
   void keep_costs(const detail::ShapeCosts& measured) {
     {
@@ -227,7 +236,9 @@ struct Session::Impl {
   std::vector<Tensor> run_on(ShapeSession& s, const std::vector<Tensor>& given) {
     return graph_mode() ? run_graph(s, given, /*outputs_on_device=*/false) : run_plain(s, given, /*outputs_on_device=*/false);
   }
-  std::shared_ptr<ShapeSession> session_for(const InputShapes& shapes);
+  /// The session a call of `shapes` runs on; `prices_switch` (when given) says whether this call should
+  /// price a shape switch (run_priced).
+  std::shared_ptr<ShapeSession> session_for(const InputShapes& shapes, bool* prices_switch = nullptr);
   std::shared_ptr<ShapeSession> make_shape_session(const std::string& signature);
   std::vector<Tensor> run_plain(ShapeSession& s, const std::vector<Tensor>& given, bool outputs_on_device, bool shrink_arena = false);
   void prime(ShapeSession& s, const std::vector<Tensor>& given);
@@ -331,11 +342,13 @@ void Session::Impl::create() {
   auto first = std::make_shared<ShapeSession>();
   first->first = true;
   first->memory_before = memory_in_use(spec.device);
+  const auto creating = std::chrono::steady_clock::now();
   {
     auto p = phase(phase::session_create);
     if (p) {
       p->arg("provider", provider.path);
       if (use_cache) p->arg("model_cache", cache->outcome());
+      if (!cache->note().empty()) p->arg("model_cache_note", cache->note());
     }
     try {
       first->session = open(cache->source(), model_data, model_size, so);
@@ -359,6 +372,10 @@ void Session::Impl::create() {
     }
   }
   used_cache = cache->hit();
+  create_ms = ms_since(creating);
+  cache_outcome = cache->outcome();
+  cache_note = cache->note();
+  cache_entry = cache->entry();
   read_metadata(first->session);
   warmup_source = std::make_unique<detail::WarmupInputSource>(spec.config.warmup, inputs, model_ranges, spec.dynamic_dim);
   declared = resolve_shapes(inputs, spec.config.shapes, spec.dynamic_dim);
@@ -380,6 +397,7 @@ void Session::Impl::create() {
     }
     if (!failed) cache->abandon();
     else if (!failed->empty()) cache->reject(*failed);
+    cache_outcome = cache->outcome();
   }
   later_source_optimised = cache->hit() || cache->commit();
   later_source = later_source_optimised ? cache->entry() : model;
@@ -487,7 +505,7 @@ std::shared_ptr<ShapeSession> Session::Impl::make_shape_session(const std::strin
   return s;
 }
 
-std::shared_ptr<ShapeSession> Session::Impl::session_for(const InputShapes& shapes) {
+std::shared_ptr<ShapeSession> Session::Impl::session_for(const InputShapes& shapes, bool* prices_switch) {
   const std::string signature = to_string(shapes);
   auto find = [&]() -> std::shared_ptr<ShapeSession> {
     if (max_sessions() == 1) return sessions.front();
@@ -512,6 +530,7 @@ std::shared_ptr<ShapeSession> Session::Impl::session_for(const InputShapes& shap
     std::lock_guard lock(mutex);
     if (auto s = find()) return use(s);
     // A shape no session has: the shared session serves it, unless the policy gives it its own.
+    const bool returning = traffic.seen(signature);
     traffic.note(signature, shapes);
     if (auto advice = traffic.advice_once(static_cast<size_t>(max_sessions()))) spdlog::warn("{}: {}: {}", lane, spec.model_path, *advice);
     // A declared shape always has a session of its own; so has every shape of a captured CUDA graph.
@@ -519,7 +538,13 @@ std::shared_ptr<ShapeSession> Session::Impl::session_for(const InputShapes& shap
       const auto& shared = sessions.front();
       const bool own = policy == ShapePolicy::measured && spec.device.is_gpu() && static_cast<int>(sessions.size()) < max_sessions() &&
                        traffic.pays_for_session(signature, shared->last_signature != signature, costs);
-      if (!own) return use(shared);
+      if (!own) {
+        if (prices_switch != nullptr) {
+          *prices_switch = policy == ShapePolicy::measured && spec.device.is_gpu() && !costs && returning && max_sessions() > 1 &&
+                           !shared->last_signature.empty() && shared->last_signature != signature && !pricing.exchange(true);
+        }
+        return use(shared);
+      }
     }
   }
   std::lock_guard creating(create_mutex);
@@ -581,6 +606,10 @@ const std::vector<TensorSpec>& Session::inputs() const { return impl_->inputs; }
 const std::vector<TensorSpec>& Session::outputs() const { return impl_->outputs; }
 const ProviderAttachment& Session::provider() const { return impl_->provider; }
 bool Session::used_model_cache() const { return impl_->used_cache; }
+const std::string& Session::model_cache_outcome() const { return impl_->cache_outcome; }
+const std::string& Session::model_cache_note() const { return impl_->cache_note; }
+const std::string& Session::model_cache_entry() const { return impl_->cache_entry; }
+double Session::create_ms() const { return impl_->create_ms; }
 const std::vector<InputShapes>& Session::declared_shapes() const { return impl_->declared; }
 
 uint64_t Session::memory_bytes() const {
@@ -619,7 +648,9 @@ void Session::warm_up(int runs, uint64_t seed) {
         if (shapes.size() > 1) p->arg("shapes", to_string(shape));
       }
       try {
+        const auto start = std::chrono::steady_clock::now();
         run(inputs.tensors, /*outputs_on_device=*/s.graph_mode());
+        if (s.first_run_ms == 0) s.first_run_ms = ms_since(start);
       } catch (const Error& e) {
         if (inputs.made_up.empty()) throw;
         // Real models check their inputs: say which values were invented, and how to give real ones.
@@ -633,7 +664,6 @@ void Session::warm_up(int runs, uint64_t seed) {
     for (auto& session : s.sessions) session->declared = s.is_declared(session->signature);
   }
   std::call_once(s.buckets_learned, [&] { s.learn_buckets(); });
-  s.measure_shape_costs();
 }
 
 void Session::Impl::learn_buckets() {
@@ -660,68 +690,24 @@ void Session::Impl::learn_buckets() {
   if (disturbed) run_on(*base, warmup_source->make(shapes.front(), 1).tensors);
 }
 
-void Session::Impl::measure_shape_costs() {
-  // Measured once per model and configuration, kept beside its cache entry: only on a GPU (the CPU
-  // EP keeps no per-shape state worth a session), for a model with a dynamic dim.
-  if (!spec.device.is_gpu() || spec.config.shapes.policy != ShapePolicy::measured || costs || costs_entry.empty() || graph_mode() ||
-      max_sessions() == 1) {
-    return;
-  }
-  const InputShapes a = first_warmup_shape();
-  InputShapes b = a;
-  bool dynamic = false;
-  for (const auto& spec_of_input : inputs) {
-    for (size_t d = 0; d < spec_of_input.shape.size(); ++d) {
-      if (spec_of_input.shape[d] >= 0) continue;
-      dynamic = true;
-      b[spec_of_input.name][d] = detail::second_size(a.at(spec_of_input.name)[d]);
-    }
-  }
-  if (!dynamic) return;
-  auto p = phase(phase::shape_costs);
-  const CrashScope running(crash_run, crash_record);
+std::vector<Tensor> Session::Impl::run_priced(ShapeSession& shared, const std::vector<Tensor>& given, bool outputs_on_device) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<Tensor> out = run_plain(shared, given, outputs_on_device);
+  const double returning = ms_since(start);
   try {
-    const auto shared = session_for(a);
-    const std::vector<Tensor> at_a = warmup_source->make(a, 1).tensors;
-    std::vector<Tensor> at_b;
-    std::optional<std::vector<Tensor>> made_b;  // generated once, for the inputs that grow
-    for (size_t i = 0; i < at_a.size(); ++i) {
-      const Tensor& t = at_a[i];
-      const auto& want = b.at(t.name);
-      const bool smaller = std::equal(want.begin(), want.end(), t.shape.begin(), t.shape.end(), [](int64_t w, int64_t h) { return w <= h; });
-      // Real warm-up values stay real: cropped where the second shape is smaller.
-      if (smaller) {
-        at_b.push_back(detail::cropped(t, want, t.device));
-        continue;
-      }
-      if (!made_b) made_b = warmup_source->make(b, 1).tensors;
-      at_b.push_back(made_b->at(i));
-    }
-    std::vector<double> steady;
-    for (int i = 0; i < 3; ++i) steady.push_back(timed_run(*shared, at_a));
-    std::sort(steady.begin(), steady.end());
-    timed_run(*shared, at_b);  // a new shape in the shared session: its plan (and search) made
-    const double back = timed_run(*shared, at_a);
+    const double steady = timed_run(shared, given);  // the same shape again: what it costs without the switch
     detail::ShapeCosts measured;
-    measured.steady_ms = steady[1];
-    measured.switch_ms = std::max(0.0, back - steady[1]);
-    const auto own = make_shape_session(to_string(b));
-    const double first = timed_run(*own, at_b);
-    const double again = timed_run(*own, at_b);
-    measured.new_session_ms = std::max(0.01, own->create_ms + first - again);
+    measured.steady_ms = steady;
+    measured.switch_ms = std::max(0.0, returning - steady);
+    measured.new_session_ms = std::max(0.01, create_ms + first_run_ms);
     keep_costs(measured);
-    if (p) {
-      p->arg("steady_ms", fmt::format("{:.2f}", measured.steady_ms));
-      p->arg("switch_ms", fmt::format("{:.2f}", measured.switch_ms));
-      p->arg("new_session_ms", fmt::format("{:.1f}", measured.new_session_ms));
-    }
+    spdlog::debug("{}: a shape switch costs {:.2f} ms on a {:.2f} ms call; a new session {:.0f} ms", lane, measured.switch_ms, steady,
+                  measured.new_session_ms);
   } catch (const std::exception& e) {
-    // The model refused the second shape (a dim it needs fixed in practice): new shapes share a
-    // session, and later starts are not made to try again (switching "costs" nothing).
-    spdlog::debug("{}: the shape costs were not measured ({}); new shapes share one session", lane, e.what());
-    if (p) p->arg("error", e.what());
+    spdlog::debug("{}: the shape switch was not priced ({}); new shapes share one session", lane, e.what());
     keep_costs({0, 0, std::numeric_limits<double>::max()});
   }
+  return out;
 }
 
 std::vector<Tensor> Session::run(const std::vector<Tensor>& given, bool outputs_on_device) {
@@ -752,10 +738,13 @@ std::vector<Tensor> Session::run(const std::vector<Tensor>& given, bool outputs_
     for (size_t i = 0; i < out.size(); ++i) out[i] = detail::cropped(out[i], real[i], outputs_on_device ? s.spec.device : Device::cpu());
     return out;
   }
-  const auto session = s.session_for(shapes);
+  bool prices_switch = false;
+  const auto session = s.session_for(shapes, &prices_switch);
   const CrashScope running(session->calls.load() == 0 ? s.crash_first_run : s.crash_run, s.crash_record);
   std::call_once(session->primed, [&] { s.prime(*session, given); });
-  std::vector<Tensor> out = s.graph_mode() ? s.run_graph(*session, given, outputs_on_device) : s.run_plain(*session, given, outputs_on_device);
+  std::vector<Tensor> out = s.graph_mode()  ? s.run_graph(*session, given, outputs_on_device)
+                            : prices_switch ? s.run_priced(*session, given, outputs_on_device)
+                                            : s.run_plain(*session, given, outputs_on_device);
   if (session->calls.fetch_add(1) == 0) {
     const uint64_t now = memory_in_use(s.spec.device);
     session->memory_bytes = now - std::min(session->memory_before, now);

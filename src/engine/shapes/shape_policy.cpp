@@ -71,6 +71,11 @@ void ShapeTraffic::note(const std::string& signature, const InputShapes& shapes)
   }
 }
 
+bool ShapeTraffic::seen(const std::string& signature) const {
+  std::lock_guard lock(mutex_);
+  return seen_.count(signature) > 0;
+}
+
 std::vector<DimBuckets> ShapeTraffic::buckets() const {
   std::lock_guard lock(mutex_);
   return buckets_locked();

@@ -4,8 +4,9 @@
 // GPU a shape that keeps coming back may pay for a session of its own; a stream of ever-new shapes
 // never does (each new shape pays cuDNN's search in any session, and a new session on top). The
 // rule is rent-or-buy: a shape gets its own session once the switches it caused in the shared
-// session have cost what a new session costs, both measured at the model's first start and kept
-// beside its cache entry. A stream that brings more new shapes than the cap is told, once, which
+// session have cost what a new session costs. Both are priced when they first matter, never at
+// start-up: a switch at the first shape that comes back after another (run again to see its steady
+// time), a new session from the start's own creation and first run; kept beside the cache entry. A stream that brings more new shapes than the cap is told, once, which
 // buckets would serve it.
 #include <cstdint>
 #include <map>
@@ -47,6 +48,8 @@ class ShapeTraffic {
   /// Records a call's shapes, whose signature is to_string(shapes) (distinct shapes and the range
   /// of each dim).
   void note(const std::string& signature, const InputShapes& shapes);
+  /// Whether a call of `signature` was noted before (within the shapes remembered).
+  bool seen(const std::string& signature) const;
   /// The one message for a stream that brought more distinct shapes than `cap`: what it sees and the
   /// buckets that would serve it. nullopt before that, and after it was said once.
   std::optional<std::string> advice_once(size_t cap);

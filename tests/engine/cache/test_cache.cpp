@@ -64,6 +64,7 @@ Started start(const std::string& model, const fs::path& cache = {}, ModelCacheFo
   if (!cache.empty()) {
     spec.cache_dir = cache.string();
     spec.config.session.optimized_model_cache = true;
+    spec.config.session.model_cache_fill = ModelCacheFill::inline_start;  // what a background fill does
     spec.config.session.model_cache_format = format;
   }
   Session s(spec);
@@ -332,6 +333,7 @@ TEST(ModelCache, AModelWhoseNodesAreAssignedByNameRunsWithoutTheCache) {
     spec.model_path = test::mlp_model();
     spec.cache_dir = cache.string();
     spec.config.session.optimized_model_cache = true;
+    spec.config.session.model_cache_fill = ModelCacheFill::inline_start;  // what a background fill does
     spec.config.session.config_entries["session.name_based_layer_assignment"] = "cpu(MatMul)";
     Session s(spec);
     s.run(random_inputs(s.inputs(), 5));

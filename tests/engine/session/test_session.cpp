@@ -48,6 +48,7 @@ TEST(Session, ModelCacheHitGivesTheSameResults) {
   spec.model_path = test::resnet18_model();
   spec.cache_dir = (test::scratch_dir() / "session-cache").string();
   spec.config.session.optimized_model_cache = true;
+  spec.config.session.model_cache_fill = ModelCacheFill::inline_start;  // what a background fill does
   Session miss(spec);
   EXPECT_FALSE(miss.used_model_cache());
   Session hit(spec);

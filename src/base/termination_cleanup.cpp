@@ -1,0 +1,78 @@
+#include "base/termination_cleanup.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <climits>
+#include <cstring>
+
+namespace ortfleet {
+namespace {
+
+constexpr size_t kSlots = 8;
+constexpr size_t kPathsPerSlot = 4;
+
+/// One scope's paths. `state` is 0 (free), 1 (being filled) or 2 (active): the handler reads only an
+/// active slot, whose paths are whole.
+struct Slot {
+  std::atomic<int> state{0};
+  std::array<std::array<char, PATH_MAX>, kPathsPerSlot> paths{};
+  size_t count = 0;
+};
+std::array<Slot, kSlots> slots;
+constexpr std::array<int, 3> kStopSignals = {SIGTERM, SIGINT, SIGHUP};
+
+void on_stop_signal(int sig) {
+  for (auto& slot : slots) {
+    if (slot.state.load(std::memory_order_acquire) != 2) continue;
+    for (size_t i = 0; i < slot.count; ++i) ::unlink(slot.paths[i].data());
+  }
+  // Then what the signal would have done: the process ends of it, so a parent sees the same status.
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  ::sigaction(sig, &dfl, nullptr);
+  ::raise(sig);
+}
+
+}  // namespace
+
+RemoveOnTermination::RemoveOnTermination(const std::vector<std::string>& paths) {
+  for (size_t i = 0; i < slots.size(); ++i) {
+    Slot& slot = slots[i];
+    int expected = 0;
+    if (!slot.state.compare_exchange_strong(expected, 1)) continue;
+    slot.count = 0;
+    for (const auto& path : paths) {
+      if (slot.count == kPathsPerSlot || path.size() >= PATH_MAX) break;
+      std::memcpy(slot.paths[slot.count].data(), path.c_str(), path.size() + 1);
+      ++slot.count;
+    }
+    slot.state.store(2, std::memory_order_release);
+    slot_ = static_cast<int>(i);
+    return;
+  }
+}
+
+RemoveOnTermination::~RemoveOnTermination() { release(); }
+
+void RemoveOnTermination::release() {
+  if (slot_ < 0) return;
+  slots[static_cast<size_t>(slot_)].state.store(0, std::memory_order_release);
+  slot_ = -1;
+}
+
+void install_termination_cleanup() {
+  static std::atomic<bool> installed{false};
+  if (installed.exchange(true)) return;
+  for (const int sig : kStopSignals) {
+    struct sigaction action {};
+    action.sa_handler = on_stop_signal;
+    sigemptyset(&action.sa_mask);
+    ::sigaction(sig, &action, nullptr);
+  }
+}
+
+}  // namespace ortfleet

@@ -1,0 +1,30 @@
+#pragma once
+// Files a process is writing that must not outlive it when it is told to stop. An ortfleet process
+// that writes such files (a worker filling the model cache in the background) installs a handler for
+// SIGTERM, SIGINT and SIGHUP; while a RemoveOnTermination lives, that handler removes its paths
+// (async-signal-safe unlink) and then lets the signal end the process as it would have. A process
+// that never installs the handler (a user's Python job) keeps its own signal handling: the scopes then
+// do nothing.
+#include <string>
+#include <vector>
+
+namespace ortfleet {
+
+class RemoveOnTermination {
+ public:
+  /// Registers `paths` (at most a few, each shorter than PATH_MAX) until the scope ends or release().
+  explicit RemoveOnTermination(const std::vector<std::string>& paths);
+  ~RemoveOnTermination();
+  RemoveOnTermination(const RemoveOnTermination&) = delete;
+  RemoveOnTermination& operator=(const RemoveOnTermination&) = delete;
+  /// The files are in place for good (published): a signal from now on leaves them.
+  void release();
+
+ private:
+  int slot_ = -1;
+};
+
+/// Installs the handler once per process (later calls do nothing).
+void install_termination_cleanup();
+
+}  // namespace ortfleet
