@@ -9,7 +9,6 @@
 #include <numeric>
 #include <random>
 #include <set>
-#include <sstream>
 
 #include "base/private_dir.hpp"
 #include "diagnostics/machine.hpp"
@@ -17,6 +16,7 @@
 #include "diagnostics/statistics.hpp"
 #include "engine/shapes/buckets.hpp"
 #include "engine/files/npy_file.hpp"
+#include "engine/shapes/shape_grammar.hpp"
 #include "engine/shapes/shape_policy.hpp"
 #include "engine/shapes/shapes.hpp"
 #include "engine/shapes/tensor_padding.hpp"
@@ -31,54 +31,6 @@ namespace ortfleet::detail {
 using nlohmann::json;
 
 namespace {
-
-constexpr const char* kStreamHint =
-    "Write a stream as x=1x3x[320:960:32]x[320:960:32] (a bracketed dim is drawn from first:last:step), or @FILE with a shape per line";
-
-/// One dim of a stream spec: a fixed size (lo == hi) or a range drawn from.
-struct DimDraw {
-  int64_t lo = 0;
-  int64_t hi = 0;
-  int64_t step = 1;
-};
-
-int64_t whole(const std::string& text, const std::string& item) {
-  size_t used = 0;
-  long long v = 0;
-  try {
-    v = std::stoll(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size() || v <= 0) throw Error("'" + text + "' in '" + item + "' is not a positive whole number", kStreamHint);
-  return v;
-}
-
-std::map<std::string, std::vector<DimDraw>> parse_draws(const std::string& spec) {
-  std::map<std::string, std::vector<DimDraw>> out;
-  std::stringstream items(spec);
-  for (std::string item; std::getline(items, item, ',');) {
-    const auto eq = item.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size()) throw Error("'" + item + "' is not name=dims", kStreamHint);
-    std::vector<DimDraw> dims;
-    std::stringstream parts(item.substr(eq + 1));
-    for (std::string d; std::getline(parts, d, 'x');) {
-      if (d.size() > 2 && d.front() == '[' && d.back() == ']') {
-        std::vector<int64_t> v;
-        std::stringstream range(d.substr(1, d.size() - 2));
-        for (std::string r; std::getline(range, r, ':');) v.push_back(whole(r, item));
-        if (v.size() != 3 || v[0] > v[1]) throw Error("'" + d + "' in '" + item + "' is not [first:last:step]", kStreamHint);
-        dims.push_back({v[0], v[1], v[2]});
-      } else {
-        const int64_t n = whole(d, item);
-        dims.push_back({n, n, 1});
-      }
-    }
-    out[item.substr(0, eq)] = dims;
-  }
-  if (out.empty()) throw Error("an empty shape stream", kStreamHint);
-  return out;
-}
 
 /// A stream row: one Session made with `config`, ready, then every call of the stream timed.
 struct StreamRun {
@@ -108,33 +60,34 @@ void fill_row(ThroughputRow& row, const std::vector<double>& ms, const std::vect
 
 }  // namespace
 
-std::vector<InputShapes> parse_shape_stream(const std::string& spec, size_t count, uint64_t seed) {
+namespace {
+
+/// "@FILE": a shape list per line, as it is ('#' starts a comment line).
+std::vector<InputShapes> read_shape_stream_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error("cannot read the shape stream file " + path, "Give a file with a shape list per line: x=1x3x480x640");
   std::vector<InputShapes> out;
-  if (!spec.empty() && spec.front() == '@') {
-    std::ifstream in(spec.substr(1));
-    if (!in) throw Error("cannot read the shape stream file " + spec.substr(1), "Give a file with a shape list per line: x=1x3x480x640");
-    for (std::string line; std::getline(in, line);) {
-      if (line.empty() || line.front() == '#') continue;
-      for (auto& s : parse_shape_list(line)) out.push_back(std::move(s));
-    }
-    if (out.empty()) throw Error("the shape stream file " + spec.substr(1) + " has no shapes", "Write a shape list per line: x=1x3x480x640");
-    return out;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line.front() == '#') continue;
+    for (auto& s : parse_shape_list(line)) out.push_back(std::move(s));
   }
-  if (count == 0) throw Error("a shape stream of no calls", "Give --stream-count 1 or more");
-  const auto draws = parse_draws(spec);
+  if (out.empty()) throw Error("the shape stream file " + path + " has no shapes", "Write a shape list per line: x=1x3x480x640");
+  return out;
+}
+
+/// `count` calls drawn from `pattern` with `seed`: every dim of every input draws one of its sizes.
+std::vector<InputShapes> draw_shape_stream(const ShapePattern& pattern, size_t count, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::set<std::string> seen;
+  std::vector<InputShapes> out;
   for (size_t i = 0; i < count; ++i) {
     InputShapes call;
     // New shapes while there are any left to draw (64 tries), as a stream of user images brings them.
     for (int attempt = 0; attempt < 64; ++attempt) {
       call.clear();
-      for (const auto& [name, dims] : draws) {
+      for (const auto& [name, dims] : pattern) {
         auto& shape = call[name];
-        for (const auto& d : dims) {
-          const int64_t choices = (d.hi - d.lo) / d.step + 1;
-          shape.push_back(d.lo + d.step * static_cast<int64_t>(rng() % static_cast<uint64_t>(choices)));
-        }
+        for (const auto& sizes : dims) shape.push_back(sizes.at(rng() % sizes.count()));
       }
       if (!seen.count(to_string(call))) break;
     }
@@ -142,6 +95,14 @@ std::vector<InputShapes> parse_shape_stream(const std::string& spec, size_t coun
     out.push_back(call);
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<InputShapes> parse_shape_stream(const std::string& spec, size_t count, uint64_t seed) {
+  if (!spec.empty() && spec.front() == '@') return read_shape_stream_file(spec.substr(1));
+  if (count == 0) throw Error("a shape stream of no calls", "Give --stream-count 1 or more");
+  return draw_shape_stream(parse_shape_pattern(spec), count, seed);
 }
 
 std::vector<DimBuckets> buckets_for_stream(const std::vector<InputShapes>& stream) {

@@ -111,85 +111,7 @@ std::vector<std::pair<std::string, std::string>> CudaOptions::provider_options()
 
 // --- shapes --------------------------------------------------------------------------------------
 
-namespace {
-constexpr const char* kShapeHint = "Write shapes as name=1x3x224x224, several inputs as a=1x128,b=1x128 (see 'ortfleet start --help')";
-
-int64_t positive_dim(const std::string& text, const std::string& context) {
-  size_t used = 0;
-  long long value = 0;
-  try {
-    value = std::stoll(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size()) throw Error("'" + text + "' in " + context + " is not a whole number", kShapeHint);
-  if (value <= 0) throw Error("dims must be positive, and " + context + " has " + text, kShapeHint);
-  return value;
-}
-}  // namespace
-
-std::vector<InputShapes> parse_shape_list(const std::string& text) {
-  std::vector<InputShapes> out;
-  std::stringstream items(text);
-  for (std::string item; std::getline(items, item, ',');) {
-    const auto eq = item.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size()) throw Error("'" + item + "' is not name=dims", kShapeHint);
-    const std::string name = item.substr(0, eq);
-    std::vector<int64_t> dims;
-    std::stringstream parts(item.substr(eq + 1));
-    for (std::string d; std::getline(parts, d, 'x');) dims.push_back(positive_dim(d, "'" + item + "'"));
-    if (out.empty() || out.back().count(name)) out.emplace_back();
-    out.back()[name] = dims;
-  }
-  if (out.empty()) throw Error("no shape given", kShapeHint);
-  return out;
-}
-
-std::vector<int64_t> parse_batch_list(const std::string& text) {
-  std::vector<int64_t> out;
-  std::stringstream items(text);
-  for (std::string item; std::getline(items, item, ',');) out.push_back(positive_dim(item, "the batch list '" + text + "'"));
-  if (out.empty()) throw Error("no batch size given", "Write batch sizes as 1,2,4,8");
-  return out;
-}
-
-DimBuckets parse_buckets(const std::string& text) {
-  constexpr const char* kHint = "Write buckets as input.dim=sizes: x.2=480,640,960, or a range x.3=320:960:128 (first:last:step)";
-  const auto eq = text.find('=');
-  const auto dot = text.rfind('.', eq);
-  if (eq == std::string::npos || dot == std::string::npos || dot == 0 || dot + 1 == eq || eq + 1 == text.size()) {
-    throw Error("'" + text + "' is not input.dim=sizes", kHint);
-  }
-  DimBuckets out;
-  out.input = text.substr(0, dot);
-  const std::string dim = text.substr(dot + 1, eq - dot - 1);
-  if (dim.find_first_not_of("0123456789") != std::string::npos || dim.size() > 4) throw Error("'" + dim + "' in '" + text + "' is not a dim index", kHint);
-  out.dim = std::stoi(dim);
-  const std::string sizes = text.substr(eq + 1);
-  if (sizes.find(':') != std::string::npos) {
-    std::vector<int64_t> parts;
-    std::stringstream items(sizes);
-    for (std::string item; std::getline(items, item, ':');) parts.push_back(positive_dim(item, "'" + text + "'"));
-    if (parts.size() != 3 || parts[0] > parts[1]) throw Error("'" + sizes + "' in '" + text + "' is not first:last:step with first <= last", kHint);
-    constexpr int64_t kMostSizes = 1024;
-    if ((parts[1] - parts[0]) / parts[2] >= kMostSizes) throw Error("'" + text + "' makes more than 1024 sizes", "Take a larger step");
-    for (int64_t v = parts[0]; v < parts[1]; v += parts[2]) out.sizes.push_back(v);
-    out.sizes.push_back(parts[1]);
-  } else {
-    std::stringstream items(sizes);
-    for (std::string item; std::getline(items, item, ',');) out.sizes.push_back(positive_dim(item, "'" + text + "'"));
-  }
-  std::sort(out.sizes.begin(), out.sizes.end());
-  out.sizes.erase(std::unique(out.sizes.begin(), out.sizes.end()), out.sizes.end());
-  if (out.sizes.empty()) throw Error("'" + text + "' has no sizes", kHint);
-  return out;
-}
-
-std::string to_string(const DimBuckets& b) {
-  std::string out = b.input + "." + std::to_string(b.dim) + "=";
-  for (size_t i = 0; i < b.sizes.size(); ++i) out += (i ? "," : "") + std::to_string(b.sizes[i]);
-  return out;
-}
+// The grammar of shapes and sizes (parse_shape_list, parse_buckets, ...) is src/engine/shapes/shape_grammar.cpp.
 
 std::pair<std::string, double> parse_pad_value(const std::string& text) {
   constexpr const char* kHint = "Write it as input=value: --pad-value input_ids=0";
@@ -245,15 +167,6 @@ void ShapeOptions::validate() const {
   if (pad_batch && batches.empty() && declared.empty()) {
     throw Error("pad_batch needs declared batches to pad to", "Declare them: --batches 1,2,4,8, batches=[1, 2, 4, 8] or shapes.batches");
   }
-}
-
-std::string to_string(const InputShapes& shapes) {
-  std::string out;
-  for (const auto& [name, dims] : shapes) {
-    out += (out.empty() ? "" : ",") + name + "=";
-    for (size_t i = 0; i < dims.size(); ++i) out += (i ? "x" : "") + std::to_string(dims[i]);
-  }
-  return out;
 }
 
 // --- warm-up inputs ----------------------------------------------------------------------------
