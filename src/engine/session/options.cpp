@@ -351,6 +351,105 @@ std::string RunConfig::to_json() const {
   return j.dump(2) + "\n";
 }
 
+namespace {
+
+/// The config's "session" section: ONNX Runtime's session options.
+void read_session_section(const json& section, const std::string& source, SessionOptions& o) {
+  Section s(section, "session", source);
+  s.read_enum("graph_optimization", [&](const std::string& v) { o.graph_optimization = parse_graph_optimization(v); },
+              "disabled, basic, extended, layout, all");
+  s.read("memory_pattern", o.memory_pattern, "true or false");
+  s.read("cpu_arena", o.cpu_arena, "true or false");
+  s.read_range("intra_op_threads", o.intra_op_threads, 0, max_threads(), "a whole number of threads");
+  s.read_range("inter_op_threads", o.inter_op_threads, 0, max_threads(), "a whole number of threads");
+  s.read("thread_spinning", o.thread_spinning, "true or false");
+  s.read_optional("optimized_model_cache", o.optimized_model_cache, "true, false or null");
+  s.read_enum("model_cache_format", [&](const std::string& v) { o.model_cache_format = parse_model_cache_format(v); }, "auto, onnx, ort");
+  s.read_enum("cuda_module_loading", [&](const std::string& v) {
+    const std::string u = upper(v);
+    if (!u.empty() && u != "LAZY" && u != "EAGER") throw Error("bad value");
+    o.cuda_module_loading = u;
+  }, "\"\", LAZY, EAGER");
+  s.read_range("cuda_max_connections", o.cuda_max_connections, 0, 32, "a whole number (0 leaves it as is)");
+  s.read("config_entries", o.config_entries, "an object of strings");
+  s.read("custom_op_libraries", o.custom_op_libraries, "a list of shared library paths");
+  s.finish();
+}
+
+/// The config's "cuda" section: the CUDA EP's options.
+void read_cuda_section(const json& section, const std::string& source, CudaOptions& o) {
+  Section c(section, "cuda", source);
+  c.read_enum("conv_algo_search", [&](const std::string& v) { o.conv_algo_search = parse_conv_algo_search(v); },
+              "EXHAUSTIVE, HEURISTIC, DEFAULT");
+  c.read("conv_use_max_workspace", o.conv_use_max_workspace, "true or false");
+  c.read_optional("gpu_mem_limit", o.gpu_mem_limit, "a number of bytes or null");
+  c.read_enum("arena_extend_strategy", [&](const std::string& v) {
+    if (v == "next_power_of_two") o.arena_extend = ArenaExtendStrategy::next_power_of_two;
+    else if (v == "same_as_requested") o.arena_extend = ArenaExtendStrategy::same_as_requested;
+    else throw Error("bad value");
+  }, "next_power_of_two, same_as_requested");
+  c.read("cuda_graph", o.cuda_graph, "true or false");
+  c.read("tf32", o.tf32, "true or false");
+  c.read("copy_in_default_stream", o.copy_in_default_stream, "true or false");
+  c.read("prefer_nhwc", o.prefer_nhwc, "true or false");
+  c.read("extra", o.extra, "an object of strings");
+  c.finish();
+}
+
+/// The config's "shapes" section; its shapes and buckets are read by the grammar of shapes and sizes.
+void read_shapes_section(const json& section, const std::string& source, ShapeOptions& o) {
+  Section s(section, "shapes", source);
+  std::vector<std::string> declared;
+  s.read("declared", declared, "a list of shapes such as \"input=1x3x224x224\"");
+  for (const auto& d : declared) {
+    try {
+      const auto parsed = parse_shape_list(d);
+      o.declared.insert(o.declared.end(), parsed.begin(), parsed.end());
+    } catch (const Error& e) {
+      s.fail("shapes.declared", "has a bad shape: " + e.what_failed());
+    }
+  }
+  s.read("batches", o.batches, "a list of batch sizes");
+  for (const auto b : o.batches) {
+    if (b <= 0) s.fail("shapes.batches", "must be positive (got " + std::to_string(b) + ")");
+  }
+  s.read_range("max_sessions", o.max_sessions, 1, kMaxShapeSessions, "a whole number of sessions");
+  s.read("pad_batch", o.pad_batch, "true or false");
+  s.read("share_weights", o.share_weights, "true or false");
+  std::vector<std::string> buckets;
+  s.read("buckets", buckets, "a list of buckets such as \"x.2=480,640,960\" or \"x.3=320:960:128\"");
+  for (const auto& b : buckets) {
+    try {
+      o.buckets.push_back(parse_buckets(b));
+    } catch (const Error& e) {
+      s.fail("shapes.buckets", "has bad buckets: " + e.what_failed());
+    }
+  }
+  s.read("pad_values", o.pad_values, "an object of input name -> number");
+  s.read_enum("policy", [&](const std::string& v) { o.policy = parse_shape_policy(v); }, "measured, per-shape, shared");
+  s.finish();
+  try {
+    o.validate();
+  } catch (const Error& e) {
+    s.fail("shapes", "is contradictory: " + e.what_failed());
+  }
+}
+
+/// The config's "warmup" section: real inputs and the ranges of generated ones.
+void read_warmup_section(const json& section, const std::string& source, WarmupOptions& o) {
+  Section w(section, "warmup", source);
+  w.read("inputs", o.inputs_file, "the path of a .npz or .npy file");
+  std::map<std::string, std::vector<double>> ranges;
+  w.read("input_ranges", ranges, "an object of [lo, hi] pairs by input name");
+  for (const auto& [name, r] : ranges) {
+    if (r.size() != 2 || r[1] < r[0]) w.fail("warmup.input_ranges." + name, "must be [lo, hi] with lo <= hi");
+    o.input_ranges[name] = {r[0], r[1]};
+  }
+  w.finish();
+}
+
+}  // namespace
+
 RunConfig RunConfig::from_json(const std::string& text, const std::string& source) {
   json j;
   try {
@@ -367,96 +466,10 @@ RunConfig RunConfig::from_json(const std::string& text, const std::string& sourc
     top.fail("ortfleet_config", "must be " + std::to_string(kConfigFormat) + " (this file is not an ortfleet config, or is from another version)");
   }
   top.read("name", config.name, "a string");
-  if (j.contains("session")) {
-    Section s(j.at("session"), "session", source);
-    auto& o = config.session;
-    s.read_enum("graph_optimization", [&](const std::string& v) { o.graph_optimization = parse_graph_optimization(v); },
-                "disabled, basic, extended, layout, all");
-    s.read("memory_pattern", o.memory_pattern, "true or false");
-    s.read("cpu_arena", o.cpu_arena, "true or false");
-    s.read_range("intra_op_threads", o.intra_op_threads, 0, max_threads(), "a whole number of threads");
-    s.read_range("inter_op_threads", o.inter_op_threads, 0, max_threads(), "a whole number of threads");
-    s.read("thread_spinning", o.thread_spinning, "true or false");
-    s.read_optional("optimized_model_cache", o.optimized_model_cache, "true, false or null");
-    s.read_enum("model_cache_format", [&](const std::string& v) { o.model_cache_format = parse_model_cache_format(v); }, "auto, onnx, ort");
-    s.read_enum("cuda_module_loading", [&](const std::string& v) {
-      const std::string u = upper(v);
-      if (!u.empty() && u != "LAZY" && u != "EAGER") throw Error("bad value");
-      o.cuda_module_loading = u;
-    }, "\"\", LAZY, EAGER");
-    s.read_range("cuda_max_connections", o.cuda_max_connections, 0, 32, "a whole number (0 leaves it as is)");
-    s.read("config_entries", o.config_entries, "an object of strings");
-    s.read("custom_op_libraries", o.custom_op_libraries, "a list of shared library paths");
-    s.finish();
-  }
-  if (j.contains("cuda")) {
-    Section c(j.at("cuda"), "cuda", source);
-    auto& o = config.cuda;
-    c.read_enum("conv_algo_search", [&](const std::string& v) { o.conv_algo_search = parse_conv_algo_search(v); },
-                "EXHAUSTIVE, HEURISTIC, DEFAULT");
-    c.read("conv_use_max_workspace", o.conv_use_max_workspace, "true or false");
-    c.read_optional("gpu_mem_limit", o.gpu_mem_limit, "a number of bytes or null");
-    c.read_enum("arena_extend_strategy", [&](const std::string& v) {
-      if (v == "next_power_of_two") o.arena_extend = ArenaExtendStrategy::next_power_of_two;
-      else if (v == "same_as_requested") o.arena_extend = ArenaExtendStrategy::same_as_requested;
-      else throw Error("bad value");
-    }, "next_power_of_two, same_as_requested");
-    c.read("cuda_graph", o.cuda_graph, "true or false");
-    c.read("tf32", o.tf32, "true or false");
-    c.read("copy_in_default_stream", o.copy_in_default_stream, "true or false");
-    c.read("prefer_nhwc", o.prefer_nhwc, "true or false");
-    c.read("extra", o.extra, "an object of strings");
-    c.finish();
-  }
-  if (j.contains("shapes")) {
-    Section s(j.at("shapes"), "shapes", source);
-    auto& o = config.shapes;
-    std::vector<std::string> declared;
-    s.read("declared", declared, "a list of shapes such as \"input=1x3x224x224\"");
-    for (const auto& d : declared) {
-      try {
-        const auto parsed = parse_shape_list(d);
-        o.declared.insert(o.declared.end(), parsed.begin(), parsed.end());
-      } catch (const Error& e) {
-        s.fail("shapes.declared", "has a bad shape: " + e.what_failed());
-      }
-    }
-    s.read("batches", o.batches, "a list of batch sizes");
-    for (const auto b : o.batches) {
-      if (b <= 0) s.fail("shapes.batches", "must be positive (got " + std::to_string(b) + ")");
-    }
-    s.read_range("max_sessions", o.max_sessions, 1, kMaxShapeSessions, "a whole number of sessions");
-    s.read("pad_batch", o.pad_batch, "true or false");
-    s.read("share_weights", o.share_weights, "true or false");
-    std::vector<std::string> buckets;
-    s.read("buckets", buckets, "a list of buckets such as \"x.2=480,640,960\" or \"x.3=320:960:128\"");
-    for (const auto& b : buckets) {
-      try {
-        o.buckets.push_back(parse_buckets(b));
-      } catch (const Error& e) {
-        s.fail("shapes.buckets", "has bad buckets: " + e.what_failed());
-      }
-    }
-    s.read("pad_values", o.pad_values, "an object of input name -> number");
-    s.read_enum("policy", [&](const std::string& v) { o.policy = parse_shape_policy(v); }, "measured, per-shape, shared");
-    s.finish();
-    try {
-      o.validate();
-    } catch (const Error& e) {
-      s.fail("shapes", "is contradictory: " + e.what_failed());
-    }
-  }
-  if (j.contains("warmup")) {
-    Section w(j.at("warmup"), "warmup", source);
-    w.read("inputs", config.warmup.inputs_file, "the path of a .npz or .npy file");
-    std::map<std::string, std::vector<double>> ranges;
-    w.read("input_ranges", ranges, "an object of [lo, hi] pairs by input name");
-    for (const auto& [name, r] : ranges) {
-      if (r.size() != 2 || r[1] < r[0]) w.fail("warmup.input_ranges." + name, "must be [lo, hi] with lo <= hi");
-      config.warmup.input_ranges[name] = {r[0], r[1]};
-    }
-    w.finish();
-  }
+  if (j.contains("session")) read_session_section(j.at("session"), source, config.session);
+  if (j.contains("cuda")) read_cuda_section(j.at("cuda"), source, config.cuda);
+  if (j.contains("shapes")) read_shapes_section(j.at("shapes"), source, config.shapes);
+  if (j.contains("warmup")) read_warmup_section(j.at("warmup"), source, config.warmup);
   top.allow("warmup");
   top.allow("shapes");
   top.allow("session");  // read above
