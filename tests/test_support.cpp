@@ -1,5 +1,6 @@
 #include "test_support.hpp"
 
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -17,6 +18,16 @@
 
 namespace ortfleet::test {
 namespace fs = std::filesystem;
+
+Error error_from(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no error";
+  return Error("");
+}
 
 namespace {
 struct ScratchDir {

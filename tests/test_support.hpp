@@ -4,16 +4,21 @@
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "ortfleet/base/error.hpp"
 #include "ortfleet/synth/synth.hpp"
 
 namespace ortfleet::test {
 
 /// A fresh folder, removed at the end of the test process.
 const std::filesystem::path& scratch_dir();
+
+/// The ortfleet::Error `call` throws; a test failure, and an empty Error, when it throws none.
+Error error_from(const std::function<void()>& call);
 
 /// Every byte of the file at `path` ("" when it cannot be read).
 std::string read_all(const std::filesystem::path& path);

@@ -43,8 +43,11 @@ from ._ortfleet import (  # noqa: E402,F401  (the public API)
     RunFuture,
     _forget_prewarmed,
     bench,
+    default_pool_socket,
     doctor,
     load_runtime,
+    pool_status,
+    pool_stop,
     prewarm,
     profile,
     synth_mlp,
@@ -54,8 +57,8 @@ from ._ortfleet import (  # noqa: E402,F401  (the public API)
     tune,
 )
 
-__all__ = ["DeviceTensor", "Error", "Fleet", "Pool", "RunFuture", "bench", "doctor", "load_runtime", "prewarm", "profile",
-           "synth_mlp", "synth_nodes", "synth_resnet", "synth_segmenter", "tune"]
+__all__ = ["DeviceTensor", "Error", "Fleet", "Pool", "RunFuture", "bench", "default_pool_socket", "doctor", "load_runtime",
+           "pool_status", "pool_stop", "prewarm", "profile", "synth_mlp", "synth_nodes", "synth_resnet", "synth_segmenter", "tune"]
 
 import atexit  # noqa: E402
 

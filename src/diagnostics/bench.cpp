@@ -125,6 +125,17 @@ std::vector<Case> plan_cases(const BenchOptions& o, const std::string& ortfleet,
     }
   }
   for (Strategy s : o.strategies) ortfleet_case(s, all, to_string(s));
+  if (std::find(o.strategies.begin(), o.strategies.end(), Strategy::fleet) != o.strategies.end()) {
+    // The cached fleet row's two counterparts: a model's first start (what a new user sees first) and
+    // the start without the cache. The first start's cache is thrown away after each round, so it
+    // makes no entry (--model-cache-fill off): a real one makes it after ready, off the timed path.
+    ortfleet_case(Strategy::fleet, all, "fleet, first start (empty cache)");
+    cases.back().row.model_cache = "empty";
+    cases.back().start.arguments.insert(cases.back().start.arguments.end(), {"--model-cache", "--model-cache-fill", "off"});
+    ortfleet_case(Strategy::fleet, all, "fleet, no model cache");
+    cases.back().row.model_cache = "off";
+    cases.back().start.arguments.push_back("--no-model-cache");
+  }
   if (multi) {
     ortfleet_case(Strategy::sequential, one, "plain (1 device)");
     ortfleet_case(Strategy::fleet, one, "fleet (1 device)");
@@ -155,7 +166,7 @@ std::vector<Case> plan_cases(const BenchOptions& o, const std::string& ortfleet,
   }
   // Each multi-device row is compared with starting one device the same way.
   for (auto& c : cases) {
-    if (!multi || c.row.device_count == 1) continue;
+    if (!multi || c.row.device_count == 1 || !c.row.model_cache.empty()) continue;
     c.row.baseline = c.row.warm == "warm pool"                ? "fleet on a warm pool (1 device)"
                      : c.row.warm == "resident"             ? "fleet, resident (1 device)"
                      : c.row.strategy == "python-ortfleet"  ? "fleet (1 device)"
@@ -179,7 +190,8 @@ json row_json(const BenchRow& r) {
             {"devices", r.device_count}, {"wall_ms", r.wall_ms},         {"min_ms", r.min_ms},
             {"median_ms", r.median_ms},  {"max_ms", r.max_ms},           {"baseline", r.baseline},
             {"ratio_to_one_device", r.ratio_to_one}, {"efficiency", r.efficiency}, {"floor_ratio", r.floor_ratio}, {"error", r.error},
-            {"process_start_ms", r.process_start_ms}, {"warm", r.warm}};
+            {"process_start_ms", r.process_start_ms}, {"warm", r.warm}, {"model_cache", r.model_cache},
+            {"ratio_per_round", r.ratio_per_round}};
   if (r.ok()) j["median_run"] = json::parse(r.median_report.to_json());
   return j;
 }
@@ -207,6 +219,38 @@ std::vector<std::string> warm_notes(const std::vector<BenchRow>& rows) {
   if (const BenchRow* resident = find_row(rows, "fleet, resident")) {
     notes.push_back(fmt::format("resident (the pool held the session already): every device ready {:.0f} ms after the client's exec",
                                 resident->median_ms));
+  }
+  return notes;
+}
+
+/// The fleet's start in the three cache states a user meets, side by side: the model's first start
+/// (an empty cache), the cached start, the start without the cache.
+std::vector<std::string> cache_notes(const std::vector<BenchRow>& rows) {
+  std::vector<std::string> notes;
+  const BenchRow* cached = find_row(rows, "fleet");
+  const BenchRow* plain = find_row(rows, "fleet, no model cache");
+  const BenchRow* first = find_row(rows, "fleet, first start (empty cache)");
+  if (!plain) return notes;
+  if (first) {
+    notes.push_back(fmt::format("first start on an empty cache: {:.2f}x the start without the cache ({:.0f} ms vs {:.0f} ms); its cache "
+                                "entry is made after ready, in the background, and is not part of it",
+                                first->median_ms / plain->median_ms, first->median_ms, plain->median_ms));
+  }
+  if (cached) {
+    notes.push_back(fmt::format("cached start: {:.2f}x the start without the cache ({:.0f} ms vs {:.0f} ms; the untimed round made the entry)",
+                                cached->median_ms / plain->median_ms, cached->median_ms, plain->median_ms));
+  }
+  return notes;
+}
+
+/// How far each multi-device row's ratio to one device moved over the rounds (a round's own pair).
+std::vector<std::string> ratio_spread_notes(const std::vector<BenchRow>& rows) {
+  std::vector<std::string> notes;
+  for (const auto& r : rows) {
+    if (!r.ok() || r.ratio_per_round.size() < 2) continue;
+    const Summary s = summarize(r.ratio_per_round);
+    notes.push_back(fmt::format("{} on {} devices / 1 device: {:.2f}x (median of {} rounds' own ratios; {:.2f}x to {:.2f}x)", r.label,
+                                r.device_count, s.median, r.ratio_per_round.size(), s.min, s.max));
   }
   return notes;
 }
@@ -285,6 +329,11 @@ BenchReport run_bench(const BenchOptions& options) {
       say(fmt::format("{} {}/{}: {} on {}", timed ? "round" : "untimed round", timed ? round - o.warmup_rounds + 1 : round + 1,
                       timed ? o.runs : o.warmup_rounds, c.row.label, count_label(std::vector<Device>(o.devices.begin(), o.devices.begin() + c.row.device_count))));
       if (c.evict_first) pool_evict(pool->server->socket_path());
+      std::optional<detail::PrivateDir> empty_cache;  // a first start's: fresh each round, gone after it
+      if (c.row.model_cache == "empty") {
+        empty_cache = detail::PrivateDir::temporary("ortfleet-bench-first-start");
+        c.start.environment["ORTFLEET_CACHE"] = empty_cache->path().string();
+      }
       const detail::ColdStart result = detail::run_cold_start(c.start);
       if (!result.ok()) {
         c.row.error = result.error;
@@ -314,6 +363,10 @@ BenchReport run_bench(const BenchOptions& options) {
     if (c.row.ok() && base != medians.end()) {
       c.row.ratio_to_one = c.row.median_ms / base->second;
       c.row.efficiency = base->second / c.row.median_ms;
+      const auto baseline = std::find_if(cases.begin(), cases.end(), [&](const Case& b) { return b.row.label == c.row.baseline; });
+      for (size_t i = 0; i < std::min(c.row.wall_ms.size(), baseline->row.wall_ms.size()); ++i) {
+        c.row.ratio_per_round.push_back(c.row.wall_ms[i] / baseline->row.wall_ms[i]);
+      }
     }
     if (c.row.ok() && c.row.warm.empty() && o.floor_ms > 0 && c.row.device_count == 1) c.row.floor_ratio = c.row.median_ms / o.floor_ms;
     report.rows.push_back(c.row);
@@ -321,19 +374,23 @@ BenchReport run_bench(const BenchOptions& options) {
   // The fastest way to bring up all N devices, and how it compares with each alternative.
   const BenchRow* fastest = nullptr;
   for (const auto& r : report.rows) {
-    if (r.ok() && r.warm.empty() && r.device_count == static_cast<int>(o.devices.size()) && (!fastest || r.median_ms < fastest->median_ms)) {
+    // The cache's other states are the fleet's own variants, compared in their notes.
+    if (r.ok() && r.warm.empty() && r.model_cache.empty() && r.device_count == static_cast<int>(o.devices.size()) &&
+        (!fastest || r.median_ms < fastest->median_ms)) {
       fastest = &r;
     }
   }
   if (fastest != nullptr) {
     report.fastest = fastest->label;
     for (const auto& r : report.rows) {
-      if (&r == fastest || !r.ok() || !r.warm.empty() || r.device_count != fastest->device_count) continue;
+      if (&r == fastest || !r.ok() || !r.warm.empty() || !r.model_cache.empty() || r.device_count != fastest->device_count) continue;
       report.comparisons.push_back(fmt::format("{} is {:.2f}x faster than {}", fastest->label, r.median_ms / fastest->median_ms, r.label));
     }
   }
   if (auto note = python_fleet_note(report.rows)) report.notes.push_back(*note);
   for (auto& note : warm_notes(report.rows)) report.notes.push_back(std::move(note));
+  for (auto& note : cache_notes(report.rows)) report.notes.push_back(std::move(note));
+  for (auto& note : ratio_spread_notes(report.rows)) report.notes.push_back(std::move(note));
   if (o.save_record) {
     if (const auto record = start_record_of(report, o.devices, machine_gpu_names())) {
       try {

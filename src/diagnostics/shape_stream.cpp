@@ -7,9 +7,9 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <set>
-#include <sstream>
 
 #include "base/private_dir.hpp"
 #include "diagnostics/machine.hpp"
@@ -17,6 +17,7 @@
 #include "diagnostics/statistics.hpp"
 #include "engine/shapes/buckets.hpp"
 #include "engine/files/npy_file.hpp"
+#include "engine/shapes/shape_grammar.hpp"
 #include "engine/shapes/shape_policy.hpp"
 #include "engine/shapes/shapes.hpp"
 #include "engine/shapes/tensor_padding.hpp"
@@ -31,54 +32,6 @@ namespace ortfleet::detail {
 using nlohmann::json;
 
 namespace {
-
-constexpr const char* kStreamHint =
-    "Write a stream as x=1x3x[320:960:32]x[320:960:32] (a bracketed dim is drawn from first:last:step), or @FILE with a shape per line";
-
-/// One dim of a stream spec: a fixed size (lo == hi) or a range drawn from.
-struct DimDraw {
-  int64_t lo = 0;
-  int64_t hi = 0;
-  int64_t step = 1;
-};
-
-int64_t whole(const std::string& text, const std::string& item) {
-  size_t used = 0;
-  long long v = 0;
-  try {
-    v = std::stoll(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size() || v <= 0) throw Error("'" + text + "' in '" + item + "' is not a positive whole number", kStreamHint);
-  return v;
-}
-
-std::map<std::string, std::vector<DimDraw>> parse_draws(const std::string& spec) {
-  std::map<std::string, std::vector<DimDraw>> out;
-  std::stringstream items(spec);
-  for (std::string item; std::getline(items, item, ',');) {
-    const auto eq = item.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size()) throw Error("'" + item + "' is not name=dims", kStreamHint);
-    std::vector<DimDraw> dims;
-    std::stringstream parts(item.substr(eq + 1));
-    for (std::string d; std::getline(parts, d, 'x');) {
-      if (d.size() > 2 && d.front() == '[' && d.back() == ']') {
-        std::vector<int64_t> v;
-        std::stringstream range(d.substr(1, d.size() - 2));
-        for (std::string r; std::getline(range, r, ':');) v.push_back(whole(r, item));
-        if (v.size() != 3 || v[0] > v[1]) throw Error("'" + d + "' in '" + item + "' is not [first:last:step]", kStreamHint);
-        dims.push_back({v[0], v[1], v[2]});
-      } else {
-        const int64_t n = whole(d, item);
-        dims.push_back({n, n, 1});
-      }
-    }
-    out[item.substr(0, eq)] = dims;
-  }
-  if (out.empty()) throw Error("an empty shape stream", kStreamHint);
-  return out;
-}
 
 /// A stream row: one Session made with `config`, ready, then every call of the stream timed.
 struct StreamRun {
@@ -108,33 +61,34 @@ void fill_row(ThroughputRow& row, const std::vector<double>& ms, const std::vect
 
 }  // namespace
 
-std::vector<InputShapes> parse_shape_stream(const std::string& spec, size_t count, uint64_t seed) {
+namespace {
+
+/// "@FILE": a shape list per line, as it is ('#' starts a comment line).
+std::vector<InputShapes> read_shape_stream_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error("cannot read the shape stream file " + path, "Give a file with a shape list per line: x=1x3x480x640");
   std::vector<InputShapes> out;
-  if (!spec.empty() && spec.front() == '@') {
-    std::ifstream in(spec.substr(1));
-    if (!in) throw Error("cannot read the shape stream file " + spec.substr(1), "Give a file with a shape list per line: x=1x3x480x640");
-    for (std::string line; std::getline(in, line);) {
-      if (line.empty() || line.front() == '#') continue;
-      for (auto& s : parse_shape_list(line)) out.push_back(std::move(s));
-    }
-    if (out.empty()) throw Error("the shape stream file " + spec.substr(1) + " has no shapes", "Write a shape list per line: x=1x3x480x640");
-    return out;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line.front() == '#') continue;
+    for (auto& s : parse_shape_list(line)) out.push_back(std::move(s));
   }
-  if (count == 0) throw Error("a shape stream of no calls", "Give --stream-count 1 or more");
-  const auto draws = parse_draws(spec);
+  if (out.empty()) throw Error("the shape stream file " + path + " has no shapes", "Write a shape list per line: x=1x3x480x640");
+  return out;
+}
+
+/// `count` calls drawn from `pattern` with `seed`: every dim of every input draws one of its sizes.
+std::vector<InputShapes> draw_shape_stream(const ShapePattern& pattern, size_t count, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::set<std::string> seen;
+  std::vector<InputShapes> out;
   for (size_t i = 0; i < count; ++i) {
     InputShapes call;
     // New shapes while there are any left to draw (64 tries), as a stream of user images brings them.
     for (int attempt = 0; attempt < 64; ++attempt) {
       call.clear();
-      for (const auto& [name, dims] : draws) {
+      for (const auto& [name, dims] : pattern) {
         auto& shape = call[name];
-        for (const auto& d : dims) {
-          const int64_t choices = (d.hi - d.lo) / d.step + 1;
-          shape.push_back(d.lo + d.step * static_cast<int64_t>(rng() % static_cast<uint64_t>(choices)));
-        }
+        for (const auto& sizes : dims) shape.push_back(sizes.at(rng() % sizes.count()));
       }
       if (!seen.count(to_string(call))) break;
     }
@@ -144,6 +98,14 @@ std::vector<InputShapes> parse_shape_stream(const std::string& spec, size_t coun
   return out;
 }
 
+}  // namespace
+
+std::vector<InputShapes> parse_shape_stream(const std::string& spec, size_t count, uint64_t seed) {
+  if (!spec.empty() && spec.front() == '@') return read_shape_stream_file(spec.substr(1));
+  if (count == 0) throw Error("a shape stream of no calls", "Give --stream-count 1 or more");
+  return draw_shape_stream(parse_shape_pattern(spec), count, seed);
+}
+
 std::vector<DimBuckets> buckets_for_stream(const std::vector<InputShapes>& stream) {
   // What the shape policy would suggest for this stream.
   ShapeTraffic traffic;
@@ -151,94 +113,240 @@ std::vector<DimBuckets> buckets_for_stream(const std::vector<InputShapes>& strea
   return traffic.buckets();
 }
 
-ThroughputReport run_shape_stream(const ThroughputOptions& o) {
-  auto say = [&](const std::string& s) {
-    if (o.progress) o.progress(s);
-  };
-  const Device device = o.devices.front();
-  const auto stream = parse_shape_stream(o.shape_stream, static_cast<size_t>(o.stream_count), o.stream_seed);
-  ThroughputReport report;
-  report.model = o.model;
-  report.machine = machine_description({device});
-  std::set<std::string> distinct;
-  for (const auto& call : stream) distinct.insert(to_string(call));
-  const std::string what = fmt::format("a stream of {} calls, {} distinct shapes", stream.size(), distinct.size());
+namespace {
 
-  const auto scratch = PrivateDir::temporary("ortfleet-stream");
-  const std::string warmup_file = (scratch.path() / "warmup.npz").string();
-  std::vector<TensorSpec> model_inputs;
-  std::map<std::string, std::vector<Tensor>> inputs;  // by signature, made once every row feeds them
-  std::vector<InputShapes> calls;                     // the stream, every input's shape complete
-  auto prepare_inputs = [&](const std::vector<TensorSpec>& specs) {
-    model_inputs = specs;
-    for (const auto& call : stream) {
-      InputShapes complete = complete_shapes(specs, call, 1);
-      check_shapes(specs, complete);
-      const std::string signature = to_string(complete);
-      if (!inputs.count(signature)) {
-        inputs[signature] = random_inputs(with_shapes(specs, complete), 7 + inputs.size(), 1, o.config.warmup.input_ranges);
-      }
-      calls.push_back(std::move(complete));
+/// The buckets row: the run, and which bucket shape each call ran as.
+struct BucketRun {
+  StreamRun run;
+  std::string label_buckets;                // "x.2=480,640,960 x.3=480,640,960"
+  std::vector<InputShapes> shapes;          // those the stream ran padded to
+  std::vector<std::string> shape_of_call;   // each call's ("" when it fits none)
+};
+
+/// onnxruntime's Python API with one session, on the same stream.
+struct PythonRun {
+  ThroughputRow row;
+  double steady_ms = 0;  // its steady p50 on the stream's first shape
+};
+
+/// The rows of one stream bench on one device. They share the stream's inputs, made once from the
+/// model's own inputs, and the warm-up file every row warms up on.
+class StreamBench {
+ public:
+  StreamBench(const ThroughputOptions& o, const std::vector<InputShapes>& stream)
+      : o_(o), device_(o.devices.front()), stream_(stream), scratch_(PrivateDir::temporary("ortfleet-stream")),
+        warmup_file_((scratch_.path() / "warmup.npz").string()) {
+    std::set<std::string> distinct;
+    for (const auto& call : stream) distinct.insert(to_string(call));
+    what_ = fmt::format("a stream of {} calls, {} distinct shapes", stream.size(), distinct.size());
+  }
+
+  const std::string& what() const { return what_; }
+  const std::vector<InputShapes>& calls() const { return calls_; }
+  void say(const std::string& s) const {
+    if (o_.progress) o_.progress(s);
+  }
+
+  /// The inputs, from the model's own, through a session made with `one`; on a GPU, the stream once
+  /// through that session, untimed: the process's first use of each kernel (lazy module loading,
+  /// cuDNN's libraries) would otherwise fall on whichever row runs first. Throws what it throws.
+  void prepare(const RunConfig& one) {
+    Session probe(spec_for(one));
+    make_inputs(probe.inputs());
+    if (device_.is_gpu()) {
+      say(fmt::format("priming: {}, untimed", what_));
+      for (const auto& call : calls_) probe.run(inputs_.at(to_string(call)));
     }
-    // Every row warms up on the stream's first shape, as a user's warm-up call would.
-    write_npz(warmup_file, inputs.at(to_string(calls.front())));
-  };
+  }
 
-  auto run_row = [&](const std::string& label, RunConfig config, const std::vector<InputShapes>& steady) {
+  /// One Session made with `config`, ready, then every call of the stream timed; then the steady p50
+  /// of each of `steady`'s shapes.
+  StreamRun run(const std::string& label, const RunConfig& config, const std::vector<InputShapes>& steady) const {
     StreamRun run;
     run.row.label = label;
     try {
-      SessionSpec spec;
-      spec.model_path = o.model;
-      spec.device = device;
-      spec.config = tuned_for_fleet(config, device, 1);
-      spec.config.warmup.inputs_file = warmup_file;
+      SessionSpec spec = spec_for(config);
+      spec.config.warmup.inputs_file = warmup_file_;
       Session session(spec);
       session.warm_up(1);
-      for (const auto& call : calls) {
-        const auto& in = inputs.at(to_string(call));
-        const int64_t start = monotonic_ns();
-        session.run(in);
-        run.ms.push_back(static_cast<double>(monotonic_ns() - start) / 1e6);
-      }
-      fill_row(run.row, run.ms, calls);
+      for (const auto& call : calls_) run.ms.push_back(timed_ms(session, inputs_.at(to_string(call))));
+      fill_row(run.row, run.ms, calls_);
       run.row.memory_bytes = session.memory_bytes();
       run.row.sessions = static_cast<int>(session.shape_sessions().size());
-      for (const auto& shape : steady) {
-        const auto made = random_inputs(with_shapes(model_inputs, shape), 3, 1, o.config.warmup.input_ranges);
-        session.run(made);
-        std::vector<double> steady_ms;
-        for (int i = 0; i < 30; ++i) {
-          const int64_t start = monotonic_ns();
-          session.run(made);
-          steady_ms.push_back(static_cast<double>(monotonic_ns() - start) / 1e6);
-        }
-        run.steady_p50_ms[to_string(shape)] = median_of(steady_ms);
-      }
+      for (const auto& shape : steady) run.steady_p50_ms[to_string(shape)] = steady_p50_ms(session, shape);
     } catch (const std::exception& e) {
       run.row.error = e.what();
     }
     return run;
-  };
+  }
 
+  /// The buckets as given, else those the shape policy suggests for the stream, with a session for
+  /// every bucket shape; nullopt when there are none.
+  std::optional<BucketRun> run_buckets() const {
+    RunConfig bucketed = o_.config;
+    if (bucketed.shapes.buckets.empty()) bucketed.shapes.buckets = buckets_for_stream(stream_);
+    if (bucketed.shapes.buckets.empty()) return std::nullopt;
+    BucketRun out;
+    for (const auto& b : bucketed.shapes.buckets) out.label_buckets += (out.label_buckets.empty() ? "" : " ") + to_string(b);
+    const BucketPlan plan(model_inputs_, bucketed.shapes, {});
+    std::set<std::string> used;
+    for (const auto& call : calls_) {
+      const auto fit = plan.fit(call);
+      out.shape_of_call.push_back(fit ? to_string(*fit) : "");
+      if (fit && used.insert(to_string(*fit)).second) out.shapes.push_back(*fit);
+    }
+    size_t combinations = 1;
+    for (const auto& b : bucketed.shapes.buckets) combinations *= b.sizes.size();
+    bucketed.shapes.max_sessions = std::max(bucketed.shapes.max_sessions, static_cast<int>(std::min<size_t>(combinations, kMaxShapeSessions)));
+    say(fmt::format("buckets {}, {}", out.label_buckets, what_));
+    out.run = run(fmt::format("buckets {}, {}", out.label_buckets, what_), bucketed, out.shapes);
+    return out;
+  }
+
+  /// onnxruntime's Python API (bench/anchors/onnxruntime_python.py) with the same settings; nullopt,
+  /// and a note in `report` saying why, when it cannot run.
+  std::optional<PythonRun> run_python(ThroughputReport& report) const {
+    const auto anchor = find_anchor_script();
+    const auto problem = anchor ? anchor_problem(o_.python) : std::optional<std::string>("bench/anchors/onnxruntime_python.py not found");
+    if (problem) {
+      report.notes.push_back("not run: onnxruntime Python, one session: " + *problem);
+      return std::nullopt;
+    }
+    say(fmt::format("onnxruntime's Python API, one session, {}", what_));
+    PythonRun out;
+    out.row.label = fmt::format("python onnxruntime, one session, {}", what_);
+    json shapes = json::array();
+    for (const auto& call : calls_) shapes.push_back(call);
+    const std::string stream_file = (scratch_.path() / "stream.json").string();
+    std::ofstream(stream_file) << shapes.dump();
+    const RunConfig tuned = tuned_for_fleet(o_.config, device_, 1);
+    std::vector<std::string> argv = {o_.python, *anchor, o_.model, "--devices", device_.to_string(), "--mode", "sequential",
+                                     "--conv-algo", to_string(o_.config.cuda.conv_algo_search), "--shape-stream", stream_file,
+                                     "--intra-threads", std::to_string(tuned.session.intra_op_threads)};
+    if (!tuned.session.thread_spinning) argv.push_back("--no-spinning");
+    if (device_.is_gpu()) {
+      if (auto ep = find_cuda_ep()) argv.insert(argv.end(), {"--cuda-ep", ep->path});
+    }
+    const auto child = run_child(argv, {}, "{", 600 + 10.0 * static_cast<double>(calls_.size()));
+    try {
+      const auto j = json::parse(child.report_line);
+      fill_row(out.row, j.at("ms").get<std::vector<double>>(), calls_);
+      out.steady_ms = j.at("steady_p50_ms").get<double>();
+      out.row.sessions = 1;
+    } catch (const std::exception&) {
+      out.row.error = child.describe();
+    }
+    return out;
+  }
+
+ private:
+  SessionSpec spec_for(const RunConfig& config) const {
+    SessionSpec spec;
+    spec.model_path = o_.model;
+    spec.device = device_;
+    spec.config = tuned_for_fleet(config, device_, 1);
+    return spec;
+  }
+
+  /// Every call's shapes completed from the model's inputs, and one set of inputs per signature;
+  /// the warm-up file holds the stream's first shape, as a user's warm-up call would.
+  void make_inputs(const std::vector<TensorSpec>& specs) {
+    model_inputs_ = specs;
+    for (const auto& call : stream_) {
+      InputShapes complete = complete_shapes(specs, call, 1);
+      check_shapes(specs, complete);
+      const std::string signature = to_string(complete);
+      if (!inputs_.count(signature)) {
+        inputs_[signature] = random_inputs(with_shapes(specs, complete), 7 + inputs_.size(), 1, o_.config.warmup.input_ranges);
+      }
+      calls_.push_back(std::move(complete));
+    }
+    write_npz(warmup_file_, inputs_.at(to_string(calls_.front())));
+  }
+
+  static double timed_ms(Session& session, const std::vector<Tensor>& inputs) {
+    const int64_t start = monotonic_ns();
+    session.run(inputs);
+    return static_cast<double>(monotonic_ns() - start) / 1e6;
+  }
+
+  /// The p50 of 30 calls of `shape` after one untimed call.
+  double steady_p50_ms(Session& session, const InputShapes& shape) const {
+    const auto made = random_inputs(with_shapes(model_inputs_, shape), 3, 1, o_.config.warmup.input_ranges);
+    session.run(made);
+    std::vector<double> ms;
+    for (int i = 0; i < 30; ++i) ms.push_back(timed_ms(session, made));
+    return median_of(ms);
+  }
+
+  const ThroughputOptions& o_;
+  const Device device_;
+  const std::vector<InputShapes>& stream_;
+  PrivateDir scratch_;
+  std::string warmup_file_;
+  std::string what_;
+  std::vector<TensorSpec> model_inputs_;
+  std::map<std::string, std::vector<Tensor>> inputs_;  // by signature, made once every row feeds them
+  std::vector<InputShapes> calls_;                     // the stream, every input's shape complete
+};
+
+std::string times(double ratio) {
+  return ratio >= 1 ? fmt::format("{:.2f}x slower than", ratio) : fmt::format("{:.2f}x faster than", 1 / ratio);
+}
+
+/// The ratios the rows stand for: each way against one session, the buckets against their shapes'
+/// steady calls, one session against onnxruntime's Python API, and the call overhead.
+void add_notes(ThroughputReport& report, const std::vector<InputShapes>& calls, const StreamRun& one, const StreamRun& policy,
+               const std::optional<BucketRun>& buckets, const std::optional<PythonRun>& python) {
+  for (auto& r : report.rows) r.speedup = r.stream_ms > 0 && one.row.stream_ms > 0 ? one.row.stream_ms / r.stream_ms : 0;
+  if (policy.row.error.empty()) {
+    report.notes.push_back(fmt::format("default policy: the stream took {:.0f} ms, {} one session ({:.0f} ms); {} sessions at the end",
+                                       policy.row.stream_ms, times(policy.row.stream_ms / one.row.stream_ms), one.row.stream_ms,
+                                       policy.row.sessions));
+  }
+  if (buckets && !buckets->shapes.empty() && buckets->run.row.error.empty() && !buckets->run.steady_p50_ms.empty()) {
+    const StreamRun& bucketed = buckets->run;
+    // The steady reference of each call: its bucket shape's steady p50 (a call no bucket fits: its own time).
+    std::vector<double> steady;
+    for (size_t i = 0; i < calls.size(); ++i) {
+      const auto it = bucketed.steady_p50_ms.find(buckets->shape_of_call[i]);
+      steady.push_back(it != bucketed.steady_p50_ms.end() ? it->second : bucketed.ms[i]);
+    }
+    const double steady_p50 = percentile(steady, 50);
+    report.notes.push_back(fmt::format("buckets {}: the stream's p50 {:.3g} ms is {:.2f}x the steady p50 of the bucket shapes its calls ran as "
+                                       "({:.3g} ms, {} shapes); the stream took {:.0f} ms, {} one session",
+                                       buckets->label_buckets, bucketed.row.p50_ms, bucketed.row.p50_ms / steady_p50, steady_p50,
+                                       buckets->shapes.size(), bucketed.row.stream_ms, times(bucketed.row.stream_ms / one.row.stream_ms)));
+  }
+  if (python && python->row.error.empty() && python->row.stream_ms > 0) {
+    report.notes.push_back(fmt::format("onnxruntime Python, one session: the stream took {:.0f} ms; one ortfleet session is {} it",
+                                       python->row.stream_ms, times(one.row.stream_ms / python->row.stream_ms)));
+    const auto ours = policy.steady_p50_ms.find(to_string(calls.front()));
+    if (python->steady_ms > 0 && ours != policy.steady_p50_ms.end()) {
+      report.notes.push_back(fmt::format("call overhead: a steady call of {} takes {:.3g} ms in an ortfleet session in this process and "
+                                         "{:.3g} ms in onnxruntime's Python API with the same settings: {:.3f}x",
+                                         ours->first, ours->second, python->steady_ms, ours->second / python->steady_ms));
+    }
+  }
+}
+
+}  // namespace
+
+ThroughputReport run_shape_stream(const ThroughputOptions& o) {
+  const auto stream = parse_shape_stream(o.shape_stream, static_cast<size_t>(o.stream_count), o.stream_seed);
+  ThroughputReport report;
+  report.model = o.model;
+  report.machine = machine_description({o.devices.front()});
+  StreamBench bench(o, stream);
+  const std::string& what = bench.what();
+
+  // One ONNX Runtime session for every shape, as ONNX Runtime alone serves them.
   RunConfig one = o.config;
   one.shapes = ShapeOptions{};
   one.shapes.max_sessions = 1;
   one.shapes.policy = ShapePolicy::shared;
   try {
-    // The inputs, from the model's own inputs; on a GPU, the stream once through a session of its
-    // own, untimed: the process's first use of each kernel (lazy module loading, cuDNN's libraries)
-    // would otherwise fall on whichever row runs first.
-    SessionSpec spec;
-    spec.model_path = o.model;
-    spec.device = device;
-    spec.config = tuned_for_fleet(one, device, 1);
-    Session probe(spec);
-    prepare_inputs(probe.inputs());
-    if (device.is_gpu()) {
-      say(fmt::format("priming: {}, untimed", what));
-      for (const auto& call : calls) probe.run(inputs.at(to_string(call)));
-    }
+    bench.prepare(one);
   } catch (const std::exception& e) {
     ThroughputRow failed;
     failed.label = fmt::format("one session, {}", what);
@@ -246,107 +354,27 @@ ThroughputReport run_shape_stream(const ThroughputOptions& o) {
     report.rows.push_back(failed);
     return report;
   }
-  say(fmt::format("one ONNX Runtime session, {}", what));
+  bench.say(fmt::format("one ONNX Runtime session, {}", what));
   // Its steady p50 on the stream's first shape is the in-process call overhead's measure.
-  const StreamRun one_run = run_row(fmt::format("one session, {}", what), one, {});
+  const StreamRun one_run = bench.run(fmt::format("one session, {}", what), one, {});
   report.rows.push_back(one_run.row);
   if (!one_run.row.error.empty()) return report;
 
-  say(fmt::format("ortfleet's default shape policy, {}", what));
+  bench.say(fmt::format("ortfleet's default shape policy, {}", what));
   RunConfig policy = o.config;
   policy.shapes.buckets.clear();
-  const StreamRun policy_run = run_row(fmt::format("default policy ({}), {}", to_string(policy.shapes.policy), what), policy, {calls.front()});
+  const StreamRun policy_run =
+      bench.run(fmt::format("default policy ({}), {}", to_string(policy.shapes.policy), what), policy, {bench.calls().front()});
   report.rows.push_back(policy_run.row);
 
-  RunConfig bucketed = o.config;
-  if (bucketed.shapes.buckets.empty()) bucketed.shapes.buckets = buckets_for_stream(stream);
-  std::string bucket_text;
-  for (const auto& b : bucketed.shapes.buckets) bucket_text += (bucket_text.empty() ? "" : " ") + to_string(b);
-  StreamRun bucket_run;
-  std::vector<InputShapes> bucket_shapes;  // those the stream ran padded to
-  std::vector<std::string> bucket_of_call;  // each call's ("" when it fits none)
-  if (!bucketed.shapes.buckets.empty()) {
-    const BucketPlan plan(model_inputs, bucketed.shapes, {});
-    std::set<std::string> used;
-    for (const auto& call : calls) {
-      const auto fit = plan.fit(call);
-      bucket_of_call.push_back(fit ? to_string(*fit) : "");
-      if (fit && used.insert(to_string(*fit)).second) bucket_shapes.push_back(*fit);
-    }
-    size_t combinations = 1;
-    for (const auto& b : bucketed.shapes.buckets) combinations *= b.sizes.size();
-    bucketed.shapes.max_sessions = std::max(bucketed.shapes.max_sessions, static_cast<int>(std::min<size_t>(combinations, kMaxShapeSessions)));
-    say(fmt::format("buckets {}, {}", bucket_text, what));
-    bucket_run = run_row(fmt::format("buckets {}, {}", bucket_text, what), bucketed, bucket_shapes);
-    report.rows.push_back(bucket_run.row);
-  }
+  const std::optional<BucketRun> bucket_run = bench.run_buckets();
+  if (bucket_run) report.rows.push_back(bucket_run->run.row);
 
-  ThroughputRow python;
-  python.label = fmt::format("python onnxruntime, one session, {}", what);
-  double python_steady_ms = 0;
-  if (o.anchors) {
-    const auto anchor = find_anchor_script();
-    const auto problem = anchor ? anchor_problem(o.python) : std::optional<std::string>("bench/anchors/onnxruntime_python.py not found");
-    if (problem) {
-      report.notes.push_back("not run: onnxruntime Python, one session: " + *problem);
-    } else {
-      say(fmt::format("onnxruntime's Python API, one session, {}", what));
-      json shapes = json::array();
-      for (const auto& call : calls) shapes.push_back(call);
-      const std::string stream_file = (scratch.path() / "stream.json").string();
-      std::ofstream(stream_file) << shapes.dump();
-      const RunConfig tuned = tuned_for_fleet(o.config, device, 1);
-      std::vector<std::string> argv = {o.python, *anchor, o.model, "--devices", device.to_string(), "--mode", "sequential",
-                                       "--conv-algo", to_string(o.config.cuda.conv_algo_search), "--shape-stream", stream_file,
-                                       "--intra-threads", std::to_string(tuned.session.intra_op_threads)};
-      if (!tuned.session.thread_spinning) argv.push_back("--no-spinning");
-      if (device.is_gpu()) {
-        if (auto ep = find_cuda_ep()) argv.insert(argv.end(), {"--cuda-ep", ep->path});
-      }
-      const auto child = run_child(argv, {}, "{", 600 + 10.0 * static_cast<double>(calls.size()));
-      try {
-        const auto j = json::parse(child.report_line);
-        std::vector<double> ms = j.at("ms").get<std::vector<double>>();
-        fill_row(python, ms, calls);
-        python_steady_ms = j.at("steady_p50_ms").get<double>();
-        python.sessions = 1;
-      } catch (const std::exception&) {
-        python.error = child.describe();
-      }
-      report.rows.push_back(python);
-    }
-  }
+  std::optional<PythonRun> python;
+  if (o.anchors) python = bench.run_python(report);
+  if (python) report.rows.push_back(python->row);
 
-  for (auto& r : report.rows) r.speedup = r.stream_ms > 0 && one_run.row.stream_ms > 0 ? one_run.row.stream_ms / r.stream_ms : 0;
-  auto times = [](double ratio) { return ratio >= 1 ? fmt::format("{:.2f}x slower than", ratio) : fmt::format("{:.2f}x faster than", 1 / ratio); };
-  if (policy_run.row.error.empty()) {
-    report.notes.push_back(fmt::format("default policy: the stream took {:.0f} ms, {} one session ({:.0f} ms); {} sessions at the end",
-                                       policy_run.row.stream_ms, times(policy_run.row.stream_ms / one_run.row.stream_ms),
-                                       one_run.row.stream_ms, policy_run.row.sessions));
-  }
-  if (!bucket_shapes.empty() && bucket_run.row.error.empty() && !bucket_run.steady_p50_ms.empty()) {
-    // The steady reference of each call: its bucket shape's steady p50 (a call no bucket fits: its own time).
-    std::vector<double> steady;
-    for (size_t i = 0; i < calls.size(); ++i) {
-      const auto it = bucket_run.steady_p50_ms.find(bucket_of_call[i]);
-      steady.push_back(it != bucket_run.steady_p50_ms.end() ? it->second : bucket_run.ms[i]);
-    }
-    const double steady_p50 = percentile(steady, 50);
-    report.notes.push_back(fmt::format("buckets {}: the stream's p50 {:.3g} ms is {:.2f}x the steady p50 of the bucket shapes its calls ran as "
-                                       "({:.3g} ms, {} shapes); the stream took {:.0f} ms, {} one session",
-                                       bucket_text, bucket_run.row.p50_ms, bucket_run.row.p50_ms / steady_p50, steady_p50,
-                                       bucket_shapes.size(), bucket_run.row.stream_ms, times(bucket_run.row.stream_ms / one_run.row.stream_ms)));
-  }
-  if (python.error.empty() && python.stream_ms > 0) {
-    report.notes.push_back(fmt::format("onnxruntime Python, one session: the stream took {:.0f} ms; one ortfleet session is {} it",
-                                       python.stream_ms, times(one_run.row.stream_ms / python.stream_ms)));
-    const auto ours = policy_run.steady_p50_ms.find(to_string(calls.front()));
-    if (python_steady_ms > 0 && ours != policy_run.steady_p50_ms.end()) {
-      report.notes.push_back(fmt::format("call overhead: a steady call of {} takes {:.3g} ms in an ortfleet session in this process and "
-                                         "{:.3g} ms in onnxruntime's Python API with the same settings: {:.3f}x",
-                                         ours->first, ours->second, python_steady_ms, ours->second / python_steady_ms));
-    }
-  }
+  add_notes(report, bench.calls(), one_run, policy_run, bucket_run, python);
   return report;
 }
 

@@ -13,10 +13,10 @@
 
 namespace ortfleet::detail {
 
-/// The calls of a stream: SPEC is "x=1x3x[320:960:32]x[320:960:32]" (a dim in brackets is drawn from
-/// first:last:step for each call; several inputs joined by ','), `count` calls drawn from `seed`,
-/// each shape new while new ones remain; or "@FILE", a shape list per line ("x=1x3x480x640"), as it is.
-/// Throws ortfleet::Error.
+/// The calls of a stream: SPEC is a shape whose dims may take several sizes,
+/// "x=1x3x[320:960:32]x[480,640,960]" (the grammar: ortfleet/engine/shape_grammar.hpp), `count` calls
+/// drawn from `seed`, each dim one of its sizes, each shape new while new ones remain; or "@FILE", a
+/// shape list per line ("x=1x3x480x640"), as it is. Throws ortfleet::Error.
 std::vector<InputShapes> parse_shape_stream(const std::string& spec, size_t count, uint64_t seed);
 
 /// The buckets that serve a stream: for every dim that varies, four sizes or fewer up to its largest.

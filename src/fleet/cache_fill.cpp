@@ -87,6 +87,8 @@ BackgroundFill::~BackgroundFill() {
   worker_->terminate();  // done: nothing left to write
 }
 
+int BackgroundFill::worker_pid() const { return worker_->pid(); }
+
 bool BackgroundFill::finished() const {
   std::lock_guard lock(mutex_);
   return outcome_.has_value();

@@ -35,6 +35,7 @@ class BackgroundFill {
   BackgroundFill& operator=(const BackgroundFill&) = delete;
 
   const std::string& model() const { return model_; }
+  int worker_pid() const;  ///< the background worker's pid; -1 once it is gone
   bool finished() const;
   /// Waits at most `timeout_s`; what came of it, in one line, or nothing while it still works.
   std::optional<std::string> wait(double timeout_s);

@@ -314,6 +314,10 @@ class WorkerState {
     LocalStartPlan keyed = plan;
     keyed.model_path.clear();  // keyed by its content below, not by its path
     keyed.profile_dir.clear();
+    // Neither changes the session: how its cache entry gets made, and what the start leaves behind.
+    keyed.config.session.model_cache_fill = ModelCacheFill::background;
+    keyed.config.warm_pool = {};
+    keyed.price_cache_entry = false;
     json j = plan_to_json(keyed);
     j["model_content"] = model_content(plan.model_path, memo_dir()).text;
     const RuntimeInfo& runtime = load_runtime(plan.ort_library);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Starts and runs every model of the real-model corpus (tests/corpus/models.json) with the default
 # settings (model cache on) and its documented warm-up inputs, twice in a fresh cache: the first
-# start writes and verifies the cache entry, the second must load it. A model that needs real
+# start's entry is written, verified and priced after it is ready, the second must find it. A model that needs real
 # warm-up inputs must also fail without them with an error that names the made-up inputs.
 # Usage: run_corpus.sh ORTFLEET_BINARY MODELS_DIR DEVICE     (DEVICE: cpu, or a GPU number)
 # Exit 77 (skip) when the corpus was not fetched (scripts/fetch-real-models.sh).
@@ -47,8 +47,10 @@ r = json.load(open(sys.argv[1]))
 print(' '.join(sorted({ev.get('args', {}).get('model_cache', '') for ev in r.get('timeline', {}).get('events', []) if ev.get('name') == 'session.create'})))
 " "$work/$name.$round.json")
     echo "ok   $name ($round): ready in $(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }') s, model cache: ${outcome:-?}"
-    if [ "$round" = hit ] && [ "$outcome" != hit ]; then
-      echo "FAIL $name: the second start did not load the verified cache entry (model cache: $outcome)"; failures=$((failures + 1))
+    # The entry was made after the first start was ready, verified and priced: the second start loads
+    # it, or (priced as loading no faster than the model, as a tiny model's may be) the model itself.
+    if [ "$round" = hit ] && [ "$outcome" != hit ] && [ "$outcome" != no-gain ]; then
+      echo "FAIL $name: the second start did not find the verified cache entry (model cache: $outcome)"; failures=$((failures + 1))
     fi
     if grep -q "failed its check" "$work/$name.$round.err"; then
       echo "FAIL $name: its cache entry failed verification:"; grep "failed its check" "$work/$name.$round.err"; failures=$((failures + 1))

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "ortfleet/diagnostics/bench.hpp"
@@ -17,9 +19,10 @@ TEST(Bench, TimesEveryStrategyInFreshProcessesWithBaselines) {
   o.anchors = false;
   o.ortfleet_executable = test::bin("ortfleet");
   const BenchReport r = run_bench(o);
-  // Four strategies on 2 devices, the two one-device baselines, then the warm-pool rows: a new
-  // session and a resident one, on 2 devices and on 1.
-  ASSERT_EQ(r.rows.size(), 10u);
+  // Four strategies on 2 devices, the fleet's first start (empty cache) and its start without the
+  // cache, the two one-device baselines, then the warm-pool rows: a new session and a resident one, on
+  // 2 devices and on 1.
+  ASSERT_EQ(r.rows.size(), 12u);
   for (const auto& row : r.rows) {
     ASSERT_TRUE(row.ok()) << row.label << ": " << row.error;
     EXPECT_EQ(row.wall_ms.size(), 2u);
@@ -33,13 +36,33 @@ TEST(Bench, TimesEveryStrategyInFreshProcessesWithBaselines) {
   EXPECT_EQ(r.rows[0].baseline, "plain (1 device)");
   EXPECT_NEAR(r.rows[3].ratio_to_one * r.rows[3].efficiency, 1.0, 1e-9);
   EXPECT_FALSE(r.fastest.empty());
-  EXPECT_EQ(r.comparisons.size(), 3u) << "the warm rows are not compared as cold starts";
-  EXPECT_EQ(r.rows[6].label, "fleet on a warm pool");
-  EXPECT_EQ(r.rows[6].warm, "warm pool");
-  EXPECT_EQ(r.rows[6].baseline, "fleet on a warm pool (1 device)");
-  EXPECT_EQ(r.rows[7].label, "fleet, resident");
-  EXPECT_EQ(r.rows[7].warm, "resident");
-  for (size_t i = 6; i < 10; ++i) {
+  EXPECT_EQ(r.comparisons.size(), 3u) << "the warm rows and the cache's other states are not compared as cold starts";
+  EXPECT_EQ(r.rows[4].label, "fleet, first start (empty cache)");
+  EXPECT_EQ(r.rows[4].model_cache, "empty");
+  EXPECT_EQ(r.rows[5].label, "fleet, no model cache");
+  EXPECT_EQ(r.rows[5].model_cache, "off");
+  for (const size_t i : {size_t{4}, size_t{5}}) {
+    EXPECT_TRUE(r.rows[i].baseline.empty()) << r.rows[i].label;
+    EXPECT_NE(r.rows[i].label, r.fastest);
+  }
+  // Each device of the first start found its cache empty; the cached fleet row found the entry the
+  // rounds before it made.
+  for (const auto& d : r.rows[4].median_report.devices) EXPECT_EQ(d.model_cache, "miss");
+  for (const auto& d : r.rows[5].median_report.devices) EXPECT_EQ(d.model_cache, "off");
+  const auto said = [&](const std::string& text) {
+    return std::any_of(r.notes.begin(), r.notes.end(), [&](const std::string& n) { return n.find(text) != std::string::npos; });
+  };
+  EXPECT_TRUE(said("first start on an empty cache: ")) << "the first start is not set beside the start without the cache";
+  EXPECT_TRUE(said("cached start: "));
+  // The spread of each ratio to one device, from each round's own pair.
+  EXPECT_EQ(r.rows[3].ratio_per_round.size(), 2u);
+  EXPECT_TRUE(said("fleet on 2 devices / 1 device: "));
+  EXPECT_EQ(r.rows[8].label, "fleet on a warm pool");
+  EXPECT_EQ(r.rows[8].warm, "warm pool");
+  EXPECT_EQ(r.rows[8].baseline, "fleet on a warm pool (1 device)");
+  EXPECT_EQ(r.rows[9].label, "fleet, resident");
+  EXPECT_EQ(r.rows[9].warm, "resident");
+  for (size_t i = 8; i < 12; ++i) {
     const bool resident = r.rows[i].warm == "resident";
     for (const auto& d : r.rows[i].median_report.devices) EXPECT_EQ(d.resident, resident) << r.rows[i].label;
   }
@@ -47,7 +70,7 @@ TEST(Bench, TimesEveryStrategyInFreshProcessesWithBaselines) {
   EXPECT_EQ(r.fastest.find("resident"), std::string::npos);
   EXPECT_FALSE(r.skipped.empty());  // the anchors were turned off, and the report says so
   const auto j = nlohmann::json::parse(r.to_json());
-  EXPECT_EQ(j["rows"].size(), 10u);
+  EXPECT_EQ(j["rows"].size(), 12u);
   EXPECT_NE(r.to_markdown().find("| fleet | 2 |"), std::string::npos);
 }
 

@@ -96,3 +96,56 @@ def test_pool_misuse_is_one_clear_error(models, tmp_path):
     with ortfleet.Fleet(models["mlp"], devices="cpu", pool=str(tmp_path / "none.sock")) as fleet:
         assert not fleet.start().wait(60)
         assert "no pool server listens on" in fleet.status()[0]["error"]
+
+
+def test_a_first_start_leaves_a_warm_pool_and_the_next_job_finds_its_model_resident(models, tmp_path, monkeypatch):
+    # As a Python job meets it on a node with no `ortfleet serve`: its own runtime folder and cache.
+    run = tmp_path / "run"
+    run.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(run))
+    monkeypatch.setenv("ORTFLEET_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("ORTFLEET_AUTO_POOL", raising=False)
+    socket = ortfleet.default_pool_socket()
+    assert socket.startswith(str(run))
+    try:
+        with ortfleet.Fleet(models["mlp"], devices="cpu", warm_pool_idle=120) as first:
+            assert first.start().wait(120)
+            assert first.status()[0]["model_cache"] == "miss"
+            first.wait_for_cache_fill(0)  # every note of what the start left is in
+            assert any("left a warm pool" in note for note in first.left_behind()), first.left_behind()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                status = ortfleet.pool_status()
+                if any(s["model"].endswith("mlp.onnx") for d in status["devices"] for s in d["sessions"]):
+                    break
+            except ortfleet.Error:
+                pass
+            time.sleep(0.1)
+        else:
+            pytest.fail("the pool left behind never held the model")
+        assert status["idle_exit_s"] == 120
+        with ortfleet.Fleet(models["mlp"], devices="cpu") as second:
+            assert second.start().wait(120)
+            assert second.status()[0]["resident"]
+            assert second.left_behind() == []
+    finally:
+        try:
+            ortfleet.pool_stop()
+        except ortfleet.Error:
+            pass
+    assert not os.path.exists(socket)
+
+
+def test_pool_false_neither_uses_nor_leaves_a_pool(models, tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    run.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(run))
+    monkeypatch.delenv("ORTFLEET_AUTO_POOL", raising=False)
+    with ortfleet.Fleet(models["mlp"], devices="cpu", pool=False, model_cache_fill="off") as fleet:
+        assert fleet.start().wait(120)
+        assert fleet.wait_for_cache_fill(0) is None
+        assert fleet.left_behind() == []
+    assert not os.path.exists(ortfleet.default_pool_socket())
+    with pytest.raises(ortfleet.Error, match="model cache fill"):
+        ortfleet.Fleet(models["mlp"], devices="cpu", model_cache_fill="sometimes")

@@ -37,6 +37,9 @@ def test_warm_up_inputs_as_arrays_make_a_real_recurrent_model_ready(tmp_path, mo
     with ortfleet.Fleet(model, devices=["cpu"], config=SLIM, warmup_inputs=inputs).start() as fleet:
         assert fleet.wait(120), fleet.status()
         first = fleet.run("cpu", inputs)
+        # The entry is made after ready, in the background: a job that ends first leaves none.
+        made = fleet.wait_for_cache_fill(120)
+        assert made and "made the model cache entry" in made, made
     # The second start loads the verified cache entry and gives the same outputs.
     with ortfleet.Fleet(model, devices=["cpu"], config=SLIM, warmup_inputs=inputs).start() as fleet:
         assert fleet.wait(120), fleet.status()

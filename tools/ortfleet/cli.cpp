@@ -197,12 +197,15 @@ void RunConfigFlags::add_to(CLI::App* app) {
     c.session.cuda_module_loading = module_loading;
   });
   flag(app->add_option("--shapes", shapes,
-                       "Input shapes to make and warm up at start-up, each with an ONNX Runtime session of its own: "
-                       "input=1x3x224x224,input=8x3x224x224 (a=1x128,b=1x128 for several inputs)"),
+                       std::string("Input shapes to make and warm up at start-up, each with an ONNX Runtime session of its own: "
+                                   "input=1x3x224x224,input=8x3x224x224, or a=1x128,b=1x128 for several inputs") +
+                           kShapesAndSizesDoc),
        [this](RunConfig& c) {
          if (!shapes.empty()) c.shapes.declared = parse_shape_list(shapes);
        });
-  flag(app->add_option("--batches", batches, "Batch sizes to make and warm up at start-up, for a model whose first dim is dynamic: 1,2,4,8"),
+  flag(app->add_option("--batches", batches,
+                       std::string("Batch sizes to make and warm up at start-up, for a model whose first dim is dynamic: 1,2,4,8") +
+                           kShapesAndSizesDoc),
        [this](RunConfig& c) {
          if (!batches.empty()) c.shapes.batches = parse_batch_list(batches);
        });
@@ -213,9 +216,10 @@ void RunConfigFlags::add_to(CLI::App* app) {
          if (max_shape_sessions > 0) c.shapes.max_sessions = max_shape_sessions;
        });
   flag(app->add_option("--buckets", buckets,
-                       "Pad a dynamic dim up to the next of a few sizes, outputs cropped back: input.dim=480,640,960 or a range "
-                       "input.dim=320:960:128 (first:last:step); dims sharing its symbolic name pad with it; repeatable, a session per "
-                       "combination, made at start-up"),
+                       std::string("Pad a dynamic dim up to the next of a few sizes, outputs cropped back: input.dim=480,640,960 or a "
+                                   "range input.dim=320:960:128 (first:last:step); dims sharing its symbolic name pad with it; repeatable, a "
+                                   "session per combination, made at start-up") +
+                           kShapesAndSizesDoc),
        [this](RunConfig& c) {
          if (buckets.empty()) return;
          c.shapes.buckets.clear();  // the flags replace the config's, as --shapes does

@@ -13,6 +13,9 @@
 
 namespace ortfleet::cli {
 
+/// Ends the help of every flag that takes shapes or sizes as text: where their one grammar is shown.
+inline constexpr const char* kShapesAndSizesDoc = " (how to write shapes and sizes: docs/inference.md#writing-shapes-and-sizes)";
+
 struct Globals {
   std::string ort_lib;
   bool json = false;

@@ -20,7 +20,7 @@ struct BenchFlags {
   double case_timeout = 0;  ///< --case-timeout; 0: sized to the model
   TargetFlags target;
   std::string strategies = "sequential,threads,processes,fleet";
-  int runs = 3;
+  int runs = BenchOptions{}.runs;
   int warmup_rounds = 1;
   bool no_anchors = false;
   bool no_pool = false;
@@ -190,15 +190,19 @@ void register_bench(CLI::App& app, Globals& globals, Action& action) {
   cmd->add_flag("--inference", f->inference, "Measure inference throughput over the devices instead of start-up");
   cmd->add_option("--seconds", f->seconds, "With --inference: seconds per measurement")->check(CLI::Range(0.1, 3600.0));
   cmd->add_option("--shape-mix", f->shape_mix,
-                  "With --inference: batch sizes a stream of calls cycles through (1,2 or 1,8,32): one ONNX Runtime session "
-                  "against shape-aware sessions, on the first device (the model needs a dynamic first dim)");
+                  std::string("With --inference: batch sizes a stream of calls cycles through (1,2 or 1,8,32): one ONNX Runtime "
+                              "session against shape-aware sessions, on the first device (the model needs a dynamic first dim)") +
+                      kShapesAndSizesDoc);
   cmd->add_option("--batch", f->batch,
-                  "With --inference: batch sizes to measure the scaling rows at (1 or 1,32; the model needs a dynamic first dim), "
-                  "a set of rows each, with host inputs and on GPUs also with inputs already on the device");
+                  std::string("With --inference: batch sizes to measure the scaling rows at (1 or 1,32; the model needs a dynamic "
+                              "first dim), a set of rows each, with host inputs and on GPUs also with inputs already on the device") +
+                      kShapesAndSizesDoc);
   cmd->add_option("--shape-stream", f->shape_stream,
-                  "With --inference: a stream of calls whose shapes keep changing, x=1x3x[320:960:32]x[320:960:32] (a bracketed dim "
-                  "drawn from first:last:step per call) or @FILE (a shape per line): one ONNX Runtime session, the default shape "
-                  "policy, buckets (--buckets, else four sizes per varying dim), onnxruntime's Python API");
+                  std::string("With --inference: a stream of calls whose shapes keep changing, x=1x3x[320:960:32]x[480,640,960] "
+                              "(each call draws one size of each dim in brackets) or @FILE (a shape per line): one ONNX Runtime "
+                              "session, the default shape policy, buckets (--buckets, else four sizes per varying dim), onnxruntime's "
+                              "Python API") +
+                      kShapesAndSizesDoc);
   cmd->add_option("--stream-count", f->stream_count, "With --shape-stream: calls in the stream")->check(CLI::Range(1, 100000));
   cmd->add_option("--stream-seed", f->stream_seed, "With --shape-stream: the seed the shapes are drawn from");
   cmd->add_option("--shape-order", f->shape_order, "With --shape-mix: cycle through the sizes, or draw them at random")

@@ -19,12 +19,19 @@ void register_cache(CLI::App& app, Globals& globals, Action& action) {
       const auto entries = cache.entries();
       if (globals.json) {
         nlohmann::json j = nlohmann::json::array();
-        for (const auto& e : entries) j.push_back({{"path", e.path}, {"bytes", e.bytes}});
+        for (const auto& e : entries) {
+          j.push_back({{"path", e.path}, {"bytes", e.bytes}, {"model", e.model}, {"load", e.load_note}, {"used", e.used}});
+        }
         print_json({{"dir", cache.dir()}, {"entries", j}});
         return 0;
       }
       std::cout << cache.dir() << ": " << entries.size() << " cached model(s)\n";
-      for (const auto& e : entries) std::cout << "  " << e.path << "  " << format_bytes(e.bytes) << "\n";
+      for (const auto& e : entries) {
+        std::cout << "  " << e.path << "  " << format_bytes(e.bytes);
+        if (!e.model.empty()) std::cout << "  from " << e.model;
+        std::cout << "\n    " << (e.load_note.empty() ? "not priced yet: used" : e.load_note + (e.used ? ": used" : ": not used, the model loads as fast"))
+                  << "\n";
+      }
       return 0;
     };
   });

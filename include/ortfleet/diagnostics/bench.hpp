@@ -19,7 +19,10 @@ struct BenchOptions {
   std::string model;
   std::vector<Device> devices;               ///< the full set (N devices)
   std::vector<Strategy> strategies = all_strategies();
-  int runs = 3;                              ///< timed rounds
+  /// Timed rounds. Five: on the shared GPU machines a row's rounds spread by 5-10%, and the ratio of
+  /// N devices to one is read from each round's pair (BenchRow::ratio_per_round), so that 1.1x shows
+  /// apart from the noise.
+  int runs = 5;
   int warmup_rounds = 1;                     ///< untimed rounds first
   bool anchors = true;                       ///< also time the onnxruntime Python package
   bool python_ortfleet = false;              ///< and ortfleet's Python API (set when `import ortfleet` works)
@@ -52,6 +55,9 @@ struct BenchRow {
   double max_ms = 0;
   std::string baseline;     ///< the 1-device row this one is compared with
   double ratio_to_one = 0;  ///< median / baseline median (1.0 = as fast as starting one device)
+  /// This row's round i over its baseline's round i (rows run round-robin, so the two of a round met
+  /// the same machine): the spread of ratio_to_one.
+  std::vector<double> ratio_per_round;
   double efficiency = 0;    ///< baseline median / median
   double floor_ratio = 0;   ///< median / the floor of a 1-device start (1-device rows, when the floor is known)
   std::vector<double> process_start_ms;  ///< per timed round: exec until main() (the Python interpreter, for Python rows)
@@ -60,6 +66,9 @@ struct BenchRow {
   /// "" for a cold start; "warm pool" (the pool's workers were up, the session new) or "resident"
   /// (the pool held the session already).
   std::string warm;
+  /// The model cache the row starts with: "" (the bench's cache, filled by the untimed round), "empty"
+  /// (a fresh, empty cache each round: a model's first start) or "off" (--no-model-cache).
+  std::string model_cache;
   bool ok() const { return error.empty() && !wall_ms.empty(); }
 };
 

@@ -23,6 +23,11 @@ namespace ortfleet {
 struct CacheEntry {
   std::string path;
   uint64_t bytes = 0;
+  std::string model;      ///< the model it was made from, as its first start named it ("" for older entries)
+  /// What it saves at load, as priced after it was made ("loads in 48 ms against 510 ms for the model
+  /// (saves 462 ms)"); "" when not priced yet. An entry that saves nothing is not used.
+  std::string load_note;
+  bool used = true;       ///< false when priced as loading no faster than the model
 };
 
 class ModelCache {

@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "ortfleet/engine/shape_grammar.hpp"
+
 namespace ortfleet {
 
 enum class ConvAlgoSearch { exhaustive, heuristic, default_algo };
@@ -81,21 +83,8 @@ struct SessionOptions {
   bool assigns_nodes() const { return config_entries.count(kNodeAssignmentByName) > 0 || config_entries.count(kNodeAssignmentByLayer) > 0; }
 };
 
-/// The dims of every input of one call, by input name: a shape signature ("input=8x3x224x224").
-using InputShapes = std::map<std::string, std::vector<int64_t>>;
-
 /// The most ONNX Runtime sessions one device may keep for one model (shapes.max_sessions).
 inline constexpr int kMaxShapeSessions = 256;
-
-/// Sizes one dynamic dim of an input is padded up to ("x.2=480,640,960", "x.3=320:960:128"). Every
-/// other input dim with the same symbolic name ("sequence" of input_ids and attention_mask) is padded
-/// with it.
-struct DimBuckets {
-  std::string input;
-  int dim = 0;
-  std::vector<int64_t> sizes;  ///< ascending, each positive
-  bool operator==(const DimBuckets&) const = default;
-};
 
 /// What a call of a shape nothing was declared for runs on.
 enum class ShapePolicy {
@@ -134,22 +123,10 @@ struct ShapeOptions {
   void validate() const;
 };
 
-/// "input=1x3x224x224" -> one signature; "ids=1x128,mask=1x128" -> one signature of two inputs; a
-/// name given again starts the next signature ("x=1x3,x=8x3" -> two). Throws ortfleet::Error.
-std::vector<InputShapes> parse_shape_list(const std::string& text);
-/// "1,2,4,8" -> {1, 2, 4, 8}; every size positive. Throws ortfleet::Error.
-std::vector<int64_t> parse_batch_list(const std::string& text);
-/// "x.2=480,640,960" or the range "x.3=320:960:128" (320, 448, ..., 960; a last step short of the end
-/// adds the end). Throws ortfleet::Error.
-DimBuckets parse_buckets(const std::string& text);
-/// "x.2=480,640,960".
-std::string to_string(const DimBuckets& buckets);
 /// "input_ids=0" -> {"input_ids", 0}. Throws ortfleet::Error.
 std::pair<std::string, double> parse_pad_value(const std::string& text);
 const char* to_string(ShapePolicy policy);
 ShapePolicy parse_shape_policy(const std::string& text);  ///< "measured", "per-shape", "shared"
-/// "ids=1x128,mask=1x128": inputs in name order, dims joined by 'x'.
-std::string to_string(const InputShapes& shapes);
 
 /// The values a generated warm-up input takes: every element in [lo, hi] (lo == hi: that constant).
 struct ValueRange {

@@ -104,7 +104,15 @@ std::vector<CacheEntry> ModelCache::entries() const {
     uint64_t bytes = e.file_size(ec);
     const fs::path data = e.path().string() + ".data";  // the weights, stored beside the graph
     if (fs::is_regular_file(data, ec)) bytes += fs::file_size(data, ec);
-    out.push_back({e.path().string(), bytes});
+    CacheEntry entry;
+    entry.path = e.path().string();
+    entry.bytes = bytes;
+    entry.model = detail::model_of(entry.path);
+    if (const auto gain = detail::gain_of(entry.path)) {
+      entry.load_note = gain->text();
+      entry.used = gain->pays();
+    }
+    out.push_back(std::move(entry));
   }
   return out;
 }

@@ -319,6 +319,15 @@ std::optional<EntryGain> gain_of(const std::string& entry) {
   }
 }
 
+std::string model_of(const std::string& entry) {
+  try {
+    std::ifstream in(manifest_of(entry));
+    return in ? json::parse(in).value("model", "") : std::string();
+  } catch (const std::exception&) {
+    return {};
+  }
+}
+
 void record_entry_gain(const std::string& entry, const EntryGain& gain) {
   try {
     std::ifstream in(manifest_of(entry));

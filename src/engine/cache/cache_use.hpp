@@ -132,6 +132,8 @@ struct EntryGain {
 void record_entry_gain(const std::string& entry, const EntryGain& gain);
 /// The gain recorded for `entry`, if it was priced.
 std::optional<EntryGain> gain_of(const std::string& entry);
+/// The model the entry was made from, as its manifest names it ("" when it does not).
+std::string model_of(const std::string& entry);
 
 /// The reason recorded for the rejected entry `entry` (in ENTRY.rejected.json), or "" when it has none.
 std::string rejection_of(const std::string& entry);

@@ -137,85 +137,7 @@ std::vector<std::pair<std::string, std::string>> CudaOptions::provider_options()
 
 // --- shapes --------------------------------------------------------------------------------------
 
-namespace {
-constexpr const char* kShapeHint = "Write shapes as name=1x3x224x224, several inputs as a=1x128,b=1x128 (see 'ortfleet start --help')";
-
-int64_t positive_dim(const std::string& text, const std::string& context) {
-  size_t used = 0;
-  long long value = 0;
-  try {
-    value = std::stoll(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size()) throw Error("'" + text + "' in " + context + " is not a whole number", kShapeHint);
-  if (value <= 0) throw Error("dims must be positive, and " + context + " has " + text, kShapeHint);
-  return value;
-}
-}  // namespace
-
-std::vector<InputShapes> parse_shape_list(const std::string& text) {
-  std::vector<InputShapes> out;
-  std::stringstream items(text);
-  for (std::string item; std::getline(items, item, ',');) {
-    const auto eq = item.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size()) throw Error("'" + item + "' is not name=dims", kShapeHint);
-    const std::string name = item.substr(0, eq);
-    std::vector<int64_t> dims;
-    std::stringstream parts(item.substr(eq + 1));
-    for (std::string d; std::getline(parts, d, 'x');) dims.push_back(positive_dim(d, "'" + item + "'"));
-    if (out.empty() || out.back().count(name)) out.emplace_back();
-    out.back()[name] = dims;
-  }
-  if (out.empty()) throw Error("no shape given", kShapeHint);
-  return out;
-}
-
-std::vector<int64_t> parse_batch_list(const std::string& text) {
-  std::vector<int64_t> out;
-  std::stringstream items(text);
-  for (std::string item; std::getline(items, item, ',');) out.push_back(positive_dim(item, "the batch list '" + text + "'"));
-  if (out.empty()) throw Error("no batch size given", "Write batch sizes as 1,2,4,8");
-  return out;
-}
-
-DimBuckets parse_buckets(const std::string& text) {
-  constexpr const char* kHint = "Write buckets as input.dim=sizes: x.2=480,640,960, or a range x.3=320:960:128 (first:last:step)";
-  const auto eq = text.find('=');
-  const auto dot = text.rfind('.', eq);
-  if (eq == std::string::npos || dot == std::string::npos || dot == 0 || dot + 1 == eq || eq + 1 == text.size()) {
-    throw Error("'" + text + "' is not input.dim=sizes", kHint);
-  }
-  DimBuckets out;
-  out.input = text.substr(0, dot);
-  const std::string dim = text.substr(dot + 1, eq - dot - 1);
-  if (dim.find_first_not_of("0123456789") != std::string::npos || dim.size() > 4) throw Error("'" + dim + "' in '" + text + "' is not a dim index", kHint);
-  out.dim = std::stoi(dim);
-  const std::string sizes = text.substr(eq + 1);
-  if (sizes.find(':') != std::string::npos) {
-    std::vector<int64_t> parts;
-    std::stringstream items(sizes);
-    for (std::string item; std::getline(items, item, ':');) parts.push_back(positive_dim(item, "'" + text + "'"));
-    if (parts.size() != 3 || parts[0] > parts[1]) throw Error("'" + sizes + "' in '" + text + "' is not first:last:step with first <= last", kHint);
-    constexpr int64_t kMostSizes = 1024;
-    if ((parts[1] - parts[0]) / parts[2] >= kMostSizes) throw Error("'" + text + "' makes more than 1024 sizes", "Take a larger step");
-    for (int64_t v = parts[0]; v < parts[1]; v += parts[2]) out.sizes.push_back(v);
-    out.sizes.push_back(parts[1]);
-  } else {
-    std::stringstream items(sizes);
-    for (std::string item; std::getline(items, item, ',');) out.sizes.push_back(positive_dim(item, "'" + text + "'"));
-  }
-  std::sort(out.sizes.begin(), out.sizes.end());
-  out.sizes.erase(std::unique(out.sizes.begin(), out.sizes.end()), out.sizes.end());
-  if (out.sizes.empty()) throw Error("'" + text + "' has no sizes", kHint);
-  return out;
-}
-
-std::string to_string(const DimBuckets& b) {
-  std::string out = b.input + "." + std::to_string(b.dim) + "=";
-  for (size_t i = 0; i < b.sizes.size(); ++i) out += (i ? "," : "") + std::to_string(b.sizes[i]);
-  return out;
-}
+// The grammar of shapes and sizes (parse_shape_list, parse_buckets, ...) is src/engine/shapes/shape_grammar.cpp.
 
 std::pair<std::string, double> parse_pad_value(const std::string& text) {
   constexpr const char* kHint = "Write it as input=value: --pad-value input_ids=0";
@@ -271,15 +193,6 @@ void ShapeOptions::validate() const {
   if (pad_batch && batches.empty() && declared.empty()) {
     throw Error("pad_batch needs declared batches to pad to", "Declare them: --batches 1,2,4,8, batches=[1, 2, 4, 8] or shapes.batches");
   }
-}
-
-std::string to_string(const InputShapes& shapes) {
-  std::string out;
-  for (const auto& [name, dims] : shapes) {
-    out += (out.empty() ? "" : ",") + name + "=";
-    for (size_t i = 0; i < dims.size(); ++i) out += (i ? "x" : "") + std::to_string(dims[i]);
-  }
-  return out;
 }
 
 // --- warm-up inputs ----------------------------------------------------------------------------
@@ -470,6 +383,115 @@ std::string RunConfig::to_json() const {
   return j.dump(2) + "\n";
 }
 
+namespace {
+
+/// The config's "session" section: ONNX Runtime's session options.
+void read_session_section(const json& section, const std::string& source, SessionOptions& o) {
+  Section s(section, "session", source);
+  s.read_enum("graph_optimization", [&](const std::string& v) { o.graph_optimization = parse_graph_optimization(v); },
+              "disabled, basic, extended, layout, all");
+  s.read("memory_pattern", o.memory_pattern, "true or false");
+  s.read("cpu_arena", o.cpu_arena, "true or false");
+  s.read_range("intra_op_threads", o.intra_op_threads, 0, max_threads(), "a whole number of threads");
+  s.read_range("inter_op_threads", o.inter_op_threads, 0, max_threads(), "a whole number of threads");
+  s.read("thread_spinning", o.thread_spinning, "true or false");
+  s.read_optional("optimized_model_cache", o.optimized_model_cache, "true, false or null");
+  s.read_enum("model_cache_format", [&](const std::string& v) { o.model_cache_format = parse_model_cache_format(v); }, "auto, onnx, ort");
+  s.read_enum("model_cache_fill", [&](const std::string& v) { o.model_cache_fill = parse_model_cache_fill(v); }, "background, inline, off");
+  s.read_enum("cuda_module_loading", [&](const std::string& v) {
+    const std::string u = upper(v);
+    if (!u.empty() && u != "LAZY" && u != "EAGER") throw Error("bad value");
+    o.cuda_module_loading = u;
+  }, "\"\", LAZY, EAGER");
+  s.read_range("cuda_max_connections", o.cuda_max_connections, 0, 32, "a whole number (0 leaves it as is)");
+  s.read("config_entries", o.config_entries, "an object of strings");
+  s.read("custom_op_libraries", o.custom_op_libraries, "a list of shared library paths");
+  s.finish();
+}
+
+/// The config's "cuda" section: the CUDA EP's options.
+void read_cuda_section(const json& section, const std::string& source, CudaOptions& o) {
+  Section c(section, "cuda", source);
+  c.read_enum("conv_algo_search", [&](const std::string& v) { o.conv_algo_search = parse_conv_algo_search(v); },
+              "EXHAUSTIVE, HEURISTIC, DEFAULT");
+  c.read("conv_use_max_workspace", o.conv_use_max_workspace, "true or false");
+  c.read_optional("gpu_mem_limit", o.gpu_mem_limit, "a number of bytes or null");
+  c.read_enum("arena_extend_strategy", [&](const std::string& v) {
+    if (v == "next_power_of_two") o.arena_extend = ArenaExtendStrategy::next_power_of_two;
+    else if (v == "same_as_requested") o.arena_extend = ArenaExtendStrategy::same_as_requested;
+    else throw Error("bad value");
+  }, "next_power_of_two, same_as_requested");
+  c.read("cuda_graph", o.cuda_graph, "true or false");
+  c.read("tf32", o.tf32, "true or false");
+  c.read("copy_in_default_stream", o.copy_in_default_stream, "true or false");
+  c.read("prefer_nhwc", o.prefer_nhwc, "true or false");
+  c.read("extra", o.extra, "an object of strings");
+  c.finish();
+}
+
+/// The config's "shapes" section; its shapes and buckets are read by the grammar of shapes and sizes.
+void read_shapes_section(const json& section, const std::string& source, ShapeOptions& o) {
+  Section s(section, "shapes", source);
+  std::vector<std::string> declared;
+  s.read("declared", declared, "a list of shapes such as \"input=1x3x224x224\"");
+  for (const auto& d : declared) {
+    try {
+      const auto parsed = parse_shape_list(d);
+      o.declared.insert(o.declared.end(), parsed.begin(), parsed.end());
+    } catch (const Error& e) {
+      s.fail("shapes.declared", "has a bad shape: " + e.what_failed());
+    }
+  }
+  s.read("batches", o.batches, "a list of batch sizes");
+  for (const auto b : o.batches) {
+    if (b <= 0) s.fail("shapes.batches", "must be positive (got " + std::to_string(b) + ")");
+  }
+  s.read_range("max_sessions", o.max_sessions, 1, kMaxShapeSessions, "a whole number of sessions");
+  s.read("pad_batch", o.pad_batch, "true or false");
+  s.read("share_weights", o.share_weights, "true or false");
+  std::vector<std::string> buckets;
+  s.read("buckets", buckets, "a list of buckets such as \"x.2=480,640,960\" or \"x.3=320:960:128\"");
+  for (const auto& b : buckets) {
+    try {
+      o.buckets.push_back(parse_buckets(b));
+    } catch (const Error& e) {
+      s.fail("shapes.buckets", "has bad buckets: " + e.what_failed());
+    }
+  }
+  s.read("pad_values", o.pad_values, "an object of input name -> number");
+  s.read_enum("policy", [&](const std::string& v) { o.policy = parse_shape_policy(v); }, "measured, per-shape, shared");
+  s.finish();
+  try {
+    o.validate();
+  } catch (const Error& e) {
+    s.fail("shapes", "is contradictory: " + e.what_failed());
+  }
+}
+
+/// The config's "warmup" section: real inputs and the ranges of generated ones.
+void read_warmup_section(const json& section, const std::string& source, WarmupOptions& o) {
+  Section w(section, "warmup", source);
+  w.read("inputs", o.inputs_file, "the path of a .npz or .npy file");
+  std::map<std::string, std::vector<double>> ranges;
+  w.read("input_ranges", ranges, "an object of [lo, hi] pairs by input name");
+  for (const auto& [name, r] : ranges) {
+    if (r.size() != 2 || r[1] < r[0]) w.fail("warmup.input_ranges." + name, "must be [lo, hi] with lo <= hi");
+    o.input_ranges[name] = {r[0], r[1]};
+  }
+  w.finish();
+}
+
+void read_warm_pool_section(const json& section, const std::string& source, WarmPoolOptions& o) {
+  Section w(section, "warm_pool", source);
+  w.read_optional("idle_exit_s", o.idle_exit_s, "a number of seconds (0 leaves no pool) or null");
+  if (const auto s = o.idle_exit_s; s && !(*s >= 0 && *s <= 7 * 24 * 3600)) {
+    w.fail("warm_pool.idle_exit_s", fmt::format("must be from 0 to 604800 seconds (got {})", *s));
+  }
+  w.finish();
+}
+
+}  // namespace
+
 RunConfig RunConfig::from_json(const std::string& text, const std::string& source) {
   json j;
   try {
@@ -486,105 +508,11 @@ RunConfig RunConfig::from_json(const std::string& text, const std::string& sourc
     top.fail("ortfleet_config", "must be " + std::to_string(kConfigFormat) + " (this file is not an ortfleet config, or is from another version)");
   }
   top.read("name", config.name, "a string");
-  if (j.contains("session")) {
-    Section s(j.at("session"), "session", source);
-    auto& o = config.session;
-    s.read_enum("graph_optimization", [&](const std::string& v) { o.graph_optimization = parse_graph_optimization(v); },
-                "disabled, basic, extended, layout, all");
-    s.read("memory_pattern", o.memory_pattern, "true or false");
-    s.read("cpu_arena", o.cpu_arena, "true or false");
-    s.read_range("intra_op_threads", o.intra_op_threads, 0, max_threads(), "a whole number of threads");
-    s.read_range("inter_op_threads", o.inter_op_threads, 0, max_threads(), "a whole number of threads");
-    s.read("thread_spinning", o.thread_spinning, "true or false");
-    s.read_optional("optimized_model_cache", o.optimized_model_cache, "true, false or null");
-    s.read_enum("model_cache_format", [&](const std::string& v) { o.model_cache_format = parse_model_cache_format(v); }, "auto, onnx, ort");
-    s.read_enum("model_cache_fill", [&](const std::string& v) { o.model_cache_fill = parse_model_cache_fill(v); }, "background, inline, off");
-    s.read_enum("cuda_module_loading", [&](const std::string& v) {
-      const std::string u = upper(v);
-      if (!u.empty() && u != "LAZY" && u != "EAGER") throw Error("bad value");
-      o.cuda_module_loading = u;
-    }, "\"\", LAZY, EAGER");
-    s.read_range("cuda_max_connections", o.cuda_max_connections, 0, 32, "a whole number (0 leaves it as is)");
-    s.read("config_entries", o.config_entries, "an object of strings");
-    s.read("custom_op_libraries", o.custom_op_libraries, "a list of shared library paths");
-    s.finish();
-  }
-  if (j.contains("cuda")) {
-    Section c(j.at("cuda"), "cuda", source);
-    auto& o = config.cuda;
-    c.read_enum("conv_algo_search", [&](const std::string& v) { o.conv_algo_search = parse_conv_algo_search(v); },
-                "EXHAUSTIVE, HEURISTIC, DEFAULT");
-    c.read("conv_use_max_workspace", o.conv_use_max_workspace, "true or false");
-    c.read_optional("gpu_mem_limit", o.gpu_mem_limit, "a number of bytes or null");
-    c.read_enum("arena_extend_strategy", [&](const std::string& v) {
-      if (v == "next_power_of_two") o.arena_extend = ArenaExtendStrategy::next_power_of_two;
-      else if (v == "same_as_requested") o.arena_extend = ArenaExtendStrategy::same_as_requested;
-      else throw Error("bad value");
-    }, "next_power_of_two, same_as_requested");
-    c.read("cuda_graph", o.cuda_graph, "true or false");
-    c.read("tf32", o.tf32, "true or false");
-    c.read("copy_in_default_stream", o.copy_in_default_stream, "true or false");
-    c.read("prefer_nhwc", o.prefer_nhwc, "true or false");
-    c.read("extra", o.extra, "an object of strings");
-    c.finish();
-  }
-  if (j.contains("shapes")) {
-    Section s(j.at("shapes"), "shapes", source);
-    auto& o = config.shapes;
-    std::vector<std::string> declared;
-    s.read("declared", declared, "a list of shapes such as \"input=1x3x224x224\"");
-    for (const auto& d : declared) {
-      try {
-        const auto parsed = parse_shape_list(d);
-        o.declared.insert(o.declared.end(), parsed.begin(), parsed.end());
-      } catch (const Error& e) {
-        s.fail("shapes.declared", "has a bad shape: " + e.what_failed());
-      }
-    }
-    s.read("batches", o.batches, "a list of batch sizes");
-    for (const auto b : o.batches) {
-      if (b <= 0) s.fail("shapes.batches", "must be positive (got " + std::to_string(b) + ")");
-    }
-    s.read_range("max_sessions", o.max_sessions, 1, kMaxShapeSessions, "a whole number of sessions");
-    s.read("pad_batch", o.pad_batch, "true or false");
-    s.read("share_weights", o.share_weights, "true or false");
-    std::vector<std::string> buckets;
-    s.read("buckets", buckets, "a list of buckets such as \"x.2=480,640,960\" or \"x.3=320:960:128\"");
-    for (const auto& b : buckets) {
-      try {
-        o.buckets.push_back(parse_buckets(b));
-      } catch (const Error& e) {
-        s.fail("shapes.buckets", "has bad buckets: " + e.what_failed());
-      }
-    }
-    s.read("pad_values", o.pad_values, "an object of input name -> number");
-    s.read_enum("policy", [&](const std::string& v) { o.policy = parse_shape_policy(v); }, "measured, per-shape, shared");
-    s.finish();
-    try {
-      o.validate();
-    } catch (const Error& e) {
-      s.fail("shapes", "is contradictory: " + e.what_failed());
-    }
-  }
-  if (j.contains("warmup")) {
-    Section w(j.at("warmup"), "warmup", source);
-    w.read("inputs", config.warmup.inputs_file, "the path of a .npz or .npy file");
-    std::map<std::string, std::vector<double>> ranges;
-    w.read("input_ranges", ranges, "an object of [lo, hi] pairs by input name");
-    for (const auto& [name, r] : ranges) {
-      if (r.size() != 2 || r[1] < r[0]) w.fail("warmup.input_ranges." + name, "must be [lo, hi] with lo <= hi");
-      config.warmup.input_ranges[name] = {r[0], r[1]};
-    }
-    w.finish();
-  }
-  if (j.contains("warm_pool")) {
-    Section w(j.at("warm_pool"), "warm_pool", source);
-    w.read_optional("idle_exit_s", config.warm_pool.idle_exit_s, "a number of seconds (0 leaves no pool) or null");
-    if (const auto s = config.warm_pool.idle_exit_s; s && !(*s >= 0 && *s <= 7 * 24 * 3600)) {
-      w.fail("warm_pool.idle_exit_s", fmt::format("must be from 0 to 604800 seconds (got {})", *s));
-    }
-    w.finish();
-  }
+  if (j.contains("session")) read_session_section(j.at("session"), source, config.session);
+  if (j.contains("cuda")) read_cuda_section(j.at("cuda"), source, config.cuda);
+  if (j.contains("shapes")) read_shapes_section(j.at("shapes"), source, config.shapes);
+  if (j.contains("warmup")) read_warmup_section(j.at("warmup"), source, config.warmup);
+  if (j.contains("warm_pool")) read_warm_pool_section(j.at("warm_pool"), source, config.warm_pool);
   top.allow("warm_pool");
   top.allow("warmup");
   top.allow("shapes");

@@ -519,7 +519,9 @@ struct WrittenEntry {
 
   explicit WrittenEntry(const std::string& name) : cache(fresh(name)) {
     const std::string model = copy_model(test::small_transformer(), fresh(name + "-model"));
-    use = std::make_unique<detail::CacheUse>(cache.string(), model, Device::cpu(), RunConfig{}, options);
+    RunConfig inline_fill;
+    inline_fill.session.model_cache_fill = ModelCacheFill::inline_start;  // the writer's path, as a background fill takes it
+    use = std::make_unique<detail::CacheUse>(cache.string(), model, Device::cpu(), inline_fill, options);
     EXPECT_TRUE(use->writing());
     Ort::Session session(detail::ort_env(), model.c_str(), options);
     EXPECT_TRUE(fs::exists(use->entry() + ".partial-" + std::to_string(::getpid())));
@@ -602,6 +604,75 @@ TEST(ModelCache, AFullDiskMeansAStartWithoutTheCacheAndOneWarning) {
   for (size_t at = r.err.find("could not be written"); at != std::string::npos; at = r.err.find("could not be written", at + 1)) ++warnings;
   EXPECT_EQ(warnings, 1u) << r.err;
   expect_nothing_but_locks_and_digests(cache / "models");
+}
+
+}  // namespace ortfleet
+
+namespace ortfleet {
+namespace {
+SessionSpec cached_spec(const fs::path& cache, ModelCacheFill fill) {
+  SessionSpec spec;
+  spec.model_path = test::mlp_model();
+  spec.cache_dir = cache.string();
+  spec.config.session.optimized_model_cache = true;
+  spec.config.session.model_cache_fill = fill;
+  return spec;
+}
+}  // namespace
+
+// The start a new user sees first is ONNX Runtime's own: a missing entry is not written on the path
+// to ready (a background fill makes it), and the start says so.
+TEST(ModelCache, AMissFilledInTheBackgroundWritesNothingOnThePathAndSaysSo) {
+  const fs::path cache = test::scratch_dir() / "cache-background";
+  fs::remove_all(cache);
+  for (int i = 0; i < 2; ++i) {
+    Session s(cached_spec(cache, ModelCacheFill::background));
+    s.run(random_inputs(s.inputs(), 5));
+    EXPECT_EQ(s.model_cache_outcome(), "miss");
+    EXPECT_NE(s.model_cache_note().find("after ready, in the background"), std::string::npos) << s.model_cache_note();
+    EXPECT_FALSE(s.used_model_cache());
+  }
+  expect_nothing_but_locks_and_digests(cache);
+}
+
+TEST(ModelCache, WithFillOffEntriesAreReadButNeverWritten) {
+  const fs::path cache = test::scratch_dir() / "cache-fill-off";
+  fs::remove_all(cache);
+  { Session off(cached_spec(cache, ModelCacheFill::off)); }
+  expect_nothing_but_locks_and_digests(cache);
+  { Session writer(cached_spec(cache, ModelCacheFill::inline_start)); }
+  Session reader(cached_spec(cache, ModelCacheFill::off));
+  EXPECT_TRUE(reader.used_model_cache());
+  EXPECT_EQ(reader.model_cache_outcome(), "hit");
+}
+
+// An entry priced as loading no faster than the model is not used: a cached start is never slower than
+// a plain one. Priced as faster, it is.
+TEST(ModelCache, AnEntryPricedAsNoGainIsNotUsedAndAGainfulOneIs) {
+  const fs::path cache = test::scratch_dir() / "cache-priced";
+  fs::remove_all(cache);
+  std::string entry;
+  {
+    Session writer(cached_spec(cache, ModelCacheFill::inline_start));
+    entry = writer.model_cache_entry();
+  }
+  ASSERT_TRUE(fs::exists(entry));
+  detail::record_entry_gain(entry, {/*model_ms=*/10, /*entry_ms=*/10});
+  ASSERT_TRUE(detail::gain_of(entry));
+  EXPECT_FALSE(detail::gain_of(entry)->pays());
+  {
+    Session s(cached_spec(cache, ModelCacheFill::background));
+    EXPECT_FALSE(s.used_model_cache());
+    EXPECT_EQ(s.model_cache_outcome(), "no-gain");
+    EXPECT_NE(s.model_cache_note().find("loads in 10 ms against 10 ms"), std::string::npos) << s.model_cache_note();
+  }
+  detail::record_entry_gain(entry, {/*model_ms=*/100, /*entry_ms=*/10});
+  Session s(cached_spec(cache, ModelCacheFill::background));
+  EXPECT_TRUE(s.used_model_cache());
+  EXPECT_EQ(s.model_cache_outcome(), "hit");
+  const auto listed = ModelCache(cache.string()).entries();
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed.front().load_note.substr(0, 8), "loads in");
 }
 
 }  // namespace ortfleet

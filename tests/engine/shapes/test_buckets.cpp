@@ -32,15 +32,7 @@ float at(const Tensor& t, const std::vector<int64_t>& index) {
   return t.values<float>()[offset];
 }
 
-std::string expect_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no error";
-  return {};
-}
+std::string expect_error(const std::function<void()>& f) { return test::error_from(f).what(); }
 
 Tensor tokens(const char* name, int64_t length, int64_t value_or_seed, bool constant) {
   Tensor t = Tensor::host_copy(name, ElementType::int64, {1, length}, nullptr);

@@ -1,0 +1,265 @@
+// ortfleet.Fleet and the RunFuture of its run_async: one ready ONNX Runtime session per device.
+#include <algorithm>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <optional>
+
+#include "arguments.hpp"
+#include "bindings.hpp"
+#include "ortfleet/base/error.hpp"
+#include "ortfleet/fleet/fleet.hpp"
+#include "pool.hpp"
+#include "tensors.hpp"
+
+namespace ortfleet::python {
+
+namespace {
+
+/// Where a fleet starts: pool=None uses the prewarmed pool when it has every device and the strategy
+/// is the fleet's; a Pool, or a socket path (str) of `ortfleet serve`; False never uses a pool.
+void choose_pool(FleetOptions& o, const py::object& pool) {
+  if (pool.is_none()) {
+    const auto& prewarmed = prewarmed_pool();
+    if (!prewarmed || (o.strategy != Strategy::automatic && o.strategy != Strategy::fleet)) return;
+    const auto& have = prewarmed->shared()->devices();
+    const auto& want = o.devices.empty() ? have : o.devices;
+    if (std::all_of(want.begin(), want.end(), [&](const Device& d) { return std::find(have.begin(), have.end(), d) != have.end(); })) {
+      o.pool = prewarmed->shared();
+      if (o.devices.empty()) o.devices = have;
+    }
+    return;
+  }
+  if (py::isinstance<py::bool_>(pool)) {
+    if (pool.cast<bool>()) throw Error("pool=True is not a pool", "Pass an ortfleet.Pool, a pool socket path, None or False");
+    o.auto_pool = false;  // no pool at all: neither the node's warm pool nor one left behind
+    return;
+  }
+  if (py::isinstance<py::str>(pool)) {
+    o.pool_socket = pool.cast<std::string>();
+    return;
+  }
+  o.pool = pool.cast<PyPool&>().shared();
+}
+
+/// Fleet.run_async's answer, shaped like concurrent.futures.Future: result(timeout), done(). Holds
+/// the inputs' Python objects until the run has read them.
+class PyRunFuture {
+ public:
+  PyRunFuture(std::future<std::vector<Tensor>> future, PreparedInputs inputs)
+      : inputs_(std::move(inputs)), future_(future.share()) {}
+
+  bool done() const { return future_.wait_for(std::chrono::seconds(0)) == std::future_status::ready; }
+  py::dict result(const std::optional<double>& timeout) {
+    bool ready = true;
+    std::vector<Tensor> outputs;
+    {
+      py::gil_scoped_release release;
+      if (timeout) ready = future_.wait_for(std::chrono::duration<double>(*timeout)) == std::future_status::ready;
+      if (ready) outputs = future_.get();  // throws the run's error
+    }
+    if (!ready) {
+      PyErr_SetString(PyExc_TimeoutError, "the run did not finish within the timeout");
+      throw py::error_already_set();
+    }
+    return outputs_dict(outputs);
+  }
+
+ private:
+  PreparedInputs inputs_;  // destroyed after future_, which waits for a run on a thread of this process
+  std::shared_future<std::vector<Tensor>> future_;
+};
+
+class PyFleet {
+ public:
+  PyFleet(const std::string& model, const py::object& devices, const std::string& strategy, const py::object& config,
+          int warmup, const std::string& ort_library, const std::string& profile_dir, const py::object& shapes,
+          const py::object& batches, const py::object& max_shape_sessions, const py::object& pad_batch, double start_timeout,
+          double run_timeout, const py::object& pool, const py::object& warmup_inputs, const py::object& input_ranges,
+          const py::object& buckets, const py::object& pad_values, const py::object& shape_policy, const py::object& model_cache_fill,
+          const py::object& warm_pool_idle) {
+    FleetOptions o;
+    o.start_timeout_s = start_timeout;
+    o.run_timeout_s = run_timeout;
+    o.devices = to_devices(devices);
+    o.strategy = parse_strategy(strategy);
+    o.config = to_config(config);
+    apply_shape_keywords(o.config.shapes, shapes, batches, max_shape_sessions, pad_batch, buckets, pad_values, shape_policy);
+    warmup_file_.apply(o.config.warmup, warmup_inputs, input_ranges);
+    if (!model_cache_fill.is_none()) o.config.session.model_cache_fill = parse_model_cache_fill(py::str(model_cache_fill).cast<std::string>());
+    if (!warm_pool_idle.is_none()) {
+      const double seconds = warm_pool_idle.cast<double>();
+      if (!(seconds >= 0 && seconds <= 7 * 24 * 3600)) {
+        throw Error("warm_pool_idle must be from 0 to 604800 seconds (got " + std::to_string(seconds) + ")",
+                    "Give the seconds the pool left for later jobs waits idle, or 0 to leave none");
+      }
+      o.config.warm_pool.idle_exit_s = seconds;
+    }
+    o.warmup_runs = warmup;
+    o.ort_library = ort_library;
+    o.profile_dir = profile_dir;
+    choose_pool(o, pool);
+    py::gil_scoped_release release;
+    fleet_ = std::make_unique<Fleet>(model, o);
+  }
+
+  PyFleet& start() {
+    {
+      py::gil_scoped_release release;
+      fleet().start();
+    }
+    return *this;
+  }
+  bool wait(const std::optional<double>& timeout) {
+    py::gil_scoped_release release;
+    return timeout ? fleet().wait(*timeout) : fleet().wait();
+  }
+  bool ready(const py::object& device) { return fleet().ready(to_device(device)); }
+  py::list left_behind() {
+    py::list out;
+    for (const auto& note : fleet().left_behind()) out.append(note);
+    return out;
+  }
+  std::optional<std::string> wait_for_cache_fill(double timeout) {
+    py::gil_scoped_release release;
+    return fleet().wait_for_cache_fill(timeout);
+  }
+  py::list status() {
+    py::list out;
+    for (const auto& s : fleet().status()) out.append(parse_json(s.to_json()));  // as `ortfleet start --json` prints it
+    return out;
+  }
+  py::dict run(const py::object& device, const py::dict& inputs, bool outputs_on_device) {
+    const Device d = to_device(device);
+    PreparedInputs prepared = prepare(inputs);
+    std::vector<Tensor> outputs;
+    {
+      py::gil_scoped_release release;
+      outputs = fleet().run(d, prepared.tensors, outputs_on_device);
+    }
+    return outputs_dict(outputs);
+  }
+  std::unique_ptr<PyRunFuture> run_async(const py::object& device, const py::dict& inputs, bool outputs_on_device) {
+    const Device d = to_device(device);
+    PreparedInputs prepared = prepare(inputs);
+    std::future<std::vector<Tensor>> future;
+    {
+      py::gil_scoped_release release;
+      future = fleet().run_async(d, prepared.tensors, outputs_on_device);
+    }
+    return std::make_unique<PyRunFuture>(std::move(future), std::move(prepared));
+  }
+  py::list devices() {
+    py::list out;
+    for (const auto& d : fleet().devices()) out.append(d.to_string());
+    return out;
+  }
+  std::string strategy() { return to_string(fleet().strategy()); }
+  py::list inputs() {
+    const auto specs = fleet().inputs();
+    return specs_list(specs);
+  }
+  py::list outputs() {
+    const auto specs = fleet().outputs();
+    return specs_list(specs);
+  }
+  py::dict transfer_counters() {
+    const TransferCounters c = fleet().transfer_counters();
+    py::dict out;
+    out["inputs_host_bytes"] = c.inputs_host_bytes;
+    out["inputs_ipc_bytes"] = c.inputs_ipc_bytes;
+    out["inputs_staged_bytes"] = c.inputs_staged_bytes;
+    out["outputs_host_bytes"] = c.outputs_host_bytes;
+    out["outputs_ipc_bytes"] = c.outputs_ipc_bytes;
+    out["outputs_staged_bytes"] = c.outputs_staged_bytes;
+    out["ipc_opens"] = c.ipc_opens;
+    return out;
+  }
+  py::object timeline() { return parse_json(fleet().timeline().to_json()); }
+  std::string trace() { return fleet().timeline().to_chrome_trace(); }
+  void shutdown() {
+    if (!fleet_) return;
+    py::gil_scoped_release release;
+    fleet_->shutdown();
+  }
+
+ private:
+  Fleet& fleet() {
+    if (!fleet_) throw Error("this fleet was closed");
+    return *fleet_;
+  }
+  PreparedInputs prepare(const py::dict& inputs) {
+    PreparedInputs prepared;
+    const auto specs = fleet().inputs();
+    for (const auto& [name, value] : inputs) add_input(prepared, py::str(name), value, specs);
+    return prepared;
+  }
+  WarmupInputsFile warmup_file_;  // outlives fleet_, whose workers may read it
+  std::unique_ptr<Fleet> fleet_;
+};
+
+}  // namespace
+
+void bind_fleet(py::module_& m) {
+  py::class_<PyRunFuture>(m, "RunFuture", "A run in flight (Fleet.run_async), like concurrent.futures.Future")
+      .def("done", &PyRunFuture::done, "True once the run has finished (or failed)")
+      .def("result", &PyRunFuture::result, py::arg("timeout") = py::none(),
+           "The outputs, waiting at most `timeout` seconds (TimeoutError then); raises the run's error");
+
+  py::class_<PyFleet>(m, "Fleet", "One ready ONNX Runtime session per device")
+      .def(py::init<const std::string&, const py::object&, const std::string&, const py::object&, int, const std::string&,
+                    const std::string&, const py::object&, const py::object&, const py::object&, const py::object&, double,
+                    double, const py::object&, const py::object&, const py::object&, const py::object&, const py::object&,
+                    const py::object&, const py::object&, const py::object&>(),
+           py::arg("model"), py::arg("devices") = py::none(), py::kw_only(), py::arg("strategy") = "auto", py::arg("config") = py::none(),
+           py::arg("warmup") = 1, py::arg("ort_library") = "", py::arg("profile_dir") = "", py::arg("shapes") = py::none(),
+           py::arg("batches") = py::none(), py::arg("max_shape_sessions") = py::none(), py::arg("pad_batch") = py::none(),
+           py::arg("start_timeout") = FleetOptions{}.start_timeout_s, py::arg("run_timeout") = FleetOptions{}.run_timeout_s,
+           py::arg("pool") = py::none(), py::arg("warmup_inputs") = py::none(), py::arg("input_ranges") = py::none(),
+           py::arg("buckets") = py::none(), py::arg("pad_values") = py::none(), py::arg("shape_policy") = py::none(),
+           py::arg("model_cache_fill") = py::none(), py::arg("warm_pool_idle") = py::none(),
+           "warmup_inputs: real inputs for warm-up (and for checking the model cache's entry), a dict of input name -> "
+           "numpy array or the path of a .npz/.npy file; input_ranges: values of generated ones, a dict of input name -> "
+           "value or (lo, hi), e.g. {'sr': 16000}. "
+           "pool: an ortfleet.Pool, or the socket path of an `ortfleet serve` daemon, to start on warm workers (None: the "
+           "pool ortfleet.prewarm() started, when it has every device, else the warm pool on this node's default socket, or one this start leaves there; False: no pool at all). "
+           "shapes, batches, max_shape_sessions and pad_batch set the config's \"shapes\" section: one ONNX Runtime session "
+           "per input shape, declared shapes made and warmed at start-up. buckets: dims padded up to a few sizes, outputs "
+           "cropped back, {'x.2': [480, 640, 960], 'x.3': '320:960:128'}; pad_values: {'input_ids': 0}; shape_policy: "
+           "'measured' (default), 'per-shape' or 'shared', what serves a shape nothing was declared for. start_timeout (seconds, default two hours): a "
+           "device's worker that is not ready by then is killed and the device fails; run_timeout (default ten minutes): "
+           "the same for one run. model_cache_fill: 'background' (default: a missing cache entry is made after ready, by a "
+           "low-priority worker), 'inline' or 'off'. warm_pool_idle: seconds the warm pool a start leaves on this node (strategy "
+           "'auto', no pool found) waits idle before it exits; 0 leaves none (default ORTFLEET_WARM_POOL_IDLE, else 300)")
+      .def("start", &PyFleet::start, "Begin starting every device; returns at once (the GIL is released)",
+           py::return_value_policy::reference_internal)
+      .def("wait", &PyFleet::wait, py::arg("timeout") = py::none(),
+           "Block until every device is ready or failed, or `timeout` seconds; True when all are ready, False when "
+           "one failed or is still starting at the timeout")
+      .def("ready", &PyFleet::ready, py::arg("device"))
+      .def("left_behind", &PyFleet::left_behind,
+           "What this start left running for later starts once every device was done, in words: the warm pool it left on "
+           "the node, or the model cache entry being made in the background")
+      .def("wait_for_cache_fill", &PyFleet::wait_for_cache_fill, py::arg("timeout"),
+           "Wait at most `timeout` seconds for the cache entry this fleet makes itself; what came of it, or None")
+      .def("status", &PyFleet::status)
+      .def("run", &PyFleet::run, py::arg("device"), py::arg("inputs"), py::arg("outputs_on_device") = false,
+           "Run one inference: inputs maps names to numpy arrays or DLPack tensors (torch, CuPy)")
+      .def("run_async", &PyFleet::run_async, py::arg("device"), py::arg("inputs"), py::arg("outputs_on_device") = false,
+           "Submit one inference and return at once: a future whose result(timeout=None) gives the outputs of run(). "
+           "Several runs may be in flight per device, so one thread can keep every device busy")
+      .def_property_readonly("devices", &PyFleet::devices)
+      .def_property_readonly("strategy", &PyFleet::strategy)
+      .def_property_readonly("inputs", &PyFleet::inputs)
+      .def_property_readonly("outputs", &PyFleet::outputs)
+      .def("transfer_counters", &PyFleet::transfer_counters,
+           "Bytes of tensors that crossed to and from worker processes, by how: host shared memory, CUDA IPC (in place), "
+           "or staged through host memory; and how many worker allocations were mapped")
+      .def("timeline", &PyFleet::timeline)
+      .def("trace", &PyFleet::trace, "The start-up as a Chrome/Perfetto trace (JSON text)")
+      .def("shutdown", &PyFleet::shutdown)
+      .def("__enter__", [](PyFleet& f) -> PyFleet& { return f; }, py::return_value_policy::reference_internal)
+      .def("__exit__", [](PyFleet& f, const py::object&, const py::object&, const py::object&) { f.shutdown(); });
+}
+
+}  // namespace ortfleet::python

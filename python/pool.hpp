@@ -1,0 +1,32 @@
+#pragma once
+// ortfleet.Pool, the warm worker pool, and the one ortfleet.prewarm() started.
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "bindings.hpp"
+#include "ortfleet/fleet/worker_pool.hpp"
+
+namespace ortfleet::python {
+
+/// A warm worker pool (ortfleet.Pool): shared with the fleets started on it.
+class PyPool {
+ public:
+  PyPool(const py::object& devices, const std::string& ort_library, bool narrow_workers, size_t max_resident_sessions,
+         double start_timeout, bool prime_libraries, bool isolate_new_models);
+  bool wait(const std::optional<double>& timeout);
+  py::object status();
+  size_t evict();
+  py::list devices();
+  void close();
+  const std::shared_ptr<WorkerPool>& shared() const;
+
+ private:
+  WorkerPool& pool() { return *shared(); }
+  std::shared_ptr<WorkerPool> pool_;
+};
+
+/// The pool ortfleet.prewarm() started: later fleets whose devices it has start on it.
+std::shared_ptr<PyPool>& prewarmed_pool();
+
+}  // namespace ortfleet::python

@@ -1,0 +1,108 @@
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "engine/cache/cache_use.hpp"
+#include "fleet/cache_fill.hpp"
+#include "fleet/worker_channel.hpp"
+#include "fleet/worker_protocol.hpp"
+#include "ortfleet/engine/cache.hpp"
+#include "ortfleet/fleet/fleet.hpp"
+#include "test_support.hpp"
+
+namespace ortfleet {
+namespace fs = std::filesystem;
+
+namespace {
+detail::LocalStartPlan cpu_plan(const fs::path& cache) {
+  detail::LocalStartPlan plan;
+  plan.model_path = test::mlp_model();
+  plan.devices = {Device::cpu()};
+  plan.cache_dir = cache.string();
+  plan.config.session.optimized_model_cache = true;
+  return plan;
+}
+
+std::vector<std::string> names_in(const fs::path& folder) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(folder, ec)) names.push_back(e.path().filename().string());
+  return names;
+}
+
+bool process_gone(int pid) { return pid <= 0 || ::kill(pid, 0) != 0; }
+}  // namespace
+
+// The entry a start missed is made off its path: written, checked against the model, priced, by a
+// background worker that then goes away.
+TEST(BackgroundFill, MakesAVerifiedPricedEntry) {
+  const fs::path cache = test::scratch_dir() / "fill-made";
+  fs::remove_all(cache);
+  detail::BackgroundFill fill(cpu_plan(cache), test::bin("ortfleet-worker"), /*narrow_workers=*/true);
+  const auto outcome = fill.wait(120);
+  ASSERT_TRUE(outcome) << "the fill did not finish in 120 s";
+  EXPECT_NE(outcome->find("made the model cache entry"), std::string::npos) << *outcome;
+  const auto entries = ModelCache(cache.string()).entries();
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_FALSE(entries.front().load_note.empty()) << "the entry was not priced";
+  EXPECT_EQ(entries.front().model, fs::absolute(test::mlp_model()).string());
+  // A start now finds it (or, priced as no faster, says so): never a miss.
+  SessionSpec spec;
+  spec.model_path = test::mlp_model();
+  spec.cache_dir = cache.string();
+  spec.config.session.optimized_model_cache = true;
+  const Session later(spec);
+  EXPECT_TRUE(later.model_cache_outcome() == "hit" || later.model_cache_outcome() == "no-gain") << later.model_cache_outcome();
+}
+
+// A job that ends first takes its fill with it: no worker stays, no file of an unfinished entry.
+TEST(BackgroundFill, OneLetGoOfEarlyLeavesNoProcessAndNoFile) {
+  const fs::path cache = test::scratch_dir() / "fill-abandoned";
+  fs::remove_all(cache);
+  const test::ScopedEnv slow(detail::kTestStartDelayVariable, "cpu=60");  // the worker is busy when let go of
+  int pid = 0;
+  {
+    detail::BackgroundFill fill(cpu_plan(cache), test::bin("ortfleet-worker"), true);
+    pid = fill.worker_pid();
+    ASSERT_GT(pid, 0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    EXPECT_FALSE(fill.finished());
+  }
+  EXPECT_TRUE(process_gone(pid)) << "the fill's worker " << pid << " outlived its owner";
+  for (const auto& name : names_in(cache / "models")) {
+    EXPECT_TRUE(name.ends_with(".lock") || name.ends_with(".digests.json")) << name << " was left behind";
+  }
+}
+
+// What a user sees: the cold start loads the model as it is, says that the entry is made after ready,
+// and the next start loads the entry.
+TEST(Fleet, AColdStartMakesTheEntryItMissedAfterReady) {
+  const fs::path cache = test::scratch_dir() / "fleet-fill";
+  fs::remove_all(cache);
+  FleetOptions o;
+  o.devices = {Device::cpu()};
+  o.cache_dir = cache.string();
+  o.auto_pool = false;  // no warm pool: this fleet makes the entry itself
+  {
+    Fleet first(test::mlp_model(), o);
+    first.start();
+    ASSERT_TRUE(first.wait());
+    EXPECT_EQ(first.status().front().model_cache, "miss");
+    const auto done = first.wait_for_cache_fill(120);
+    ASSERT_TRUE(done);
+    EXPECT_NE(done->find("made the model cache entry"), std::string::npos) << *done;
+    ASSERT_EQ(first.left_behind().size(), 1u);
+    EXPECT_NE(first.left_behind().front().find("in the background"), std::string::npos) << first.left_behind().front();
+  }
+  Fleet second(test::mlp_model(), o);
+  second.start();
+  ASSERT_TRUE(second.wait());
+  const std::string outcome = second.status().front().model_cache;
+  EXPECT_TRUE(outcome == "hit" || outcome == "no-gain") << outcome;
+  EXPECT_TRUE(second.left_behind().empty() || second.wait_for_cache_fill(0) == std::nullopt);
+}
+
+}  // namespace ortfleet
