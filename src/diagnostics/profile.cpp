@@ -127,8 +127,10 @@ constexpr Advice kAdvice[] = {
     {"kernel.creation", "kernel creation and memory planning", "one-time per session; shrinks with fewer nodes"},
     {"session.other", "rest of session creation", "session creation outside the steps ONNX Runtime logs"},
     {"warmup", "first inference (warm-up)",
-     "cuDNN algorithm search runs per convolution shape at the first inference: HEURISTIC or DEFAULT "
-     "(--conv-algo) cut it; 'ortfleet tune' shows what they cost in latency"},
+     "every new ONNX Runtime session pays it, in any process: cuDNN's plans for each convolution shape (built, kernels "
+     "loaded or compiled) and, with EXHAUSTIVE, its algorithm search live in the session; HEURISTIC or DEFAULT (--conv-algo) "
+     "cut the search, not the plans ('ortfleet tune' shows what each costs in latency); a session a warm pool keeps "
+     "resident (the one a start leaves behind, or ortfleet serve) skips all of it"},
 };
 
 const Advice& advice_for(const std::string& name) {
@@ -346,8 +348,8 @@ ProfileReport build_profile(const StartReport& start, const std::vector<OrtLogLi
 
   std::string warm_detail;
   if (r.conv_nodes > 0) {
-    warm_detail = fmt::format("{} conv nodes: {:.0f} ms in this run vs {:.1f} ms later (cuDNN algorithm search)", r.conv_nodes,
-                              r.conv_first_ms, r.conv_steady_ms);
+    warm_detail = fmt::format("{} conv nodes: {:.0f} ms in this run vs {:.1f} ms later (cuDNN's plans and search, per session)",
+                              r.conv_nodes, r.conv_first_ms, r.conv_steady_ms);
   }
   add("warmup", first_run->start_ns, first_run->end_ns, warm_detail);
 
@@ -468,7 +470,7 @@ void add_floor(ProfileReport& r, const MachineSpeeds& speeds) {
   }
   const double search_ms = r.on_gpu ? std::max(0.0, r.conv_first_ms - r.conv_steady_ms) : 0.0;
   FloorTerm inference{"inference", "first inference", r.steady_p50_ms + search_ms, first_ms,
-                      search_ms > 0 ? fmt::format("steady p50 + conv search {:.0f} ms", search_ms) : "steady p50"};
+                      search_ms > 0 ? fmt::format("steady p50 + conv first calls {:.0f} ms", search_ms) : "steady p50"};
 
   r.floor = {process, runtime, session, inference};
   r.floor_ms = 0;

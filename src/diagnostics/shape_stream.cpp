@@ -38,6 +38,7 @@ struct StreamRun {
   ThroughputRow row;
   std::vector<double> ms;  // per call
   std::map<std::string, double> steady_p50_ms;  // of each `steady` shape, after the stream
+  BucketCallCosts bucket_calls;                 // where the stream's bucketed calls spent their time
 };
 
 double median_of(std::vector<double> v) { return v.empty() ? 0 : percentile(v, 50); }
@@ -170,6 +171,7 @@ class StreamBench {
       Session session(spec);
       session.warm_up(1);
       for (const auto& call : calls_) run.ms.push_back(timed_ms(session, inputs_.at(to_string(call))));
+      run.bucket_calls = session.bucket_calls();
       fill_row(run.row, run.ms, calls_);
       run.row.memory_bytes = session.memory_bytes();
       run.row.sessions = static_cast<int>(session.shape_sessions().size());
@@ -317,6 +319,13 @@ void add_notes(ThroughputReport& report, const std::vector<InputShapes>& calls, 
                                        "({:.3g} ms, {} shapes); the stream took {:.0f} ms, {} one session",
                                        buckets->label_buckets, bucketed.row.p50_ms, bucketed.row.p50_ms / steady_p50, steady_p50,
                                        buckets->shapes.size(), bucketed.row.stream_ms, times(bucketed.row.stream_ms / one.row.stream_ms)));
+    if (const BucketCallCosts& c = bucketed.bucket_calls; c.calls > 0) {
+      const double n = static_cast<double>(c.calls);
+      report.notes.push_back(fmt::format("a padded call's time, on average over {} calls: padding the inputs {:.3g} ms, the bucket shape's run "
+                                         "{:.3g} ms, cropping the outputs {:.3g} ms; the stream's p99 {:.3g} ms is {:.2f}x its p50",
+                                         c.calls, c.pad_ms / n, c.run_ms / n, c.crop_ms / n, bucketed.row.p99_ms,
+                                         bucketed.row.p99_ms / bucketed.row.p50_ms));
+    }
   }
   if (python && python->row.error.empty() && python->row.stream_ms > 0) {
     report.notes.push_back(fmt::format("onnxruntime Python, one session: the stream took {:.0f} ms; one ortfleet session is {} it",

@@ -2,10 +2,14 @@
 // fresh processes (--ready-line) to time each strategy.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
 
 #include "cli.hpp"
 #include "ortfleet/base/error.hpp"
@@ -33,8 +37,69 @@ struct StartFlags {
   std::string pool;
   bool no_narrow = false;
   bool one_process = false;
+  double run_for_s = 0;
   RunConfigFlags config;
 };
+
+/// The calls a job makes right after ready, on every device at once: their latencies.
+struct CallsAfterReady {
+  double seconds = 0;
+  size_t calls = 0;
+  double p50_ms = 0;
+  double p99_ms = 0;
+  std::string error;
+};
+
+/// Runs the model on every ready device, one thread each, back to back for `seconds` (what a job does
+/// once it is ready, while whatever the start left behind works in the background).
+CallsAfterReady run_after_ready(Fleet& fleet, const RunConfig& config, double seconds) {
+  CallsAfterReady result;
+  result.seconds = seconds;
+  std::vector<TensorSpec> specs = fleet.inputs();
+  if (!config.shapes.declared.empty()) {
+    for (auto& spec : specs) {
+      const auto declared = config.shapes.declared.front().find(spec.name);
+      if (declared != config.shapes.declared.front().end()) spec.shape = declared->second;
+    }
+  }
+  std::vector<Tensor> inputs;
+  try {
+    inputs = random_inputs(specs, 7, 1, config.warmup.input_ranges);
+  } catch (const std::exception& e) {
+    result.error = e.what();
+    return result;
+  }
+  std::mutex mutex;
+  std::vector<double> ms;
+  std::vector<std::thread> threads;
+  const int64_t end = monotonic_ns() + static_cast<int64_t>(seconds * 1e9);
+  for (const auto& d : fleet.status()) {
+    if (d.state != DeviceState::ready) continue;
+    threads.emplace_back([&, device = d.device] {
+      std::vector<double> mine;
+      try {
+        while (monotonic_ns() < end) {
+          const int64_t start = monotonic_ns();
+          fleet.run(device, inputs);
+          mine.push_back(static_cast<double>(monotonic_ns() - start) / 1e6);
+        }
+      } catch (const std::exception& e) {
+        std::lock_guard lock(mutex);
+        result.error = e.what();
+      }
+      std::lock_guard lock(mutex);
+      ms.insert(ms.end(), mine.begin(), mine.end());
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::sort(ms.begin(), ms.end());
+  result.calls = ms.size();
+  if (!ms.empty()) {
+    result.p50_ms = ms[ms.size() / 2];
+    result.p99_ms = ms[std::min(ms.size() - 1, ms.size() * 99 / 100)];
+  }
+  return result;
+}
 
 /// Durations per phase (rows) and lane (columns): where each device's start-up went.
 void print_start_report(const StartReport& r, std::ostream& out) {
@@ -130,9 +195,22 @@ int run_start(const StartFlags& f, const Globals& g) {
   if (!f.timeline_file.empty()) write_file(f.timeline_file, stamped(result.timeline.to_json(), g, options.devices));
   if (!f.trace_file.empty()) write_file(f.trace_file, result.timeline.to_chrome_trace());
   if (!f.ready_line) {
-    const std::string stamped_result = stamped(result.to_json(), g, options.devices);
+    std::string stamped_result = stamped(result.to_json(), g, options.devices);
+    std::optional<CallsAfterReady> after;
+    if (f.run_for_s > 0 && result.all_ready) {
+      after = run_after_ready(fleet, options.config, f.run_for_s);
+      auto j = nlohmann::json::parse(stamped_result);
+      j["calls_after_ready"] = {{"seconds", after->seconds}, {"calls", after->calls}, {"p50_ms", after->p50_ms},
+                                {"p99_ms", after->p99_ms}, {"error", after->error}};
+      stamped_result = j.dump(2);
+    }
     if (g.json) std::cout << stamped_result << std::endl;
     else print_start_report(result, std::cout);
+    if (after && !g.json) {
+      if (!after->error.empty()) std::cout << "calls after ready failed: " << after->error << "\n";
+      else std::cout << fmt::format("calls in the first {:g} s after ready: {} (p50 {:.3g} ms, p99 {:.3g} ms)\n", after->seconds, after->calls,
+                                    after->p50_ms, after->p99_ms);
+    }
     write_html(f.html, stamped_result, g);
   }
   finish_background_work(fleet, g);
@@ -162,6 +240,10 @@ void register_start(CLI::App& app, Globals& globals, Action& action) {
   cmd->add_flag("--no-narrow-workers", f->no_narrow, "Let worker processes see every GPU (CUDA_VISIBLE_DEVICES as given)");
   cmd->add_flag("--one-process", f->one_process, "With the fleet on several GPUs: every session in this process, no worker processes");
   cmd->add_flag("--ready-line", f->ready_line, "Print one JSON line when every device is done (for bench)");
+  cmd->add_option("--run-for", f->run_for_s,
+                  "Once ready, run the model on every device for this many seconds, as a job would, and report the calls' p50 and "
+                  "p99 (what the work a start leaves behind costs a job's first calls)")
+      ->check(CLI::Range(0.0, 3600.0));
   cmd->add_option("--ort-log", f->ort_log, "Write ONNX Runtime's log (verbose, timestamped JSON lines) here (in-process strategies)");
   f->config.add_to(cmd);
   cmd->callback([&globals, &action, f] { action = [&globals, f] { return run_start(*f, globals); }; });

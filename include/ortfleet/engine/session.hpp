@@ -35,6 +35,16 @@ struct ShapeSessionInfo {
   uint64_t memory_bytes = 0;  ///< device memory (GPU) or resident memory (CPU) it added, creation and first call
 };
 
+/// Where the calls that ran padded to a bucket spent their time, in total: padding the inputs (on a
+/// GPU: the copy in and the padding there), the run of the bucket shape, cropping the outputs (and on
+/// a GPU the copy out).
+struct BucketCallCosts {
+  int64_t calls = 0;
+  double pad_ms = 0;
+  double run_ms = 0;
+  double crop_ms = 0;
+};
+
 class Session {
  public:
   /// Creates the session; phases go into `timeline` (if any) on the device's lane.
@@ -76,6 +86,8 @@ class Session {
   std::vector<ShapeSessionInfo> shape_sessions() const;
   /// The shapes made and warmed up at start-up (config.shapes, resolved against the model).
   const std::vector<InputShapes>& declared_shapes() const;
+  /// Where this session's bucketed calls spent their time so far.
+  BucketCallCosts bucket_calls() const;
 
  private:
   struct Impl;

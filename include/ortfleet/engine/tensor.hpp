@@ -61,6 +61,9 @@ struct Tensor {
 
   /// A host tensor owning a copy of `bytes` (zero-filled when src is null).
   static Tensor host_copy(std::string name, ElementType type, std::vector<int64_t> shape, const void* src);
+  /// A host tensor owning uninitialised memory for its elements: for the caller to write every byte of
+  /// (an output copied down from a GPU), without zeroing it first.
+  static Tensor host_allocate(std::string name, ElementType type, std::vector<int64_t> shape);
   /// A tensor over memory the caller owns.
   static Tensor borrow(std::string name, ElementType type, std::vector<int64_t> shape, void* data, Device device = Device::cpu());
   /// `bytes` of uninitialised memory on GPU `device` (its primary context), freed with the last copy of

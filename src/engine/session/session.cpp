@@ -145,27 +145,61 @@ struct Session::Impl {
   std::string costs_entry;               // the cache entry the shape costs are kept beside ("" without the cache)
   std::optional<detail::ShapeCosts> costs;  // measured at the model's first start (GPU, measured policy)
   detail::ShapeTraffic traffic;          // calls of shapes nothing was declared for
-  // The GPU buffers bucketed calls are padded into, by input and bucket shape: reused by the next
-  // call once no call holds them (allocating and freeing 10 MB per call cost more than the copy).
+  // GPU buffers of bucketed calls, by purpose: the padded inputs (by input and bucket shape), the
+  // staging an input crosses the bus into before it is padded, the cropped outputs on their way to the
+  // host. Reused by the next call once no call holds them (allocating and freeing 10 MB per call cost
+  // more than the copy).
   std::mutex pad_mutex;
   std::map<std::string, Tensor> pad_buffers;
-  /// `t` padded to `shape` in this device's memory.
+  /// A buffer of `bytes` on this GPU for `key` that no call holds now, shaped `shape`: the one kept
+  /// for `key` when it is free and large enough, else a new one (kept when none was).
+  Tensor gpu_buffer(const std::string& key, ElementType type, const std::vector<int64_t>& shape, size_t bytes) {
+    std::lock_guard lock(pad_mutex);
+    Tensor& kept = pad_buffers[key];
+    if (kept.owner && kept.owner.use_count() == 1 && kept.bytes >= bytes) {
+      Tensor view = kept;  // shares its owner: ours until this call lets go
+      view.type = type;
+      view.shape = shape;
+      view.bytes = bytes;
+      return view;
+    }
+    Tensor made = Tensor::allocate_on_gpu(key, type, shape, bytes, spec.device);
+    if (!kept.owner || kept.owner.use_count() == 1) kept = made;
+    return made;
+  }
+  /// `t` padded to `shape` in this device's memory. A host input crosses the bus in one copy (into a
+  /// staging buffer) and is padded there: a 2-D copy from pageable memory goes row by row.
   Tensor padded_input(const Tensor& t, const std::vector<int64_t>& shape, double value) {
     if (!spec.device.is_gpu()) return detail::padded(t, shape, value, Device::cpu());
-    Tensor into;
-    {
-      std::lock_guard lock(pad_mutex);
-      Tensor& kept = pad_buffers[t.name + "|" + shape_text(shape)];
-      if (kept.owner && kept.owner.use_count() == 1 && kept.type == t.type) {
-        into = kept;  // nobody holds it: ours until this call lets go
-      } else {
-        into = Tensor::allocate_on_gpu(t.name, t.type, shape, checked_bytes(shape, t.type, "input '" + t.name + "' padded"), spec.device);
-        if (!kept.owner || kept.type != t.type) kept = into;
-      }
+    const std::string name = t.name;
+    Tensor into = gpu_buffer(name + "|" + shape_text(shape), t.type, shape, checked_bytes(shape, t.type, "input '" + name + "' padded"));
+    if (t.on_gpu()) {
+      detail::pad_into(t, into, value);
+      return into;
     }
-    detail::pad_into(t, into, value);
+    Tensor staged = gpu_buffer(name + "|staging", t.type, t.shape, t.bytes);
+    detail::CudaDriver::instance().copy_to_device(cuda_ordinal(spec.device), staged.data, t.data, t.bytes);
+    detail::pad_into(staged, into, value);
     return into;
   }
+  /// An output of a bucketed call cropped to `shape`, on the host or on this device. To the host, the
+  /// crop is made on the device first and crosses the bus in one copy, only the cropped bytes.
+  Tensor cropped_output(const Tensor& t, const std::vector<int64_t>& shape, bool on_device) {
+    if (!t.on_gpu()) return detail::cropped(t, shape, Device::cpu());
+    if (on_device) return detail::cropped(t, shape, spec.device);
+    Tensor host = Tensor::host_allocate(t.name, t.type, shape);
+    if (shape == t.shape) {
+      detail::CudaDriver::instance().copy_to_host(cuda_ordinal(spec.device), host.data, t.data, t.bytes);
+      return host;
+    }
+    Tensor crop = gpu_buffer(t.name + "|cropped", t.type, shape, host.bytes);
+    detail::crop_into(t, crop);
+    detail::CudaDriver::instance().copy_to_host(cuda_ordinal(spec.device), host.data, crop.data, host.bytes);
+    return host;
+  }
+  /// Where bucketed calls spent their time (Session::bucket_calls).
+  std::mutex bucket_costs_mutex;
+  BucketCallCosts bucket_costs;
   // What shape sessions after the first load: the optimised cache entry once there is one (graph
   // optimisation off, weights mapped), else the model file.
   std::string later_source;
@@ -612,6 +646,11 @@ const std::string& Session::model_cache_entry() const { return impl_->cache_entr
 double Session::create_ms() const { return impl_->create_ms; }
 const std::vector<InputShapes>& Session::declared_shapes() const { return impl_->declared; }
 
+BucketCallCosts Session::bucket_calls() const {
+  std::lock_guard lock(impl_->bucket_costs_mutex);
+  return impl_->bucket_costs;
+}
+
 uint64_t Session::memory_bytes() const {
   const uint64_t now = memory_in_use(impl_->spec.device);
   return now - std::min(impl_->memory_at_start, now);
@@ -725,17 +764,28 @@ std::vector<Tensor> Session::run(const std::vector<Tensor>& given, bool outputs_
     std::call_once(s.buckets_learned, [&] { s.learn_buckets(); });
     // On a GPU the padding is made there: only the real rows cross the bus, and only the cropped
     // outputs come back.
+    const auto start = std::chrono::steady_clock::now();
     std::vector<Tensor> padded;
     for (const auto& t : given) {
       const auto value = s.spec.config.shapes.pad_values.find(t.name);
       padded.push_back(s.padded_input(t, bucket->at(t.name), value == s.spec.config.shapes.pad_values.end() ? 0.0 : value->second));
     }
+    const double pad_ms = ms_since(start);
+    const auto running = std::chrono::steady_clock::now();
     std::vector<Tensor> out = run(padded, s.spec.device.is_gpu());
+    const double run_ms = ms_since(running);
     padded.clear();  // the buffers are free for the next call
+    const auto cropping = std::chrono::steady_clock::now();
     std::vector<std::vector<int64_t>> out_shapes;
     for (const auto& t : out) out_shapes.push_back(t.shape);
     const auto real = s.buckets.cropped_shapes(shapes, *bucket, out_shapes);
-    for (size_t i = 0; i < out.size(); ++i) out[i] = detail::cropped(out[i], real[i], outputs_on_device ? s.spec.device : Device::cpu());
+    for (size_t i = 0; i < out.size(); ++i) out[i] = s.cropped_output(out[i], real[i], outputs_on_device);
+    const double crop_ms = ms_since(cropping);
+    std::lock_guard lock(s.bucket_costs_mutex);
+    ++s.bucket_costs.calls;
+    s.bucket_costs.pad_ms += pad_ms;
+    s.bucket_costs.run_ms += run_ms;
+    s.bucket_costs.crop_ms += crop_ms;
     return out;
   }
   bool prices_switch = false;
@@ -888,7 +938,7 @@ std::vector<Tensor> Session::Impl::run_graph(ShapeSession& g, const std::vector<
       driver.copy_on_device(ordinal, t.data, source, t.bytes);
       out.push_back(std::move(t));
     } else {
-      Tensor t = Tensor::host_copy(outputs[i].name, type, shape, nullptr);
+      Tensor t = Tensor::host_allocate(outputs[i].name, type, shape);
       driver.copy_to_host(ordinal, t.data, source, t.bytes);
       out.push_back(std::move(t));
     }

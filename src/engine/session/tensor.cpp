@@ -50,15 +50,22 @@ ElementType parse_element_type(const std::string& name) {
 int64_t Tensor::element_count() const { return checked_element_count(shape, "tensor '" + name + "'"); }
 
 Tensor Tensor::host_copy(std::string name, ElementType type, std::vector<int64_t> shape, const void* src) {
+  Tensor t = host_allocate(std::move(name), type, std::move(shape));
+  if (t.bytes == 0) return t;
+  if (src != nullptr) std::memcpy(t.data, src, t.bytes);
+  else std::memset(t.data, 0, t.bytes);
+  return t;
+}
+
+Tensor Tensor::host_allocate(std::string name, ElementType type, std::vector<int64_t> shape) {
   Tensor t;
   t.name = std::move(name);
   t.type = type;
   t.shape = std::move(shape);
   t.bytes = checked_bytes(t.shape, type, "tensor '" + t.name + "'");
-  auto storage = std::make_shared<std::vector<std::byte>>(t.bytes);
-  if (src != nullptr && t.bytes > 0) std::memcpy(storage->data(), src, t.bytes);
-  t.data = storage->data();
-  t.owner = storage;
+  std::shared_ptr<std::byte[]> storage(new std::byte[std::max<size_t>(t.bytes, 1)]);  // not zeroed: the caller writes it
+  t.data = storage.get();
+  t.owner = std::move(storage);
   return t;
 }
 
@@ -91,7 +98,7 @@ Tensor Tensor::copy_to_gpu(const Tensor& host, const Device& device) {
 
 Tensor Tensor::copy_to_host(const Tensor& on_gpu) {
   if (!on_gpu.on_gpu()) throw Error("tensor '" + on_gpu.name + "' is in host memory, not on a GPU");
-  Tensor t = host_copy(on_gpu.name, on_gpu.type, on_gpu.shape, nullptr);
+  Tensor t = host_allocate(on_gpu.name, on_gpu.type, on_gpu.shape);
   detail::CudaDriver::instance().copy_to_host(cuda_ordinal(on_gpu.device), t.data, on_gpu.data, on_gpu.bytes);
   return t;
 }

@@ -68,7 +68,7 @@ void copy_block(const Tensor& from, Tensor& to) {
 Tensor empty_like(const Tensor& t, const std::vector<int64_t>& shape, const Device& where, const char* what) {
   const size_t bytes = checked_bytes(shape, t.type, std::string(what) + " '" + t.name + "'");
   if (where.is_gpu()) return Tensor::allocate_on_gpu(t.name, t.type, shape, bytes, where);
-  return Tensor::host_copy(t.name, t.type, shape, nullptr);
+  return Tensor::host_allocate(t.name, t.type, shape);  // every byte is written: padded or copied
 }
 
 }  // namespace
@@ -152,6 +152,11 @@ Tensor cropped(const Tensor& t, const std::vector<int64_t>& shape, const Device&
   Tensor out = empty_like(t, shape, where, "output");
   copy_block(t, out);
   return out;
+}
+
+void crop_into(const Tensor& t, Tensor& out) {
+  if (out.type != t.type) throw Error("cannot crop a tensor of " + to_string(t.type) + " into one of " + to_string(out.type));
+  copy_block(t, out);
 }
 
 }  // namespace ortfleet::detail

@@ -22,6 +22,10 @@ void pad_into(const Tensor& t, Tensor& out, double value);
 /// it already lives there.
 Tensor cropped(const Tensor& t, const std::vector<int64_t>& shape, const Device& where);
 
+/// The leading block of `t` copied into `out`, whose shape it takes (every dim at most t's): cropped()
+/// into a buffer the caller keeps (a GPU's, reused from call to call).
+void crop_into(const Tensor& t, Tensor& out);
+
 /// The row copies that move the leading block common to `from` and `to` between tensors of those
 /// shapes (elements of `element_bytes`): each copies `height` rows of `width` bytes, starting at
 /// `from_offset` / `to_offset`, rows `from_pitch` / `to_pitch` bytes apart. The dims after the

@@ -2,6 +2,8 @@
 // (engine/shape_policy.hpp), alone and through a Session on the CPU.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -63,6 +65,17 @@ TEST(TensorPadding, PadsAnyDimsWithTheValueAndCropsBack) {
   ids.values<int64_t>()[1] = 6;
   const Tensor padded_ids = detail::padded(ids, {1, 4}, 3, Device::cpu());
   EXPECT_EQ(std::vector<int64_t>(padded_ids.values<int64_t>(), padded_ids.values<int64_t>() + 4), (std::vector<int64_t>{5, 6, 3, 3}));
+}
+
+TEST(TensorPadding, CropIntoAKeptBufferEqualsACroppedCopy) {
+  const Tensor t = counting({1, 2, 5, 7}, "x");
+  Tensor kept = Tensor::host_allocate("x", ElementType::float32, {1, 2, 3, 4});
+  detail::crop_into(t, kept);
+  const Tensor want = detail::cropped(t, {1, 2, 3, 4}, Device::cpu());
+  ASSERT_EQ(kept.bytes, want.bytes);
+  EXPECT_EQ(std::memcmp(kept.data, want.data, want.bytes), 0);
+  Tensor other_type = Tensor::host_allocate("x", ElementType::int32, {1, 2, 3, 4});
+  EXPECT_THROW(detail::crop_into(t, other_type), Error);
 }
 
 TEST(TensorPadding, CopiesWholeRowsNotElements) {
@@ -132,6 +145,12 @@ TEST(Buckets, AFittingCallRunsPaddedOnTheBucketsSessionAndItsOutputsAreCroppedBa
     EXPECT_EQ(out[0].shape, (std::vector<int64_t>{1, 1, h / 4, w / 4})) << h << "x" << w;
   }
   EXPECT_EQ(s.shape_sessions().size(), 4u);  // no session was made for a padded shape
+  // Where those calls' time went: three were padded (32x32 is a bucket shape, run as it is).
+  const BucketCallCosts costs = s.bucket_calls();
+  EXPECT_EQ(costs.calls, 3);
+  EXPECT_GT(costs.run_ms, 0);
+  EXPECT_GE(costs.pad_ms, 0);
+  EXPECT_GE(costs.crop_ms, 0);
   // Larger than every bucket: runs as it is, in the shared session.
   EXPECT_EQ(s.run({counting({1, 3, 72, 8}, "image")})[0].shape, (std::vector<int64_t>{1, 1, 18, 2}));
 }
