@@ -151,33 +151,36 @@ struct Session::Impl {
   // more than the copy).
   std::mutex pad_mutex;
   std::map<std::string, Tensor> pad_buffers;
-  /// A buffer of `bytes` on this GPU for `key` that no call holds now, shaped `shape`: the one kept
-  /// for `key` when it is free and large enough, else a new one (kept when none was).
-  Tensor gpu_buffer(const std::string& key, ElementType type, const std::vector<int64_t>& shape, size_t bytes) {
+  /// A buffer on this GPU for tensor `name` of `shape` (`bytes`), kept under `purpose` for the next
+  /// calls: the one kept when no call holds it and it is large enough, else a new one (kept when the
+  /// kept one is free).
+  Tensor gpu_buffer(const std::string& name, const std::string& purpose, ElementType type, const std::vector<int64_t>& shape, size_t bytes) {
     std::lock_guard lock(pad_mutex);
-    Tensor& kept = pad_buffers[key];
+    Tensor& kept = pad_buffers[name + "|" + purpose];
+    Tensor buffer;
     if (kept.owner && kept.owner.use_count() == 1 && kept.bytes >= bytes) {
-      Tensor view = kept;  // shares its owner: ours until this call lets go
-      view.type = type;
-      view.shape = shape;
-      view.bytes = bytes;
-      return view;
+      buffer = kept;  // shares its owner: ours until this call lets go
+    } else {
+      buffer = Tensor::allocate_on_gpu(name, type, shape, bytes, spec.device);
+      if (!kept.owner || kept.owner.use_count() == 1) kept = buffer;
     }
-    Tensor made = Tensor::allocate_on_gpu(key, type, shape, bytes, spec.device);
-    if (!kept.owner || kept.owner.use_count() == 1) kept = made;
-    return made;
+    buffer.name = name;
+    buffer.type = type;
+    buffer.shape = shape;
+    buffer.bytes = bytes;
+    return buffer;
   }
   /// `t` padded to `shape` in this device's memory. A host input crosses the bus in one copy (into a
   /// staging buffer) and is padded there: a 2-D copy from pageable memory goes row by row.
   Tensor padded_input(const Tensor& t, const std::vector<int64_t>& shape, double value) {
     if (!spec.device.is_gpu()) return detail::padded(t, shape, value, Device::cpu());
     const std::string name = t.name;
-    Tensor into = gpu_buffer(name + "|" + shape_text(shape), t.type, shape, checked_bytes(shape, t.type, "input '" + name + "' padded"));
+    Tensor into = gpu_buffer(name, shape_text(shape), t.type, shape, checked_bytes(shape, t.type, "input '" + name + "' padded"));
     if (t.on_gpu()) {
       detail::pad_into(t, into, value);
       return into;
     }
-    Tensor staged = gpu_buffer(name + "|staging", t.type, t.shape, t.bytes);
+    Tensor staged = gpu_buffer(name, "staging", t.type, t.shape, t.bytes);
     detail::CudaDriver::instance().copy_to_device(cuda_ordinal(spec.device), staged.data, t.data, t.bytes);
     detail::pad_into(staged, into, value);
     return into;
@@ -192,7 +195,7 @@ struct Session::Impl {
       detail::CudaDriver::instance().copy_to_host(cuda_ordinal(spec.device), host.data, t.data, t.bytes);
       return host;
     }
-    Tensor crop = gpu_buffer(t.name + "|cropped", t.type, shape, host.bytes);
+    Tensor crop = gpu_buffer(t.name, "cropped", t.type, shape, host.bytes);
     detail::crop_into(t, crop);
     detail::CudaDriver::instance().copy_to_host(cuda_ordinal(spec.device), host.data, crop.data, host.bytes);
     return host;

@@ -141,6 +141,7 @@ TEST(GpuSession, ModelCacheHitOnTheGpuGivesTheSameResults) {
     SCOPED_TRACE(to_string(format));
     SessionSpec spec = on_first_gpu(test::resnet18_model());
     spec.config.session.optimized_model_cache = true;
+    spec.config.session.model_cache_fill = ModelCacheFill::inline_start;  // what a background fill does
     spec.config.session.model_cache_format = format;
     spec.cache_dir = (test::scratch_dir() / ("gpu-cache-" + to_string(format))).string();
     std::filesystem::remove_all(spec.cache_dir);
