@@ -57,7 +57,7 @@ void bind_diagnostics(py::module_& m) {
     o.python = python;
     o.config = to_config(config);
     return json_report([&] { return run_bench(o); });
-  }, py::arg("model"), py::arg("devices") = py::none(), py::arg("runs") = 3, py::arg("warmup") = 1, py::arg("anchors") = true,
+  }, py::arg("model"), py::arg("devices") = py::none(), py::arg("runs") = BenchOptions{}.runs, py::arg("warmup") = 1, py::arg("anchors") = true,
      py::arg("python") = "python3", py::arg("config") = py::none(), "What `ortfleet bench --json` reports, as a dict");
 
   m.def("profile", [](const std::string& model, const py::object& device, int runs, const py::object& config) {
