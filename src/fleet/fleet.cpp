@@ -591,6 +591,8 @@ std::vector<std::string> Fleet::left_behind() const {
   return impl_->left_behind;
 }
 
+bool Fleet::making_cache_entry() const { return impl_->cache_fill && !impl_->cache_fill->finished(); }
+
 std::optional<std::string> Fleet::wait_for_cache_fill(double timeout_s) {
   auto& s = *impl_;
   if (s.coordinator.joinable()) s.coordinator.join();  // after_ready runs there

@@ -163,6 +163,10 @@ void finish_background_work(Fleet& fleet, const Globals& g) {
     if (!g.quiet) std::cerr << *early << std::endl;
     return;
   }
+  if (!fleet.making_cache_entry()) return;
+  if (!g.quiet) {
+    std::cerr << "waiting for it before exiting, so that the next start loads it (Ctrl-C skips it; nothing of it stays)" << std::endl;
+  }
   const auto done = fleet.wait_for_cache_fill(FleetOptions{}.start_timeout_s);
   if (done && !g.quiet) std::cerr << *done << std::endl;
 }

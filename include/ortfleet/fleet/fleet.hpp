@@ -156,6 +156,8 @@ class Fleet {
   /// Waits at most `timeout_s` for the cache entry this fleet makes itself (not one a warm pool makes):
   /// what came of it, or nothing when there is none or it is still working.
   std::optional<std::string> wait_for_cache_fill(double timeout_s);
+  /// Whether this fleet is making a cache entry itself now (after ready, in a background worker).
+  bool making_cache_entry() const;
   /// Stops every session and worker. Idempotent.
   void shutdown();
 
