@@ -250,7 +250,7 @@ class GraphBuilder {
 Dim batch_dim(int batch, bool dynamic) { return dynamic ? Dim("batch") : Dim(batch); }
 
 void require(bool ok, const std::string& what) {
-  if (!ok) throw Error("invalid synth parameters: " + what, "See 'ortfleet synth --help' for the allowed ranges");
+  if (!ok) throw Error("invalid synth parameters: " + what, "Give a value in that range");
 }
 
 // --- ResNet ----------------------------------------------------------------------------------------

@@ -177,8 +177,8 @@ void register_bench(CLI::App& app, Globals& globals, Action& action) {
   auto f = std::make_shared<BenchFlags>();
   f->target.add_to(cmd, /*one_device=*/false);
   cmd->add_option("--strategies", f->strategies, "Comma-separated: sequential,threads,processes,fleet");
-  cmd->add_option("-r,--runs", f->runs, "Timed rounds (each case once per round, fresh process each)")->check(CLI::Range(1, 1000));
-  cmd->add_option("-w,--warmup", f->warmup_rounds, "Untimed rounds first (page cache, JIT cache)")->check(CLI::Range(0, 100));
+  in_range(cmd->add_option("-r,--runs", f->runs, "Timed rounds (each case once per round, fresh process each)"), {.lo = 1, .hi = 1000});
+  in_range(cmd->add_option("-w,--warmup", f->warmup_rounds, "Untimed rounds first (page cache, JIT cache)"), {.lo = 0, .hi = 100});
   cmd->add_flag("--no-anchors", f->no_anchors, "Skip the onnxruntime Python package runs");
   cmd->add_flag("--no-pool", f->no_pool, "Skip the rows on a warm worker pool (new session, and resident)");
   cmd->add_option("--python", f->python, "Python interpreter with onnxruntime and numpy, for the anchors");
@@ -188,7 +188,8 @@ void register_bench(CLI::App& app, Globals& globals, Action& action) {
   add_case_timeout_option(cmd, f->case_timeout);
   cmd->add_flag("--floor", f->floor, "Profile one cold start of the first device first, and show each 1-device row against its floor");
   cmd->add_flag("--inference", f->inference, "Measure inference throughput over the devices instead of start-up");
-  cmd->add_option("--seconds", f->seconds, "With --inference: seconds per measurement")->check(CLI::Range(0.1, 3600.0));
+  in_range(cmd->add_option("--seconds", f->seconds, "With --inference: seconds per measurement"),
+           {.lo = 0.1, .hi = 3600, .unit = "seconds", .whole = false});
   cmd->add_option("--shape-mix", f->shape_mix,
                   "With --inference: batch sizes a stream of calls cycles through (1,2 or 1,8,32): one ONNX Runtime session "
                   "against shape-aware sessions, on the first device (the model needs a dynamic first dim)");
@@ -199,8 +200,8 @@ void register_bench(CLI::App& app, Globals& globals, Action& action) {
                   "With --inference: a stream of calls whose shapes keep changing, x=1x3x[320:960:32]x[320:960:32] (a bracketed dim "
                   "drawn from first:last:step per call) or @FILE (a shape per line): one ONNX Runtime session, the default shape "
                   "policy, buckets (--buckets, else four sizes per varying dim), onnxruntime's Python API");
-  cmd->add_option("--stream-count", f->stream_count, "With --shape-stream: calls in the stream")->check(CLI::Range(1, 100000));
-  cmd->add_option("--stream-seed", f->stream_seed, "With --shape-stream: the seed the shapes are drawn from");
+  in_range(cmd->add_option("--stream-count", f->stream_count, "With --shape-stream: calls in the stream"), {.lo = 1, .hi = 100000});
+  in_range(cmd->add_option("--stream-seed", f->stream_seed, "With --shape-stream: the seed the shapes are drawn from"), {.lo = 0, .hi = 1e18});
   cmd->add_option("--shape-order", f->shape_order, "With --shape-mix: cycle through the sizes, or draw them at random")
       ->check(CLI::IsMember({"cycle", "random"}));
   f->config.add_to(cmd);

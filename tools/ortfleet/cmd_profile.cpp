@@ -113,14 +113,14 @@ void register_profile(CLI::App& app, Globals& globals, Action& action) {
   auto* cmd = app.add_subcommand("profile", "Break one cold start into phases: what costs the most, and the fix");
   auto f = std::make_shared<ProfileFlags>();
   f->target.add_to(cmd, /*one_device=*/true);
-  cmd->add_option("--runs", f->steady_runs, "Inferences after the first, for steady-state times")->check(CLI::Range(1, 10000));
+  in_range(cmd->add_option("--runs", f->steady_runs, "Inferences after the first, for steady-state times"), {.lo = 1, .hi = 10000});
   cmd->add_option("--trace", f->trace, "Write a Chrome/Perfetto trace with ortfleet's and ONNX Runtime's events");
   cmd->add_option("--keep", f->keep_dir, "Keep ONNX Runtime's profile and log in this folder");
   add_html_option(cmd, f->html);
   add_case_timeout_option(cmd, f->case_timeout);
-  cmd->add_option("--shape-switch-seconds", f->shape_switch_seconds,
-                  "Seconds per stream measuring what a batch switch costs one ONNX Runtime session (dynamic batch only; 0 skips)")
-      ->check(CLI::Range(0.0, 600.0));
+  in_range(cmd->add_option("--shape-switch-seconds", f->shape_switch_seconds,
+                           "Seconds per stream measuring what a batch switch costs one ONNX Runtime session (dynamic batch only; 0 skips)"),
+           {.lo = 0, .hi = 600, .unit = "seconds", .whole = false});
   f->config.add_to(cmd);
   cmd->callback([&globals, &action, f] { action = [&globals, f] { return run_profile_command(*f, globals); }; });
 }

@@ -103,8 +103,9 @@ void register_serve(CLI::App& app, Globals& globals, Action& action) {
   auto f = std::make_shared<ServeFlags>();
   cmd->add_option("-d,--devices", f->devices, "Devices: all, 0,1, cuda:0-3, cpu, cpu*2 (default all)");
   cmd->add_option("--socket", f->socket, "The Unix socket to listen on (default " + default_pool_socket() + ")");
-  cmd->add_option("--max-resident", f->max_resident,
-                  "Sessions each worker keeps when no job holds them (least recently used go first; default 64)");
+  in_range(cmd->add_option("--max-resident", f->max_resident,
+                           "Sessions each worker keeps when no job holds them (least recently used go first; default 64)"),
+           {.lo = 1, .hi = 100000});
   cmd->add_flag("--no-narrow-workers", f->no_narrow, "Let every worker see every GPU (CUDA_VISIBLE_DEVICES as given)");
   cmd->add_flag("--no-prime", f->no_prime, "Do not load cuDNN and cuBLAS with throwaway sessions while the workers start");
   cmd->add_flag("--no-isolation", f->no_isolation,

@@ -131,15 +131,15 @@ void register_start(CLI::App& app, Globals& globals, Action& action) {
   f->target.add_to(cmd, /*one_device=*/false);
   cmd->add_option("-s,--strategy", f->strategy, "sequential, threads, processes, fleet or auto")
       ->check(CLI::IsMember({"sequential", "threads", "processes", "fleet", "auto"}));
-  cmd->add_option("--warmup", f->warmup, "Warm-up inferences per device before it counts as ready");
+  in_range(cmd->add_option("--warmup", f->warmup, "Warm-up inferences per device before it counts as ready"), {.lo = 0, .hi = 10000});
   cmd->add_option("--timeline", f->timeline_file, "Write the timeline as JSON here");
   cmd->add_option("--trace", f->trace_file, "Write a Chrome/Perfetto trace here (open in ui.perfetto.dev)");
   add_html_option(cmd, f->html);
   cmd->add_option("--profile-dir", f->profile_dir, "Write ONNX Runtime's own profile per device here");
-  cmd->add_option("--timeout", f->timeout_s,
-                  "Seconds a device may take to become ready; a worker that has not answered by then is killed and "
-                  "its device fails (default 7200)")
-      ->check(CLI::PositiveNumber);
+  in_range(cmd->add_option("--timeout", f->timeout_s,
+                           "Seconds a device may take to become ready; a worker that has not answered by then is killed and "
+                           "its device fails (default 7200)"),
+           time_limit());
   cmd->add_option("--pool", f->pool,
                   "Start on the warm pool of `ortfleet serve` listening on this socket ('default': " + default_pool_socket() + ")");
   cmd->add_flag("--no-narrow-workers", f->no_narrow, "Let worker processes see every GPU (CUDA_VISIBLE_DEVICES as given)");

@@ -2,6 +2,8 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <iostream>
+
 #include "cli.hpp"
 #include "ortfleet/engine/runtime.hpp"
 
@@ -32,7 +34,9 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;  // --help and --version succeed; usage errors exit 2
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help and --version
+    std::cerr << usage_error_line(app, e) << std::endl;  // a usage error: one line, exit 2
+    return 2;
   }
   auto logger = spdlog::stderr_color_mt("ortfleet");
   logger->set_pattern("%^%l%$: %v");
