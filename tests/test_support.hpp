@@ -3,7 +3,11 @@
 // built executables.
 #include <sys/stat.h>
 
+#include <spdlog/sinks/ringbuffer_sink.h>
+
 #include <filesystem>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -56,6 +60,24 @@ class ScopedEnv {
   std::string name_;
   std::optional<std::string> saved_;
 };
+
+/// What ortfleet logs while it lives (the last 64 lines, formatted).
+class CapturedLog {
+ public:
+  CapturedLog();
+  ~CapturedLog();
+  CapturedLog(const CapturedLog&) = delete;
+  CapturedLog& operator=(const CapturedLog&) = delete;
+  std::vector<std::string> lines() const;
+  size_t count(const std::string& text) const;  ///< lines that contain `text`
+  std::string text() const;                     ///< every line, for a failure's message
+
+ private:
+  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;
+};
+
+/// The text of the ortfleet::Error `f` throws, or "(no error)".
+std::string error_of(const std::function<void()>& f);
 
 /// What in `folder` ortfleet made (names starting "ortfleet"); ONNX Runtime leaves its own files in $TMPDIR.
 std::vector<std::string> ortfleet_files_in(const std::filesystem::path& folder);

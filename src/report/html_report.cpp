@@ -15,6 +15,7 @@
 #include "diagnostics/machine.hpp"
 #include "ortfleet/base/clock.hpp"
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/base/output_file.hpp"
 #include "ortfleet/engine/runtime.hpp"
 #include "report/report_template.hpp"
 
@@ -191,11 +192,7 @@ std::string render_html_report(const std::vector<ResultDocument>& results) {
 }
 
 void write_html_report(const std::string& path, const std::vector<ResultDocument>& results) {
-  const std::string page = render_html_report(results);
-  std::ofstream out(path, std::ios::trunc | std::ios::binary);
-  out << page;
-  out.close();
-  if (!out) throw Error("cannot write the report " + path, "Check that the folder exists and is writable");
+  write_output_file(path, render_html_report(results));
 }
 
 }  // namespace ortfleet

@@ -12,6 +12,7 @@
 
 #include "ortfleet/engine/cache.hpp"
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/base/output_file.hpp"
 #include "ortfleet/report/html_report.hpp"
 #include "ortfleet/synth/synth.hpp"
 
@@ -293,6 +294,16 @@ void RunConfigFlags::add_to(CLI::App* app) {
            c.warmup.input_ranges[input] = range;
          }
        });
+}
+
+void refuse_overwriting_inputs(const std::vector<std::pair<std::string, std::string>>& outputs, const TargetFlags& target,
+                               const RunConfigFlags& config) {
+  std::vector<std::pair<std::string, std::string>> inputs = {{"the model", target.model},
+                                                             {"its external weights", target.model.empty() ? "" : target.model + ".data"},
+                                                             {"the config (--config)", config.config_file},
+                                                             {"the warm-up inputs (--warmup-inputs)", config.warmup_inputs}};
+  for (const auto& library : config.custom_ops) inputs.emplace_back("a custom-op library (--custom-ops)", library);
+  refuse_overwriting(outputs, inputs);
 }
 
 RunConfig RunConfigFlags::resolve() const {

@@ -125,6 +125,11 @@ struct TargetFlags {
   Device device() const;
 };
 
+/// Refuses, before any work, outputs (flag, path) that would replace the model, the config, the
+/// warm-up inputs or a custom-op library the command reads, or each other.
+void refuse_overwriting_inputs(const std::vector<std::pair<std::string, std::string>>& outputs, const TargetFlags& target,
+                               const RunConfigFlags& config);
+
 /// One status line on stderr, redrawn in place when stderr is a terminal (plain lines otherwise,
 /// at most one every few seconds, so logs stay readable).
 class ProgressLine {

@@ -1,7 +1,6 @@
 // ortfleet bench: every start-up strategy in fresh processes, next to the onnxruntime Python package.
 #include <fmt/format.h>
 
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <sstream>
@@ -11,6 +10,7 @@
 #include "ortfleet/diagnostics/profile.hpp"
 #include "ortfleet/diagnostics/throughput.hpp"
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/base/output_file.hpp"
 
 namespace ortfleet::cli {
 
@@ -41,10 +41,7 @@ struct BenchFlags {
 };
 
 void export_to(const std::string& path, const std::string& text) {
-  if (path.empty()) return;
-  std::ofstream out(path, std::ios::trunc);
-  out << text;
-  if (!out) throw Error("cannot write " + path, "Check that the folder exists and is writable");
+  if (!path.empty()) write_output_file(path, text);
 }
 
 void print_report(const BenchReport& r, std::ostream& out) {
@@ -127,6 +124,7 @@ int run_inference(const BenchFlags& f, const Globals& g, const std::string& mode
 }
 
 int run_bench_command(const BenchFlags& f, const Globals& g) {
+  refuse_overwriting_inputs({{"--export-json", f.export_json}, {"--export-markdown", f.export_markdown}, {"--html", f.html}}, f.target, f.config);
   ProgressLine progress(!g.quiet);
   const std::string model = f.target.model_path(g.quiet);
   const auto devices = f.target.device_list();

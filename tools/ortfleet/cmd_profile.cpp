@@ -1,12 +1,12 @@
 // ortfleet profile: where one cold start of one session spends its time, and what to do about it.
 #include <fmt/format.h>
 
-#include <fstream>
 #include <iostream>
 #include <memory>
 
 #include "cli.hpp"
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/base/output_file.hpp"
 #include "ortfleet/diagnostics/profile.hpp"
 
 namespace ortfleet::cli {
@@ -79,6 +79,7 @@ void print_profile(const ProfileReport& r, std::ostream& out) {
 }
 
 int run_profile_command(const ProfileFlags& f, const Globals& g) {
+  refuse_overwriting_inputs({{"--trace", f.trace}, {"--html", f.html}}, f.target, f.config);
   ProfileOptions o;
   o.model = f.target.model_path(g.quiet);
   o.timeout_s = case_timeout_s(o.model, f.case_timeout);
@@ -92,11 +93,7 @@ int run_profile_command(const ProfileFlags& f, const Globals& g) {
   progress.update("profiling one cold start of " + o.model + " on " + o.device.to_string());
   const ProfileReport r = run_profile(o);
   progress.clear();
-  if (!f.trace.empty()) {
-    std::ofstream out(f.trace, std::ios::trunc);
-    out << r.timeline.to_chrome_trace();
-    if (!out) throw Error("cannot write " + f.trace);
-  }
+  if (!f.trace.empty()) write_output_file(f.trace, r.timeline.to_chrome_trace());
   const std::string result = stamped(r.to_json(), g, {o.device});
   if (g.json) std::cout << result << std::endl;
   else {

@@ -2,13 +2,13 @@
 // fresh processes (--ready-line) to time each strategy.
 #include <fmt/format.h>
 
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
 
 #include "cli.hpp"
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/base/output_file.hpp"
 #include "ortfleet/fleet/fleet.hpp"
 #include "ortfleet/engine/runtime.hpp"
 #include "ortfleet/engine/ort_log.hpp"
@@ -80,13 +80,9 @@ void print_start_report(const StartReport& r, std::ostream& out) {
   out << "\n" << (r.all_ready ? "every device ready " : "done (with failures) ") << format_ms(r.wall_ms()) << " after exec\n";
 }
 
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::trunc);
-  out << text;
-  if (!out) throw Error("cannot write " + path, "Check that the folder exists and is writable");
-}
-
 int run_start(const StartFlags& f, const Globals& g) {
+  refuse_overwriting_inputs({{"--timeline", f.timeline_file}, {"--trace", f.trace_file}, {"--html", f.html}, {"--ort-log", f.ort_log}}, f.target,
+                            f.config);
   const int64_t main_ns = monotonic_ns();
   FleetOptions options;
   options.strategy = parse_strategy(f.strategy);
@@ -111,8 +107,8 @@ int run_start(const StartFlags& f, const Globals& g) {
     // One line, as soon as every device is done, for the benchmark parent to read.
     std::cout << result.to_json() << std::endl;
   }
-  if (!f.timeline_file.empty()) write_file(f.timeline_file, stamped(result.timeline.to_json(), g, options.devices));
-  if (!f.trace_file.empty()) write_file(f.trace_file, result.timeline.to_chrome_trace());
+  if (!f.timeline_file.empty()) write_output_file(f.timeline_file, stamped(result.timeline.to_json(), g, options.devices));
+  if (!f.trace_file.empty()) write_output_file(f.trace_file, result.timeline.to_chrome_trace());
   if (!f.ready_line) {
     const std::string stamped_result = stamped(result.to_json(), g, options.devices);
     if (g.json) std::cout << stamped_result << std::endl;

@@ -63,6 +63,8 @@ void print_tune(const TuneReport& r, std::ostream& out) {
 }
 
 int run_tune_command(const TuneFlags& f, const Globals& g) {
+  refuse_overwriting_inputs({{"--write-config", f.write_config}, {"--write-serve-config", f.write_serve_config}, {"--html", f.html}}, f.target,
+                            f.config);
   TuneOptions o;
   o.model = f.target.model_path(g.quiet);
   o.timeout_s = case_timeout_s(o.model, f.case_timeout);

@@ -11,6 +11,7 @@
 
 #include "engine/files/mapped_file.hpp"
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/base/output_file.hpp"
 #include "engine/shapes/shapes.hpp"
 
 #ifdef ORTFLEET_HAVE_ZLIB
@@ -336,9 +337,7 @@ void write_npz(const std::string& path, const std::vector<Tensor>& tensors) {
   put32(archive, static_cast<uint32_t>(directory.size()));
   put32(archive, dir_offset);
   put16(archive, 0);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(archive.data(), static_cast<std::streamsize>(archive.size()));
-  if (!out) throw Error("cannot write " + path, "Check that the folder exists and is writable");
+  write_output_file(path, archive);
 }
 
 }  // namespace ortfleet::detail

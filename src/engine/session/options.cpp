@@ -16,6 +16,7 @@
 #include <type_traits>
 
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/base/output_file.hpp"
 
 namespace ortfleet {
 using nlohmann::json;
@@ -560,11 +561,7 @@ RunConfig RunConfig::load(const std::string& path) {
   return from_json(buffer.str(), path);
 }
 
-void RunConfig::save(const std::string& path) const {
-  std::ofstream out(path, std::ios::trunc);
-  out << to_json();
-  if (!out) throw Error("cannot write config " + path, "Check that the folder exists and is writable");
-}
+void RunConfig::save(const std::string& path) const { write_output_file(path, to_json()); }
 
 std::string RunConfig::summary() const {
   const RunConfig d;
