@@ -118,11 +118,15 @@ constexpr const char* kShapeHint = "Write shapes as name=1x3x224x224, several in
 int64_t positive_dim(const std::string& text, const std::string& context) {
   size_t used = 0;
   long long value = 0;
+  bool too_large = false;
   try {
     value = std::stoll(text, &used);
+  } catch (const std::out_of_range&) {
+    too_large = true;
   } catch (const std::exception&) {
     used = 0;
   }
+  if (too_large) throw Error("'" + text + "' in " + context + " is larger than any dim can be", kShapeHint);
   if (used == 0 || used != text.size()) throw Error("'" + text + "' in " + context + " is not a whole number", kShapeHint);
   if (value <= 0) throw Error("dims must be positive, and " + context + " has " + text, kShapeHint);
   return value;
