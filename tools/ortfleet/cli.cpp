@@ -221,7 +221,11 @@ void RunConfigFlags::add_to(CLI::App* app) {
          for (const auto& entry : session_config) {
            const auto eq = entry.find('=');
            if (eq == std::string::npos || eq == 0) throw Error("--session-config '" + entry + "' is not KEY=VALUE", "e.g. --session-config session.disable_prepacking=1");
-           c.session.config_entries[entry.substr(0, eq)] = entry.substr(eq + 1);
+           const std::string key = entry.substr(0, eq);
+           if (const std::string problem = session_config_entry_problem(key, entry.substr(eq + 1)); !problem.empty()) {
+             throw Error("--session-config " + key + " " + problem, "Give it as ONNX Runtime reads it, e.g. --session-config " + key + "=1");
+           }
+           c.session.config_entries[key] = entry.substr(eq + 1);
          }
        });
   flag(app->add_option("--custom-ops", custom_ops, "A shared library of custom operators the model uses (repeatable)")->check(CLI::ExistingFile),
