@@ -23,6 +23,7 @@
 #include "engine/cuda/cuda_environment.hpp"
 #include "engine/cuda/cuda_provider.hpp"
 #include "engine/files/mapped_file.hpp"
+#include "engine/files/model_file.hpp"
 #include "engine/runtime/ort_environment.hpp"
 #include "engine/runtime/ort_errors.hpp"
 #include "engine/cuda/shared_weights.hpp"
@@ -268,13 +269,21 @@ Ort::SessionOptions Session::Impl::make_options(bool first) {
 }
 
 Ort::Session Session::Impl::open(const std::string& source, const void* data, size_t size, Ort::SessionOptions& so) {
-  if (data != nullptr) {
-    // External data files are found relative to the model's folder, which bytes in memory lack.
-    const std::string folder = fs::absolute(source).parent_path().string();
-    so.AddConfigEntry("session.model_external_initializers_file_folder_path", folder.c_str());
-    return Ort::Session(detail::ort_env(), data, size, so);
+  try {
+    if (data != nullptr) {
+      // External data files are found relative to the model's folder, which bytes in memory lack.
+      const std::string folder = fs::absolute(source).parent_path().string();
+      so.AddConfigEntry("session.model_external_initializers_file_folder_path", folder.c_str());
+      return Ort::Session(detail::ort_env(), data, size, so);
+    }
+    return Ort::Session(detail::ort_env(), source.c_str(), so);
+  } catch (const Ort::Exception&) {
+    // ONNX Runtime's own words for a model it cannot take ("Protobuf parsing failed" for subgraphs nested
+    // too deep) do not say why: the model's structure does, where it is the cause.
+    if (source != spec.model_path) throw;  // a cache entry: the cache handles its failures
+    if (auto problem = detail::model_structure_problem(source)) throw problem->at(lane);
+    throw;
   }
-  return Ort::Session(detail::ort_env(), source.c_str(), so);
 }
 
 void Session::Impl::create() {
@@ -400,6 +409,7 @@ void Session::Impl::read_metadata(const Ort::Session& session) {
   for (size_t i = 0; i < session.GetOutputCount(); ++i) {
     outputs.push_back(spec_of(session.GetOutputNameAllocated(i, allocator).get(), session.GetOutputTypeInfo(i)));
   }
+  detail::check_model_interface(spec.model_path, inputs, outputs);
   // Input ranges recorded by the model's author (e.g. `synth transformer` records its vocabulary)
   // keep generated warm-up inputs valid: token ids must index the embedding table.
   auto metadata = session.GetModelMetadata();
