@@ -765,7 +765,15 @@ std::vector<Tensor> Session::run(const std::vector<Tensor>& given, bool outputs_
   const auto session = s.session_for(shapes);
   const CrashScope running(session->calls.load() == 0 ? s.crash_first_run : s.crash_run, s.crash_record);
   std::call_once(session->primed, [&] { s.prime(*session, given); });
-  std::vector<Tensor> out = s.graph_mode() ? s.run_graph(*session, given, outputs_on_device) : s.run_plain(*session, given, outputs_on_device);
+  std::vector<Tensor> out;
+  try {
+    out = s.graph_mode() ? s.run_graph(*session, given, outputs_on_device) : s.run_plain(*session, given, outputs_on_device);
+  } catch (const Error& e) {
+    // A call past the largest bucket ran unpadded, which the model may not take: say that, and the bucket to add.
+    const auto over = s.buckets.overflow(shapes);
+    if (!over) throw;
+    throw Error(e.what_failed() + " (it ran unpadded: " + over->what + ")", over->fix, e.where());
+  }
   if (session->calls.fetch_add(1) == 0) {
     const uint64_t now = memory_in_use(s.spec.device);
     session->memory_bytes = now - std::min(session->memory_before, now);
