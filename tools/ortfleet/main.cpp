@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cli.hpp"
+#include "ortfleet/engine/ort_log.hpp"
 #include "ortfleet/engine/runtime.hpp"
 
 int main(int argc, char** argv) {
@@ -43,7 +44,17 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(logger);
   spdlog::set_level(globals.verbose > 0 ? spdlog::level::debug : globals.quiet ? spdlog::level::warn : spdlog::level::info);
   if (globals.verbose > 1) ::setenv("ORTFLEET_ORT_LOG_LEVEL", "info", 0);
+  // ONNX Runtime repeats some warnings once per session and worker: a command says each once, with
+  // its count, at its end (serve, which has no end, the first of each as it comes).
+  const bool daemon = app.got_subcommand("serve");
+  if (!daemon) ortfleet::hold_ort_warnings();
   return guarded([&] {
+    struct SayWarnings {
+      bool enabled;
+      ~SayWarnings() {
+        if (enabled) ortfleet::print_ort_warnings();  // before a failed command's error line
+      }
+    } say_warnings{!daemon};
     // A runtime the user named must load, whatever the command: fail here, in one line, not later
     // once per device.
     if (!globals.ort_lib.empty()) ortfleet::load_runtime(globals.ort_lib);
