@@ -363,6 +363,15 @@ TEST(Fleet, WorkersHandOnnxRuntimesWarningsToTheParentWhichSaysEachOnce) {
   EXPECT_EQ(log.count("Removing initializer 'unused_weight'"), 1u) << log.text();
 }
 
+// --cuda-graph (cuda.cuda_graph) on CPUs only was accepted without a word: it is said once.
+TEST(Fleet, CudaGraphsOnTheCpuAreWarnedOf) {
+  FleetOptions o = cpu_fleet(Strategy::sequential, 1);
+  o.config.cuda.cuda_graph = true;
+  const test::CapturedLog log;
+  Fleet fleet(test::mlp_model(), o);
+  EXPECT_EQ(log.count("cuda.cuda_graph (--cuda-graph) is on, but the devices (cpu) are CPUs"), 1u) << log.text();
+}
+
 TEST(Fleet, TimeoutsMustBePositive) {
   FleetOptions o = cpu_fleet(Strategy::processes, 1);
   o.start_timeout_s = 0;
