@@ -110,7 +110,7 @@ TEST(Bench, RejectsNonsense) {
 TEST(Bench, TheFleetFromPythonIsComparedWithoutTheInterpretersStart) {
   BenchRow python;
   python.label = "fleet from Python";
-  python.family = "onnxruntime-python";
+  python.family = "ortfleet-python";
   python.strategy = "python-ortfleet";
   python.device_count = 2;
   python.wall_ms = {650, 660, 640};
