@@ -288,7 +288,8 @@ BenchReport run_bench(const BenchOptions& options) {
       if (c.evict_first) pool_evict(pool->server->socket_path());
       const detail::ColdStart result = detail::run_cold_start(c.start);
       if (!result.ok()) {
-        c.row.error = result.error;
+        const bool anchor_on_gpu = c.row.family == "onnxruntime-python" && o.devices.front().is_gpu();
+        c.row.error = anchor_on_gpu ? detail::explain_anchor_failure(result.error, o.python) : result.error;
         continue;
       }
       const StartReport& start = *result.report;

@@ -311,7 +311,7 @@ ThroughputReport run_shape_stream(const ThroughputOptions& o) {
         python_steady_ms = j.at("steady_p50_ms").get<double>();
         python.sessions = 1;
       } catch (const std::exception&) {
-        python.error = child.describe();
+        python.error = device.is_gpu() ? explain_anchor_failure(child.describe(), o.python) : child.describe();
       }
       report.rows.push_back(python);
     }
