@@ -151,6 +151,13 @@ ScopedEnv::~ScopedEnv() {
   else ::unsetenv(name_.c_str());
 }
 
+fs::path fresh_folder(const std::string& group, const std::string& name) {
+  const fs::path p = scratch_dir() / group / name;
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
 std::string error_of(const std::function<void()>& f) {
   try {
     f();

@@ -76,6 +76,9 @@ class CapturedLog {
   std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;
 };
 
+/// scratch_dir()/group/name, made empty (what an earlier run of the test left is removed).
+std::filesystem::path fresh_folder(const std::string& group, const std::string& name);
+
 /// The text of the ortfleet::Error `f` throws, or "(no error)".
 std::string error_of(const std::function<void()>& f);
 

@@ -19,12 +19,7 @@ namespace ortfleet {
 namespace fs = std::filesystem;
 
 namespace {
-fs::path fresh(const std::string& name) {
-  const fs::path dir = test::scratch_dir() / "output-file" / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+fs::path fresh(const std::string& name) { return test::fresh_folder("output-file", name); }
 
 using test::error_of;
 }  // namespace

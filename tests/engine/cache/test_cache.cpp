@@ -37,12 +37,7 @@ namespace fs = std::filesystem;
 
 namespace {
 /// A fresh folder for one test.
-fs::path fresh(const std::string& name) {
-  const fs::path p = test::scratch_dir() / "cache-tests" / name;
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p;
-}
+fs::path fresh(const std::string& name) { return test::fresh_folder("cache-tests", name); }
 
 /// A copy of a model (and of its external data) that a test may damage.
 std::string copy_model(const std::string& model, const fs::path& folder) {

@@ -2,20 +2,14 @@
 
 #include "ortfleet/base/error.hpp"
 #include "engine/shapes/shapes.hpp"
+#include "test_support.hpp"
 
 namespace ortfleet {
 
 namespace {
 TensorSpec image_input() { return {"input", ElementType::float32, {-1, 3, 224, 224}, {"batch", "", "", ""}}; }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test::error_of;
 }  // namespace
 
 TEST(Shapes, ParsesShapeListsAndBatchLists) {
