@@ -2,8 +2,10 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -14,6 +16,7 @@
 
 #include <cstdlib>
 
+#include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/devices.hpp"
 
 namespace ortfleet::test {
@@ -157,6 +160,45 @@ ScopedEnv::ScopedEnv(std::string name, const std::optional<std::string>& value) 
 ScopedEnv::~ScopedEnv() {
   if (saved_) ::setenv(name_.c_str(), saved_->c_str(), 1);
   else ::unsetenv(name_.c_str());
+}
+
+fs::path fresh_folder(const std::string& group, const std::string& name) {
+  const fs::path p = scratch_dir() / group / name;
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+CapturedLog::CapturedLog() : sink_(std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(64)) {
+  spdlog::default_logger()->sinks().push_back(sink_);
+}
+
+CapturedLog::~CapturedLog() {
+  auto& sinks = spdlog::default_logger()->sinks();
+  sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
+}
+
+std::vector<std::string> CapturedLog::lines() const { return sink_->last_formatted(); }
+
+size_t CapturedLog::count(const std::string& text) const {
+  size_t n = 0;
+  for (const auto& l : lines()) n += l.find(text) != std::string::npos ? 1 : 0;
+  return n;
+}
+
+std::string CapturedLog::text() const {
+  std::string out;
+  for (const auto& l : lines()) out += l;
+  return out;
 }
 
 std::vector<std::string> ortfleet_files_in(const fs::path& folder) {

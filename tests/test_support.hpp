@@ -3,8 +3,11 @@
 // built executables.
 #include <sys/stat.h>
 
+#include <spdlog/sinks/ringbuffer_sink.h>
+
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -61,6 +64,27 @@ class ScopedEnv {
   std::string name_;
   std::optional<std::string> saved_;
 };
+
+/// What ortfleet logs while it lives (the last 64 lines, formatted).
+class CapturedLog {
+ public:
+  CapturedLog();
+  ~CapturedLog();
+  CapturedLog(const CapturedLog&) = delete;
+  CapturedLog& operator=(const CapturedLog&) = delete;
+  std::vector<std::string> lines() const;
+  size_t count(const std::string& text) const;  ///< lines that contain `text`
+  std::string text() const;                     ///< every line, for a failure's message
+
+ private:
+  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;
+};
+
+/// scratch_dir()/group/name, made empty (what an earlier run of the test left is removed).
+std::filesystem::path fresh_folder(const std::string& group, const std::string& name);
+
+/// The text of the ortfleet::Error `f` throws, or "(no error)".
+std::string error_of(const std::function<void()>& f);
 
 /// What in `folder` ortfleet made (names starting "ortfleet"); ONNX Runtime leaves its own files in $TMPDIR.
 std::vector<std::string> ortfleet_files_in(const std::filesystem::path& folder);

@@ -54,12 +54,15 @@ struct Try {
   std::vector<Tensor> inputs;
 };
 
+/// Marks a folder as --locate-crash's own, so that a later locate may write into it again.
+constexpr const char* kOutDirMarker = ".ortfleet-crash-locator";
+
 class Locator {
  public:
   explicit Locator(const CrashLocateOptions& o) : o_(o), start_(std::chrono::steady_clock::now()) {
     ortfleet_ = detail::ortfleet_executable(o.ortfleet_path);
     out_ = o.out_dir.empty() ? fs::absolute(fs::path(o.model).stem().string() + "-crash") : fs::absolute(o.out_dir);
-    fs::create_directories(out_);
+    claim_out_dir();
     // The cut models are written here: weights in external data files beside the model must be found.
     const fs::path folder = fs::absolute(o.model).parent_path();
     std::error_code ec;
@@ -71,6 +74,24 @@ class Locator {
     config.session.optimized_model_cache = false;
     config_path_ = (out_ / "config.json").string();
     config.save(config_path_);  // the device comes with each try: the same config serves the CPU EP's
+  }
+
+  /// The folder the tries write into (config.json, prefix.onnx, workaround.json, ...): one that is new,
+  /// empty, or an earlier locate's (its marker file says so). A folder holding anything else is a
+  /// user's, whose files those names would replace: refused.
+  void claim_out_dir() {
+    const fs::path marker = out_ / kOutDirMarker;
+    std::error_code ec;
+    if (fs::exists(fs::symlink_status(out_, ec)) && !fs::exists(marker, ec)) {
+      if (!fs::is_directory(out_, ec)) throw Error(out_.string() + " is not a folder", "Give --out the path of a new folder");
+      if (!fs::is_empty(out_, ec)) {
+        throw Error(out_.string() + " holds files ortfleet did not make, and --locate-crash writes config.json, prefix.onnx, "
+                                    "workaround.json and more there",
+                    "Give --out a new or empty folder");
+      }
+    }
+    fs::create_directories(out_);
+    std::ofstream(marker) << "made by ortfleet doctor --locate-crash: its files here may be replaced by the next locate\n";
   }
 
   /// Runs `model` (a file under out_) on `device` in a fresh process, with `entries` added to the

@@ -3,6 +3,7 @@
 // API), which `bench` times beside ortfleet's own rows.
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace ortfleet::detail {
 
@@ -12,5 +13,15 @@ std::optional<std::string> find_anchor_script();
 
 /// Why `python` cannot run the anchors (it cannot import onnxruntime and numpy), or nothing when it can.
 std::optional<std::string> anchor_problem(const std::string& python);
+
+/// The cause of an anchor's crash on a GPU, in words, when its onnxruntime has a core built without
+/// CUDA (no CUDAExecutionProvider among `providers`, its get_available_providers()) under the CUDA EP
+/// library the anchors attach, as doctor names it for ortfleet's own core; empty when `error` is no
+/// crash (a signal, a pool process that died) or the core has CUDA.
+std::string anchor_crash_cause(const std::string& error, const std::string& python, const std::vector<std::string>& providers);
+
+/// `error`, the failure of an anchor on a GPU, with the cause of a crash named (anchor_crash_cause,
+/// `python`'s providers asked once per process).
+std::string explain_anchor_failure(const std::string& error, const std::string& python);
 
 }  // namespace ortfleet::detail

@@ -236,7 +236,7 @@ class StreamBench {
       out.steady_ms = j.at("steady_p50_ms").get<double>();
       out.row.sessions = 1;
     } catch (const std::exception&) {
-      out.row.error = child.describe();
+      out.row.error = device_.is_gpu() ? explain_anchor_failure(child.describe(), o_.python) : child.describe();
     }
     return out;
   }

@@ -264,7 +264,7 @@ ThroughputRow python_mix(const std::string& label, const ThroughputOptions& o, c
     row.first_call_ms = j.at("first_call_ms").get<double>();
     row.sessions = 1;
   } catch (const std::exception&) {
-    row.error = child.describe();
+    row.error = device.is_gpu() ? detail::explain_anchor_failure(child.describe(), o.python) : child.describe();
   }
   return row;
 }

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "base/system_paths.hpp"
 #include "engine/cache/crash_records.hpp"
@@ -409,8 +410,7 @@ std::string Fleet::Impl::choose_automatically(long gpus) {
 namespace {
 void check_timeout(double seconds, const char* what, const char* example) {
   if (!(seconds > 0)) {  // NaN too
-    throw Error(std::string("the ") + what + " must be a positive number of seconds (got " + std::to_string(seconds) + ")",
-                std::string("Give e.g. ") + example);
+    throw Error(fmt::format("the {} must be a positive number of seconds (got {:g})", what, seconds), std::string("Give e.g. ") + example);
   }
 }
 }  // namespace
@@ -423,6 +423,10 @@ Fleet::Fleet(std::string model_path, FleetOptions options) : impl_(std::make_uni
   if (options.warmup_runs < 0) throw Error("warm-up runs must not be negative", "Use 0 or more");
   check_timeout(options.start_timeout_s, "start timeout", "7200 (two hours)");
   check_timeout(options.run_timeout_s, "run timeout", "600 (ten minutes)");
+  if (options.config.cuda.cuda_graph && std::none_of(options.devices.begin(), options.devices.end(), [](const Device& d) { return d.is_gpu(); })) {
+    spdlog::warn("cuda.cuda_graph (--cuda-graph) is on, but the devices ({}) are CPUs: CUDA graphs need a GPU, so the sessions run without them",
+                 to_string(options.devices));
+  }
   s.options = std::move(options);
   s.strategy = s.options.strategy == Strategy::automatic ? Strategy::fleet : s.options.strategy;
   const auto gpus = std::count_if(s.options.devices.begin(), s.options.devices.end(), [](const Device& d) { return d.is_gpu(); });

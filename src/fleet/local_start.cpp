@@ -71,6 +71,7 @@ void prefetch_cache_key(const LocalStartPlan& plan) {
     const ModelCache cache(plan.cache_dir);
     ensure_private_dir(cache.dir(), kCacheFolderHint);
     model_content(plan.model_path, cache.dir());
+    resolve_model_cache_format(plan.model_path, config.session.model_cache_format);  // reads the graph once, remembered
   } catch (const std::exception& e) {
     spdlog::debug("the model cache's key was not prepared ahead ({}); the session's lookup takes it", e.what());
   }

@@ -77,8 +77,8 @@ int serve_until_stopped(const ServeOptions& options, const std::optional<LocalSt
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
+  PoolServer server(options);  // refuses a socket it cannot take before a word is said
   if (!quiet) std::cerr << "starting workers for " << to_string(options.pool.devices) << " ..." << std::endl;
-  PoolServer server(options);
   std::thread stopper([&server, stop_signals] {
     int signal = 0;
     sigwait(&stop_signals, &signal);

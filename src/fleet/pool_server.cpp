@@ -55,8 +55,28 @@ detail::UniqueFd unix_socket() {
   return fd;
 }
 
+/// What a file that is not a socket is, in words ("a regular file of 12 bytes", "a folder").
+std::string file_kind(const struct stat& st) {
+  if (S_ISREG(st.st_mode)) return "a regular file of " + std::to_string(st.st_size) + " bytes";
+  if (S_ISDIR(st.st_mode)) return "a folder";
+  if (S_ISLNK(st.st_mode)) return "a symbolic link";
+  if (S_ISFIFO(st.st_mode)) return "a named pipe";
+  if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) return "a device";
+  return "not a socket";
+}
+
+/// Refuses a path that holds something other than a socket: ortfleet never replaces or removes it.
+/// `follow`: a client may reach a socket through a symbolic link; the server replaces only a socket.
+void refuse_non_socket(const std::string& path, bool follow) {
+  struct stat st {};
+  if ((follow ? ::stat(path.c_str(), &st) : ::lstat(path.c_str(), &st)) != 0 || S_ISSOCK(st.st_mode)) return;
+  throw Error(path + " exists and is not a socket (it is " + file_kind(st) + "); ortfleet leaves it as it is",
+              "Give --socket a path that is free or holds a pool socket");
+}
+
 /// A connection to the server at `path`, or an error that says why there is none and what to do.
 detail::UniqueFd connect_to(const std::string& path) {
+  refuse_non_socket(path, /*follow=*/true);
   auto fd = unix_socket();
   const sockaddr_un address = socket_address(path);
   if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0) return fd;
@@ -116,6 +136,15 @@ struct PoolServer::Impl {
   std::list<int> client_fds;  // shut down at stop so that their threads end
   std::atomic<int> clients{0};
   detail::FileLock server_lock;  // held while this server lives: one server per socket
+  dev_t socket_dev = 0;  // the socket this server bound: removed at the end only while it is still there
+  ino_t socket_ino = 0;
+
+  /// Removes the socket this server made, and nothing that has taken its place since.
+  void remove_own_socket() const {
+    struct stat st {};
+    if (socket_ino == 0 || ::lstat(options.socket_path.c_str(), &st) != 0) return;
+    if (S_ISSOCK(st.st_mode) && st.st_dev == socket_dev && st.st_ino == socket_ino) ::unlink(options.socket_path.c_str());
+  }
 
   /// Per device of `plan`: the session started (or found resident) on its warm worker, with a channel
   /// of its own to that worker (null when the device failed), and the device's reply.
@@ -331,6 +360,8 @@ PoolServer::PoolServer(ServeOptions options) : impl_(std::make_unique<Impl>()) {
   const fs::path folder = fs::path(s.options.socket_path).parent_path();
   detail::ensure_private_dir(folder, "Use --socket with a path in a folder only you can write");
   const sockaddr_un address = socket_address(s.options.socket_path);
+  refuse_non_socket(s.options.socket_path, /*follow=*/false);
+
   // One server per socket, even when two start at once (two jobs leaving a pool behind): the lock is
   // held for the server's life, so the second one stops here, before it could take the socket.
   if (!s.server_lock.try_lock(s.options.socket_path + ".lock", detail::FileLock::Mode::exclusive)) {
@@ -359,11 +390,16 @@ PoolServer::PoolServer(ServeOptions options) : impl_(std::make_unique<Impl>()) {
   if (bound != 0 || ::listen(s.listener.get(), 64) != 0) {
     throw Error("cannot listen on " + s.options.socket_path + ": " + std::strerror(errno), "Give another --socket");
   }
+  struct stat bound_stat {};
+  if (::lstat(s.options.socket_path.c_str(), &bound_stat) == 0 && S_ISSOCK(bound_stat.st_mode)) {
+    s.socket_dev = bound_stat.st_dev;
+    s.socket_ino = bound_stat.st_ino;
+  }
   if (::pipe2(s.wake, O_CLOEXEC) != 0) throw Error(std::string("pipe failed: ") + std::strerror(errno));
   try {
     s.pool = std::make_unique<WorkerPool>(s.options.pool);
   } catch (...) {
-    ::unlink(s.options.socket_path.c_str());
+    s.remove_own_socket();
     throw;
   }
 }
@@ -389,7 +425,7 @@ PoolServer::~PoolServer() {
   // returns once the socket is gone, with no worker of this pool left.
   s.listener = detail::UniqueFd();
   s.pool.reset();
-  ::unlink(s.options.socket_path.c_str());
+  s.remove_own_socket();
   for (int fd : s.wake) {
     if (fd >= 0) ::close(fd);
   }

@@ -114,6 +114,23 @@ Error error_from_json(const json& j, const std::string& where) {
                sender_where.empty() ? where : sender_where);
 }
 
+json ort_warnings_to_json(const std::vector<OrtWarningCount>& warnings) {
+  json out = json::array();
+  for (const auto& w : warnings) out.push_back(json::array({w.message, w.count}));
+  return out;
+}
+
+std::vector<OrtWarningCount> ort_warnings_from_json(const json& j) {
+  std::vector<OrtWarningCount> out;
+  if (!j.is_array()) return out;
+  for (const auto& entry : j) {
+    if (entry.is_array() && entry.size() == 2 && entry[0].is_string() && entry[1].is_number_integer() && entry[1].get<int64_t>() > 0) {
+      out.push_back({entry[0].get<std::string>(), entry[1].get<int64_t>()});
+    }
+  }
+  return out;
+}
+
 json pack_tensors(const std::vector<Tensor>& tensors, std::shared_ptr<SharedBuffer>& buffer) {
   size_t total = 0;
   for (const auto& t : tensors) total += (t.bytes + kAlignment - 1) / kAlignment * kAlignment;

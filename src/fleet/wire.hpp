@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/runtime/ort_environment.hpp"
 #include "fleet/local_start.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/tensor.hpp"
@@ -31,6 +32,11 @@ DeviceStatus status_from_json(const nlohmann::json& j);
 nlohmann::json error_to_json(const std::exception& e);
 /// The error again; `where` names the device when the sender did not.
 Error error_from_json(const nlohmann::json& j, const std::string& where);
+
+/// ONNX Runtime's warnings a worker hands its parent with a reply (the "ort_warnings" field of any
+/// reply): [[message, count], ...]. Reading skips entries that are not a string and a count.
+nlohmann::json ort_warnings_to_json(const std::vector<OrtWarningCount>& warnings);
+std::vector<OrtWarningCount> ort_warnings_from_json(const nlohmann::json& j);
 
 nlohmann::json specs_to_json(const std::vector<TensorSpec>& specs);
 std::vector<TensorSpec> specs_from_json(const nlohmann::json& j);

@@ -136,6 +136,11 @@ Message WorkerChannel::expect(Received reply, const char* expected, const std::s
   if (reply.kind == Received::Kind::timed_out) unresponsive(timed_out, timeout_hint);
   if (reply.kind == Received::Kind::closed) gone(doing);
   if (!reply.message.body.is_object()) throw Error("the worker process sent a message that is not an object", {}, device_.to_string());
+  // ONNX Runtime's warnings in the worker, counted here with this process's: said once, not per worker.
+  if (const auto warnings = reply.message.body.find("ort_warnings"); warnings != reply.message.body.end()) {
+    add_ort_warnings(ort_warnings_from_json(*warnings));
+    reply.message.body.erase(warnings);
+  }
   if (reply.message.body.value("event", "") != expected) {
     throw error_from_json(reply.message.body.value("error", json()), device_.to_string());
   }

@@ -365,6 +365,11 @@ bool serve_channel(MessageChannel& channel, WorkerState& state, bool control, st
   // before the ring server, whose thread uses it.
   auto transfers = std::make_shared<DeviceTensorsServer>(state.device());
   std::unique_ptr<RingServer> ring_server;      // this channel's runs, once the peer sent a ring
+  // Every reply carries ONNX Runtime's warnings since the last one, for the parent to count.
+  const auto reply = [&channel](json body, const std::vector<int>& fds = {}) {
+    if (auto warnings = take_ort_warnings(); !warnings.empty()) body["ort_warnings"] = ort_warnings_to_json(warnings);
+    channel.send(body, fds);
+  };
   while (true) {
     std::optional<Message> request;
     try {
@@ -378,21 +383,21 @@ bool serve_channel(MessageChannel& channel, WorkerState& state, bool control, st
     try {
       if (is_request(op, message::stop) && control) {
         state.release_all(held);
-        channel.send(answer_to(message::stop));
+        reply(answer_to(message::stop));
         return true;
       }
       if (is_request(op, message::init)) {
-        channel.send(state.initialise(plan_from_json(request->body.at("plan")), request->body.value("max_resident_sessions", size_t{0}),
+        reply(state.initialise(plan_from_json(request->body.at("plan")), request->body.value("max_resident_sessions", size_t{0}),
                                       request->body.value("prime", true)));
       } else if (is_request(op, message::start)) {
-        channel.send(state.start(plan_from_json(request->body.at("plan")), held));
+        reply(state.start(plan_from_json(request->body.at("plan")), held));
       } else if (is_request(op, message::run)) {
         auto session = state.to_run(request->body.value("session", ""));
         if (request->fds.empty()) throw Error("a run request came without its shared memory");
         auto given = unpack_tensors(request->body.at("inputs"), inputs.map(std::move(request->fds.front())));
         auto outputs = session->result.session->run(given);
         const json described = pack_tensors(outputs, output_buffer);
-        channel.send(answer_to(message::run, {{"outputs", described}}), {output_buffer->fd()});
+        reply(answer_to(message::run, {{"outputs", described}}), {output_buffer->fd()});
       } else if (is_request(op, message::ring)) {
         if (request->fds.empty()) throw Error("a ring request came without its shared memory");
         auto ring = RequestRing::attach(std::move(request->fds.front()));
@@ -407,14 +412,14 @@ bool serve_channel(MessageChannel& channel, WorkerState& state, bool control, st
               [transfers](const RingMessage& response) { transfers->discard(response); });
         }
         ring_server->serve(std::move(ring));
-        channel.send(answer_to(message::ring));
+        reply(answer_to(message::ring));
       } else if (is_request(op, message::release)) {
         state.release(request->body.value("session", ""), held);
-        channel.send(answer_to(message::release));
+        reply(answer_to(message::release));
       } else if (is_request(op, message::evict)) {
-        channel.send(answer_to(message::evict, {{"count", state.evict(0)}}));
+        reply(answer_to(message::evict, {{"count", state.evict(0)}}));
       } else if (is_request(op, message::status)) {
-        channel.send(state.status());
+        reply(state.status());
       } else if (is_request(op, message::attach) && control) {
         if (request->fds.empty()) throw Error("an attach request came without its socket");
         auto client = std::make_shared<MessageChannel>(std::move(request->fds.front()));
@@ -426,13 +431,13 @@ bool serve_channel(MessageChannel& channel, WorkerState& state, bool control, st
           serve_channel(*client, state, /*control=*/false, clients, clients_mutex);
           state.release_all(client_held);
         });
-        channel.send(answer_to(message::attach));
+        reply(answer_to(message::attach));
       } else {
         throw Error("unknown request '" + op + "'", "The worker and its parent come from different ortfleet builds");
       }
     } catch (const std::exception& e) {
       try {
-        channel.send(failure(e));
+        reply(failure(e));
       } catch (const std::exception&) {
         break;
       }
@@ -482,6 +487,7 @@ int worker_main(int channel_fd, const Device& device, bool narrowed) {
   install_termination_cleanup();
   if (auto level = env_var(kLogLevelVariable)) spdlog::set_level(spdlog::level::from_str(*level));
   if (narrowed) set_narrowed_device(device);
+  set_ort_warning_mode(OrtWarningMode::hand_over);  // the parent says them, once for every worker
   MessageChannel channel{UniqueFd(channel_fd)};
   watch_lifeline(channel.fd(), /*grace_s=*/2);
   WorkerState state(device, main_ns);

@@ -18,10 +18,12 @@
 
 #include "base/private_dir.hpp"
 #include "synth/onnx_writer.hpp"
+#include "ortfleet/base/output_file.hpp"
 #include "ortfleet/base/error.hpp"
 
 namespace ortfleet::synth {
 namespace fs = std::filesystem;
+using detail::throw_write_error;
 using onnx::Attribute;
 using onnx::DataType;
 using onnx::Dim;
@@ -62,30 +64,6 @@ void write_uniform_floats(std::ostream& out, uint64_t count, float lo, float hi,
     out.write(reinterpret_cast<const char*>(chunk.data()), static_cast<std::streamsize>(n * sizeof(float)));
     left -= n;
     advance(n * sizeof(float));
-  }
-}
-
-/// Why writing `path` failed, from errno right after the failure: a missing folder, permissions, or a
-/// full disk each need a different fix.
-[[noreturn]] void throw_write_error(const std::string& path, int err) {
-  const std::string folder = fs::path(path).has_parent_path() ? fs::path(path).parent_path().string() : ".";
-  switch (err) {
-    case ENOENT:
-    case ENOTDIR:
-      throw Error("cannot write " + path + ": no such folder (" + folder + ")", "Create the folder first, or fix the path");
-    case EACCES:
-    case EPERM:
-      throw Error("cannot write " + path + ": permission denied", "Write somewhere you have write access, or fix the permissions of " + folder);
-    case EROFS:
-      throw Error("cannot write " + path + ": the file system is read-only", "Write somewhere else");
-    case ENOSPC:
-    case EDQUOT:
-      throw Error("cannot write " + path + ": the disk is full" + (err == EDQUOT ? " (your quota)" : ""),
-                  "Free space there, or write somewhere else");
-    case EISDIR:
-      throw Error("cannot write " + path + ": it is a folder", "Give the path of a file, e.g. " + (fs::path(path) / "model.onnx").string());
-    default:
-      throw Error("cannot write " + path + ": " + (err != 0 ? std::strerror(err) : "unknown error"), "Check the path and the free disk space");
   }
 }
 
@@ -250,7 +228,7 @@ class GraphBuilder {
 Dim batch_dim(int batch, bool dynamic) { return dynamic ? Dim("batch") : Dim(batch); }
 
 void require(bool ok, const std::string& what) {
-  if (!ok) throw Error("invalid synth parameters: " + what, "See 'ortfleet synth --help' for the allowed ranges");
+  if (!ok) throw Error("invalid synth parameters: " + what, "Give a value in that range");
 }
 
 // --- ResNet ----------------------------------------------------------------------------------------

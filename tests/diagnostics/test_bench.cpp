@@ -1,14 +1,17 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "diagnostics/python_anchor.hpp"
 #include "ortfleet/diagnostics/bench.hpp"
 #include "ortfleet/base/error.hpp"
 #include "test_support.hpp"
 
 namespace ortfleet {
+namespace fs = std::filesystem;
 
 TEST(Bench, TimesEveryStrategyInFreshProcessesWithBaselines) {
   BenchOptions o;
@@ -133,7 +136,7 @@ TEST(Bench, RejectsNonsense) {
 TEST(Bench, TheFleetFromPythonIsComparedWithoutTheInterpretersStart) {
   BenchRow python;
   python.label = "fleet from Python";
-  python.family = "onnxruntime-python";
+  python.family = "ortfleet-python";
   python.strategy = "python-ortfleet";
   python.device_count = 2;
   python.wall_ms = {650, 660, 640};
@@ -152,6 +155,29 @@ TEST(Bench, TheFleetFromPythonIsComparedWithoutTheInterpretersStart) {
                    "from there to ready: 598 ms, 1.05x the command line's fleet (570 ms)");
   cli.device_count = 1;  // a fleet on another number of devices is no comparison
   EXPECT_FALSE(python_fleet_note({python, cli}).has_value());
+}
+
+// The onnxruntime Python anchor that died on a GPU said "SIGSEGV" and nothing more: the cause is named
+// as doctor names it for ortfleet's own core, when the Python package's core lacks CUDA.
+TEST(Bench, AnAnchorsCrashOnACpuOnlyCoreNamesTheCause) {
+  const std::string crash = "was killed by signal SIGSEGV (Segmentation fault)";
+  const std::string cause = detail::anchor_crash_cause(crash, "python3", {"AzureExecutionProvider", "CPUExecutionProvider"});
+  EXPECT_NE(cause.find("onnxruntime in python3 has a core built without CUDA (its providers: AzureExecutionProvider, CPUExecutionProvider)"),
+            std::string::npos)
+      << cause;
+  EXPECT_NE(cause.find("crash inside ONNX Runtime with SIGSEGV"), std::string::npos) << cause;
+  EXPECT_NE(cause.find("Install onnxruntime-gpu"), std::string::npos) << cause;
+  EXPECT_EQ(detail::anchor_crash_cause(crash, "python3", {"CUDAExecutionProvider", "CPUExecutionProvider"}), "");
+  EXPECT_EQ(detail::anchor_crash_cause("exited with code 1: ModuleNotFoundError", "python3", {"CPUExecutionProvider"}), "");
+  // The whole path, with an interpreter that answers as a CPU-only onnxruntime does.
+  const auto fake = test::scratch_dir() / "cpu-only-python";
+  {
+    std::ofstream script(fake);
+    script << "#!/bin/sh\necho 'AzureExecutionProvider CPUExecutionProvider'\n";
+  }
+  fs::permissions(fake, fs::perms::owner_all);
+  const std::string explained = detail::explain_anchor_failure("cuda:0: a pool process died (a crash inside ONNX Runtime?)", fake.string());
+  EXPECT_NE(explained.find("; the cause: onnxruntime in " + fake.string() + " has a core built without CUDA"), std::string::npos) << explained;
 }
 
 }  // namespace ortfleet

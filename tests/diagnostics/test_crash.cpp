@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/diagnostics/crash_locator.hpp"
 #include "base/private_dir.hpp"
 #include "ortfleet/fleet/fleet.hpp"
 #include "ortfleet/fleet/pool_server.hpp"
@@ -125,6 +126,27 @@ TEST(Crash, TheBisectNamesTheCrashingNodeAndWritesAModelThatReproducesIt) {
                                 cache_for("locate"), {{"ORTFLEET_TEST_CRASH", "none"}});
   EXPECT_EQ(healthy.exit_code, 1) << healthy.describe();
   EXPECT_FALSE(json::parse(healthy.stdout_text).at("crashed").get<bool>());
+}
+
+// --locate-crash writes config.json, prefix.onnx, workaround.json... into --out: a folder that holds
+// a user's files is refused before anything is written, and theirs stay as they were. A new folder,
+// or one an earlier locate made, is taken.
+TEST(Crash, TheLocatorNeverWritesIntoAFolderOfTheUsersFiles) {
+  const fs::path project = test::scratch_dir() / "crash" / "a-project";
+  fs::create_directories(project);
+  { std::ofstream(project / "config.json") << "{\"my\": \"settings\"}"; }
+  CrashLocateOptions o;
+  o.model = test::mlp_model();
+  o.out_dir = project.string();
+  try {
+    locate_crash(o);
+    FAIL() << "the locator wrote into a folder of the user's files";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(project.string() + " holds files ortfleet did not make"), std::string::npos) << e.what();
+    EXPECT_NE(e.hint().find("new or empty folder"), std::string::npos) << e.hint();
+  }
+  EXPECT_EQ(test::read_all(project / "config.json"), "{\"my\": \"settings\"}");
+  EXPECT_EQ(std::distance(fs::directory_iterator(project), fs::directory_iterator()), 1);
 }
 
 // On a shared pool, a model new to it makes its first session in a worker of its own: its crash

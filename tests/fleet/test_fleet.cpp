@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -14,6 +15,7 @@
 #include "ortfleet/fleet/start_record.hpp"
 #include "fleet/worker_channel.hpp"
 #include "ortfleet/fleet/start_report.hpp"
+#include "synth/onnx_writer.hpp"
 #include "test_support.hpp"
 
 namespace ortfleet {
@@ -334,6 +336,40 @@ TEST(Fleet, AWorkerStoppedMidRunFailsTheRunAtTheDeadline) {
   EXPECT_TRUE(process_is_gone(pid)) << "the stopped worker was not killed";
   EXPECT_EQ(fleet.status()[0].state, DeviceState::failed);
   EXPECT_EQ(fleet.run(Device::cpu(1), inputs).size(), 1u);
+}
+
+// A worker process hands its warnings to its parent with its replies instead of printing them: two
+// workers that each warn print one line, in the parent. (ONNX Runtime warns of an initializer no node
+// uses, on the CPU too.)
+TEST(Fleet, WorkersHandOnnxRuntimesWarningsToTheParentWhichSaysEachOnce) {
+  onnx::GraphParts p;
+  p.name = "unused";
+  p.nodes.push_back(onnx::node("Identity", "id", {"x"}, {"y"}));
+  p.initializers.push_back(onnx::float_scalar_tensor("unused_weight", 1.0f));
+  p.inputs.push_back(onnx::value_info("x", onnx::DataType::float32, {2, 3}));
+  p.outputs.push_back(onnx::value_info("y", onnx::DataType::float32, {2, 3}));
+  const std::string model = (test::scratch_dir() / "unused-initializer.onnx").string();
+  {
+    std::ofstream out(model, std::ios::binary);
+    onnx::model(std::move(p), 17, {}).write(out);
+  }
+  const test::CapturedLog log;
+  FleetOptions o;
+  o.strategy = Strategy::processes;
+  o.devices = {Device::cpu(0), Device::cpu(1)};
+  Fleet fleet(model, o);
+  fleet.start();
+  ASSERT_TRUE(fleet.wait());
+  EXPECT_EQ(log.count("Removing initializer 'unused_weight'"), 1u) << log.text();
+}
+
+// --cuda-graph (cuda.cuda_graph) on CPUs only was accepted without a word: it is said once.
+TEST(Fleet, CudaGraphsOnTheCpuAreWarnedOf) {
+  FleetOptions o = cpu_fleet(Strategy::sequential, 1);
+  o.config.cuda.cuda_graph = true;
+  const test::CapturedLog log;
+  Fleet fleet(test::mlp_model(), o);
+  EXPECT_EQ(log.count("cuda.cuda_graph (--cuda-graph) is on, but the devices (cpu) are CPUs"), 1u) << log.text();
 }
 
 TEST(Fleet, TimeoutsMustBePositive) {

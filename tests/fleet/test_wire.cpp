@@ -126,4 +126,14 @@ TEST(Wire, ADeviceStatusRoundTrips) {
   EXPECT_EQ(back.memory_bytes, 1ull << 33);
 }
 
+// ONNX Runtime's warnings cross from a worker to its parent with any reply; what is malformed is
+// skipped, never an error.
+TEST(Wire, OrtWarningsRoundTripAndMalformedEntriesAreSkipped) {
+  const std::vector<OrtWarningCount> warnings = {{"Some nodes were not assigned", 3}, {"Removing initializer 'w'", 1}};
+  EXPECT_EQ(ort_warnings_from_json(ort_warnings_to_json(warnings)), warnings);
+  const auto odd = nlohmann::json::parse(R"([["ok", 2], ["no count"], [5, 1], ["negative", -1], "text", ["big", 1e300]])");
+  EXPECT_EQ(ort_warnings_from_json(odd), (std::vector<OrtWarningCount>{{"ok", 2}}));
+  EXPECT_TRUE(ort_warnings_from_json(nlohmann::json::object()).empty());
+}
+
 }  // namespace ortfleet::detail

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <sstream>
 #include <nlohmann/json.hpp>
@@ -301,6 +302,60 @@ TEST(PoolServer, ClientsWithoutAServerOrOfAnotherUserGetOneClearError) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("uid 1001"), std::string::npos) << e.what();
   }
+}
+
+// A --socket path that holds a user's file is refused, by the server and by clients, and the file is
+// left as it was: the server used to replace it with its socket and remove that at shutdown.
+TEST(PoolServer, AFileThatIsNotASocketIsRefusedAndLeftAsItWas) {
+  const auto dir = detail::PrivateDir::temporary("ortfleet-test");
+  const fs::path notes = dir.path() / "notes.txt";
+  { std::ofstream(notes) << "my notes, not a socket\n"; }
+  fs::create_symlink(notes, dir.path() / "link.sock");
+  fs::create_directory(dir.path() / "folder.sock");
+  for (const fs::path& path : {notes, dir.path() / "link.sock", dir.path() / "folder.sock"}) {
+    ServeOptions o;
+    o.pool = cpu_pool(1);
+    o.socket_path = path.string();
+    try {
+      PoolServer server(o);
+      FAIL() << "the server took " << path;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(path.string() + " exists and is not a socket"), std::string::npos) << e.what();
+      EXPECT_NE(e.hint().find("--socket"), std::string::npos) << e.hint();
+    }
+  }
+  for (const auto& ask : {std::function<void()>([&] { pool_status(notes.string()); }), std::function<void()>([&] { pool_evict(notes.string()); })}) {
+    try {
+      ask();
+      FAIL() << "a client called the file a socket";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("exists and is not a socket (it is a regular file of 23 bytes)"), std::string::npos) << e.what();
+      EXPECT_EQ(std::string(e.what()).find("stale"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(test::read_all(notes), "my notes, not a socket\n");
+  EXPECT_TRUE(fs::is_symlink(dir.path() / "link.sock"));
+  EXPECT_TRUE(fs::is_directory(dir.path() / "folder.sock"));
+}
+
+// At shutdown the server removes its own socket only: a file put in its place meanwhile stays.
+TEST(PoolServer, ShutdownRemovesItsOwnSocketOnly) {
+  const auto dir = detail::PrivateDir::temporary("ortfleet-test");
+  const fs::path socket = dir.path() / "pool.sock";
+  ServeOptions o;
+  o.pool = cpu_pool(1);
+  o.socket_path = socket.string();
+  {
+    PoolServer server(o);
+    EXPECT_TRUE(fs::is_socket(socket));
+  }
+  EXPECT_FALSE(fs::exists(fs::symlink_status(socket))) << "the server's own socket is removed";
+  {
+    PoolServer server(o);
+    fs::remove(socket);
+    { std::ofstream(socket) << "written while the server ran\n"; }
+  }
+  EXPECT_EQ(test::read_all(socket), "written while the server ran\n");
 }
 
 TEST(PoolServer, TheDefaultSocketIsInTheUsersRuntimeFolder) {

@@ -106,6 +106,32 @@ TEST(HtmlReport, PageHoldsTheLibraryAndTheDataAndNothingThatEndsItsScripts) {
   EXPECT_NE(page.find("default-src 'none'"), std::string::npos);
 }
 
+// "fleet from Python" is ortfleet's own fleet, started from Python: drawn in a colour of ortfleet's,
+// not in the one the legend gives onnxruntime's Python API, also from results written before it had
+// a family of its own.
+TEST(HtmlReport, TheFleetFromPythonIsDrawnAsOrtfleetsNotAsOnnxruntimesPythonApi) {
+  const auto row = [](const char* label, const char* family, const char* strategy) {
+    return nlohmann::json{{"label", label}, {"family", family}, {"strategy", strategy}, {"devices", 2}, {"median_ms", 12.5}};
+  };
+  const std::string bench = nlohmann::json{{"ortfleet_bench", 1},
+                                           {"model", "m.onnx"},
+                                           {"rows", {row("fleet from Python", "onnxruntime-python", "python-ortfleet"),
+                                                     row("python threads", "onnxruntime-python", "python-threads")}}}
+                                .dump();
+  const std::string page = render_html_report({parse_result(bench, "b.json")});
+  const auto rows = embedded_results(page)[0]["result"]["rows"];
+  EXPECT_EQ(rows[0]["family"], "ortfleet-python");
+  EXPECT_EQ(rows[1]["family"], "onnxruntime-python");
+  // The page's colours: one for the fleet from Python, other than onnxruntime's.
+  const auto colour_of = [&](const std::string& family) {
+    const size_t map = page.find("const familyColor = {");
+    const size_t at = page.find("'" + family + "': '", map);
+    return at == std::string::npos ? std::string() : page.substr(at + family.size() + 5, 7);
+  };
+  EXPECT_FALSE(colour_of("ortfleet-python").empty());
+  EXPECT_NE(colour_of("ortfleet-python"), colour_of("onnxruntime-python"));
+}
+
 TEST(HtmlReport, MissingLibraryNamesTheFetchScript) {
   const fs::path empty = scratch_dir() / "no-web-assets";
   fs::create_directories(empty);

@@ -5,11 +5,14 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 
 #include "ortfleet/engine/cache.hpp"
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/base/output_file.hpp"
 #include "ortfleet/report/html_report.hpp"
 #include "ortfleet/synth/synth.hpp"
 
@@ -111,11 +114,62 @@ Device TargetFlags::device() const {
   return list.front();
 }
 
+namespace {
+/// 604800, 0.1, 1e+30: whole numbers as they are typed.
+std::string number_text(double v) {
+  return v == std::floor(v) && std::fabs(v) < 9e18 ? fmt::format("{}", static_cast<long long>(v)) : fmt::format("{:g}", v);
+}
+
+/// What `range` takes, in words: "a whole number from 1 to 1000", "a number of seconds above 0 and at most 604800".
+std::string allowed(const NumberRange& range) {
+  const std::string what = std::string(range.whole ? "a whole number" : "a number") + (*range.unit != 0 ? std::string(" of ") + range.unit : "");
+  if (range.above_lo) return what + " above " + number_text(range.lo) + " and at most " + number_text(range.hi);
+  return what + " from " + number_text(range.lo) + " to " + number_text(range.hi);
+}
+}  // namespace
+
+CLI::Option* in_range(CLI::Option* option, NumberRange range) {
+  const std::string name = option->get_name();
+  CLI::Validator check(
+      [name, range](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double value = std::strtod(text.c_str(), &end);
+        if (text.empty() || *end != '\0' || std::isnan(value)) return fmt::format("{} {} is not a number: give {}", name, text, allowed(range));
+        const bool digits = text.find_first_not_of("0123456789", text[0] == '-' || text[0] == '+' ? 1 : 0) == std::string::npos;
+        if (range.whole && !digits) return fmt::format("{} {} is not a whole number: give {}", name, text, allowed(range));
+        const bool inside = (range.above_lo ? value > range.lo : value >= range.lo) && value <= range.hi;
+        if (!inside) return fmt::format("{} {} is out of range: give {}", name, text, allowed(range));
+        return {};
+      },
+      fmt::format(fmt::runtime(range.above_lo ? "over {}, up to {}{}" : "from {} to {}{}"), number_text(range.lo), number_text(range.hi),
+                  *range.unit != 0 ? std::string(" ") + range.unit : ""));
+  return option->check(check);
+}
+
+NumberRange time_limit() { return {.lo = 0, .hi = kMaxTimeoutS, .unit = "seconds", .whole = false, .above_lo = true}; }
+
+std::string usage_error_line(const CLI::App& app, const CLI::ParseError& error) {
+  // CLI11 says "NAME: MESSAGE"; our range checks name the flag themselves.
+  std::string text = error.what();
+  if (const auto colon = text.find(": "); colon != std::string::npos && text.compare(colon + 2, colon + 1, text.substr(0, colon) + " ") == 0) {
+    text.erase(0, colon + 2);
+  }
+  std::string command = "ortfleet";
+  for (const CLI::App* at = &app; !at->get_subcommands().empty();) {
+    at = at->get_subcommands().front();
+    command += " " + at->get_name();
+  }
+  for (char& c : text) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return "ortfleet: error: " + text + " (see `" + command + " --help`)";
+}
+
 void add_case_timeout_option(CLI::App* app, double& seconds) {
-  app->add_option("--case-timeout", seconds,
-                  "Seconds one case (a fresh-process start or anchor) may take before it is killed and reported as a failed row "
-                  "(default: 300 plus 0.6 per MB of the model)")
-      ->check(CLI::PositiveNumber);
+  in_range(app->add_option("--case-timeout", seconds,
+                           "Seconds one case (a fresh-process start or anchor) may take before it is killed and reported as a failed row "
+                           "(default: 300 plus 0.6 per MB of the model)"),
+           time_limit());
 }
 
 double case_timeout_s(const std::string& model, double given) {
@@ -142,11 +196,11 @@ void RunConfigFlags::add_to(CLI::App* app) {
   flag(app->add_option("--graph-opt", graph_opt, "Graph optimisation level: disabled, basic, extended, layout, all"), [this](RunConfig& c) {
     if (!graph_opt.empty()) c.session.graph_optimization = parse_graph_optimization(graph_opt);
   });
-  flag(app->add_option("--intra-threads", intra_threads, "Intra-op threads per session (0 = ONNX Runtime's choice)")->check(CLI::Range(0, 4096)),
+  flag(in_range(app->add_option("--intra-threads", intra_threads, "Intra-op threads per session (0 = ONNX Runtime's choice)"), {.lo = 0, .hi = 4096}),
        [this](RunConfig& c) {
          if (intra_threads >= 0) c.session.intra_op_threads = intra_threads;
        });
-  flag(app->add_option("--inter-threads", inter_threads, "Inter-op threads per session")->check(CLI::Range(0, 4096)), [this](RunConfig& c) {
+  flag(in_range(app->add_option("--inter-threads", inter_threads, "Inter-op threads per session"), {.lo = 0, .hi = 4096}), [this](RunConfig& c) {
     if (inter_threads >= 0) c.session.inter_op_threads = inter_threads;
   });
   flag(app->add_flag("--model-cache", model_cache, "Use the cache of pre-optimised models"), [this](RunConfig& c) {
@@ -168,10 +222,10 @@ void RunConfigFlags::add_to(CLI::App* app) {
        [this](RunConfig& c) {
          if (!model_cache_fill.empty()) c.session.model_cache_fill = parse_model_cache_fill(model_cache_fill);
        });
-  flag(app->add_option("--warm-pool-idle", warm_pool_idle,
-                       "Seconds the warm pool a start leaves on this node waits idle before it exits; 0 leaves none (default 300, "
-                       "or ORTFLEET_WARM_POOL_IDLE)")
-           ->check(CLI::Range(0.0, 7.0 * 24 * 3600)),
+  flag(in_range(app->add_option("--warm-pool-idle", warm_pool_idle,
+                                "Seconds the warm pool a start leaves on this node waits idle before it exits; 0 leaves none (default 300, "
+                                "or ORTFLEET_WARM_POOL_IDLE)"),
+                {.lo = 0, .hi = kMaxTimeoutS, .unit = "seconds", .whole = false}),
        [this](RunConfig& c) {
          if (warm_pool_idle >= 0) c.warm_pool.idle_exit_s = warm_pool_idle;
        });
@@ -181,7 +235,11 @@ void RunConfigFlags::add_to(CLI::App* app) {
          for (const auto& entry : session_config) {
            const auto eq = entry.find('=');
            if (eq == std::string::npos || eq == 0) throw Error("--session-config '" + entry + "' is not KEY=VALUE", "e.g. --session-config session.disable_prepacking=1");
-           c.session.config_entries[entry.substr(0, eq)] = entry.substr(eq + 1);
+           const std::string key = entry.substr(0, eq);
+           if (const std::string problem = session_config_entry_problem(key, entry.substr(eq + 1)); !problem.empty()) {
+             throw Error("--session-config " + key + " " + problem, "Give it as ONNX Runtime reads it, e.g. --session-config " + key + "=1");
+           }
+           c.session.config_entries[key] = entry.substr(eq + 1);
          }
        });
   flag(app->add_option("--custom-ops", custom_ops, "A shared library of custom operators the model uses (repeatable)")->check(CLI::ExistingFile),
@@ -209,9 +267,9 @@ void RunConfigFlags::add_to(CLI::App* app) {
        [this](RunConfig& c) {
          if (!batches.empty()) c.shapes.batches = parse_batch_list(batches);
        });
-  flag(app->add_option("--max-shape-sessions", max_shape_sessions,
-                       "ONNX Runtime sessions per device at most, one per input shape (1: one session for every shape)")
-           ->check(CLI::Range(1, kMaxShapeSessions)),
+  flag(in_range(app->add_option("--max-shape-sessions", max_shape_sessions,
+                                "ONNX Runtime sessions per device at most, one per input shape (1: one session for every shape)"),
+                {.lo = 1, .hi = kMaxShapeSessions}),
        [this](RunConfig& c) {
          if (max_shape_sessions > 0) c.shapes.max_sessions = max_shape_sessions;
        });
@@ -258,6 +316,16 @@ void RunConfigFlags::add_to(CLI::App* app) {
            c.warmup.input_ranges[input] = range;
          }
        });
+}
+
+void refuse_overwriting_inputs(const std::vector<std::pair<std::string, std::string>>& outputs, const TargetFlags& target,
+                               const RunConfigFlags& config) {
+  std::vector<std::pair<std::string, std::string>> inputs = {{"the model", target.model},
+                                                             {"its external weights", target.model.empty() ? "" : target.model + ".data"},
+                                                             {"the config (--config)", config.config_file},
+                                                             {"the warm-up inputs (--warmup-inputs)", config.warmup_inputs}};
+  for (const auto& library : config.custom_ops) inputs.emplace_back("a custom-op library (--custom-ops)", library);
+  refuse_overwriting(outputs, inputs);
 }
 
 RunConfig RunConfigFlags::resolve() const {

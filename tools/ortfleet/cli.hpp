@@ -45,6 +45,25 @@ std::string shell_line(int argc, const char* const* argv);
 /// --json and the result files it writes, so `ortfleet report` can say it.
 std::string stamped(const std::string& result_json, const Globals& globals, const std::vector<Device>& devices);
 
+/// The numbers a flag takes, checked on its text before CLI11 converts it, so that every refusal is one
+/// sentence naming the flag, the value given and what to give instead:
+/// "--timeout -1 is out of range: give a number of seconds above 0 and at most 604800".
+struct NumberRange {
+  double lo = 0;
+  double hi = 0;
+  const char* unit = "";  ///< "seconds"; "" for a plain count
+  bool whole = true;      ///< whole numbers only
+  bool above_lo = false;  ///< lo itself is refused (a time limit of 0)
+};
+/// Attaches `range` to `option`, whose help then shows it ("INT:from 1 to 1000"); returns `option`.
+CLI::Option* in_range(CLI::Option* option, NumberRange range);
+/// The longest time limit a flag takes: a week.
+inline constexpr double kMaxTimeoutS = 7 * 24 * 3600.0;
+/// A time limit: more than 0 seconds, at most a week.
+NumberRange time_limit();
+/// The refusal of a command line CLI11 could not parse, as one line with what to do next.
+std::string usage_error_line(const CLI::App& app, const CLI::ParseError& error);
+
 /// --case-timeout SECONDS, shared by bench, profile and tune: each fresh-process case (a start, an
 /// anchor) that outlives it is killed and becomes a failed row with the reason.
 void add_case_timeout_option(CLI::App* app, double& seconds);
@@ -110,6 +129,11 @@ struct TargetFlags {
   /// --device: "auto" is GPU 0 if there is a GPU, else the CPU; more than one is an error.
   Device device() const;
 };
+
+/// Refuses, before any work, outputs (flag, path) that would replace the model, the config, the
+/// warm-up inputs or a custom-op library the command reads, or each other.
+void refuse_overwriting_inputs(const std::vector<std::pair<std::string, std::string>>& outputs, const TargetFlags& target,
+                               const RunConfigFlags& config);
 
 /// One status line on stderr, redrawn in place when stderr is a terminal (plain lines otherwise,
 /// at most one every few seconds, so logs stay readable).

@@ -1,7 +1,6 @@
 // ortfleet bench: every start-up strategy in fresh processes, next to the onnxruntime Python package.
 #include <fmt/format.h>
 
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <sstream>
@@ -11,6 +10,7 @@
 #include "ortfleet/diagnostics/profile.hpp"
 #include "ortfleet/diagnostics/throughput.hpp"
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/base/output_file.hpp"
 
 namespace ortfleet::cli {
 
@@ -41,10 +41,7 @@ struct BenchFlags {
 };
 
 void export_to(const std::string& path, const std::string& text) {
-  if (path.empty()) return;
-  std::ofstream out(path, std::ios::trunc);
-  out << text;
-  if (!out) throw Error("cannot write " + path, "Check that the folder exists and is writable");
+  if (!path.empty()) write_output_file(path, text);
 }
 
 void print_report(const BenchReport& r, std::ostream& out) {
@@ -127,6 +124,7 @@ int run_inference(const BenchFlags& f, const Globals& g, const std::string& mode
 }
 
 int run_bench_command(const BenchFlags& f, const Globals& g) {
+  refuse_overwriting_inputs({{"--export-json", f.export_json}, {"--export-markdown", f.export_markdown}, {"--html", f.html}}, f.target, f.config);
   ProgressLine progress(!g.quiet);
   const std::string model = f.target.model_path(g.quiet);
   const auto devices = f.target.device_list();
@@ -177,8 +175,8 @@ void register_bench(CLI::App& app, Globals& globals, Action& action) {
   auto f = std::make_shared<BenchFlags>();
   f->target.add_to(cmd, /*one_device=*/false);
   cmd->add_option("--strategies", f->strategies, "Comma-separated: sequential,threads,processes,fleet");
-  cmd->add_option("-r,--runs", f->runs, "Timed rounds (each case once per round, fresh process each)")->check(CLI::Range(1, 1000));
-  cmd->add_option("-w,--warmup", f->warmup_rounds, "Untimed rounds first (page cache, JIT cache)")->check(CLI::Range(0, 100));
+  in_range(cmd->add_option("-r,--runs", f->runs, "Timed rounds (each case once per round, fresh process each)"), {.lo = 1, .hi = 1000});
+  in_range(cmd->add_option("-w,--warmup", f->warmup_rounds, "Untimed rounds first (page cache, JIT cache)"), {.lo = 0, .hi = 100});
   cmd->add_flag("--no-anchors", f->no_anchors, "Skip the onnxruntime Python package runs");
   cmd->add_flag("--no-pool", f->no_pool, "Skip the rows on a warm worker pool (new session, and resident)");
   cmd->add_option("--python", f->python, "Python interpreter with onnxruntime and numpy, for the anchors");
@@ -188,7 +186,8 @@ void register_bench(CLI::App& app, Globals& globals, Action& action) {
   add_case_timeout_option(cmd, f->case_timeout);
   cmd->add_flag("--floor", f->floor, "Profile one cold start of the first device first, and show each 1-device row against its floor");
   cmd->add_flag("--inference", f->inference, "Measure inference throughput over the devices instead of start-up");
-  cmd->add_option("--seconds", f->seconds, "With --inference: seconds per measurement")->check(CLI::Range(0.1, 3600.0));
+  in_range(cmd->add_option("--seconds", f->seconds, "With --inference: seconds per measurement"),
+           {.lo = 0.1, .hi = 3600, .unit = "seconds", .whole = false});
   cmd->add_option("--shape-mix", f->shape_mix,
                   std::string("With --inference: batch sizes a stream of calls cycles through (1,2 or 1,8,32): one ONNX Runtime "
                               "session against shape-aware sessions, on the first device (the model needs a dynamic first dim)") +
@@ -203,8 +202,8 @@ void register_bench(CLI::App& app, Globals& globals, Action& action) {
                               "session, the default shape policy, buckets (--buckets, else four sizes per varying dim), onnxruntime's "
                               "Python API") +
                       kShapesAndSizesDoc);
-  cmd->add_option("--stream-count", f->stream_count, "With --shape-stream: calls in the stream")->check(CLI::Range(1, 100000));
-  cmd->add_option("--stream-seed", f->stream_seed, "With --shape-stream: the seed the shapes are drawn from");
+  in_range(cmd->add_option("--stream-count", f->stream_count, "With --shape-stream: calls in the stream"), {.lo = 1, .hi = 100000});
+  in_range(cmd->add_option("--stream-seed", f->stream_seed, "With --shape-stream: the seed the shapes are drawn from"), {.lo = 0, .hi = 1e18});
   cmd->add_option("--shape-order", f->shape_order, "With --shape-mix: cycle through the sizes, or draw them at random")
       ->check(CLI::IsMember({"cycle", "random"}));
   f->config.add_to(cmd);

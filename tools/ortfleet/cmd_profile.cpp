@@ -1,12 +1,12 @@
 // ortfleet profile: where one cold start of one session spends its time, and what to do about it.
 #include <fmt/format.h>
 
-#include <fstream>
 #include <iostream>
 #include <memory>
 
 #include "cli.hpp"
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/base/output_file.hpp"
 #include "ortfleet/diagnostics/profile.hpp"
 
 namespace ortfleet::cli {
@@ -79,6 +79,7 @@ void print_profile(const ProfileReport& r, std::ostream& out) {
 }
 
 int run_profile_command(const ProfileFlags& f, const Globals& g) {
+  refuse_overwriting_inputs({{"--trace", f.trace}, {"--html", f.html}}, f.target, f.config);
   ProfileOptions o;
   o.model = f.target.model_path(g.quiet);
   o.timeout_s = case_timeout_s(o.model, f.case_timeout);
@@ -92,11 +93,7 @@ int run_profile_command(const ProfileFlags& f, const Globals& g) {
   progress.update("profiling one cold start of " + o.model + " on " + o.device.to_string());
   const ProfileReport r = run_profile(o);
   progress.clear();
-  if (!f.trace.empty()) {
-    std::ofstream out(f.trace, std::ios::trunc);
-    out << r.timeline.to_chrome_trace();
-    if (!out) throw Error("cannot write " + f.trace);
-  }
+  if (!f.trace.empty()) write_output_file(f.trace, r.timeline.to_chrome_trace());
   const std::string result = stamped(r.to_json(), g, {o.device});
   if (g.json) std::cout << result << std::endl;
   else {
@@ -113,14 +110,14 @@ void register_profile(CLI::App& app, Globals& globals, Action& action) {
   auto* cmd = app.add_subcommand("profile", "Break one cold start into phases: what costs the most, and the fix");
   auto f = std::make_shared<ProfileFlags>();
   f->target.add_to(cmd, /*one_device=*/true);
-  cmd->add_option("--runs", f->steady_runs, "Inferences after the first, for steady-state times")->check(CLI::Range(1, 10000));
+  in_range(cmd->add_option("--runs", f->steady_runs, "Inferences after the first, for steady-state times"), {.lo = 1, .hi = 10000});
   cmd->add_option("--trace", f->trace, "Write a Chrome/Perfetto trace with ortfleet's and ONNX Runtime's events");
   cmd->add_option("--keep", f->keep_dir, "Keep ONNX Runtime's profile and log in this folder");
   add_html_option(cmd, f->html);
   add_case_timeout_option(cmd, f->case_timeout);
-  cmd->add_option("--shape-switch-seconds", f->shape_switch_seconds,
-                  "Seconds per stream measuring what a batch switch costs one ONNX Runtime session (dynamic batch only; 0 skips)")
-      ->check(CLI::Range(0.0, 600.0));
+  in_range(cmd->add_option("--shape-switch-seconds", f->shape_switch_seconds,
+                           "Seconds per stream measuring what a batch switch costs one ONNX Runtime session (dynamic batch only; 0 skips)"),
+           {.lo = 0, .hi = 600, .unit = "seconds", .whole = false});
   f->config.add_to(cmd);
   cmd->callback([&globals, &action, f] { action = [&globals, f] { return run_profile_command(*f, globals); }; });
 }

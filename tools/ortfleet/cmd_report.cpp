@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "cli.hpp"
+#include "ortfleet/base/output_file.hpp"
 #include "ortfleet/report/html_report.hpp"
 
 namespace ortfleet::cli {
@@ -16,6 +17,9 @@ struct ReportFlags {
 };
 
 int run_report_command(const ReportFlags& f, const Globals& g) {
+  std::vector<std::pair<std::string, std::string>> inputs;
+  for (const auto& path : f.results) inputs.emplace_back("a result it draws", path);
+  refuse_overwriting({{"-o", f.output}}, inputs);
   std::vector<ResultDocument> documents;
   for (const auto& path : f.results) documents.push_back(read_result_file(path));
   write_html_report(f.output, documents);

@@ -77,17 +77,18 @@ void register_serve(CLI::App& app, Globals& globals, Action& action) {
   auto f = std::make_shared<ServeFlags>();
   cmd->add_option("-d,--devices", f->devices, "Devices: all, 0,1, cuda:0-3, cpu, cpu*2 (default all)");
   cmd->add_option("--socket", f->socket, "The Unix socket to listen on (default " + default_pool_socket() + ")");
-  cmd->add_option("--max-resident", f->max_resident,
-                  "Sessions each worker keeps when no job holds them (least recently used go first; default 64)");
+  in_range(cmd->add_option("--max-resident", f->max_resident,
+                           "Sessions each worker keeps when no job holds them (least recently used go first; default 64)"),
+           {.lo = 1, .hi = 100000});
   cmd->add_flag("--no-narrow-workers", f->no_narrow, "Let every worker see every GPU (CUDA_VISIBLE_DEVICES as given)");
   cmd->add_flag("--no-prime", f->no_prime, "Do not load cuDNN and cuBLAS with throwaway sessions while the workers start");
   cmd->add_flag("--no-isolation", f->no_isolation,
                 "Start models new to the pool in the shared worker too (saves a spare worker per device; a crash inside ONNX Runtime "
                 "then ends the sessions every job holds on that device)");
-  cmd->add_option("--idle-exit", f->idle_exit_s,
-                  "Exit after this many seconds with no job attached and nothing in the making (default 0: never; the pool a start "
-                  "leaves behind uses --warm-pool-idle)")
-      ->check(CLI::Range(0.0, 7.0 * 24 * 3600));
+  in_range(cmd->add_option("--idle-exit", f->idle_exit_s,
+                           "Exit after this many seconds with no job attached and nothing in the making (default 0: never; the pool a start "
+                           "leaves behind uses --warm-pool-idle)"),
+           {.lo = 0, .hi = kMaxTimeoutS, .unit = "seconds", .whole = false});
   f->config.add_to(cmd);
   cmd->callback([&globals, &action, f] { action = [&globals, f] { return run_serve(*f, globals); }; });
 

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -13,6 +12,7 @@
 
 #include "cli.hpp"
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/base/output_file.hpp"
 #include "ortfleet/fleet/fleet.hpp"
 #include "ortfleet/engine/runtime.hpp"
 #include "ortfleet/engine/ort_log.hpp"
@@ -145,12 +145,6 @@ void print_start_report(const StartReport& r, std::ostream& out) {
   out << "\n" << (r.all_ready ? "every device ready " : "done (with failures) ") << format_ms(r.wall_ms()) << " after exec\n";
 }
 
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::trunc);
-  out << text;
-  if (!out) throw Error("cannot write " + path, "Check that the folder exists and is writable");
-}
-
 /// After the report: what the start left for later starts. The cache entry this process makes itself
 /// (no warm pool took it over) is waited for, so that the next start can use it: it ends with this
 /// process otherwise. Said on stderr, so that stdout keeps only the result.
@@ -172,6 +166,8 @@ void finish_background_work(Fleet& fleet, const Globals& g) {
 }
 
 int run_start(const StartFlags& f, const Globals& g) {
+  refuse_overwriting_inputs({{"--timeline", f.timeline_file}, {"--trace", f.trace_file}, {"--html", f.html}, {"--ort-log", f.ort_log}}, f.target,
+                            f.config);
   const int64_t main_ns = monotonic_ns();
   FleetOptions options;
   options.strategy = parse_strategy(f.strategy);
@@ -196,8 +192,8 @@ int run_start(const StartFlags& f, const Globals& g) {
     // One line, as soon as every device is done, for the benchmark parent to read.
     std::cout << result.to_json() << std::endl;
   }
-  if (!f.timeline_file.empty()) write_file(f.timeline_file, stamped(result.timeline.to_json(), g, options.devices));
-  if (!f.trace_file.empty()) write_file(f.trace_file, result.timeline.to_chrome_trace());
+  if (!f.timeline_file.empty()) write_output_file(f.timeline_file, stamped(result.timeline.to_json(), g, options.devices));
+  if (!f.trace_file.empty()) write_output_file(f.trace_file, result.timeline.to_chrome_trace());
   if (!f.ready_line) {
     std::string stamped_result = stamped(result.to_json(), g, options.devices);
     std::optional<CallsAfterReady> after;
@@ -230,24 +226,24 @@ void register_start(CLI::App& app, Globals& globals, Action& action) {
   f->target.add_to(cmd, /*one_device=*/false);
   cmd->add_option("-s,--strategy", f->strategy, "sequential, threads, processes, fleet or auto")
       ->check(CLI::IsMember({"sequential", "threads", "processes", "fleet", "auto"}));
-  cmd->add_option("--warmup", f->warmup, "Warm-up inferences per device before it counts as ready");
+  in_range(cmd->add_option("--warmup", f->warmup, "Warm-up inferences per device before it counts as ready"), {.lo = 0, .hi = 10000});
   cmd->add_option("--timeline", f->timeline_file, "Write the timeline as JSON here");
   cmd->add_option("--trace", f->trace_file, "Write a Chrome/Perfetto trace here (open in ui.perfetto.dev)");
   add_html_option(cmd, f->html);
   cmd->add_option("--profile-dir", f->profile_dir, "Write ONNX Runtime's own profile per device here");
-  cmd->add_option("--timeout", f->timeout_s,
-                  "Seconds a device may take to become ready; a worker that has not answered by then is killed and "
-                  "its device fails (default 7200)")
-      ->check(CLI::PositiveNumber);
+  in_range(cmd->add_option("--timeout", f->timeout_s,
+                           "Seconds a device may take to become ready; a worker that has not answered by then is killed and "
+                           "its device fails (default 7200)"),
+           time_limit());
   cmd->add_option("--pool", f->pool,
                   "Start on the warm pool of `ortfleet serve` listening on this socket ('default': " + default_pool_socket() + ")");
   cmd->add_flag("--no-narrow-workers", f->no_narrow, "Let worker processes see every GPU (CUDA_VISIBLE_DEVICES as given)");
   cmd->add_flag("--one-process", f->one_process, "With the fleet on several GPUs: every session in this process, no worker processes");
   cmd->add_flag("--ready-line", f->ready_line, "Print one JSON line when every device is done (for bench)");
-  cmd->add_option("--run-for", f->run_for_s,
-                  "Once ready, run the model on every device for this many seconds, as a job would, and report the calls' p50 and "
-                  "p99 (what the work a start leaves behind costs a job's first calls)")
-      ->check(CLI::Range(0.0, 3600.0));
+  in_range(cmd->add_option("--run-for", f->run_for_s,
+                           "Once ready, run the model on every device for this many seconds, as a job would, and report the calls' p50 "
+                           "and p99 (what the work a start leaves behind costs a job's first calls)"),
+           {.lo = 0, .hi = 3600, .unit = "seconds", .whole = false});
   cmd->add_option("--ort-log", f->ort_log, "Write ONNX Runtime's log (verbose, timestamped JSON lines) here (in-process strategies)");
   f->config.add_to(cmd);
   cmd->callback([&globals, &action, f] { action = [&globals, f] { return run_start(*f, globals); }; });

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <iostream>
+#include <limits>
 #include <memory>
 
 #include "cli.hpp"
@@ -11,6 +12,8 @@
 namespace ortfleet::cli {
 
 namespace {
+
+constexpr double kMaxInt = std::numeric_limits<int>::max();
 
 struct SynthFlags {
   std::string output;
@@ -58,7 +61,7 @@ int report(const synth::ModelSummary& s, const Globals& g) {
 CLI::App* model_command(CLI::App* synth, const char* name, const char* help, SynthFlags& f) {
   auto* c = synth->add_subcommand(name, help);
   c->add_option("output", f.output, "Where to write the .onnx file")->required();
-  c->add_option("--seed", f.seed, "Seed of the random weights (same seed, same bytes)");
+  in_range(c->add_option("--seed", f.seed, "Seed of the random weights (same seed, same bytes)"), {.lo = 0, .hi = 1e18});
   c->add_option("--external-data", f.external, "Keep weights in a side file: auto (over 2 GB), always, never")
       ->check(CLI::IsMember({"auto", "always", "never"}));
   return c;
@@ -72,28 +75,28 @@ void register_synth(CLI::App& app, Globals& globals, Action& action) {
   auto f = std::make_shared<SynthFlags>();
 
   auto* resnet = model_command(synth, "resnet", "A ResNet (18/34/50/101/152; ResNet-50 by default)", *f);
-  resnet->add_option("--depth", f->resnet.depth, "18, 34, 50, 101 or 152");
-  resnet->add_option("--width", f->resnet.width, "Channel multiplier (size knob)");
-  resnet->add_option("--image-size", f->resnet.image_size, "Input height and width");
-  resnet->add_option("--batch", f->resnet.batch, "Batch size");
+  resnet->add_option("--depth", f->resnet.depth, "18, 34, 50, 101 or 152")->check(CLI::IsMember({18, 34, 50, 101, 152}));
+  in_range(resnet->add_option("--width", f->resnet.width, "Channel multiplier (size knob)"), {.lo = 0.05, .hi = 8, .whole = false, .above_lo = true});
+  in_range(resnet->add_option("--image-size", f->resnet.image_size, "Input height and width"), {.lo = 32, .hi = 1024});
+  in_range(resnet->add_option("--batch", f->resnet.batch, "Batch size"), {.lo = 1, .hi = 4096});
   resnet->add_flag("--dynamic-batch", f->resnet.dynamic_batch, "Make the batch dimension symbolic");
 
   auto* zoo = model_command(synth, "convzoo", "Hundreds of convolutions of distinct shapes (cuDNN algorithm search)", *f);
-  zoo->add_option("--convs", f->zoo.convs, "Number of distinct convolutions");
-  zoo->add_option("--max-channels", f->zoo.max_channels, "Largest input channel count");
-  zoo->add_option("--max-spatial", f->zoo.max_spatial, "Largest feature-map size");
-  zoo->add_option("--batch", f->zoo.batch, "Batch size");
+  in_range(zoo->add_option("--convs", f->zoo.convs, "Number of distinct convolutions"), {.lo = 1, .hi = 2000});
+  in_range(zoo->add_option("--max-channels", f->zoo.max_channels, "Largest input channel count"), {.lo = 8, .hi = 512});
+  in_range(zoo->add_option("--max-spatial", f->zoo.max_spatial, "Largest feature-map size"), {.lo = 14, .hi = 512});
+  in_range(zoo->add_option("--batch", f->zoo.batch, "Batch size"), {.lo = 1, .hi = 1024});
   zoo->add_flag("--dynamic-batch", f->zoo.dynamic_batch, "Make the batch dimension symbolic");
   zoo->add_flag("--dynamic-spatial", f->zoo.dynamic_spatial, "Make every input's height and width symbolic");
 
   auto* tf = model_command(synth, "transformer", "A BERT-style encoder; 24 x 1024 weighs about 1.27 GB", *f);
-  tf->add_option("--layers", f->transformer.layers, "Encoder layers");
-  tf->add_option("--hidden", f->transformer.hidden, "Hidden width");
-  tf->add_option("--heads", f->transformer.heads, "Attention heads");
-  tf->add_option("--ffn-multiplier", f->transformer.ffn_multiplier, "Feed-forward width / hidden width");
-  tf->add_option("--sequence", f->transformer.sequence, "Sequence length");
-  tf->add_option("--vocabulary", f->transformer.vocabulary, "Vocabulary size");
-  tf->add_option("--batch", f->transformer.batch, "Batch size");
+  in_range(tf->add_option("--layers", f->transformer.layers, "Encoder layers"), {.lo = 1, .hi = 256});
+  in_range(tf->add_option("--hidden", f->transformer.hidden, "Hidden width"), {.lo = 16, .hi = 16384});
+  in_range(tf->add_option("--heads", f->transformer.heads, "Attention heads"), {.lo = 1, .hi = 16384});
+  in_range(tf->add_option("--ffn-multiplier", f->transformer.ffn_multiplier, "Feed-forward width / hidden width"), {.lo = 1, .hi = 16});
+  in_range(tf->add_option("--sequence", f->transformer.sequence, "Sequence length"), {.lo = 1, .hi = 65536});
+  in_range(tf->add_option("--vocabulary", f->transformer.vocabulary, "Vocabulary size"), {.lo = 2, .hi = kMaxInt});
+  in_range(tf->add_option("--batch", f->transformer.batch, "Batch size"), {.lo = 1, .hi = 4096});
   tf->add_flag("--dynamic-batch", f->transformer.dynamic_batch, "Make the batch dimension symbolic");
   tf->add_flag("--dynamic-sequence", f->transformer.dynamic_sequence, "Make the sequence dimension symbolic (--sequence is then the longest)");
   tf->add_flag("--attention-mask", f->transformer.attention_mask, "Add an attention_mask input (1 = token, 0 = padding)");
@@ -101,29 +104,29 @@ void register_synth(CLI::App& app, Globals& globals, Action& action) {
   auto* seg = model_command(synth, "segmenter",
                             "A fully convolutional segmentation net (strided encoder, decoder to a quarter of the image), dynamic height and width",
                             *f);
-  seg->add_option("--channels", f->segmenter.channels, "Channels of the first stage (doubled at each further stage)");
-  seg->add_option("--depth", f->segmenter.depth, "3x3 convolutions per stage after its strided one");
-  seg->add_option("--height", f->segmenter.height, "Image height, when fixed (a multiple of 8)");
-  seg->add_option("--width", f->segmenter.width, "Image width, when fixed (a multiple of 8)");
-  seg->add_option("--batch", f->segmenter.batch, "Batch size");
+  in_range(seg->add_option("--channels", f->segmenter.channels, "Channels of the first stage (doubled at each further stage)"), {.lo = 1, .hi = 1024});
+  in_range(seg->add_option("--depth", f->segmenter.depth, "3x3 convolutions per stage after its strided one"), {.lo = 0, .hi = 64});
+  in_range(seg->add_option("--height", f->segmenter.height, "Image height, when fixed (a multiple of 8)"), {.lo = 8, .hi = 65536});
+  in_range(seg->add_option("--width", f->segmenter.width, "Image width, when fixed (a multiple of 8)"), {.lo = 8, .hi = 65536});
+  in_range(seg->add_option("--batch", f->segmenter.batch, "Batch size"), {.lo = 1, .hi = 4096});
   seg->add_flag("--dynamic-batch", f->segmenter.dynamic_batch, "Make the batch dimension symbolic");
   seg->add_flag("!--fixed-spatial", f->segmenter.dynamic_spatial, "Make height and width fixed (default: symbolic)");
 
   auto* nodes = model_command(synth, "nodes", "Tens of thousands of small nodes (start-up cost per node)", *f);
-  nodes->add_option("--nodes", f->nodes.nodes, "Nodes in the graph (rounded up to whole blocks of 9)");
-  nodes->add_option("--width", f->nodes.width, "Features per activation (weights: width x width per block)");
-  nodes->add_option("--batch", f->nodes.batch, "Batch size");
+  in_range(nodes->add_option("--nodes", f->nodes.nodes, "Nodes in the graph (rounded up to whole blocks of 9)"), {.lo = 9, .hi = 2000000});
+  in_range(nodes->add_option("--width", f->nodes.width, "Features per activation (weights: width x width per block)"), {.lo = 1, .hi = 4096});
+  in_range(nodes->add_option("--batch", f->nodes.batch, "Batch size"), {.lo = 1, .hi = 4096});
   nodes->add_flag("--dynamic-batch", f->nodes.dynamic_batch, "Make the batch dimension symbolic");
 
   auto* mlp = model_command(synth, "mlp", "A small multilayer perceptron (fast tests)", *f);
-  mlp->add_option("--layers", f->mlp.layers, "Layers");
-  mlp->add_option("--width", f->mlp.width, "Width");
-  mlp->add_option("--batch", f->mlp.batch, "Batch size");
+  in_range(mlp->add_option("--layers", f->mlp.layers, "Layers"), {.lo = 1, .hi = 1000});
+  in_range(mlp->add_option("--width", f->mlp.width, "Width"), {.lo = 1, .hi = 65536});
+  in_range(mlp->add_option("--batch", f->mlp.batch, "Batch size"), {.lo = 1, .hi = kMaxInt});
   mlp->add_flag("--dynamic-batch", f->mlp.dynamic_batch, "Make the batch dimension symbolic");
 
   auto* identity = model_command(synth, "identity", "One input copied to its output (round-trip timing)", *f);
-  identity->add_option("--width", f->identity.width, "Elements per batch row");
-  identity->add_option("--batch", f->identity.batch, "Batch size, when fixed (--fixed-batch)");
+  in_range(identity->add_option("--width", f->identity.width, "Elements per batch row"), {.lo = 1, .hi = 1 << 30});
+  in_range(identity->add_option("--batch", f->identity.batch, "Batch size, when fixed (--fixed-batch)"), {.lo = 1, .hi = kMaxInt});
   identity->add_flag("!--fixed-batch", f->identity.dynamic_batch, "Make the batch dimension fixed (default: symbolic)");
 
   auto bind = [&globals, &action, f](CLI::App* cmd, auto writer) {

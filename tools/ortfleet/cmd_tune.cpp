@@ -63,6 +63,8 @@ void print_tune(const TuneReport& r, std::ostream& out) {
 }
 
 int run_tune_command(const TuneFlags& f, const Globals& g) {
+  refuse_overwriting_inputs({{"--write-config", f.write_config}, {"--write-serve-config", f.write_serve_config}, {"--html", f.html}}, f.target,
+                            f.config);
   TuneOptions o;
   o.model = f.target.model_path(g.quiet);
   o.timeout_s = case_timeout_s(o.model, f.case_timeout);
@@ -102,14 +104,14 @@ void register_tune(CLI::App& app, Globals& globals, Action& action) {
   auto f = std::make_shared<TuneFlags>();
   f->target.add_to(cmd, /*one_device=*/true);
   cmd->add_flag("--quick", f->quick, "Only the options that matter most (conv search, model cache, graph level)");
-  cmd->add_option("--repeat", f->repetitions, "Timed cold starts per configuration")->check(CLI::Range(1, 100));
-  cmd->add_option("--runs", f->steady_runs, "Inferences after the first, for p50/p99")->check(CLI::Range(2, 100000));
-  cmd->add_option("--disable-transformers", f->transformers_to_disable,
-                  "Try disabling each of the N graph transformers that cost the start most, and all N together (0: none)")
-      ->check(CLI::Range(0, 20));
-  cmd->add_option("--output-tolerance", f->output_tolerance,
-                  "How far outputs may move when a transformer is disabled: |a - b| <= T * (1 + |b|)")
-      ->check(CLI::Range(0.0, 1.0));
+  in_range(cmd->add_option("--repeat", f->repetitions, "Timed cold starts per configuration"), {.lo = 1, .hi = 100});
+  in_range(cmd->add_option("--runs", f->steady_runs, "Inferences after the first, for p50/p99"), {.lo = 2, .hi = 100000});
+  in_range(cmd->add_option("--disable-transformers", f->transformers_to_disable,
+                           "Try disabling each of the N graph transformers that cost the start most, and all N together (0: none)"),
+           {.lo = 0, .hi = 20});
+  in_range(cmd->add_option("--output-tolerance", f->output_tolerance,
+                           "How far outputs may move when a transformer is disabled: |a - b| <= T * (1 + |b|)"),
+           {.lo = 0, .hi = 1, .whole = false});
   cmd->add_option("--write-config", f->write_config, "Write the recommended start-fast configuration here");
   cmd->add_option("--write-serve-config", f->write_serve_config, "Write the recommended serve-fast configuration here");
   add_html_option(cmd, f->html);

@@ -2,7 +2,10 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <iostream>
+
 #include "cli.hpp"
+#include "ortfleet/engine/ort_log.hpp"
 #include "ortfleet/engine/runtime.hpp"
 
 int main(int argc, char** argv) {
@@ -32,14 +35,26 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;  // --help and --version succeed; usage errors exit 2
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help and --version
+    std::cerr << usage_error_line(app, e) << std::endl;  // a usage error: one line, exit 2
+    return 2;
   }
   auto logger = spdlog::stderr_color_mt("ortfleet");
   logger->set_pattern("%^%l%$: %v");
   spdlog::set_default_logger(logger);
   spdlog::set_level(globals.verbose > 0 ? spdlog::level::debug : globals.quiet ? spdlog::level::warn : spdlog::level::info);
   if (globals.verbose > 1) ::setenv("ORTFLEET_ORT_LOG_LEVEL", "info", 0);
+  // ONNX Runtime repeats some warnings once per session and worker: a command says each once, with
+  // its count, at its end (serve, which has no end, the first of each as it comes).
+  const bool daemon = app.got_subcommand("serve");
+  if (!daemon) ortfleet::hold_ort_warnings();
   return guarded([&] {
+    struct SayWarnings {
+      bool enabled;
+      ~SayWarnings() {
+        if (enabled) ortfleet::print_ort_warnings();  // before a failed command's error line
+      }
+    } say_warnings{!daemon};
     // A runtime the user named must load, whatever the command: fail here, in one line, not later
     // once per device.
     if (!globals.ort_lib.empty()) ortfleet::load_runtime(globals.ort_lib);

@@ -182,6 +182,11 @@ struct RunConfig {
   std::string summary() const;
 };
 
+/// What is wrong with `value` for ONNX Runtime's session config entry `key`, or "" when nothing is:
+/// its on/off entries (session.disable_prepacking, ...) take "0" or "1" and read any other value as
+/// off; its counts take a whole number. Keys it does not know are left to ONNX Runtime.
+std::string session_config_entry_problem(const std::string& key, const std::string& value);
+
 std::string to_string(ConvAlgoSearch v);
 std::string to_string(GraphOptimization v);
 std::string to_string(ArenaExtendStrategy v);

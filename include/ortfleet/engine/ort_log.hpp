@@ -20,4 +20,12 @@ class OrtLogCapture {
   std::unique_ptr<Impl> impl_;
 };
 
+/// ONNX Runtime says some warnings once per session ("Some nodes were not assigned to the preferred
+/// execution providers ..."): by default ortfleet prints the first of each and counts the repeats,
+/// its worker processes' included. hold_ort_warnings() holds them all instead, until
+/// print_ort_warnings() says each once with how often it came ("onnxruntime (24 times): ..."): what
+/// a command does, at its end.
+void hold_ort_warnings();
+void print_ort_warnings();
+
 }  // namespace ortfleet

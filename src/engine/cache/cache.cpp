@@ -2,9 +2,11 @@
 
 #include <sys/stat.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <string_view>
 
 #include "base/private_dir.hpp"
 #include "base/system_paths.hpp"
@@ -95,12 +97,30 @@ std::string ModelCache::entry_path(const std::string& model_path, const Device& 
   return entry_path_for_key(model_path, key_text(model_path, device, resolved), resolved.session.model_cache_format);
 }
 
+namespace {
+/// A name the cache gives: "<model>-<16 hex digits>.onnx" or ".ort" (an entry), those followed by more
+/// (its weights, lock, manifest, an unfinished write), and "<model>-<16 hex digits>.digests.json".
+bool is_cache_file_name(const std::string& name) {
+  for (const char* kind : {".onnx", ".ort", ".digests.json"}) {
+    for (auto at = name.find(kind); at != std::string::npos; at = name.find(kind, at + 1)) {
+      const bool named = at > 17 && name[at - 17] == '-' && name.find_first_not_of("0123456789abcdef", at - 16) == at;
+      const bool whole = std::string_view(kind) != ".digests.json" || at + std::strlen(kind) == name.size();
+      if (named && whole) return true;
+    }
+  }
+  return false;
+}
+}  // namespace
+
 std::vector<CacheEntry> ModelCache::entries() const {
   std::vector<CacheEntry> out;
   if (!detail::check_private_dir(dir_, detail::kCacheFolderHint)) return out;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir_, ec)) {
-    if ((e.path().extension() != ".onnx" && e.path().extension() != ".ort") || !e.is_regular_file(ec)) continue;
+    if ((e.path().extension() != ".onnx" && e.path().extension() != ".ort") || !is_cache_file_name(e.path().filename().string()) ||
+        !e.is_regular_file(ec)) {
+      continue;
+    }
     uint64_t bytes = e.file_size(ec);
     const fs::path data = e.path().string() + ".data";  // the weights, stored beside the graph
     if (fs::is_regular_file(data, ec)) bytes += fs::file_size(data, ec);
@@ -121,7 +141,11 @@ size_t ModelCache::clear() const {
   if (!detail::check_private_dir(dir_, detail::kCacheFolderHint)) return 0;
   std::error_code ec;
   std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator(dir_, ec)) names.push_back(e.path().filename().string());
+  // Only what the cache made ("<model>-<16 hex digits>.onnx" and the files beside it): the folder may
+  // hold a user's own files (ORTFLEET_CACHE=$HOME makes it ~/models), which are never touched.
+  for (const auto& e : fs::directory_iterator(dir_, ec)) {
+    if (is_cache_file_name(e.path().filename().string())) names.push_back(e.path().filename().string());
+  }
   // Entries whose lock another process holds are in use: a reader loads them, a writer makes them.
   std::vector<detail::FileLock> held;
   std::vector<std::string> in_use;

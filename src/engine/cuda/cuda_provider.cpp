@@ -108,8 +108,7 @@ void prepare_locked(ProviderRegistry& r) {
   // 1.29.0's CUDA-built core and the same EP library, all of them ran (docs/troubleshooting.md).
   if (!r.state.path.empty() && !r.builtin_available) {
     r.state.core_mismatch = "ONNX Runtime's core library (" + rt.library_path + ") is built without CUDA, and the CUDA EP library " +
-                            r.state.library + " calls back into a CUDA-built core: models whose kernels do (Resize with sizes, Slice, If, "
-                            "Concat, ...) crash inside ONNX Runtime with SIGSEGV";
+                            r.state.library + " " + detail::kCpuCoreUnderCudaEp;
     spdlog::warn("{}. Use a CUDA-built core: scripts/fetch-onnxruntime.sh --gpu installs onnxruntime-node 1.29.0's (or pass --ort-lib)",
                  r.state.core_mismatch);
   }

@@ -1,6 +1,11 @@
 #include "ortfleet/engine/model_file.hpp"
 
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
 #include <charconv>
+#include <set>
 #include <functional>
 #include <fcntl.h>
 #include <unistd.h>
@@ -93,6 +98,28 @@ ValidatedFiles& validated_files() {
   static ValidatedFiles files;
   return files;
 }
+
+/// What inspect_model found, by path and identity: a start reads a model's graph once (the model
+/// cache's format choice asks while ONNX Runtime loads, and again when the session looks its entry up).
+class InspectedFiles {
+ public:
+  std::optional<ModelFacts> find(const std::string& path, const detail::FileIdentity& identity) {
+    std::lock_guard lock(mutex_);
+    const auto it = files_.find(path);
+    if (it == files_.end() || !(it->second.first == identity)) return std::nullopt;
+    return it->second.second;
+  }
+  void add(const std::string& path, const detail::FileIdentity& identity, const ModelFacts& facts) {
+    std::lock_guard lock(mutex_);
+    if (files_.size() >= kMaxFiles) files_.clear();
+    files_[path] = {identity, facts};
+  }
+
+ private:
+  static constexpr size_t kMaxFiles = 64;
+  std::mutex mutex_;
+  std::map<std::string, std::pair<detail::FileIdentity, ModelFacts>> files_;
+};
 
 /// Throws ortfleet::Error when `path` is no readable ONNX model: a walk of its top-level fields.
 void check_model_file(const std::string& path) {
@@ -214,6 +241,17 @@ class ProtoCursor {
   uint64_t end_;
 };
 
+/// Calls `inside` with a cursor over each message in field `number` of the message `outer` reads.
+void each_message(const FileReader& file, ProtoCursor& outer, uint64_t number, const std::string& path,
+                  const std::function<void(ProtoCursor&)>& inside) {
+  while (!outer.done()) {
+    const auto n = outer.next(path);
+    if (n.number != number || n.wire != 2) continue;
+    ProtoCursor c(file, n.offset, n.offset + n.value);
+    inside(c);
+  }
+}
+
 uint64_t onnx_element_size(uint64_t data_type) {
   switch (data_type) {
     case 1: case 6: case 12: return 4;   // float, int32, uint32
@@ -226,7 +264,9 @@ uint64_t onnx_element_size(uint64_t data_type) {
 
 }  // namespace
 
-ModelFacts inspect_model(const std::string& path) {
+namespace {
+/// The walk of a model's fields inspect_model() remembers.
+ModelFacts inspect_model_file(const std::string& path) {
   validate_model_file(path);
   FileReader file(path);
   const uint64_t size = fs::file_size(path);
@@ -288,12 +328,7 @@ ModelFacts inspect_model(const std::string& path) {
           if (v.number != 2 || v.wire != 2 || g.number != 11) continue;
           // TypeProto.tensor_type = 1 -> Tensor.shape = 2 -> TensorShapeProto.dim = 1 -> dim_value = 1 | dim_param = 2
           auto nested = [&](ProtoCursor& outer, uint64_t number, const std::function<void(ProtoCursor&)>& inside) {
-            while (!outer.done()) {
-              const auto n = outer.next(path);
-              if (n.number != number || n.wire != 2) continue;
-              ProtoCursor c(file, n.offset, n.offset + n.value);
-              inside(c);
-            }
+            each_message(file, outer, number, path, inside);
           };
           ProtoCursor type(file, v.offset, v.offset + v.value);
           nested(type, 1, [&](ProtoCursor& tensor) {
@@ -320,6 +355,19 @@ ModelFacts inspect_model(const std::string& path) {
   }
   return facts;
 }
+}  // namespace
+
+ModelFacts inspect_model(const std::string& path) {
+  static InspectedFiles inspected;
+  const auto identity = detail::identity_of(path);
+  if (identity && identity->regular) {
+    if (auto known = inspected.find(path, *identity)) return *known;
+  }
+  ModelFacts facts = inspect_model_file(path);
+  if (identity && identity->regular) inspected.add(path, *identity, facts);
+  return facts;
+}
+
 
 }  // namespace ortfleet
 
@@ -385,6 +433,154 @@ std::vector<InitializerBytes> initializer_bytes(const std::string& path) {
     }
   }
   return out;
+}
+
+namespace {
+
+/// protobuf's default recursion limit, which ONNX Runtime's model reader keeps: messages nested deeper
+/// than this make it fail with "Protobuf parsing failed".
+constexpr int kProtobufDepthLimit = 100;
+
+/// The deepest nesting of subgraphs (attributes g = 6 and graphs = 11 of a node's attributes) below the
+/// graph at [begin, end): 0 for none. Stops counting past the depth protobuf could read anyway.
+int subgraph_depth(const FileReader& file, uint64_t begin, uint64_t end, const std::string& path, int level) {
+  int deepest = level;
+  if (level > kProtobufDepthLimit) return deepest;
+  ProtoCursor graph(file, begin, end);
+  while (!graph.done()) {
+    const auto g = graph.next(path);
+    if (g.number != 1 || g.wire != 2) continue;  // NodeProto; its attributes are field 5
+    ProtoCursor node(file, g.offset, g.offset + g.value);
+    while (!node.done()) {
+      const auto n = node.next(path);
+      if (n.number != 5 || n.wire != 2) continue;
+      ProtoCursor attribute(file, n.offset, n.offset + n.value);
+      while (!attribute.done()) {
+        const auto a = attribute.next(path);
+        if ((a.number == 6 || a.number == 11) && a.wire == 2) deepest = std::max(deepest, subgraph_depth(file, a.offset, a.offset + a.value, path, level + 1));
+      }
+    }
+  }
+  return deepest;
+}
+
+}  // namespace
+
+std::optional<Error> model_structure_problem(const std::string& path) {
+  try {
+    FileReader file(path);
+    std::error_code ec;
+    const uint64_t size = fs::file_size(path, ec);
+    if (ec || !file.ok()) return std::nullopt;
+    ProtoCursor model(file, 0, size);
+    while (!model.done()) {
+      const auto f = model.next(path);
+      if (f.number != 7 || f.wire != 2) continue;
+      int outputs = 0;
+      ProtoCursor graph(file, f.offset, f.offset + f.value);
+      while (!graph.done()) outputs += graph.next(path).number == 12 ? 1 : 0;
+      if (outputs == 0) {
+        return Error("the model " + path + " declares no outputs, so ONNX Runtime has nothing to compute",
+                     "Re-export it with its outputs (its graph's output list is empty)");
+      }
+      // Each level of subgraph nests three messages (node, attribute, graph) inside the one above; a
+      // value's type inside a graph nests five more (value, type, tensor, shape, dim).
+      const int depth = subgraph_depth(file, f.offset, f.offset + f.value, path, 0);
+      const int messages = 2 + 3 * depth + 5;
+      if (messages > kProtobufDepthLimit) {
+        return Error(fmt::format("the model {} nests subgraphs (the bodies of If, Loop or Scan) {} deep, about {} levels of protobuf "
+                                 "messages: more than the {} ONNX Runtime's reader takes, so it says \"Protobuf parsing failed\"",
+                                 path, depth, messages, kProtobufDepthLimit),
+                     fmt::format("Flatten the nesting to at most {} levels of subgraphs when exporting the model", (kProtobufDepthLimit - 7) / 3));
+      }
+    }
+  } catch (const Error&) {
+    // A malformed field: the file's own check names it; here there is no structural reason to give.
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+struct DeclaredDim {
+  std::string input;
+  size_t index = 0;
+  int64_t value = 0;
+};
+
+/// The dims the graph's inputs declare with a negative dim_value (ONNX Runtime reports every one of
+/// them as -1, dynamic). Walks the graph's own fields (its nodes are skipped, not read).
+std::vector<DeclaredDim> negative_declared_dims(const std::string& path) {
+  std::vector<DeclaredDim> out;
+  FileReader file(path);
+  std::error_code ec;
+  const uint64_t size = fs::file_size(path, ec);
+  if (ec || !file.ok()) return out;
+  ProtoCursor model(file, 0, size);
+  auto each = [&](ProtoCursor& outer, uint64_t number, const std::function<void(ProtoCursor&)>& inside) {
+    each_message(file, outer, number, path, inside);
+  };
+  each(model, 7, [&](ProtoCursor& graph) {
+    while (!graph.done()) {
+      const auto g = graph.next(path);
+      if (g.number != 11 || g.wire != 2) continue;  // ValueInfoProto: name 1, type 2 -> tensor_type 1 -> shape 2 -> dim 1
+      ProtoCursor info(file, g.offset, g.offset + g.value);
+      std::string name;
+      std::vector<std::pair<size_t, int64_t>> negative;
+      while (!info.done()) {
+        const auto v = info.next(path);
+        if (v.number == 1 && v.wire == 2) name = info.string_of(v);
+        if (v.number != 2 || v.wire != 2) continue;
+        ProtoCursor type(file, v.offset, v.offset + v.value);
+        each(type, 1, [&](ProtoCursor& tensor) {
+          each(tensor, 2, [&](ProtoCursor& shape) {
+            size_t index = 0;
+            each(shape, 1, [&](ProtoCursor& dim) {
+              while (!dim.done()) {
+                const auto d = dim.next(path);
+                if (d.number == 1 && d.wire == 0 && static_cast<int64_t>(d.value) < 0) negative.emplace_back(index, static_cast<int64_t>(d.value));
+              }
+              ++index;
+            });
+          });
+        });
+      }
+      for (const auto& [index, value] : negative) out.push_back({name, index, value});
+    }
+  });
+  return out;
+}
+
+}  // namespace
+
+void check_model_interface(const std::string& path, const std::vector<TensorSpec>& inputs, const std::vector<TensorSpec>& outputs) {
+  if (outputs.empty()) {
+    throw model_structure_problem(path).value_or(Error("the model " + path + " declares no outputs, so ONNX Runtime has nothing to compute",
+                                                       "Re-export it with its outputs (its graph's output list is empty)"));
+  }
+  // ONNX Runtime reports a dim declared negative as -1, as it does a dim with no size: only the file
+  // tells them apart, read where an input has such a dim.
+  const bool unnamed_dynamic = std::any_of(inputs.begin(), inputs.end(), [](const TensorSpec& input) {
+    for (size_t i = 0; i < input.shape.size(); ++i) {
+      if (input.shape[i] < 0 && (i >= input.dim_names.size() || input.dim_names[i].empty())) return true;
+    }
+    return false;
+  });
+  if (!unnamed_dynamic) return;
+  static std::mutex mutex;
+  static std::set<std::string> warned;
+  for (const auto& dim : negative_declared_dims(path)) {
+    if (dim.value < -1) {
+      throw Error(fmt::format("the model {} declares dim {} of input '{}' as {}: a dim is a size of 0 or more, or a name", path, dim.index,
+                              dim.input, dim.value),
+                  "Fix the model's input shape: a number for a fixed dim, a name (dim_param) for a dynamic one");
+    }
+    // -1, which older exporters wrote for "any size": it runs, so it is said (once per model), not refused.
+    const std::lock_guard lock(mutex);
+    if (!warned.insert(path + "|" + dim.input + "|" + std::to_string(dim.index)).second) continue;
+    spdlog::warn("the model {} declares dim {} of input '{}' as -1: ONNX allows no negative dims, so ONNX Runtime and ortfleet read it "
+                 "as dynamic (give it a name, dim_param, to say so)", path, dim.index, dim.input);
+  }
 }
 
 }  // namespace ortfleet::detail

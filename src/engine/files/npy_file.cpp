@@ -11,6 +11,7 @@
 
 #include "engine/files/mapped_file.hpp"
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/base/output_file.hpp"
 #include "engine/shapes/shapes.hpp"
 
 #ifdef ORTFLEET_HAVE_ZLIB
@@ -65,6 +66,24 @@ std::string header_value(const std::string& header, const std::string& key, cons
   return header.substr(i, end - i);
 }
 
+/// numpy's shape tuple, "(2, 3)", "(5,)" or "()": dims of 0 or more, each a number.
+std::vector<int64_t> shape_of_header(const std::string& text, const std::string& path) {
+  if (text.size() < 2 || text.front() != '(' || text.back() != ')') bad_file(path, "its shape " + text + " is not a tuple");
+  std::vector<int64_t> shape;
+  std::istringstream dims(text.substr(1, text.size() - 2));
+  for (std::string dim; std::getline(dims, dim, ',');) {
+    const auto first = dim.find_first_not_of(' ');
+    if (first == std::string::npos) continue;  // the empty piece after the comma of "(5,)"
+    dim = dim.substr(first, dim.find_last_not_of(' ') - first + 1);
+    if (dim.front() == '-') bad_file(path, "its shape " + text + " has a negative dim (" + dim + "); numpy never writes one, so the file is damaged");
+    if (dim.find_first_not_of("0123456789") != std::string::npos || dim.size() > 18) {
+      bad_file(path, "its shape " + text + " has a dim that is not a whole number of at most 18 digits (" + dim + ")");
+    }
+    shape.push_back(std::stoll(dim));
+  }
+  return shape;
+}
+
 /// Parses one `.npy` image (`data`, `size` bytes) into a host tensor.
 Tensor parse_npy(const unsigned char* data, size_t size, const std::string& name, const std::string& path) {
   if (size < 10 || std::memcmp(data, kNpyMagic.data(), kNpyMagic.size()) != 0) bad_file(path, "it does not start with numpy's magic bytes");
@@ -90,17 +109,7 @@ Tensor parse_npy(const unsigned char* data, size_t size, const std::string& name
   descr = descr.substr(1, descr.size() - 2);
   const ElementType type = type_of_descr(descr, path);
   if (header_value(header, "fortran_order", path) != "False") bad_file(path, "it is in Fortran order; save numpy.ascontiguousarray(a)");
-  const std::string shape_text = header_value(header, "shape", path);
-  std::vector<int64_t> shape;
-  for (size_t i = 0; i < shape_text.size();) {
-    if (std::isdigit(static_cast<unsigned char>(shape_text[i])) == 0) {
-      ++i;
-      continue;
-    }
-    size_t used = 0;
-    shape.push_back(std::stoll(shape_text.substr(i), &used));
-    i += used;
-  }
+  const std::vector<int64_t> shape = shape_of_header(header_value(header, "shape", path), path);
   const size_t bytes = checked_bytes(shape, type, "array '" + name + "' of " + path);
   if (bytes > size - offset) bad_file(path, fmt::format("array '{}' needs {} bytes and the file holds {}", name, bytes, size - offset));
   return Tensor::host_copy(name, type, shape, data + offset);
@@ -256,7 +265,10 @@ std::vector<Tensor> read_npz(const std::string& path) {
     if (name.size() > 4 && name.compare(name.size() - 4, 4, ".npy") == 0) name.resize(name.size() - 4);
     out.push_back(parse_npy(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), name, path + ":" + m.name));
   }
-  if (out.empty()) bad_file(path, "it holds no arrays");
+  if (out.empty()) {
+    throw Error(path + " is an .npz file with no arrays in it",
+                "Save the warm-up inputs into it by name: numpy.savez(FILE, input_name=array, ...)");
+  }
   return out;
 }
 
@@ -268,7 +280,10 @@ std::vector<Tensor> read_array_file(const std::string& path, const std::string& 
   std::ifstream in(path, std::ios::binary);
   std::array<char, 4> head{};
   in.read(head.data(), head.size());
-  if (in.gcount() == 4 && std::memcmp(head.data(), "PK\x03\x04", 4) == 0) return read_npz(path);
+  // A zip file: its first member, or the end of its directory when it has none (numpy.savez(FILE)).
+  if (in.gcount() == 4 && (std::memcmp(head.data(), "PK\x03\x04", 4) == 0 || std::memcmp(head.data(), "PK\x05\x06", 4) == 0)) {
+    return read_npz(path);
+  }
   return {read_npy(path, npy_name)};
 }
 
@@ -336,9 +351,7 @@ void write_npz(const std::string& path, const std::vector<Tensor>& tensors) {
   put32(archive, static_cast<uint32_t>(directory.size()));
   put32(archive, dir_offset);
   put16(archive, 0);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(archive.data(), static_cast<std::streamsize>(archive.size()));
-  if (!out) throw Error("cannot write " + path, "Check that the folder exists and is writable");
+  write_output_file(path, archive);
 }
 
 }  // namespace ortfleet::detail

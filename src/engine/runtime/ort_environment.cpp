@@ -2,9 +2,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <utility>
 
 #include "ortfleet/base/error.hpp"
 #include "engine/runtime/runtime.hpp"
@@ -20,6 +22,8 @@ struct LogState {
   int next_id = 1;
   OrtLoggingLevel print_level = ORT_LOGGING_LEVEL_WARNING;
   Ort::Env* env = nullptr;
+  OrtWarningMode warning_mode = OrtWarningMode::first_each;
+  OrtWarningTally warnings;
 };
 
 LogState& log_state() {
@@ -40,22 +44,23 @@ bool expected_warning(const char* message) {
          std::strncmp(message, "Serializing optimized model with Graph Optimization level greater than", 70) == 0;
 }
 
+void print_ort_message(spdlog::level::level_enum level, const std::string& message, int64_t count) {
+  if (count > 1) spdlog::log(level, "onnxruntime ({} times): {}", count, message);
+  else spdlog::log(level, "onnxruntime: {}", message);
+}
+
+/// Counts a warning (with `s.mutex` held) and prints it where the mode says so.
+void count_warning(LogState& s, const std::string& message, int64_t count) {
+  const bool first = s.warnings.note(message, count);
+  if (s.warning_mode != OrtWarningMode::first_each) return;
+  s.warnings.take();  // printed, or a repeat of one printed: either way nothing waits
+  if (first) print_ort_message(spdlog::level::warn, message, 1);
+  else spdlog::debug("onnxruntime (again): {}", message);
+}
+
 void ORT_API_CALL forward_log(void* /*param*/, OrtLoggingLevel severity, const char* category, const char* logid,
                               const char* location, const char* message) {
-  auto& s = log_state();
-  if (severity == ORT_LOGGING_LEVEL_WARNING && expected_warning(message)) severity = ORT_LOGGING_LEVEL_INFO;
-  OrtLogRecord record{monotonic_ns(), severity, category ? category : "", logid ? logid : "", location ? location : "",
-                      message ? message : ""};
-  std::lock_guard lock(s.mutex);
-  for (const auto& [id, entry] : s.listeners) {
-    if (severity >= entry.second) entry.first(record);
-  }
-  if (severity >= s.print_level) {
-    const auto level = severity >= ORT_LOGGING_LEVEL_ERROR ? spdlog::level::err
-                       : severity == ORT_LOGGING_LEVEL_WARNING ? spdlog::level::warn
-                                                               : spdlog::level::info;
-    spdlog::log(level, "onnxruntime: {}", record.message);
-  }
+  note_ort_log(severity, category, logid, location, message);
 }
 
 OrtLoggingLevel level_from_env() {
@@ -118,6 +123,56 @@ OrtLogListener::~OrtLogListener() {
     s.listeners.erase(id_);
   }
   apply_level(s);
+}
+
+bool OrtWarningTally::note(const std::string& message, int64_t count) {
+  const bool first = std::find(seen_.begin(), seen_.end(), message) == seen_.end();
+  if (first) seen_.push_back(message);
+  const auto pending = std::find_if(pending_.begin(), pending_.end(), [&](const OrtWarningCount& w) { return w.message == message; });
+  if (pending == pending_.end()) pending_.push_back({message, count});
+  else pending->count += count;
+  return first;
+}
+
+std::vector<OrtWarningCount> OrtWarningTally::take() { return std::exchange(pending_, {}); }
+
+void note_ort_log(OrtLoggingLevel severity, const char* category, const char* logid, const char* location, const char* message) {
+  auto& s = log_state();
+  if (severity == ORT_LOGGING_LEVEL_WARNING && expected_warning(message)) severity = ORT_LOGGING_LEVEL_INFO;
+  OrtLogRecord record{monotonic_ns(), severity, category ? category : "", logid ? logid : "", location ? location : "",
+                      message ? message : ""};
+  std::lock_guard lock(s.mutex);
+  for (const auto& [id, entry] : s.listeners) {
+    if (severity >= entry.second) entry.first(record);
+  }
+  if (severity < s.print_level) return;
+  if (severity == ORT_LOGGING_LEVEL_WARNING) {
+    count_warning(s, record.message, 1);
+    return;
+  }
+  print_ort_message(severity >= ORT_LOGGING_LEVEL_ERROR ? spdlog::level::err : spdlog::level::info, record.message, 1);
+}
+
+void set_ort_warning_mode(OrtWarningMode mode) {
+  auto& s = log_state();
+  std::lock_guard lock(s.mutex);
+  s.warning_mode = mode;
+}
+
+std::vector<OrtWarningCount> take_ort_warnings() {
+  auto& s = log_state();
+  std::lock_guard lock(s.mutex);
+  return s.warnings.take();
+}
+
+void add_ort_warnings(const std::vector<OrtWarningCount>& warnings) {
+  auto& s = log_state();
+  std::lock_guard lock(s.mutex);
+  for (const auto& w : warnings) count_warning(s, w.message, w.count);
+}
+
+void print_ort_warnings() {
+  for (const auto& w : take_ort_warnings()) print_ort_message(spdlog::level::warn, w.message, w.count);
 }
 
 void set_ort_print_level(OrtLoggingLevel level) {

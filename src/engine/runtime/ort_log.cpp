@@ -29,4 +29,8 @@ OrtLogCapture::~OrtLogCapture() {
   if (impl_) impl_->listener.reset();  // no message may arrive while the file closes
 }
 
+void hold_ort_warnings() { detail::set_ort_warning_mode(detail::OrtWarningMode::at_the_end); }
+
+void print_ort_warnings() { detail::print_ort_warnings(); }
+
 }  // namespace ortfleet

@@ -17,6 +17,7 @@
 #include <type_traits>
 
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/base/output_file.hpp"
 
 namespace ortfleet {
 using nlohmann::json;
@@ -76,6 +77,35 @@ GraphOptimization parse_graph_optimization(const std::string& s) {
 
 std::string to_string(ModelCacheFormat v) {
   return v == ModelCacheFormat::ort ? "ort" : v == ModelCacheFormat::onnx ? "onnx" : "auto";
+}
+
+std::string session_config_entry_problem(const std::string& key, const std::string& value) {
+  // From onnxruntime_session_options_config_keys.h (1.29): the entries ONNX Runtime compares with "1".
+  static const std::set<std::string> kOnOff = {
+      "session.disable_prepacking", "session.use_env_allocators", "session.set_denormal_as_zero", "session.disable_quant_qdq",
+      "session.disable_qdq_constant_folding", "session.disable_double_qdq_remover", "session.enable_quant_qdq_cleanup",
+      "optimization.enable_gelu_approximation", "optimization.enable_cast_chain_elimination", "session.disable_aot_function_inlining",
+      "session.use_device_allocator_for_initializers", "session.inter_op.allow_spinning", "session.intra_op.allow_spinning",
+      "session.use_ort_model_bytes_directly", "session.use_ort_model_bytes_for_initializers", "session.use_memory_mapped_ort_model",
+      "session.qdqisint8allowed", "session.force_spinning_stop", "session.strict_shape_type_inference",
+      "session.allow_released_opsets_only", "session.debug_layout_transformation", "session.disable_cpu_ep_fallback",
+      "session.save_external_prepacked_constant_initializers", "ep.context_enable", "ep.context_embed_mode", "ep.share_ep_contexts",
+      "ep.stop_share_ep_contexts", "session.compile_only", "mlas.enable_gemm_fastmath_arm64_bfloat16", "mlas.use_lut_gemm",
+      "mlas.disable_kleidiai", "session.enable_dq_matmulnbits_fusion", "session.disable_model_compile",
+      "session.fail_on_suboptimal_compiled_model"};
+  // ... and those it reads as a whole number.
+  static const std::set<std::string> kCounts = {
+      "session.intra_op.spin_duration_us", "session.inter_op.spin_duration_us", "session.intra_op.spin_backoff_max",
+      "session.inter_op.spin_backoff_max", "session.dynamic_block_base", "session.graph_optimizations_loop_level",
+      "optimization.constant_folding_max_output_size_in_bytes", "session.qdq_matmulnbits_accuracy_level",
+      "session.qdq_matmulnbits_block_size", "mlas.kleidiai.conv_igemm_max_work"};
+  if (kOnOff.count(key) != 0 && value != "0" && value != "1") {
+    return "must be \"0\" or \"1\" (got \"" + value + "\"): ONNX Runtime reads any other value as \"0\"";
+  }
+  if (kCounts.count(key) != 0 && (value.empty() || value.size() > 18 || value.find_first_not_of("0123456789") != std::string::npos)) {
+    return "must be a whole number of 0 or more (got \"" + value + "\")";
+  }
+  return {};
 }
 
 ModelCacheFormat parse_model_cache_format(const std::string& s) {
@@ -405,6 +435,9 @@ void read_session_section(const json& section, const std::string& source, Sessio
   }, "\"\", LAZY, EAGER");
   s.read_range("cuda_max_connections", o.cuda_max_connections, 0, 32, "a whole number (0 leaves it as is)");
   s.read("config_entries", o.config_entries, "an object of strings");
+  for (const auto& [key, value] : o.config_entries) {
+    if (const std::string problem = session_config_entry_problem(key, value); !problem.empty()) s.fail("session.config_entries." + key, problem);
+  }
   s.read("custom_op_libraries", o.custom_op_libraries, "a list of shared library paths");
   s.finish();
 }
@@ -530,11 +563,7 @@ RunConfig RunConfig::load(const std::string& path) {
   return from_json(buffer.str(), path);
 }
 
-void RunConfig::save(const std::string& path) const {
-  std::ofstream out(path, std::ios::trunc);
-  out << to_json();
-  if (!out) throw Error("cannot write config " + path, "Check that the folder exists and is writable");
-}
+void RunConfig::save(const std::string& path) const { write_output_file(path, to_json()); }
 
 std::string RunConfig::summary() const {
   const RunConfig d;

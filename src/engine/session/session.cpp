@@ -23,6 +23,7 @@
 #include "engine/cuda/cuda_environment.hpp"
 #include "engine/cuda/cuda_provider.hpp"
 #include "engine/files/mapped_file.hpp"
+#include "engine/files/model_file.hpp"
 #include "engine/runtime/ort_environment.hpp"
 #include "engine/runtime/ort_errors.hpp"
 #include "engine/cuda/shared_weights.hpp"
@@ -316,13 +317,21 @@ Ort::SessionOptions Session::Impl::make_options(bool first) {
 }
 
 Ort::Session Session::Impl::open(const std::string& source, const void* data, size_t size, Ort::SessionOptions& so) {
-  if (data != nullptr) {
-    // External data files are found relative to the model's folder, which bytes in memory lack.
-    const std::string folder = fs::absolute(source).parent_path().string();
-    so.AddConfigEntry("session.model_external_initializers_file_folder_path", folder.c_str());
-    return Ort::Session(detail::ort_env(), data, size, so);
+  try {
+    if (data != nullptr) {
+      // External data files are found relative to the model's folder, which bytes in memory lack.
+      const std::string folder = fs::absolute(source).parent_path().string();
+      so.AddConfigEntry("session.model_external_initializers_file_folder_path", folder.c_str());
+      return Ort::Session(detail::ort_env(), data, size, so);
+    }
+    return Ort::Session(detail::ort_env(), source.c_str(), so);
+  } catch (const Ort::Exception&) {
+    // ONNX Runtime's own words for a model it cannot take ("Protobuf parsing failed" for subgraphs nested
+    // too deep) do not say why: the model's structure does, where it is the cause.
+    if (source != spec.model_path) throw;  // a cache entry: the cache handles its failures
+    if (auto problem = detail::model_structure_problem(source)) throw problem->at(lane);
+    throw;
   }
-  return Ort::Session(detail::ort_env(), source.c_str(), so);
 }
 
 void Session::Impl::create() {
@@ -455,6 +464,7 @@ void Session::Impl::read_metadata(const Ort::Session& session) {
   for (size_t i = 0; i < session.GetOutputCount(); ++i) {
     outputs.push_back(spec_of(session.GetOutputNameAllocated(i, allocator).get(), session.GetOutputTypeInfo(i)));
   }
+  detail::check_model_interface(spec.model_path, inputs, outputs);
   // Input ranges recorded by the model's author (e.g. `synth transformer` records its vocabulary)
   // keep generated warm-up inputs valid: token ids must index the embedding table.
   auto metadata = session.GetModelMetadata();
@@ -795,9 +805,17 @@ std::vector<Tensor> Session::run(const std::vector<Tensor>& given, bool outputs_
   const auto session = s.session_for(shapes, &prices_switch);
   const CrashScope running(session->calls.load() == 0 ? s.crash_first_run : s.crash_run, s.crash_record);
   std::call_once(session->primed, [&] { s.prime(*session, given); });
-  std::vector<Tensor> out = s.graph_mode()  ? s.run_graph(*session, given, outputs_on_device)
-                            : prices_switch ? s.run_priced(*session, given, outputs_on_device)
-                                            : s.run_plain(*session, given, outputs_on_device);
+  std::vector<Tensor> out;
+  try {
+    out = s.graph_mode()  ? s.run_graph(*session, given, outputs_on_device)
+          : prices_switch ? s.run_priced(*session, given, outputs_on_device)
+                          : s.run_plain(*session, given, outputs_on_device);
+  } catch (const Error& e) {
+    // A call past the largest bucket ran unpadded, which the model may not take: say that, and the bucket to add.
+    const auto over = s.buckets.overflow(shapes);
+    if (!over) throw;
+    throw Error(e.what_failed() + " (it ran unpadded: " + over->what + ")", over->fix, e.where());
+  }
   if (session->calls.fetch_add(1) == 0) {
     const uint64_t now = memory_in_use(s.spec.device);
     session->memory_bytes = now - std::min(session->memory_before, now);

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <optional>
 #include <filesystem>
 
 #include "engine/files/npy_file.hpp"
@@ -29,6 +31,49 @@ std::string range_text(const TensorSpec& spec, const ValueRange* range) {
   return real ? "random values in [-1, 1)" : "random values in {0, 1}";
 }
 
+/// The values an element of `type` holds, or nullopt where any double fits (float64).
+std::optional<ValueRange> type_bounds(ElementType type) {
+  const auto* info = element_type_info(type);
+  if (info == nullptr) return std::nullopt;
+  const double bits = 8.0 * static_cast<double>(info->size);
+  if (type == ElementType::boolean) return ValueRange{0, 1};
+  if (info->numpy_kind == 'i') return ValueRange{-std::exp2(bits - 1), std::exp2(bits - 1) - 1};
+  if (info->numpy_kind == 'u') return ValueRange{0, std::exp2(bits) - 1};
+  if (type == ElementType::float16) return ValueRange{-65504, 65504};
+  if (type == ElementType::float32 || type == ElementType::bfloat16) return ValueRange{-3.4028234663852886e38, 3.4028234663852886e38};
+  return std::nullopt;
+}
+
+/// Refuses a range an input of `spec`'s type cannot hold: generated values would wrap or saturate.
+void check_range_fits(const TensorSpec& spec, const ValueRange& range) {
+  const auto bounds = type_bounds(spec.type);
+  if (!bounds || (range.lo >= bounds->lo && range.hi <= bounds->hi)) return;
+  throw Error(fmt::format("--input-range {}={}:{} is beyond what {} input '{}' holds ({} to {})", spec.name, range.lo, range.hi,
+                          to_string(spec.type), spec.name, bounds->lo, bounds->hi),
+              fmt::format("Give a range within {}:{}", bounds->lo, bounds->hi));
+}
+
+/// Refuses arrays that give one symbolic dim ("sequence") two sizes: the model would fail deep inside
+/// its graph (at an Add of the two) rather than say which inputs disagree.
+void check_shared_dims(const std::vector<TensorSpec>& inputs, const std::map<std::string, Tensor>& arrays, const std::string& file) {
+  std::map<std::string, std::pair<const Tensor*, size_t>> first;  // dim name -> the array and the index that set it
+  for (const auto& spec : inputs) {
+    const auto array = arrays.find(spec.name);
+    if (array == arrays.end()) continue;
+    for (size_t i = 0; i < spec.dim_names.size() && i < array->second.shape.size(); ++i) {
+      if (spec.dim_names[i].empty() || spec.shape[i] >= 0) continue;
+      const auto [seen, fresh] = first.try_emplace(spec.dim_names[i], &array->second, i);
+      const Tensor& other = *seen->second.first;
+      const size_t at = seen->second.second;
+      if (fresh || other.shape[at] == array->second.shape[i]) continue;
+      throw Error(fmt::format("warm-up inputs '{}' {} and '{}' {} in {} disagree on dim '{}': {} (dim {}) against {} (dim {})", other.name,
+                              shape_text(other.shape), array->second.name, shape_text(array->second.shape), file, spec.dim_names[i],
+                              other.shape[at], at, array->second.shape[i], i),
+                  "Give every array the same size for '" + spec.dim_names[i] + "', as the model's inputs share it");
+    }
+  }
+}
+
 }  // namespace
 
 std::string WarmupInputs::made_up_text() const {
@@ -45,6 +90,7 @@ WarmupInputSource::WarmupInputSource(const WarmupOptions& options, const std::ve
       throw Error("--input-range names '" + name + "', which is not an input of this model (inputs: " + input_names(inputs) + ")",
                   "Use the model's input names ('ortfleet start MODEL --json' lists them)");
     }
+    check_range_fits(*std::find_if(inputs.begin(), inputs.end(), [&](const TensorSpec& s) { return s.name == name; }), range);
     ranges_[name] = range;
   }
   if (file_path_.empty()) return;
@@ -73,6 +119,7 @@ WarmupInputSource::WarmupInputSource(const WarmupOptions& options, const std::ve
     }
     file_.emplace(t.name, std::move(t));
   }
+  check_shared_dims(inputs, file_, file_path_);
 }
 
 InputShapes WarmupInputSource::default_shapes() const {

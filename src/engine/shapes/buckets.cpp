@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "engine/shapes/shapes.hpp"
 #include "ortfleet/base/error.hpp"
@@ -132,6 +133,26 @@ std::optional<InputShapes> BucketPlan::fit(const InputShapes& given) const {
     for (const auto& [input, dim] : b.members) target[input][dim] = *next;
   }
   return target;
+}
+
+std::optional<BucketPlan::Overflow> BucketPlan::overflow(const InputShapes& given) const {
+  std::optional<Overflow> out;
+  for (const auto& b : dims_) {
+    const auto& [input, dim] = b.members.front();
+    const auto it = given.find(input);
+    if (it == given.end() || dim >= it->second.size() || b.sizes.empty() || it->second[dim] <= b.sizes.back()) continue;
+    const int64_t size = it->second[dim];
+    int64_t factor = 0;  // what every size is a multiple of: the model may need it (strided convolutions)
+    for (const int64_t s : b.sizes) factor = std::gcd(factor, s);
+    const int64_t next = (size + factor - 1) / factor * factor;
+    if (!out) out.emplace();
+    const std::string flag = b.batch ? fmt::format("--batches ...,{}", next) : fmt::format("--buckets {}=...,{}", b.name, next);
+    out->what += fmt::format("{}{} is {}, past its largest bucket {}", out->what.empty() ? "" : "; ", b.batch ? "the batch" : b.name, size,
+                             b.sizes.back());
+    out->fix += fmt::format("{}add {} (a multiple of {}, as every size of it is): {}", out->fix.empty() ? "" : "; ", next, factor, flag);
+  }
+  if (out) out->fix[0] = 'A';
+  return out;
 }
 
 void BucketPlan::learn(const std::vector<InputShapes>& bucket_shapes, const std::vector<TensorSpec>& outputs,

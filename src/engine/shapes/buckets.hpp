@@ -52,6 +52,15 @@ class BucketPlan {
   /// size (or the dims padded together disagree), so that the call runs as it is.
   std::optional<InputShapes> fit(const InputShapes& given) const;
 
+  /// A call that ran unpadded because a dim passed the largest of its bucket's sizes, in words: what
+  /// passed which bucket ("image.2 is 76, past its largest bucket 64") and what to add (the next size
+  /// that keeps the factor the bucket's sizes share: 96 for 32,64). Nullopt when no dim did.
+  struct Overflow {
+    std::string what;
+    std::string fix;
+  };
+  std::optional<Overflow> overflow(const InputShapes& given) const;
+
   /// Learns which output dims follow each padded dim: `outputs_of(shape)` runs the model on `shape`
   /// (unpadded) and returns its outputs' shapes. For each padded dim, two shapes that differ in it
   /// alone are run: its two smallest sizes, or (one size) a smaller one. Throws ortfleet::Error when an

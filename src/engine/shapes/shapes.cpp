@@ -78,8 +78,12 @@ void check_shapes(const std::vector<TensorSpec>& inputs, const InputShapes& give
                   "Give it a tensor of rank " + std::to_string(spec->shape.size()));
     }
     for (size_t i = 0; i < dims.size(); ++i) {
-      if (dims[i] <= 0) throw Error("input '" + name + "' has shape " + shape_text(dims) + ", with a dim of " + std::to_string(dims[i]) + expected,
-                                    "Every dim must be 1 or more");
+      // A dim the model fixes is checked below (a model may fix one at 0); a dynamic one takes a size of 1 or more.
+      if (dims[i] < 0 || (dims[i] == 0 && spec->shape[i] < 0)) {
+        throw Error("input '" + name + "' has shape " + shape_text(dims) + ": its " + (spec->shape[i] < 0 ? "dynamic " : "") + "dim " +
+                        std::to_string(i) + " is " + std::to_string(dims[i]) + expected,
+                    "Give dim " + std::to_string(i) + (spec->shape[i] < 0 ? " a size of 1 or more" : " its size " + std::to_string(spec->shape[i])));
+      }
       if (spec->shape[i] >= 0 && dims[i] != spec->shape[i]) {
         throw Error("input '" + name + "' has shape " + shape_text(dims) + expected,
                     "Dim " + std::to_string(i) + " is fixed at " + std::to_string(spec->shape[i]) + " by the model");

@@ -37,12 +37,7 @@ namespace fs = std::filesystem;
 
 namespace {
 /// A fresh folder for one test.
-fs::path fresh(const std::string& name) {
-  const fs::path p = test::scratch_dir() / "cache-tests" / name;
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p;
-}
+fs::path fresh(const std::string& name) { return test::fresh_folder("cache-tests", name); }
 
 /// A copy of a model (and of its external data) that a test may damage.
 std::string copy_model(const std::string& model, const fs::path& folder) {
@@ -100,27 +95,6 @@ void expect_nothing_but_locks_and_digests(const fs::path& cache) {
   }
 }
 
-/// Warnings logged while it lives.
-class CapturedLog {
- public:
-  CapturedLog() : sink_(std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(64)) {
-    spdlog::default_logger()->sinks().push_back(sink_);
-  }
-  ~CapturedLog() {
-    auto& sinks = spdlog::default_logger()->sinks();
-    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
-  }
-  std::vector<std::string> lines() const { return sink_->last_formatted(); }
-  size_t count(const std::string& text) const {
-    size_t n = 0;
-    for (const auto& l : lines()) n += l.find(text) != std::string::npos ? 1 : 0;
-    return n;
-  }
-
- private:
-  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;
-};
-
 void overwrite_in_place(const fs::path& path, const std::string& bytes, std::streamoff at = 0) {
   std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
   f.seekp(at);
@@ -138,7 +112,7 @@ void expect_damage_is_repaired(const std::string& what, const std::function<void
   const std::string entry = only_entry(cache);
   ASSERT_TRUE(start(model, cache).used_cache);
   damage(entry);
-  CapturedLog log;
+  test::CapturedLog log;
   const Started repaired = start(model, cache);  // never an error, never wrong outputs
   expect_same(want, repaired.output);
   EXPECT_FALSE(repaired.used_cache);
@@ -378,7 +352,7 @@ TEST(ModelCache, AVouchedForEntryThatFailsToLoadIsSetAsideAndNotBlamedOnTheModel
   std::ofstream(entry + ".manifest.json", std::ios::trunc) << m.dump();
   ASSERT_EQ(detail::check_entry(entry, ModelCache(cache.string()).key_text(model, Device::cpu(), {})), "");
 
-  CapturedLog log;
+  test::CapturedLog log;
   const Started started = start(model, cache);
   expect_same(want, started.output);
   EXPECT_FALSE(started.used_cache);
@@ -492,21 +466,41 @@ TEST(ModelCache, LockFilesAreNeverFollowedThroughSymlinks) {
 
 TEST(ModelCache, ListsAndClearsEntriesButKeepsThoseInUse) {
   const auto dir = fresh("list");
-  std::ofstream(dir / "m-1.onnx") << "graph";
-  std::ofstream(dir / "m-1.onnx.data") << "weights";
-  std::ofstream(dir / "m-2.onnx") << "graph";
-  std::ofstream(dir / "m-2.onnx.partial-12") << "left by a crash";
+  const std::string one = "m-0123456789abcdef.onnx";
+  const std::string two = "m-fedcba9876543210.onnx";
+  std::ofstream(dir / one) << "graph";
+  std::ofstream(dir / (one + ".data")) << "weights";
+  std::ofstream(dir / two) << "graph";
+  std::ofstream(dir / (two + ".partial-12")) << "left by a crash";
   const ModelCache cache(dir.string());
   const auto entries = cache.entries();
   ASSERT_EQ(entries.size(), 2u);
   EXPECT_EQ(entries[0].bytes + entries[1].bytes, 17u);  // graph and weights together
   detail::FileLock reader;
-  ASSERT_TRUE(reader.try_lock((dir / "m-1.onnx.lock").string(), detail::FileLock::Mode::shared));
+  ASSERT_TRUE(reader.try_lock((dir / (one + ".lock")).string(), detail::FileLock::Mode::shared));
   EXPECT_EQ(cache.clear(), 1u);
-  EXPECT_EQ(names_in(dir), (std::vector<std::string>{"m-1.onnx", "m-1.onnx.data", "m-1.onnx.lock"}));
+  EXPECT_EQ(names_in(dir), (std::vector<std::string>{one, one + ".data", one + ".lock"}));
   reader.unlock();
   EXPECT_EQ(cache.clear(), 0u);
   EXPECT_TRUE(cache.entries().empty());
+}
+
+// The cache's folder may hold a user's own files (ORTFLEET_CACHE=$HOME makes it ~/models): `cache
+// list` does not count them and `cache clear` leaves them, removing only what the cache named.
+TEST(ModelCache, ClearLeavesFilesTheCacheDidNotMake) {
+  const auto dir = fresh("shared-folder");
+  std::ofstream(dir / "resnet50.onnx") << "the user's own model";
+  std::ofstream(dir / "bert-base.onnx") << "another";
+  std::ofstream(dir / "notes-0123456789abcdef.txt") << "notes";  // a dash and 16 hex digits, but no cache name
+  fs::create_directory(dir / "datasets");
+  std::ofstream(dir / "datasets" / "inputs.npz") << "arrays";
+  std::ofstream(dir / "m-0123456789abcdef.onnx") << "graph";
+  std::ofstream(dir / "m-0123456789abcdef.onnx.manifest.json") << "{}";
+  const ModelCache cache(dir.string());
+  EXPECT_EQ(cache.entries().size(), 1u);
+  EXPECT_EQ(cache.clear(), 0u);
+  EXPECT_EQ(names_in(dir), (std::vector<std::string>{"bert-base.onnx", "datasets", "notes-0123456789abcdef.txt", "resnet50.onnx"}));
+  EXPECT_EQ(test::read_all(dir / "resnet50.onnx"), "the user's own model");
 }
 
 namespace {

@@ -3,6 +3,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "engine/runtime/ort_environment.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/ort_log.hpp"
 #include "test_support.hpp"
@@ -26,6 +27,66 @@ TEST(OrtLog, WritesOneJsonLinePerMessage) {
   }
   std::ifstream in(path);
   EXPECT_TRUE(in.good());
+}
+
+}  // namespace ortfleet
+
+namespace ortfleet {
+
+namespace {
+/// Sets the warning mode while it lives; then the default again (the log state is the process's).
+class WarningMode {
+ public:
+  explicit WarningMode(detail::OrtWarningMode mode) { detail::set_ort_warning_mode(mode); }
+  ~WarningMode() {
+    detail::print_ort_warnings();
+    detail::set_ort_warning_mode(detail::OrtWarningMode::first_each);
+  }
+  WarningMode(const WarningMode&) = delete;
+  WarningMode& operator=(const WarningMode&) = delete;
+};
+
+void warn(const std::string& message) { detail::note_ort_log(ORT_LOGGING_LEVEL_WARNING, "onnxruntime", "cuda:0", "graph.cc", message.c_str()); }
+}  // namespace
+
+TEST(OrtWarnings, ATallyCountsEachMessageAndRemembersWhatItSaw) {
+  detail::OrtWarningTally tally;
+  EXPECT_TRUE(tally.note("a"));
+  EXPECT_FALSE(tally.note("a", 2));
+  EXPECT_TRUE(tally.note("b"));
+  EXPECT_EQ(tally.take(), (std::vector<detail::OrtWarningCount>{{"a", 3}, {"b", 1}}));
+  EXPECT_TRUE(tally.take().empty());
+  EXPECT_FALSE(tally.note("a"));  // seen before, though taken
+  EXPECT_EQ(tally.take(), (std::vector<detail::OrtWarningCount>{{"a", 1}}));
+}
+
+// The default (a library's user): the first of each warning is printed as it comes, repeats (from
+// other sessions, or handed over by worker processes) are not.
+TEST(OrtWarnings, ByDefaultTheFirstOfEachIsPrintedAndRepeatsAreNot) {
+  const test::CapturedLog log;
+  const std::string message = "Some nodes were not assigned to the preferred execution providers (first-each test)";
+  for (int i = 0; i < 3; ++i) warn(message);
+  detail::add_ort_warnings({{message, 5}});
+  EXPECT_EQ(log.count(message), 1u) << log.text();
+  EXPECT_EQ(log.count("onnxruntime: " + message), 1u) << log.text();
+}
+
+// A command holds them and says each once at its end, with how often it came: a 2-GPU bench of a
+// transformer printed the same warning 24 times before its table.
+TEST(OrtWarnings, ACommandSaysEachOnceWithItsCount) {
+  const test::CapturedLog log;
+  const std::string nodes = "Some nodes were not assigned to the preferred execution providers (command test)";
+  const std::string other = "Another warning (command test)";
+  {
+    const WarningMode held(detail::OrtWarningMode::at_the_end);
+    for (int i = 0; i < 4; ++i) warn(nodes);
+    detail::add_ort_warnings({{nodes, 20}, {other, 1}});  // from the workers
+    EXPECT_EQ(log.count(nodes), 0u) << "held until the end: " << log.text();
+    print_ort_warnings();
+  }
+  EXPECT_EQ(log.count("onnxruntime (24 times): " + nodes), 1u) << log.text();
+  EXPECT_EQ(log.count("onnxruntime: " + other), 1u) << log.text();
+  EXPECT_EQ(log.count(nodes), 1u) << log.text();
 }
 
 }  // namespace ortfleet

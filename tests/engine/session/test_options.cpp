@@ -95,6 +95,21 @@ TEST(Options, MalformedConfigsSayWhichKeyAndWhy) {
   EXPECT_NE(error_of(R"({"ortfleet_config": 1, "session": {"cuda_max_connections": 99}})").find("must be 0 to 32"), std::string::npos);
 }
 
+// ONNX Runtime reads its on/off session config entries as "1" or anything else: "true" (or true
+// written as a string) turned the option off without a word. Such values are refused, naming the value.
+TEST(Options, SessionConfigEntriesOfTheWrongTypeAreRefused) {
+  const std::string flag = error_of(R"({"ortfleet_config": 1, "session": {"config_entries": {"session.disable_prepacking": "true"}}})");
+  EXPECT_NE(flag.find("'session.config_entries.session.disable_prepacking' must be \"0\" or \"1\" (got \"true\")"), std::string::npos) << flag;
+  const std::string count = error_of(R"({"ortfleet_config": 1, "session": {"config_entries": {"session.intra_op.spin_duration_us": "fast"}}})");
+  EXPECT_NE(count.find("must be a whole number of 0 or more (got \"fast\")"), std::string::npos) << count;
+  EXPECT_NE(error_of(R"({"ortfleet_config": 1, "session": {"config_entries": {"session.disable_prepacking": true}}})")
+                .find("must be an object of strings"),
+            std::string::npos);
+  EXPECT_EQ(session_config_entry_problem("session.disable_prepacking", "1"), "");
+  EXPECT_EQ(session_config_entry_problem("optimization.disable_specified_optimizers", "ConstantFolding"), "");  // not a flag
+  EXPECT_EQ(session_config_entry_problem("vendor.unknown_key", "anything"), "");  // ONNX Runtime's to judge
+}
+
 TEST(Options, NumbersAreNeverNarrowedSilently) {
   auto session = [](const std::string& body) { return error_of(R"({"ortfleet_config": 1, "session": {)" + body + "}}"); };
   // Too large for an int: once reported as "must not be negative", or a bad_alloc.

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "engine/files/npy_file.hpp"
 #include "engine/cache/output_compare.hpp"
@@ -78,6 +79,45 @@ TEST(NpyFile, DamagedOrForeignFilesAreRefusedWithTheReason) {
   EXPECT_THROW(detail::read_npy(fortran, "a"), Error);
 }
 
+// An .npz with no arrays (numpy.savez(FILE)) is called that, not "not a numpy array file"; a negative
+// dim in an .npy header is refused (it used to be read as positive).
+TEST(NpyFile, AnEmptyNpzAndANegativeDimAreNamedForWhatTheyAre) {
+  const std::string empty = scratch("empty.npz").string();
+  detail::write_npz(empty, {});
+  for (const auto& read : {std::function<void()>([&] { detail::read_array_file(empty, "x"); }), std::function<void()>([&] { detail::read_npz(empty); })}) {
+    try {
+      read();
+      FAIL() << "an empty .npz was read";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.what_failed(), empty + " is an .npz file with no arrays in it");
+      EXPECT_NE(e.hint().find("numpy.savez(FILE, input_name=array"), std::string::npos) << e.hint();
+    }
+  }
+  std::string bytes = detail::npy_bytes(make("a", ElementType::float32, {2, 2}, {1, 2, 3, 4}));
+  ASSERT_NE(bytes.find("(2, 2,)"), std::string::npos);
+  bytes.replace(bytes.find("(2, 2,)"), 7, "(2,-2,)");
+  const std::string negative = scratch("negative.npy").string();
+  { std::ofstream(negative, std::ios::binary) << bytes; }
+  try {
+    detail::read_npy(negative, "a");
+    FAIL() << "a negative dim was read";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("its shape (2,-2,) has a negative dim (-2)"), std::string::npos) << e.what();
+  }
+  // A dim too large for int64 is refused as an ortfleet::Error, not std::out_of_range (the header's
+  // padding makes room for it).
+  std::string huge = detail::npy_bytes(make("a", ElementType::float32, {4}, {1, 2, 3, 4}));
+  const std::string dims = "(99999999999999999999,), }";
+  huge.replace(huge.find("(4, ), }"), dims.size(), dims);
+  { std::ofstream(negative, std::ios::binary) << huge; }
+  try {
+    detail::read_npy(negative, "a");
+    FAIL() << "a dim beyond int64 was read";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("(99999999999999999999)"), std::string::npos) << e.what();
+  }
+}
+
 TEST(WarmupInputs, FileArraysAreFedAsTheyAreAndSharedDimNamesFollowThem) {
   const std::string path = scratch("audio.npz").string();
   detail::write_npz(path, {make("input", ElementType::float32, {3, 7}, std::vector<double>(21, 0.25)), make("sr", ElementType::int64, {}, {16000})});
@@ -134,6 +174,52 @@ TEST(WarmupInputs, AFileThatDoesNotFitTheModelIsRefusedNamingTheArray) {
   WarmupOptions unknown_range;
   unknown_range.input_ranges["nosuch"] = {0, 1};
   EXPECT_THROW(detail::WarmupInputSource(unknown_range, kAudioModel, {}, 1), Error);
+}
+
+// A range the input's type cannot hold was accepted, and the generated values wrapped or saturated.
+TEST(WarmupInputs, ARangeBeyondWhatTheInputsTypeHoldsIsRefusedNamingBoth) {
+  const std::vector<TensorSpec> inputs = {{"pixels", ElementType::uint8, {1, 4}, {"", ""}},
+                                          {"flag", ElementType::boolean, {1}, {""}},
+                                          {"ids", ElementType::int32, {1, 4}, {"", ""}},
+                                          {"x", ElementType::float32, {1, 4}, {"", ""}}};
+  const auto error_for = [&](const std::string& name, ValueRange range) {
+    WarmupOptions options;
+    options.input_ranges[name] = range;
+    try {
+      detail::WarmupInputSource source(options, inputs, {}, 1);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  const std::string pixels = error_for("pixels", {0, 300});
+  EXPECT_NE(pixels.find("--input-range pixels=0:300 is beyond what uint8 input 'pixels' holds (0 to 255)"), std::string::npos) << pixels;
+  EXPECT_NE(pixels.find("Give a range within 0:255"), std::string::npos) << pixels;
+  EXPECT_NE(error_for("flag", {0, 2}).find("bool input 'flag' holds (0 to 1)"), std::string::npos);
+  EXPECT_NE(error_for("ids", {-1, 3e9}).find("int32 input 'ids' holds (-2147483648 to 2147483647)"), std::string::npos);
+  EXPECT_EQ(error_for("pixels", {0, 255}), "(accepted)");
+  EXPECT_EQ(error_for("x", {-1e30, 1e30}), "(accepted)");
+}
+
+// Two arrays that give one symbolic dim two sizes failed deep inside the graph, at the Add of the two:
+// they are refused naming both inputs and the dim.
+TEST(WarmupInputs, ArraysThatDisagreeOnASharedDimAreRefusedNamingBoth) {
+  const std::vector<TensorSpec> inputs = {{"input_ids", ElementType::int64, {1, -1}, {"", "sequence"}},
+                                          {"attention_mask", ElementType::int64, {1, -1}, {"", "sequence"}}};
+  const std::string path = scratch("disagree.npz").string();
+  detail::write_npz(path, {make("input_ids", ElementType::int64, {1, 8}, {}), make("attention_mask", ElementType::int64, {1, 6}, {})});
+  WarmupOptions options;
+  options.inputs_file = path;
+  try {
+    detail::WarmupInputSource source(options, inputs, {}, 1);
+    FAIL() << "arrays that disagree on 'sequence' were accepted";
+  } catch (const Error& e) {
+    const std::string text = e.what();
+    EXPECT_NE(text.find("warm-up inputs 'input_ids' [1, 8] and 'attention_mask' [1, 6]"), std::string::npos) << text;
+    EXPECT_NE(text.find("disagree on dim 'sequence': 8 (dim 1) against 6 (dim 1)"), std::string::npos) << text;
+  }
+  detail::write_npz(path, {make("input_ids", ElementType::int64, {1, 8}, {}), make("attention_mask", ElementType::int64, {1, 8}, {})});
+  EXPECT_NO_THROW(detail::WarmupInputSource(options, inputs, {}, 1));
 }
 
 TEST(InputRange, ConstantsRangesAndMistakes) {

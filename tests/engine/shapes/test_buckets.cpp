@@ -155,6 +155,25 @@ TEST(Buckets, AFittingCallRunsPaddedOnTheBucketsSessionAndItsOutputsAreCroppedBa
   EXPECT_EQ(s.run({counting({1, 3, 72, 8}, "image")})[0].shape, (std::vector<int64_t>{1, 1, 18, 2}));
 }
 
+// A call past the largest bucket runs unpadded; where the model refuses that size (the segmenter's
+// decoder adds feature maps of sizes that differ unless the image is a multiple of 8), its error
+// says which dim passed which bucket, and the bucket to add, instead of ONNX Runtime's broadcast error alone.
+TEST(Buckets, ACallPastTheLargestBucketThatFailsSaysWhichDimAndWhatToAdd) {
+  SessionSpec spec;
+  spec.model_path = test::segmenter_model();
+  spec.config.shapes.buckets = {parse_buckets("image.2=32,64"), parse_buckets("image.3=32,64")};
+  Session s(spec);
+  s.warm_up(1);
+  const std::string error = expect_error([&] { s.run({counting({1, 3, 76, 8}, "image")}); });
+  EXPECT_NE(error.find("(it ran unpadded: image.2 is 76, past its largest bucket 64)"), std::string::npos) << error;
+  EXPECT_NE(error.find("Add 96 (a multiple of 32, as every size of it is): --buckets image.2=...,96"), std::string::npos) << error;
+  const detail::BucketPlan plan(s.inputs(), spec.config.shapes, {});
+  EXPECT_FALSE(plan.overflow({{"image", {1, 3, 64, 40}}}).has_value());
+  const auto both = plan.overflow({{"image", {1, 3, 100, 65}}});
+  ASSERT_TRUE(both.has_value());
+  EXPECT_EQ(both->what, "image.2 is 100, past its largest bucket 64; image.3 is 65, past its largest bucket 64");
+}
+
 TEST(Buckets, PaddedTokensWithAZeroMaskGiveTheUnpaddedOutputs) {
   // A transformer: input_ids padded with a pad id, attention_mask (same symbolic dim) with zeros.
   SessionSpec spec;

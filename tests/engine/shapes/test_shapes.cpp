@@ -9,7 +9,7 @@ namespace ortfleet {
 namespace {
 TensorSpec image_input() { return {"input", ElementType::float32, {-1, 3, 224, 224}, {"batch", "", "", ""}}; }
 
-std::string error_of(const std::function<void()>& f) { return test::error_from(f).what(); }
+using test::error_of;
 }  // namespace
 
 TEST(Shapes, ParsesShapeListsAndBatchLists) {
@@ -25,6 +25,8 @@ TEST(Shapes, ParsesShapeListsAndBatchLists) {
   EXPECT_NE(error_of([] { parse_shape_list("input=1x-3"); }).find("dims must be positive"), std::string::npos);
   EXPECT_NE(error_of([] { parse_shape_list("input"); }).find("is not name=dims"), std::string::npos);
   EXPECT_NE(error_of([] { parse_shape_list("input=1xtwo"); }).find("not a whole number"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_shape_list("input=99999999999999999999x3"); }).find("'99999999999999999999' in 'input=99999999999999999999x3' is too large for a size"),
+            std::string::npos);
   EXPECT_NE(error_of([] { parse_batch_list("1,0"); }).find("dims must be positive"), std::string::npos);
 }
 
@@ -35,11 +37,23 @@ TEST(Shapes, BadShapesNameTheInputAndWhatTheModelExpects) {
   EXPECT_NE(fixed.find("input 'input' has shape [2, 3, 100, 224]; the model expects [batch, 3, 224, 224]"), std::string::npos) << fixed;
   EXPECT_NE(fixed.find("Dim 2 is fixed at 224"), std::string::npos);
   EXPECT_NE(error_of([&] { check_shapes(inputs, {{"input", {3, 224, 224}}}); }).find("has 3 dims"), std::string::npos);
-  EXPECT_NE(error_of([&] { check_shapes(inputs, {{"input", {0, 3, 224, 224}}}); }).find("with a dim of 0"), std::string::npos);
-  EXPECT_NE(error_of([&] { check_shapes(inputs, {{"input", {-2, 3, 224, 224}}}); }).find("with a dim of -2"), std::string::npos);
+  EXPECT_NE(error_of([&] { check_shapes(inputs, {{"input", {0, 3, 224, 224}}}); }).find("its dynamic dim 0 is 0"), std::string::npos);
+  EXPECT_NE(error_of([&] { check_shapes(inputs, {{"input", {-2, 3, 224, 224}}}); }).find("its dynamic dim 0 is -2"), std::string::npos);
+  EXPECT_NE(error_of([&] { check_shapes(inputs, {{"input", {1, -3, 224, 224}}}); }).find("its dim 1 is -3"), std::string::npos);
   EXPECT_NE(error_of([&] { check_shapes(inputs, {{"image", {1, 3, 224, 224}}}); }).find("'image' is not an input of this model"),
             std::string::npos);
   EXPECT_NE(error_of([&] { check_shapes(inputs, {}); }).find("input 'input' [batch, 3, 224, 224] is missing"), std::string::npos);
+}
+
+// A dim the model itself fixes at 0 is what it expects: the shape fits (it used to be refused with
+// "has shape [0, 3], with a dim of 0; the model expects [0, 3]").
+TEST(Shapes, ADimTheModelFixesAtZeroFits) {
+  const std::vector<TensorSpec> inputs = {{"x", ElementType::float32, {0, 3}, {"", ""}}};
+  EXPECT_NO_THROW(check_shapes(inputs, {{"x", {0, 3}}}));
+  EXPECT_NE(error_of([&] { check_shapes(inputs, {{"x", {1, 3}}}); }).find("Dim 0 is fixed at 0"), std::string::npos);
+  ShapeOptions declared;
+  declared.declared = {{{"x", {0, 3}}}};
+  EXPECT_EQ(to_string(resolve_shapes(inputs, declared, 1).front()), "x=0x3");
 }
 
 TEST(Shapes, ResolvesDeclaredShapesAndBatches) {
