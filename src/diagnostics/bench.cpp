@@ -256,6 +256,68 @@ std::vector<std::string> ratio_spread_notes(const std::vector<BenchRow>& rows) {
   return notes;
 }
 
+/// The onnxruntime Python anchor script, when `o.python` can run it (and whether it can import ortfleet
+/// too: then the fleet from Python is timed); what is not run goes into `report.skipped`.
+std::optional<std::string> find_anchors(BenchOptions& o, BenchReport& report) {
+  if (!o.anchors) {
+    report.skipped.push_back("onnxruntime Python anchors: turned off (--no-anchors)");
+    return std::nullopt;
+  }
+  std::optional<std::string> anchor = detail::find_anchor_script();
+  if (!anchor) {
+    report.skipped.push_back("onnxruntime Python anchors: bench/anchors/onnxruntime_python.py not found (set ORTFLEET_PYTHON_ANCHOR)");
+    return std::nullopt;
+  }
+  if (o.progress) o.progress("checking that " + o.python + " can import onnxruntime");
+  if (const auto problem = detail::anchor_problem(o.python)) {
+    report.skipped.push_back("onnxruntime Python anchors: " + *problem);
+    return std::nullopt;
+  }
+  if (detail::run_child({o.python, "-c", "import ortfleet"}, {}, "", 60).exit_code == 0) {
+    o.python_ortfleet = true;  // ortfleet's Python module is importable: time the fleet from Python too
+  } else {
+    report.skipped.push_back("fleet from Python: " + o.python + " cannot import ortfleet (pip install . first)");
+  }
+  return anchor;
+}
+
+/// Every case once per round, round-robin, so that slow drifts of the machine touch all alike; the
+/// timed rounds' wall times into each case's row, the round nearest the median as its report.
+void run_rounds(const BenchOptions& o, std::vector<Case>& cases, BenchPool* pool) {
+  const int rounds = o.warmup_rounds + o.runs;
+  for (int round = 0; round < rounds; ++round) {
+    const bool timed = round >= o.warmup_rounds;
+    for (auto& c : cases) {
+      if (!c.row.error.empty()) continue;
+      if (o.progress) {
+        o.progress(fmt::format("{} {}/{}: {} on {}", timed ? "round" : "untimed round", timed ? round - o.warmup_rounds + 1 : round + 1,
+                               timed ? o.runs : o.warmup_rounds, c.row.label,
+                               count_label(std::vector<Device>(o.devices.begin(), o.devices.begin() + c.row.device_count))));
+      }
+      if (c.evict_first) pool_evict(pool->server->socket_path());
+      std::optional<detail::PrivateDir> empty_cache;  // a first start's: fresh each round, gone after it
+      if (c.row.model_cache == "empty") {
+        empty_cache = detail::PrivateDir::temporary("ortfleet-bench-first-start");
+        c.start.environment["ORTFLEET_CACHE"] = empty_cache->path().string();
+      }
+      const detail::ColdStart result = detail::run_cold_start(c.start);
+      if (!result.ok()) {
+        const bool anchor_on_gpu = c.row.family == "onnxruntime-python" && o.devices.front().is_gpu();
+        c.row.error = anchor_on_gpu ? detail::explain_anchor_failure(result.error, o.python) : result.error;
+        continue;
+      }
+      const StartReport& start = *result.report;
+      if (!timed) continue;
+      c.row.wall_ms.push_back(start.wall_ms());
+      c.row.process_start_ms.push_back(process_start_ms(start));
+      const Summary s = summarize(c.row.wall_ms);
+      if (c.row.wall_ms.size() == 1 || std::abs(start.wall_ms() - s.median) <= std::abs(c.row.median_report.wall_ms() - s.median)) {
+        c.row.median_report = start;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 std::optional<std::string> python_fleet_note(const std::vector<BenchRow>& rows) {
@@ -289,26 +351,7 @@ BenchReport run_bench(const BenchOptions& options) {
   report.machine = detail::machine_description(o.devices);
   if (const RuntimeInfo* rt = loaded_runtime()) report.ort_version = rt->version;
 
-  std::optional<std::string> anchor;
-  if (o.anchors) {
-    anchor = detail::find_anchor_script();
-    if (!anchor) {
-      report.skipped.push_back("onnxruntime Python anchors: bench/anchors/onnxruntime_python.py not found (set ORTFLEET_PYTHON_ANCHOR)");
-    } else {
-      say("checking that " + o.python + " can import onnxruntime");
-      if (const auto problem = detail::anchor_problem(o.python)) {
-        report.skipped.push_back("onnxruntime Python anchors: " + *problem);
-        anchor.reset();
-      } else if (detail::run_child({o.python, "-c", "import ortfleet"}, {}, "", 60).exit_code == 0) {
-        o.python_ortfleet = true;  // ortfleet's Python module is importable: time the fleet from Python too
-      } else {
-        report.skipped.push_back("fleet from Python: " + o.python + " cannot import ortfleet (pip install . first)");
-      }
-    }
-  } else {
-    report.skipped.push_back("onnxruntime Python anchors: turned off (--no-anchors)");
-  }
-
+  const std::optional<std::string> anchor = find_anchors(o, report);
   std::unique_ptr<BenchPool> pool;
   if (o.pool_rows) {
     say("starting a warm worker pool for the pool rows");
@@ -321,37 +364,7 @@ BenchReport run_bench(const BenchOptions& options) {
     report.skipped.push_back("fleet on a warm pool, resident: turned off (--no-pool)");
   }
   std::vector<Case> cases = plan_cases(o, ortfleet, anchor, pool ? pool->server->socket_path() : std::string());
-  const int rounds = o.warmup_rounds + o.runs;
-  // Round-robin: every case runs once per round, so slow drifts of the machine touch all alike.
-  for (int round = 0; round < rounds; ++round) {
-    const bool timed = round >= o.warmup_rounds;
-    for (auto& c : cases) {
-      if (!c.row.error.empty()) continue;
-      say(fmt::format("{} {}/{}: {} on {}", timed ? "round" : "untimed round", timed ? round - o.warmup_rounds + 1 : round + 1,
-                      timed ? o.runs : o.warmup_rounds, c.row.label, count_label(std::vector<Device>(o.devices.begin(), o.devices.begin() + c.row.device_count))));
-      if (c.evict_first) pool_evict(pool->server->socket_path());
-      std::optional<detail::PrivateDir> empty_cache;  // a first start's: fresh each round, gone after it
-      if (c.row.model_cache == "empty") {
-        empty_cache = detail::PrivateDir::temporary("ortfleet-bench-first-start");
-        c.start.environment["ORTFLEET_CACHE"] = empty_cache->path().string();
-      }
-      const detail::ColdStart result = detail::run_cold_start(c.start);
-      if (!result.ok()) {
-        const bool anchor_on_gpu = c.row.family == "onnxruntime-python" && o.devices.front().is_gpu();
-        c.row.error = anchor_on_gpu ? detail::explain_anchor_failure(result.error, o.python) : result.error;
-        continue;
-      }
-      const StartReport& start = *result.report;
-      if (!timed) continue;
-      c.row.wall_ms.push_back(start.wall_ms());
-      c.row.process_start_ms.push_back(process_start_ms(start));
-      const Summary s = summarize(c.row.wall_ms);
-      if (c.row.wall_ms.size() == 1 || std::abs(start.wall_ms() - s.median) <= std::abs(c.row.median_report.wall_ms() - s.median)) {
-        c.row.median_report = start;
-      }
-    }
-  }
-
+  run_rounds(o, cases, pool.get());
   std::map<std::string, double> medians;
   for (auto& c : cases) {
     const Summary s = summarize(c.row.wall_ms);

@@ -182,13 +182,20 @@ double case_timeout_s(const std::string& model, double given) {
   return 300.0 + 0.6 * static_cast<double>(bytes >> 20);
 }
 
+CLI::Option* RunConfigFlags::flag(CLI::Option* option, std::function<void(RunConfig&)> apply) {
+  apply_.push_back(std::move(apply));
+  return option;
+}
+
 void RunConfigFlags::add_to(CLI::App* app) {
   // Each flag once: its option, and what it does to the config (run by resolve(), in this order).
   apply_.clear();
-  const auto flag = [this](CLI::Option* option, std::function<void(RunConfig&)> apply) {
-    apply_.push_back(std::move(apply));
-    return option;
-  };
+  add_session_flags(app);
+  add_shape_flags(app);
+  add_warmup_flags(app);
+}
+
+void RunConfigFlags::add_session_flags(CLI::App* app) {
   app->add_option("--config", config_file, "Config file (from 'ortfleet tune --write-config')")->check(CLI::ExistingFile);
   flag(app->add_option("--conv-algo", conv_algo, "cuDNN conv algorithm search: EXHAUSTIVE, HEURISTIC or DEFAULT"), [this](RunConfig& c) {
     if (!conv_algo.empty()) c.cuda.conv_algo_search = parse_conv_algo_search(conv_algo);
@@ -254,6 +261,9 @@ void RunConfigFlags::add_to(CLI::App* app) {
     if (module_loading != "LAZY" && module_loading != "EAGER") throw Error("--module-loading takes LAZY or EAGER");
     c.session.cuda_module_loading = module_loading;
   });
+}
+
+void RunConfigFlags::add_shape_flags(CLI::App* app) {
   flag(app->add_option("--shapes", shapes,
                        std::string("Input shapes to make and warm up at start-up, each with an ONNX Runtime session of its own: "
                                    "input=1x3x224x224,input=8x3x224x224, or a=1x128,b=1x128 for several inputs") +
@@ -289,7 +299,7 @@ void RunConfigFlags::add_to(CLI::App* app) {
        });
   flag(app->add_option("--shape-policy", shape_policy,
                        "What serves a shape nothing was declared for: measured (one shared session; on a GPU a shape gets its own once its "
-                       "switches cost a new session, as measured at the model's first start), per-shape (a session per shape, least "
+                       "switches cost a new session, both priced when they first happen), per-shape (a session per shape, least "
                        "recently used evicted) or shared")
            ->check(CLI::IsMember({"measured", "per-shape", "shared"})),
        [this](RunConfig& c) {
@@ -299,6 +309,9 @@ void RunConfigFlags::add_to(CLI::App* app) {
     if (pad_batch) c.shapes.pad_batch = true;
     c.shapes.validate();  // the last of the shapes' flags: every one of them is in
   });
+}
+
+void RunConfigFlags::add_warmup_flags(CLI::App* app) {
   flag(app->add_option("--warmup-inputs", warmup_inputs,
                        "Real inputs for warm-up: a .npz file (numpy.savez(FILE, input_name=array, ...)), or a .npy file for a one-input "
                        "model; their shapes are the ones warmed up when no --shapes are given")

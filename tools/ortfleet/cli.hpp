@@ -108,6 +108,11 @@ struct RunConfigFlags {
 
  private:
   std::vector<std::function<void(RunConfig&)>> apply_;  // what each flag does to the config, added by add_to
+  /// Declares `option` and what it does to the config.
+  CLI::Option* flag(CLI::Option* option, std::function<void(RunConfig&)> apply);
+  void add_session_flags(CLI::App* app);  ///< the config file, ONNX Runtime's and the CUDA EP's options, the cache, the warm pool
+  void add_shape_flags(CLI::App* app);    ///< shapes, batches, buckets, the shape policy
+  void add_warmup_flags(CLI::App* app);   ///< real warm-up inputs and the ranges of generated ones
 };
 
 /// Runs `body`, turning ortfleet::Error and other exceptions into a one-line message on stderr.

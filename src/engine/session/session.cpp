@@ -257,6 +257,11 @@ struct Session::Impl {
   bool is_declared(const std::string& signature) const { return declared_signatures.count(signature) > 0; }
 
   void create();
+  /// The shapes made at start-up: config.shapes resolved against the model, bucket shapes included.
+  void declare_shapes();
+  /// An entry this session wrote (inline fill) checked against its outputs, then published or set
+  /// aside; what later shape sessions load from.
+  void finish_cache_entry(detail::CacheUse& cache, ShapeSession& first);
   Ort::SessionOptions make_options(bool first);
   Ort::Session open(const std::string& source, const void* data, size_t size, Ort::SessionOptions& options);
   void read_metadata(const Ort::Session& session);
@@ -424,6 +429,13 @@ void Session::Impl::create() {
   cache_entry = cache->entry();
   read_metadata(first->session);
   warmup_source = std::make_unique<detail::WarmupInputSource>(spec.config.warmup, inputs, model_ranges, spec.dynamic_dim);
+  declare_shapes();
+  finish_cache_entry(*cache, *first);
+  if (!spec.profile_prefix.empty()) profiled = first;
+  sessions.push_back(std::move(first));
+}
+
+void Session::Impl::declare_shapes() {
   declared = resolve_shapes(inputs, spec.config.shapes, spec.dynamic_dim);
   buckets = detail::BucketPlan(inputs, spec.config.shapes, spec.config.shapes.pad_batch ? declared_batches(inputs, declared) : std::vector<int64_t>{});
   for (auto& shape : buckets.shapes(inputs, spec.dynamic_dim, kMaxShapeSessions)) {
@@ -434,26 +446,26 @@ void Session::Impl::create() {
     throw Error(fmt::format("{} shapes were declared with the buckets, more than the {} sessions a device may keep", declared.size(), kMaxShapeSessions),
                 "Declare fewer shapes or bucket sizes", lane);
   }
-  if (cache->writing()) {
+}
+
+void Session::Impl::finish_cache_entry(detail::CacheUse& cache, ShapeSession& first) {
+  if (cache.writing()) {
     std::optional<std::string> failed;
     {
       auto p = phase(phase::cache_verify);
-      failed = verify_cache_entry(*cache, *first);
+      failed = verify_cache_entry(cache, first);
       if (p) p->arg("outcome", !failed ? "unchecked" : failed->empty() ? "verified" : "rejected");
     }
-    if (!failed) cache->abandon();
-    else if (!failed->empty()) cache->reject(*failed);
-    cache_outcome = cache->outcome();
+    if (!failed) cache.abandon();
+    else if (!failed->empty()) cache.reject(*failed);
+    cache_outcome = cache.outcome();
   }
-  later_source_optimised = cache->hit() || cache->commit();
-  later_source = later_source_optimised ? cache->entry() : model;
+  later_source_optimised = cache.hit() || cache.commit();
+  later_source = later_source_optimised ? cache.entry() : spec.model_path;
   if (later_source_optimised) {
-    costs_entry = cache->entry();
+    costs_entry = cache.entry();
     costs = detail::read_shape_costs(costs_entry, cost_conditions());
   }
-  if (!spec.profile_prefix.empty()) profiled = first;
-  sessions.push_back(std::move(first));
-
 }
 
 void Session::Impl::read_metadata(const Ort::Session& session) {
