@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "base/private_dir.hpp"
+#include "base/slurm.hpp"
 #include "base/unique_fd.hpp"
 #include "fleet/wire.hpp"
 #include "ortfleet/base/error.hpp"
@@ -101,7 +102,17 @@ int serve_until_stopped(const ServeOptions& options, const std::optional<LocalSt
   return 0;
 }
 
-void launch_pool_daemon(const ServeOptions& options, const std::optional<LocalStartPlan>& prepare, const std::string& worker_executable) {
+std::string launch_pool_daemon(const ServeOptions& options, const std::optional<LocalStartPlan>& prepare, const std::string& worker_executable) {
+  std::string audience = "the next job on this node";
+  if (const auto slurm = slurm_allocation()) {
+    // The daemon ends with the job (PoolServer watches its steps): refuse here, where the start can
+    // say so, rather than leave a daemon that stops at once.
+    if (!SlurmJobWatch(slurm->job_id).alive()) {
+      throw Error("no warm pool under Slurm job " + slurm->job_id + ": none of its slurmstepd processes is visible in /proc, so a pool "
+                  "could not tell when the job ends");
+    }
+    audience = "the later steps of Slurm job " + slurm->job_id + " on this node (it ends with the job)";
+  }
   const fs::path socket(options.socket_path);
   ensure_private_dir(socket.parent_path(), "Set XDG_RUNTIME_DIR to a folder only you can write");
   const std::string request = socket.string() + ".request-" + std::to_string(::getpid()) + ".json";
@@ -133,6 +144,7 @@ void launch_pool_daemon(const ServeOptions& options, const std::optional<LocalSt
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     throw Error("the warm pool did not start: its launcher " + describe_exit_status(status) + " (its log: " + pool_log_path(options.socket_path) + ")");
   }
+  return audience;
 }
 
 int pool_daemon_main(const std::string& request_file, bool detached) {

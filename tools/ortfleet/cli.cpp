@@ -98,7 +98,13 @@ std::string TargetFlags::model_path(bool quiet) const {
 
 std::vector<Device> TargetFlags::device_list() const {
   if (devices.find_first_not_of(" \t") == std::string::npos) throw Error("--devices is empty", "Name devices (all, 0,1, cpu) or leave the flag out for all");
-  return parse_devices(devices, gpu_count());
+  return select_devices(devices).devices;
+}
+
+bool TargetFlags::means_all() const {
+  const auto first = devices.find_first_not_of(" \t");
+  const auto last = devices.find_last_not_of(" \t");
+  return first != std::string::npos && devices.substr(first, last - first + 1) == "all";
 }
 
 Device TargetFlags::device() const {

@@ -107,6 +107,8 @@ struct TargetFlags {
   std::string model_path(bool quiet) const;
   /// --devices: "all" is every GPU, else one CPU session. Throws ortfleet::Error for a bad list.
   std::vector<Device> device_list() const;
+  /// Whether --devices is "all" (as given or left out).
+  bool means_all() const;
   /// --device: "auto" is GPU 0 if there is a GPU, else the CPU; more than one is an error.
   Device device() const;
 };

@@ -49,6 +49,7 @@ void print_pool_status(const nlohmann::json& j) {
   if (const double idle_exit = j.value("idle_exit_s", 0.0); idle_exit > 0) {
     std::cout << fmt::format("; exits after {:g} s idle (idle for {:.0f} s)", idle_exit, j.value("idle_s", 0.0));
   }
+  if (const std::string job = j.value("slurm_job", ""); !job.empty()) std::cout << "; ends with Slurm job " << job;
   std::cout << "\n";
   for (const auto& model : j.value("cache_fills", nlohmann::json::array())) {
     std::cout << "making the model cache entry of " << model.get<std::string>() << " in the background\n";

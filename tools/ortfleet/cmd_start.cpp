@@ -38,7 +38,8 @@ struct StartFlags {
 
 /// Durations per phase (rows) and lane (columns): where each device's start-up went.
 void print_start_report(const StartReport& r, std::ostream& out) {
-  out << "model " << r.model << ", strategy " << r.strategy << ", " << r.devices.size() << " device(s)\n";
+  out << "model " << r.model << ", strategy " << r.strategy << ", " << r.devices.size() << " device(s)";
+  out << (r.devices_reason.empty() ? "" : ": " + r.devices_reason) << "\n";
   if (!r.strategy_reason.empty() && r.strategy_reason != "as asked") out << r.strategy_reason << "\n";
   out << "\n";
   Table devices({"device", "state", "ready after exec", "session", "provider", "pid", "error"},
@@ -115,11 +116,13 @@ int run_start(const StartFlags& f, const Globals& g) {
   options.one_process = f.one_process;
   if (!f.pool.empty()) options.pool_socket = f.pool == "default" ? default_pool_socket() : f.pool;
   const std::string model = f.target.model_path(g.quiet || f.ready_line);
-  options.devices = f.target.device_list();
+  // "all" is the fleet's to resolve (under Slurm: what Slurm gave), so that its report says why.
+  if (!f.target.means_all()) options.devices = f.target.device_list();
 
   std::unique_ptr<OrtLogCapture> capture;
   if (!f.ort_log.empty()) capture = std::make_unique<OrtLogCapture>(f.ort_log, g.ort_lib);
   Fleet fleet(model, options);
+  options.devices = fleet.devices();
   fleet.start();
   fleet.wait();
   const StartReport result = make_start_report(fleet, model, main_ns);
