@@ -174,6 +174,13 @@ void RunConfigFlags::add_to(CLI::App* app) {
        [this](RunConfig& c) {
          if (!model_cache_fill.empty()) c.session.model_cache_fill = parse_model_cache_fill(model_cache_fill);
        });
+  flag(app->add_option("--model-cache-shared", model_cache_shared,
+                       "A read-only layer of the model cache looked in before the local one (a cluster file system, an image "
+                       "layer; entries checked, never written; default $ORTFLEET_CACHE_SHARED)"),
+       [this](RunConfig& c) {
+         // Absolute, so that worker processes and a pool started elsewhere find it whatever their folder.
+         if (!model_cache_shared.empty()) c.session.model_cache_shared = std::filesystem::absolute(model_cache_shared).string();
+       });
   flag(app->add_option("--warm-pool-idle", warm_pool_idle,
                        "Seconds the warm pool a start leaves on this node waits idle before it exits; 0 leaves none (default 300, "
                        "or ORTFLEET_WARM_POOL_IDLE)")

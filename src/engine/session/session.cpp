@@ -143,6 +143,7 @@ struct Session::Impl {
   detail::BucketPlan buckets;            // config.shapes.buckets (and pad_batch) resolved
   std::once_flag buckets_learned;
   std::string costs_entry;               // the cache entry the shape costs are kept beside ("" without the cache)
+  bool costs_writable = true;            // false beside an entry of the read-only shared layer
   std::optional<detail::ShapeCosts> costs;  // measured at the model's first start (GPU, measured policy)
   detail::ShapeTraffic traffic;          // calls of shapes nothing was declared for
   // The GPU buffers bucketed calls are padded into, by input and bucket shape: reused by the next
@@ -214,7 +215,7 @@ struct Session::Impl {
       std::lock_guard lock(mutex);  // session_for reads it under the lock
       costs = measured;
     }
-    detail::write_shape_costs(costs_entry, cost_conditions(), measured);
+    if (costs_writable) detail::write_shape_costs(costs_entry, cost_conditions(), measured);
   }
   bool is_declared(const std::string& signature) const { return declared_signatures.count(signature) > 0; }
 
@@ -403,6 +404,7 @@ void Session::Impl::create() {
   later_source = later_source_optimised ? cache->entry() : model;
   if (later_source_optimised) {
     costs_entry = cache->entry();
+    costs_writable = !cache->read_only();
     costs = detail::read_shape_costs(costs_entry, cost_conditions());
   }
   if (!spec.profile_prefix.empty()) profiled = first;
