@@ -14,6 +14,7 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <chrono>
 #include <thread>
 
 #include "base/private_dir.hpp"
@@ -28,6 +29,8 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
+
+constexpr int kListenWaitSteps = 250;  // of 20 ms: 5 s at most
 
 std::string gigabytes(uint64_t bytes) { return fmt::format("{:.2f} GB", static_cast<double>(bytes) / 1e9); }
 
@@ -143,6 +146,12 @@ std::string launch_pool_daemon(const ServeOptions& options, const std::optional<
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     throw Error("the warm pool did not start: its launcher " + describe_exit_status(status) + " (its log: " + pool_log_path(options.socket_path) + ")");
+  }
+  // Until it listens (a fraction of a second; never on the path to ready): the job's next step, which
+  // may follow at once, then finds it rather than start cold beside it.
+  std::error_code ec;
+  for (int i = 0; i < kListenWaitSteps && !fs::is_socket(options.socket_path, ec); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return audience;
 }
