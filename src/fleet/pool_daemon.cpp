@@ -114,7 +114,7 @@ std::string launch_pool_daemon(const ServeOptions& options, const std::optional<
       throw Error("no warm pool under Slurm job " + slurm->job_id + ": none of its slurmstepd processes is visible in /proc, so a pool "
                   "could not tell when the job ends");
     }
-    audience = "the later steps of Slurm job " + slurm->job_id + " on this node (it ends with the job)";
+    audience = "the later steps of Slurm job " + slurm->job_id + " on this node until the job ends";
   }
   const fs::path socket(options.socket_path);
   ensure_private_dir(socket.parent_path(), "Set XDG_RUNTIME_DIR to a folder only you can write");

@@ -52,7 +52,7 @@ grep -q "damaged" "$dir/off.err" && fail "what the killed import left looked lik
 
 # The import proper: checked, added, and the leftovers of the killed ones gone.
 on B cache import "$dir/model.ortfleet" >"$dir/import.out" 2>&1 || fail "import failed: $(cat "$dir/import.out")"
-grep -q "^imported 1 of 1 entry from $dir/model.ortfleet" "$dir/import.out" || fail "import says: $(cat "$dir/import.out")"
+grep -q "^imported 1 of 1 entry from $dir/model.ortfleet (ortfleet " "$dir/import.out" || fail "import says: $(cat "$dir/import.out")"
 find "$dir/B" -name '.import-*' | grep -q . && fail "staging folders were left: $(find "$dir/B" -name '.import-*')"
 on B --json start "$model" --devices cpu >"$dir/b.json" 2>"$dir/b.err" || fail "B's first start failed: $(cat "$dir/b.err")"
 grep -q '"model_cache": "hit"' "$dir/b.json" || fail "B's first start was no cache hit: $(grep model_cache "$dir/b.json")"

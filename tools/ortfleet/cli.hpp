@@ -13,6 +13,11 @@
 
 namespace ortfleet::cli {
 
+/// Where the pool socket is by default (default_pool_socket()), in words: the help must not depend on
+/// who reads it or where.
+inline constexpr const char* kDefaultSocketDoc =
+    "$XDG_RUNTIME_DIR/ortfleet/pool.sock, else /tmp/ortfleet-<uid>/pool.sock; under Slurm pool-job<SLURM_JOB_ID>.sock";
+
 /// Ends the help of every flag that takes shapes or sizes as text: where their one grammar is shown.
 inline constexpr const char* kShapesAndSizesDoc = " (how to write shapes and sizes: docs/inference.md#writing-shapes-and-sizes)";
 

@@ -76,8 +76,8 @@ int run_import(const ImportFlags& f, const Globals& g) {
   }
   const size_t added = count_of(b, {"added", "replaced"});
   std::cout << "imported " << added << " of " << b.entries.size() << " entr" << (b.entries.size() == 1 ? "y" : "ies") << " from " << b.path
-            << " into " << cache.dir() << (f.shared.empty() ? "" : " (a shared layer: ORTFLEET_CACHE_SHARED=" + f.shared + ")") << " (ortfleet "
-            << b.ortfleet_version << ", ONNX Runtime " << b.onnxruntime_version << ")\n\n";
+            << " (ortfleet " << b.ortfleet_version << ", ONNX Runtime " << b.onnxruntime_version << ") into " << cache.dir()
+            << (f.shared.empty() ? "" : ", a shared layer: starts use it with ORTFLEET_CACHE_SHARED=" + f.shared) << "\n\n";
   print_entries(b);
   return 0;
 }

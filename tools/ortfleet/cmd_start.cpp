@@ -161,7 +161,7 @@ void register_start(CLI::App& app, Globals& globals, Action& action) {
                   "its device fails (default 7200)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--pool", f->pool,
-                  "Start on the warm pool of `ortfleet serve` listening on this socket ('default': " + default_pool_socket() + ")");
+                  std::string("Start on the warm pool of `ortfleet serve` listening on this socket ('default': ") + kDefaultSocketDoc + ")");
   cmd->add_flag("--no-narrow-workers", f->no_narrow, "Let worker processes see every GPU (CUDA_VISIBLE_DEVICES as given)");
   cmd->add_flag("--one-process", f->one_process, "With the fleet on several GPUs: every session in this process, no worker processes");
   cmd->add_flag("--ready-line", f->ready_line, "Print one JSON line when every device is done (for bench)");
