@@ -4,6 +4,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -14,6 +17,9 @@
 
 #include <cstdlib>
 
+#include <nlohmann/json.hpp>
+
+#include "engine/cache/model_digest.hpp"
 #include "ortfleet/engine/devices.hpp"
 
 namespace ortfleet::test {
@@ -58,6 +64,40 @@ std::string read_all(const fs::path& path) {
 const fs::path& scratch_dir() {
   static ScratchDir dir;
   return dir.path;
+}
+
+fs::path fresh_dir(const fs::path& relative) {
+  const fs::path p = scratch_dir() / relative;
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+void make_unloadable(const std::string& entry) {
+  { std::ofstream(entry, std::ios::trunc) << "not an ONNX graph"; }
+  auto m = nlohmann::json::parse(read_all(entry + ".manifest.json"));
+  for (auto& file : m.at("files")) {
+    if (file.at("name") != fs::path(entry).filename().string()) continue;
+    auto record = detail::to_record(detail::digest_file(entry, detail::Symlinks::refuse));
+    record["name"] = file.at("name");
+    file = record;
+  }
+  std::ofstream(entry + ".manifest.json", std::ios::trunc) << m.dump();
+}
+
+CapturedLog::CapturedLog() : sink_(std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(64)) { spdlog::default_logger()->sinks().push_back(sink_); }
+
+CapturedLog::~CapturedLog() {
+  auto& sinks = spdlog::default_logger()->sinks();
+  sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
+}
+
+std::vector<std::string> CapturedLog::lines() const { return sink_->last_formatted(); }
+
+size_t CapturedLog::count(const std::string& text) const {
+  size_t n = 0;
+  for (const auto& l : lines()) n += l.find(text) != std::string::npos ? 1 : 0;
+  return n;
 }
 
 const std::string& mlp_model() {

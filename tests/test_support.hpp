@@ -5,9 +5,12 @@
 
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <spdlog/sinks/ringbuffer_sink.h>
 
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/synth/synth.hpp"
@@ -16,6 +19,28 @@ namespace ortfleet::test {
 
 /// A fresh folder, removed at the end of the test process.
 const std::filesystem::path& scratch_dir();
+
+/// scratch_dir() / `relative`, made empty (its parents made as needed).
+std::filesystem::path fresh_dir(const std::filesystem::path& relative);
+
+/// Replaces the graph of the cache entry `entry` with junk that its manifest vouches for: the
+/// manifest's checks pass, loading it fails (an entry ortfleet wrote that no longer loads).
+void make_unloadable(const std::string& entry);
+
+/// The log lines (spdlog's default logger) written while it lives.
+class CapturedLog {
+ public:
+  CapturedLog();
+  ~CapturedLog();
+  CapturedLog(const CapturedLog&) = delete;
+  CapturedLog& operator=(const CapturedLog&) = delete;
+  std::vector<std::string> lines() const;
+  /// How many lines hold `text`.
+  size_t count(const std::string& text) const;
+
+ private:
+  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;
+};
 
 /// The ortfleet::Error `call` throws; a test failure, and an empty Error, when it throws none.
 Error error_from(const std::function<void()>& call);

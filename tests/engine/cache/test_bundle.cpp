@@ -31,12 +31,7 @@ using nlohmann::json;
 
 namespace {
 
-fs::path fresh(const std::string& name) {
-  const fs::path p = test::scratch_dir() / "bundle-tests" / name;
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p;
-}
+fs::path fresh(const std::string& name) { return test::fresh_dir(fs::path("bundle-tests") / name); }
 
 struct Started {
   std::vector<float> output;
@@ -88,6 +83,14 @@ void make_bundle(const std::string& model, const fs::path& cache, const fs::path
   const CacheBundle b = ModelCache((cache).string()).export_bundle({model}, {Device::cpu()}, {}, bundle.string());
   ASSERT_EQ(b.entries.size(), 1u);
   ASSERT_EQ(b.entries.front().outcome, "exported");
+}
+
+/// `model`'s entry made in DIR/a, exported to DIR/b.ortfleet and imported into the shared layer
+/// DIR/shared: its path there.
+std::string shared_entry(const std::string& model, const fs::path& dir) {
+  make_bundle(model, dir / "a", dir / "b.ortfleet");
+  ModelCache((dir / "shared" / "models").string()).import_bundle((dir / "b.ortfleet").string(), /*shared_layer=*/true);
+  return ModelCache((dir / "shared" / "models").string()).entries(/*private_folder=*/false).front().path;
 }
 
 /// One member of a bundle, as read back for forging.
@@ -154,22 +157,6 @@ fs::path lived_in_cache(const std::string& name) {
   return cache;
 }
 
-class CapturedLog {
- public:
-  CapturedLog() : sink_(std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(64)) { spdlog::default_logger()->sinks().push_back(sink_); }
-  ~CapturedLog() {
-    auto& sinks = spdlog::default_logger()->sinks();
-    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
-  }
-  size_t count(const std::string& text) const {
-    size_t n = 0;
-    for (const auto& l : sink_->last_formatted()) n += l.find(text) != std::string::npos ? 1 : 0;
-    return n;
-  }
-
- private:
-  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;
-};
 
 }  // namespace
 
@@ -392,9 +379,7 @@ TEST(SharedCacheLayer, AHitComesFromTheSharedLayerAndNothingIsWrittenThere) {
 
 TEST(SharedCacheLayer, ItsManifestIsNeverRewrittenAndItsHashesAreRememberedLocally) {
   const fs::path dir = fresh("shared-memo");
-  make_bundle(test::mlp_model(), dir / "a", dir / "b.ortfleet");
-  ModelCache((dir / "shared" / "models").string()).import_bundle((dir / "b.ortfleet").string(), true);
-  const std::string entry = ModelCache((dir / "shared" / "models").string()).entries(false).front().path;
+  const std::string entry = shared_entry(test::mlp_model(), dir);
   const std::string manifest = test::read_all(entry + ".manifest.json");
   const std::string key = ModelCache((dir / "a").string()).key_text(test::mlp_model(), Device::cpu(), {});
   // Copied here, the files' identities differ from the manifest's: checked by their content, into a
@@ -413,12 +398,10 @@ TEST(SharedCacheLayer, ADamagedSharedEntryIsSkippedWithAWarningAndLeftAsItIs) {
   const fs::path dir = fresh("shared-damaged");
   const std::string model = test::small_transformer();
   const auto want = start(model).output;
-  make_bundle(model, dir / "a", dir / "b.ortfleet");
-  ModelCache((dir / "shared" / "models").string()).import_bundle((dir / "b.ortfleet").string(), true);
-  const std::string entry = ModelCache((dir / "shared" / "models").string()).entries(false).front().path;
+  const std::string entry = shared_entry(model, dir);
   fs::resize_file(entry + ".data", fs::file_size(entry + ".data") / 2);
   const auto before = snapshot(dir / "shared");
-  CapturedLog log;
+  test::CapturedLog log;
   const Started first = start(model, dir / "local", dir / "shared");
   expect_same(want, first.output);
   EXPECT_EQ(first.note.find("shared"), std::string::npos) << first.note;
@@ -435,19 +418,8 @@ TEST(SharedCacheLayer, AnEntryThatFailsToLoadIsNotRejectedThere) {
   const fs::path dir = fresh("shared-unloadable");
   const std::string model = test::small_transformer();
   const auto want = start(model).output;
-  make_bundle(model, dir / "a", dir / "b.ortfleet");
-  ModelCache((dir / "shared" / "models").string()).import_bundle((dir / "b.ortfleet").string(), true);
-  const std::string entry = ModelCache((dir / "shared" / "models").string()).entries(false).front().path;
-  // Junk the manifest vouches for: its checks pass, ONNX Runtime fails to load it.
-  { std::ofstream(entry, std::ios::trunc) << "not an ONNX graph"; }
-  json m = json::parse(test::read_all(entry + ".manifest.json"));
-  for (auto& file : m.at("files")) {
-    if (file.at("name") != fs::path(entry).filename().string()) continue;
-    json record = detail::to_record(detail::digest_file(entry, detail::Symlinks::refuse));
-    record["name"] = file.at("name");
-    file = record;
-  }
-  std::ofstream(entry + ".manifest.json", std::ios::trunc) << m.dump();
+  const std::string entry = shared_entry(model, dir);
+  test::make_unloadable(entry);
   const auto before = snapshot(dir / "shared");
   const Started s = start(model, dir / "local", dir / "shared");
   expect_same(want, s.output);
@@ -457,10 +429,9 @@ TEST(SharedCacheLayer, AnEntryThatFailsToLoadIsNotRejectedThere) {
 
 TEST(SharedCacheLayer, AFolderEveryUserCanWriteIsNotUsed) {
   const fs::path dir = fresh("shared-open");
-  make_bundle(test::mlp_model(), dir / "a", dir / "b.ortfleet");
-  ModelCache((dir / "shared" / "models").string()).import_bundle((dir / "b.ortfleet").string(), true);
+  shared_entry(test::mlp_model(), dir);
   ::chmod((dir / "shared" / "models").c_str(), 0777);
-  CapturedLog log;
+  test::CapturedLog log;
   const Started s = start(test::mlp_model(), dir / "local", dir / "shared");
   EXPECT_EQ(s.note.find("shared"), std::string::npos) << s.note;
   EXPECT_EQ(log.count("is writable by every user"), 1u);

@@ -36,13 +36,7 @@ namespace ortfleet {
 namespace fs = std::filesystem;
 
 namespace {
-/// A fresh folder for one test.
-fs::path fresh(const std::string& name) {
-  const fs::path p = test::scratch_dir() / "cache-tests" / name;
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p;
-}
+fs::path fresh(const std::string& name) { return test::fresh_dir(fs::path("cache-tests") / name); }
 
 /// A copy of a model (and of its external data) that a test may damage.
 std::string copy_model(const std::string& model, const fs::path& folder) {
@@ -100,26 +94,6 @@ void expect_nothing_but_locks_and_digests(const fs::path& cache) {
   }
 }
 
-/// Warnings logged while it lives.
-class CapturedLog {
- public:
-  CapturedLog() : sink_(std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(64)) {
-    spdlog::default_logger()->sinks().push_back(sink_);
-  }
-  ~CapturedLog() {
-    auto& sinks = spdlog::default_logger()->sinks();
-    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
-  }
-  std::vector<std::string> lines() const { return sink_->last_formatted(); }
-  size_t count(const std::string& text) const {
-    size_t n = 0;
-    for (const auto& l : lines()) n += l.find(text) != std::string::npos ? 1 : 0;
-    return n;
-  }
-
- private:
-  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;
-};
 
 void overwrite_in_place(const fs::path& path, const std::string& bytes, std::streamoff at = 0) {
   std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
@@ -138,7 +112,7 @@ void expect_damage_is_repaired(const std::string& what, const std::function<void
   const std::string entry = only_entry(cache);
   ASSERT_TRUE(start(model, cache).used_cache);
   damage(entry);
-  CapturedLog log;
+  test::CapturedLog log;
   const Started repaired = start(model, cache);  // never an error, never wrong outputs
   expect_same(want, repaired.output);
   EXPECT_FALSE(repaired.used_cache);
@@ -366,19 +340,10 @@ TEST(ModelCache, AVouchedForEntryThatFailsToLoadIsSetAsideAndNotBlamedOnTheModel
   const auto want = start(model).output;
   start(model, cache);
   const std::string entry = only_entry(cache);
-  // Junk that the manifest records as the entry's bytes: the manifest's checks pass, loading fails.
-  { std::ofstream(entry, std::ios::trunc) << "not an ONNX graph"; }
-  auto m = nlohmann::json::parse(test::read_all(entry + ".manifest.json"));
-  for (auto& file : m.at("files")) {
-    if (file.at("name") != fs::path(entry).filename().string()) continue;
-    auto record = detail::to_record(detail::digest_file(entry, detail::Symlinks::refuse));
-    record["name"] = file.at("name");
-    file = record;
-  }
-  std::ofstream(entry + ".manifest.json", std::ios::trunc) << m.dump();
+  test::make_unloadable(entry);
   ASSERT_EQ(detail::check_entry(entry, ModelCache(cache.string()).key_text(model, Device::cpu(), {})), "");
 
-  CapturedLog log;
+  test::CapturedLog log;
   const Started started = start(model, cache);
   expect_same(want, started.output);
   EXPECT_FALSE(started.used_cache);
