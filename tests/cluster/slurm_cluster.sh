@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # slurm_cluster.sh start DIR | stop DIR | env DIR
 # A one-node Slurm cluster (this machine) from Debian's packages, run as root from the private folder
-# DIR: a fresh munge key, a minimal slurm.conf (no accounting, proctrack/linuxproc, select/cons_tres),
-# munged, slurmctld and slurmd started without systemd on free ports. `start` returns once `sinfo`
+# DIR: a fresh munge key, a minimal slurm.conf (no accounting, proctrack/linuxproc, select/cons_tres,
+# the node and the controller at 127.0.0.1 so that no name needs resolving), munged, slurmctld and
+# slurmd started without systemd on free ports. `start` returns once `sinfo`
 # shows the node idle and prints the variables a client needs (`eval "$(slurm_cluster.sh env DIR)"`);
 # `stop` ends the three daemons by the pids they wrote, and nothing else. It installs nothing: where
 # the commands are missing or this is not root it exits 77 (skip), saying why.
@@ -59,7 +60,7 @@ start() {
   mem=$(awk '/MemTotal/ {print int($2 / 1024 / 2)}' /proc/meminfo)
   cat >"$dir/etc/slurm.conf" <<CONF
 ClusterName=ortfleet-test
-SlurmctldHost=$host
+SlurmctldHost=$host(127.0.0.1)
 SlurmctldPort=$ctld_port
 SlurmdPort=$d_port
 SlurmUser=root
@@ -88,7 +89,7 @@ InactiveLimit=0
 MinJobAge=300
 SlurmctldTimeout=30
 SlurmdTimeout=30
-NodeName=$host CPUs=$cpus RealMemory=$mem State=UNKNOWN
+NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem State=UNKNOWN
 PartitionName=test Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
 CONF
   export SLURM_CONF=$dir/etc/slurm.conf

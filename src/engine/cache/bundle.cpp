@@ -599,7 +599,11 @@ CacheBundle ModelCache::import_bundle(const std::string& path, bool shared_layer
   bundle.bytes = static_cast<uint64_t>(st.st_size);
   bundle.ortfleet_version = manifest.j.value("ortfleet_version", "");
   bundle.onnxruntime_version = manifest.j.value("onnxruntime_version", "");
-  for (const auto& d : manifest.j.at("devices")) bundle.device_classes.push_back(d.value("device_class", ""));
+  for (const auto& e : manifest.entries) {
+    if (std::find(bundle.device_classes.begin(), bundle.device_classes.end(), e.device_class) == bundle.device_classes.end()) {
+      bundle.device_classes.push_back(e.device_class);
+    }
+  }
   for (const auto& e : manifest.entries) {
     BundleEntry out;
     out.model = e.model;
