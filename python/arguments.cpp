@@ -26,8 +26,8 @@ Device to_device(const py::handle& h) {
 }
 
 std::vector<Device> to_devices(const py::object& devices) {
-  if (devices.is_none()) return parse_devices("all", gpu_count());
-  if (py::isinstance<py::str>(devices)) return parse_devices(devices.cast<std::string>(), gpu_count());
+  if (devices.is_none()) return select_devices("all").devices;
+  if (py::isinstance<py::str>(devices)) return select_devices(devices.cast<std::string>()).devices;
   std::vector<Device> out;
   for (const auto& d : devices) out.push_back(to_device(d));
   const int gpus = gpu_count();

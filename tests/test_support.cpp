@@ -5,6 +5,8 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -17,6 +19,9 @@
 #include <cstdlib>
 
 #include "ortfleet/base/error.hpp"
+#include <nlohmann/json.hpp>
+
+#include "engine/cache/model_digest.hpp"
 #include "ortfleet/engine/devices.hpp"
 
 namespace ortfleet::test {
@@ -61,6 +66,25 @@ std::string read_all(const fs::path& path) {
 const fs::path& scratch_dir() {
   static ScratchDir dir;
   return dir.path;
+}
+
+fs::path fresh_dir(const fs::path& relative) {
+  const fs::path p = scratch_dir() / relative;
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+void make_unloadable(const std::string& entry) {
+  { std::ofstream(entry, std::ios::trunc) << "not an ONNX graph"; }
+  auto m = nlohmann::json::parse(read_all(entry + ".manifest.json"));
+  for (auto& file : m.at("files")) {
+    if (file.at("name") != fs::path(entry).filename().string()) continue;
+    auto record = detail::to_record(detail::digest_file(entry, detail::Symlinks::refuse));
+    record["name"] = file.at("name");
+    file = record;
+  }
+  std::ofstream(entry + ".manifest.json", std::ios::trunc) << m.dump();
 }
 
 const std::string& mlp_model() {
@@ -160,13 +184,6 @@ ScopedEnv::ScopedEnv(std::string name, const std::optional<std::string>& value) 
 ScopedEnv::~ScopedEnv() {
   if (saved_) ::setenv(name_.c_str(), saved_->c_str(), 1);
   else ::unsetenv(name_.c_str());
-}
-
-fs::path fresh_folder(const std::string& group, const std::string& name) {
-  const fs::path p = scratch_dir() / group / name;
-  fs::remove_all(p);
-  fs::create_directories(p);
-  return p;
 }
 
 std::string error_of(const std::function<void()>& f) {

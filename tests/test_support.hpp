@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <spdlog/sinks/ringbuffer_sink.h>
+
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/synth/synth.hpp"
 
@@ -19,6 +21,13 @@ namespace ortfleet::test {
 
 /// A fresh folder, removed at the end of the test process.
 const std::filesystem::path& scratch_dir();
+
+/// scratch_dir() / `relative`, made empty (its parents made as needed).
+std::filesystem::path fresh_dir(const std::filesystem::path& relative);
+
+/// Replaces the graph of the cache entry `entry` with junk that its manifest vouches for: the
+/// manifest's checks pass, loading it fails (an entry ortfleet wrote that no longer loads).
+void make_unloadable(const std::string& entry);
 
 /// The ortfleet::Error `call` throws; a test failure, and an empty Error, when it throws none.
 Error error_from(const std::function<void()>& call);
@@ -80,8 +89,6 @@ class CapturedLog {
   std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;
 };
 
-/// scratch_dir()/group/name, made empty (what an earlier run of the test left is removed).
-std::filesystem::path fresh_folder(const std::string& group, const std::string& name);
 
 /// The text of the ortfleet::Error `f` throws, or "(no error)".
 std::string error_of(const std::function<void()>& f);

@@ -336,7 +336,7 @@ std::optional<std::string> python_fleet_note(const std::vector<BenchRow>& rows) 
 
 BenchReport run_bench(const BenchOptions& options) {
   BenchOptions o = options;
-  if (o.devices.empty()) o.devices = parse_devices("all", gpu_count());
+  if (o.devices.empty()) o.devices = select_devices("all").devices;
   if (o.runs < 1) throw Error("bench needs at least one timed run", "Use --runs 1 or more");
   validate_model_file(o.model);
   auto say = [&](const std::string& s) {

@@ -511,7 +511,7 @@ ThroughputReport run_scaling(const ThroughputOptions& o) {
 
 ThroughputReport run_throughput(const ThroughputOptions& options) {
   ThroughputOptions o = options;
-  if (o.devices.empty()) o.devices = parse_devices("all", gpu_count());
+  if (o.devices.empty()) o.devices = select_devices("all").devices;
   validate_model_file(o.model);
   load_runtime(o.ort_library);
   if (!o.shape_stream.empty()) return detail::run_shape_stream(o);

@@ -68,6 +68,7 @@ struct Fleet::Impl {
   Strategy strategy = Strategy::fleet;
   bool use_workers = false;
   std::string auto_reason;
+  std::string devices_reason;  // select_devices("all")'s, when the fleet chose its devices
   /// Strategy::automatic, from what is measured: may point options.pool_socket at a live pool server
   /// or set options.one_process. Returns the reason, naming the measurement.
   std::string choose_automatically(long gpus);
@@ -344,10 +345,10 @@ void Fleet::Impl::after_ready() {
         prepare->devices = options.devices;  // every device gets the model resident, the entry first
         prepare->ort_library = pool.pool.ort_library;
       }
-      detail::launch_pool_daemon(pool, prepare, executable);
-      say(fmt::format("left a warm pool for the next job on this node ({}; it exits after {:g} s unused, its log {}){}; "
+      const std::string audience = detail::launch_pool_daemon(pool, prepare, executable);
+      say(fmt::format("left a warm pool for {} ({}; it exits after {:g} s unused, its log {}){}; "
                                         "ORTFLEET_WARM_POOL_IDLE=0 or --warm-pool-idle 0 leaves none",
-                                        pool.socket_path, idle_s, detail::pool_log_path(pool.socket_path),
+                                        audience, pool.socket_path, idle_s, detail::pool_log_path(pool.socket_path),
                                         prepare ? ", which makes the model's cache entry in the background and keeps the model loaded" : ""));
       return;
     }
@@ -419,7 +420,11 @@ Fleet::Fleet(std::string model_path, FleetOptions options) : impl_(std::make_uni
   auto& s = *impl_;
   s.model = std::move(model_path);
   validate_model_file(s.model);
-  if (options.devices.empty()) options.devices = parse_devices("all", gpu_count());
+  if (options.devices.empty()) {
+    DeviceSelection all = select_devices("all");
+    options.devices = std::move(all.devices);
+    s.devices_reason = std::move(all.reason);
+  }
   if (options.warmup_runs < 0) throw Error("warm-up runs must not be negative", "Use 0 or more");
   check_timeout(options.start_timeout_s, "start timeout", "7200 (two hours)");
   check_timeout(options.run_timeout_s, "run timeout", "600 (ten minutes)");
@@ -516,6 +521,8 @@ const std::vector<Device>& Fleet::devices() const { return impl_->options.device
 Strategy Fleet::strategy() const { return impl_->strategy; }
 
 std::string Fleet::strategy_reason() const { return impl_->options.strategy == Strategy::automatic ? impl_->auto_reason : "as asked"; }
+
+std::string Fleet::devices_reason() const { return impl_->devices_reason; }
 
 std::vector<TensorSpec> Fleet::inputs() const {
   std::lock_guard lock(impl_->mutex);

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "base/private_dir.hpp"
+#include "base/slurm.hpp"
 #include "engine/cache/cache_use.hpp"
 #include "engine/cache/model_digest.hpp"
 #include "engine/cuda/cuda_driver.hpp"
@@ -59,8 +60,6 @@ void bring_up(const LocalStartPlan& plan, const RunConfig& config, const void* m
   }
 }
 
-int hardware_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
-
 /// The model cache's lookup needs the model's content hash (and, for a new model, a read of its graph):
 /// taken while ONNX Runtime and the CUDA EP load, it is remembered by the time the session looks the
 /// entry up, so that a first start costs what a start without the cache does.
@@ -107,7 +106,7 @@ DeviceStatus ready_status(const LocalDeviceResult& r) {
 RunConfig tuned_for_fleet(const RunConfig& config, const Device& device, int fleet_size) {
   RunConfig tuned = config;
   const RunConfig defaults;
-  const int share = std::max(1, hardware_threads() / std::max(1, fleet_size));
+  const int share = std::max(1, usable_cpus() / std::max(1, fleet_size));
   if (config.session.intra_op_threads == defaults.session.intra_op_threads) {
     tuned.session.intra_op_threads = device.is_gpu() ? std::min(4, share) : share;
   }

@@ -14,9 +14,11 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <chrono>
 #include <thread>
 
 #include "base/private_dir.hpp"
+#include "base/slurm.hpp"
 #include "base/unique_fd.hpp"
 #include "fleet/wire.hpp"
 #include "ortfleet/base/error.hpp"
@@ -27,6 +29,8 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
+
+constexpr int kListenWaitSteps = 250;  // of 20 ms: 5 s at most
 
 std::string gigabytes(uint64_t bytes) { return fmt::format("{:.2f} GB", static_cast<double>(bytes) / 1e9); }
 
@@ -101,7 +105,17 @@ int serve_until_stopped(const ServeOptions& options, const std::optional<LocalSt
   return 0;
 }
 
-void launch_pool_daemon(const ServeOptions& options, const std::optional<LocalStartPlan>& prepare, const std::string& worker_executable) {
+std::string launch_pool_daemon(const ServeOptions& options, const std::optional<LocalStartPlan>& prepare, const std::string& worker_executable) {
+  std::string audience = "the next job on this node";
+  if (const auto slurm = slurm_allocation()) {
+    // The daemon ends with the job (PoolServer watches its steps): refuse here, where the start can
+    // say so, rather than leave a daemon that stops at once.
+    if (!SlurmJobWatch(slurm->job_id).alive()) {
+      throw Error("no warm pool under Slurm job " + slurm->job_id + ": none of its slurmstepd processes is visible in /proc, so a pool "
+                  "could not tell when the job ends");
+    }
+    audience = "the later steps of Slurm job " + slurm->job_id + " on this node until the job ends";
+  }
   const fs::path socket(options.socket_path);
   ensure_private_dir(socket.parent_path(), "Set XDG_RUNTIME_DIR to a folder only you can write");
   const std::string request = socket.string() + ".request-" + std::to_string(::getpid()) + ".json";
@@ -133,6 +147,13 @@ void launch_pool_daemon(const ServeOptions& options, const std::optional<LocalSt
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     throw Error("the warm pool did not start: its launcher " + describe_exit_status(status) + " (its log: " + pool_log_path(options.socket_path) + ")");
   }
+  // Until it listens (a fraction of a second; never on the path to ready): the job's next step, which
+  // may follow at once, then finds it rather than start cold beside it.
+  std::error_code ec;
+  for (int i = 0; i < kListenWaitSteps && !fs::is_socket(options.socket_path, ec); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return audience;
 }
 
 int pool_daemon_main(const std::string& request_file, bool detached) {

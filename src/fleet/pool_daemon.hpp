@@ -18,9 +18,11 @@ namespace ortfleet::detail {
 int serve_until_stopped(const ServeOptions& options, const std::optional<LocalStartPlan>& prepare, bool quiet);
 
 /// Leaves a pool daemon serving `options` (and preparing `prepare`) behind: returns once the daemon
-/// runs on its own, without waiting for its workers. Its output goes to pool_log_path(). Throws
-/// ortfleet::Error when it cannot be launched.
-void launch_pool_daemon(const ServeOptions& options, const std::optional<LocalStartPlan>& prepare, const std::string& worker_executable);
+/// runs on its own, without waiting for its workers, and says whom it is left for ("the next job on
+/// this node", or under Slurm "the later steps of Slurm job 123 on this node until the job ends").
+/// Its output goes to pool_log_path(). Throws ortfleet::Error when it cannot be launched, or under
+/// Slurm when it could not tell when the job ends (no slurmstepd of the job visible in /proc).
+std::string launch_pool_daemon(const ServeOptions& options, const std::optional<LocalStartPlan>& prepare, const std::string& worker_executable);
 
 /// `ortfleet-worker --pool-daemon=FILE`: reads and removes the request FILE, then (unless `detached`)
 /// starts itself again detached and returns, so that nobody waits for the daemon; detached, it serves.

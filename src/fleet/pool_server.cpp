@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "base/private_dir.hpp"
+#include "base/slurm.hpp"
 #include "engine/cache/file_lock.hpp"
 #include "fleet/cache_fill.hpp"
 #include "base/system_paths.hpp"
@@ -112,10 +113,13 @@ detail::Message ask(detail::MessageChannel& channel, const detail::MessageKind& 
 }  // namespace
 
 std::string default_pool_socket() {
-  if (auto runtime = detail::env_var("XDG_RUNTIME_DIR"); runtime && !runtime->empty()) {
-    return (fs::path(*runtime) / "ortfleet" / "pool.sock").string();
+  const auto slurm = detail::slurm_allocation();
+  const std::string name = slurm ? "pool-job" + slurm->job_id + ".sock" : "pool.sock";
+  std::error_code ec;
+  if (auto runtime = detail::env_var("XDG_RUNTIME_DIR"); runtime && fs::is_directory(*runtime, ec)) {
+    return (fs::path(*runtime) / "ortfleet" / name).string();
   }
-  return (fs::path("/tmp") / ("ortfleet-" + std::to_string(::getuid())) / "pool.sock").string();
+  return (fs::path("/tmp") / ("ortfleet-" + std::to_string(::getuid())) / name).string();
 }
 
 void check_pool_client(unsigned client_uid, unsigned server_uid, const std::string& socket_path) {
@@ -145,6 +149,7 @@ struct PoolServer::Impl {
     if (socket_ino == 0 || ::lstat(options.socket_path.c_str(), &st) != 0) return;
     if (S_ISSOCK(st.st_mode) && st.st_dev == socket_dev && st.st_ino == socket_ino) ::unlink(options.socket_path.c_str());
   }
+  std::optional<detail::SlurmJobWatch> job;  // the Slurm job it ends with
 
   /// Per device of `plan`: the session started (or found resident) on its warm worker, with a channel
   /// of its own to that worker (null when the device failed), and the device's reply.
@@ -292,6 +297,7 @@ struct PoolServer::Impl {
     j["clients"] = std::max(0, clients.load() - 1);  // the one asking is not counted
     j["idle_exit_s"] = options.idle_exit_s;
     j["idle_s"] = busy() ? 0.0 : idle_s();
+    j["slurm_job"] = job ? job->job_id() : std::string();
     json making = json::array();
     {
       std::lock_guard lock(background_mutex);
@@ -357,6 +363,18 @@ PoolServer::PoolServer(ServeOptions options) : impl_(std::make_unique<Impl>()) {
   if (options.socket_path.empty()) options.socket_path = default_pool_socket();
   options.socket_path = fs::absolute(options.socket_path).lexically_normal().string();
   s.options = std::move(options);
+  if (!s.options.end_with_slurm_job) {
+    const auto slurm = detail::slurm_allocation();
+    s.options.end_with_slurm_job = slurm ? slurm->job_id : std::string();
+  }
+  if (!s.options.end_with_slurm_job->empty()) {
+    s.job.emplace(*s.options.end_with_slurm_job);
+    if (!s.job->alive()) {
+      throw Error("no step of Slurm job " + s.job->job_id() + " is visible on this node (no slurmstepd process of it in /proc), so this "
+                      "pool could not tell when the job ends",
+                  "Start the pool inside the job's allocation, or where /proc shows Slurm's processes (not mounted with hidepid)");
+    }
+  }
   const fs::path folder = fs::path(s.options.socket_path).parent_path();
   detail::ensure_private_dir(folder, "Use --socket with a path in a folder only you can write");
   const sockaddr_un address = socket_address(s.options.socket_path);
@@ -445,6 +463,10 @@ void PoolServer::serve() {
     const int ready = ::poll(fds, 2, 1000);
     if (s.stopping) break;
     s.pool->restart_dead_workers();  // once a second at least: a dead worker is replaced before it is needed
+    if (s.job && !s.job->alive()) {
+      spdlog::info("Slurm job {} has no step left on this node: exiting with it", s.job->job_id());
+      break;
+    }
     if (s.busy()) s.busy_until_ns = monotonic_ns();
     else if (s.options.idle_exit_s > 0 && s.idle_s() >= s.options.idle_exit_s) {
       spdlog::info("nobody used this pool for {:g} s: exiting (ortfleet serve --idle-exit)", s.options.idle_exit_s);

@@ -16,6 +16,7 @@ StartReport make_start_report(const Fleet& fleet, const std::string& model, int6
   r.model = model;
   r.strategy = to_string(fleet.strategy());
   r.strategy_reason = fleet.strategy_reason();
+  r.devices_reason = fleet.devices_reason();
   r.devices = fleet.status();
   r.main_ns = main_ns;
   r.spawn_ns = main_ns;
@@ -44,6 +45,7 @@ std::string StartReport::to_json() const {
               {"model", model},
               {"strategy", strategy},
               {"strategy_reason", strategy_reason},
+              {"devices_reason", devices_reason},
               {"devices", devices_json},
               {"spawn_ns", spawn_ns},
               {"main_ns", main_ns},
@@ -67,6 +69,7 @@ StartReport StartReport::from_json(const std::string& text) {
     r.model = j.at("model").get<std::string>();
     r.strategy = j.at("strategy").get<std::string>();
     r.strategy_reason = j.value("strategy_reason", "");  // the Python anchors print none
+    r.devices_reason = j.value("devices_reason", "");
     r.spawn_ns = j.at("spawn_ns").get<int64_t>();
     r.main_ns = j.at("main_ns").get<int64_t>();
     r.ready_ns = j.at("ready_ns").get<int64_t>();

@@ -106,7 +106,7 @@ struct WorkerPool::Impl {
 
 WorkerPool::WorkerPool(PoolOptions options) : impl_(std::make_unique<Impl>()) {
   auto& s = *impl_;
-  if (options.devices.empty()) options.devices = parse_devices("all", gpu_count());
+  if (options.devices.empty()) options.devices = select_devices("all").devices;
   if (!(options.start_timeout_s > 0)) throw Error("the pool's start timeout must be a positive number of seconds", "Give e.g. 600");
   options.ort_library = detail::resolve_ort_library(options.ort_library);
   s.executable = detail::find_worker_executable(options.worker_executable);

@@ -19,7 +19,7 @@ namespace ortfleet {
 namespace fs = std::filesystem;
 
 namespace {
-fs::path fresh(const std::string& name) { return test::fresh_folder("output-file", name); }
+fs::path fresh(const std::string& name) { return test::fresh_dir(fs::path("output-file") / name); }
 
 using test::error_of;
 }  // namespace

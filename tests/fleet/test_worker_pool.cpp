@@ -359,12 +359,19 @@ TEST(PoolServer, ShutdownRemovesItsOwnSocketOnly) {
 }
 
 TEST(PoolServer, TheDefaultSocketIsInTheUsersRuntimeFolder) {
+  const test::ScopedEnv job("SLURM_JOB_ID", std::nullopt);
   {
-    const test::ScopedEnv runtime("XDG_RUNTIME_DIR", "/run/user/1234");
-    EXPECT_EQ(default_pool_socket(), "/run/user/1234/ortfleet/pool.sock");
+    const test::ScopedEnv runtime("XDG_RUNTIME_DIR", test::scratch_dir().string());
+    EXPECT_EQ(default_pool_socket(), (test::scratch_dir() / "ortfleet" / "pool.sock").string());
+  }
+  const std::string fallback = "/tmp/ortfleet-" + std::to_string(::getuid()) + "/pool.sock";
+  {
+    // One that names no folder (a Slurm job inherits the login node's) is not made: /tmp's is used.
+    const test::ScopedEnv runtime("XDG_RUNTIME_DIR", "/run/user/no-such-folder");
+    EXPECT_EQ(default_pool_socket(), fallback);
   }
   const test::ScopedEnv runtime("XDG_RUNTIME_DIR", std::nullopt);
-  EXPECT_EQ(default_pool_socket(), "/tmp/ortfleet-" + std::to_string(::getuid()) + "/pool.sock");
+  EXPECT_EQ(default_pool_socket(), fallback);
 }
 
 // auto starts on a pool server that answers on the default socket and serves every device asked for;

@@ -101,7 +101,13 @@ std::string TargetFlags::model_path(bool quiet) const {
 
 std::vector<Device> TargetFlags::device_list() const {
   if (devices.find_first_not_of(" \t") == std::string::npos) throw Error("--devices is empty", "Name devices (all, 0,1, cpu) or leave the flag out for all");
-  return parse_devices(devices, gpu_count());
+  return select_devices(devices).devices;
+}
+
+bool TargetFlags::means_all() const {
+  const auto first = devices.find_first_not_of(" \t");
+  const auto last = devices.find_last_not_of(" \t");
+  return first != std::string::npos && devices.substr(first, last - first + 1) == "all";
 }
 
 Device TargetFlags::device() const {
@@ -228,6 +234,13 @@ void RunConfigFlags::add_session_flags(CLI::App* app) {
            ->check(CLI::IsMember({"background", "inline", "off"})),
        [this](RunConfig& c) {
          if (!model_cache_fill.empty()) c.session.model_cache_fill = parse_model_cache_fill(model_cache_fill);
+       });
+  flag(app->add_option("--model-cache-shared", model_cache_shared,
+                       "A read-only layer of the model cache looked in before the local one (a cluster file system, an image "
+                       "layer; entries checked, never written; default $ORTFLEET_CACHE_SHARED)"),
+       [this](RunConfig& c) {
+         // Absolute, so that worker processes and a pool started elsewhere find it whatever their folder.
+         if (!model_cache_shared.empty()) c.session.model_cache_shared = std::filesystem::absolute(model_cache_shared).string();
        });
   flag(in_range(app->add_option("--warm-pool-idle", warm_pool_idle,
                                 "Seconds the warm pool a start leaves on this node waits idle before it exits; 0 leaves none (default 300, "

@@ -13,6 +13,11 @@
 
 namespace ortfleet::cli {
 
+/// Where the pool socket is by default (default_pool_socket()), in words: the help must not depend on
+/// who reads it or where.
+inline constexpr const char* kDefaultSocketDoc =
+    "$XDG_RUNTIME_DIR/ortfleet/pool.sock, else /tmp/ortfleet-<uid>/pool.sock; under Slurm pool-job<SLURM_JOB_ID>.sock";
+
 /// Ends the help of every flag that takes shapes or sizes as text: where their one grammar is shown.
 inline constexpr const char* kShapesAndSizesDoc = " (how to write shapes and sizes: docs/inference.md#writing-shapes-and-sizes)";
 
@@ -89,6 +94,7 @@ struct RunConfigFlags {
   std::string module_loading;
   std::string model_cache_format;      ///< "" (the config's), onnx or ort
   std::string model_cache_fill;        ///< "" (the config's), background, inline or off
+  std::string model_cache_shared;      ///< "" (the config's, else $ORTFLEET_CACHE_SHARED)
   double warm_pool_idle = -1;          ///< < 0: the config's (or the environment's)
   std::vector<std::string> session_config;  ///< KEY=VALUE ONNX Runtime session config entries
   std::vector<std::string> custom_ops;      ///< custom-op libraries
@@ -131,6 +137,8 @@ struct TargetFlags {
   std::string model_path(bool quiet) const;
   /// --devices: "all" is every GPU, else one CPU session. Throws ortfleet::Error for a bad list.
   std::vector<Device> device_list() const;
+  /// Whether --devices is "all" (as given or left out).
+  bool means_all() const;
   /// --device: "auto" is GPU 0 if there is a GPU, else the CPU; more than one is an error.
   Device device() const;
 };

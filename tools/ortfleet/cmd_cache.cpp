@@ -1,5 +1,7 @@
-// ortfleet cache: the pre-optimised models the model cache holds (see ortfleet/engine/cache.hpp).
+// ortfleet cache: the pre-optimised models the model cache holds (see ortfleet/engine/cache.hpp): list
+// and clear them, and carry them to other machines of the same kind in a bundle (export, import).
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -8,29 +10,119 @@
 
 namespace ortfleet::cli {
 
+namespace {
+
+struct ExportFlags {
+  std::vector<std::string> models;
+  std::string out;
+  std::string devices = "all";
+  RunConfigFlags config;
+};
+
+struct ImportFlags {
+  std::string bundle;
+  std::string shared;
+};
+
+nlohmann::json bundle_json(const CacheBundle& b, const std::string& dir) {
+  nlohmann::json entries = nlohmann::json::array();
+  for (const auto& e : b.entries) {
+    entries.push_back({{"model", e.model}, {"device_class", e.device_class}, {"entry", e.name}, {"bytes", e.bytes}, {"outcome", e.outcome},
+                       {"load", e.load_note}});
+  }
+  return {{"bundle", b.path},        {"bundle_bytes", b.bytes},  {"dir", dir}, {"ortfleet_version", b.ortfleet_version},
+          {"onnxruntime_version", b.onnxruntime_version}, {"device_classes", b.device_classes}, {"entries", entries}};
+}
+
+void print_entries(const CacheBundle& b) {
+  Table table({"model", "made for", "entry", "size", "outcome", "at load"}, {false, false, false, true, false, false});
+  for (const auto& e : b.entries) {
+    table.add({std::filesystem::path(e.model).filename().string(), e.device_class, e.name.empty() ? "-" : e.name,
+               e.bytes > 0 ? format_bytes(e.bytes) : "-", e.outcome, e.load_note});
+  }
+  table.print(std::cout);
+}
+
+size_t count_of(const CacheBundle& b, std::initializer_list<const char*> outcomes) {
+  return static_cast<size_t>(std::count_if(b.entries.begin(), b.entries.end(), [&](const BundleEntry& e) {
+    return std::any_of(outcomes.begin(), outcomes.end(), [&](const char* o) { return e.outcome == o; });
+  }));
+}
+
+int run_export(const ExportFlags& f, const Globals& g) {
+  TargetFlags target;
+  target.devices = f.devices;
+  const ModelCache cache;
+  const CacheBundle b = cache.export_bundle(f.models, target.device_list(), f.config.resolve(), f.out);
+  if (g.json) {
+    print_json(bundle_json(b, cache.dir()));
+    return 0;
+  }
+  const size_t exported = count_of(b, {"exported"});
+  std::cout << "exported " << exported << " entr" << (exported == 1 ? "y" : "ies") << " to " << b.path << " (" << format_bytes(b.bytes)
+            << "; ortfleet " << b.ortfleet_version << ", ONNX Runtime " << b.onnxruntime_version << ")";
+  if (exported < b.entries.size()) std::cout << "; " << b.entries.size() - exported << " not found";
+  std::cout << "\n\n";
+  print_entries(b);
+  return 0;
+}
+
+int run_import(const ImportFlags& f, const Globals& g) {
+  const ModelCache cache(f.shared.empty() ? std::string() : (std::filesystem::path(f.shared) / "models").string());
+  const CacheBundle b = cache.import_bundle(f.bundle, /*shared_layer=*/!f.shared.empty());
+  if (g.json) {
+    print_json(bundle_json(b, cache.dir()));
+    return 0;
+  }
+  const size_t added = count_of(b, {"added", "replaced"});
+  std::cout << "imported " << added << " of " << b.entries.size() << " entr" << (b.entries.size() == 1 ? "y" : "ies") << " from " << b.path
+            << " (ortfleet " << b.ortfleet_version << ", ONNX Runtime " << b.onnxruntime_version << ") into " << cache.dir()
+            << (f.shared.empty() ? "" : ", a shared layer: starts use it with ORTFLEET_CACHE_SHARED=" + f.shared) << "\n\n";
+  print_entries(b);
+  return 0;
+}
+
+void print_cache_entries(const std::vector<CacheEntry>& entries) {
+  for (const auto& e : entries) {
+    std::cout << "  " << e.path << "  " << format_bytes(e.bytes);
+    if (!e.model.empty()) std::cout << "  from " << e.model;
+    std::cout << "\n    " << (e.load_note.empty() ? "not priced yet: used" : e.load_note + (e.used ? ": used" : ": not used, the model loads as fast"))
+              << "\n";
+  }
+}
+
+}  // namespace
+
 void register_cache(CLI::App& app, Globals& globals, Action& action) {
-  auto* cmd = app.add_subcommand("cache", "List or clear the cache of pre-optimised models");
+  auto* cmd = app.add_subcommand("cache", "List, clear, export or import the cache of pre-optimised models");
   cmd->require_subcommand(1);
-  auto* list = cmd->add_subcommand("list", "List the cached pre-optimised models");
+  auto* list = cmd->add_subcommand("list", "List the cached pre-optimised models (and the shared layer's, ORTFLEET_CACHE_SHARED)");
   auto* clear = cmd->add_subcommand("clear", "Delete every cached model");
   list->callback([&globals, &action] {
     action = [&globals] {
       const ModelCache cache;
       const auto entries = cache.entries();
+      const auto shared = ModelCache::shared_root();
+      std::vector<CacheEntry> shared_entries;
+      if (shared) shared_entries = ModelCache((std::filesystem::path(*shared) / "models").string()).entries(/*private_folder=*/false);
       if (globals.json) {
-        nlohmann::json j = nlohmann::json::array();
-        for (const auto& e : entries) {
-          j.push_back({{"path", e.path}, {"bytes", e.bytes}, {"model", e.model}, {"load", e.load_note}, {"used", e.used}});
-        }
-        print_json({{"dir", cache.dir()}, {"entries", j}});
+        const auto to_json = [](const std::vector<CacheEntry>& found) {
+          nlohmann::json j = nlohmann::json::array();
+          for (const auto& e : found) {
+            j.push_back({{"path", e.path}, {"bytes", e.bytes}, {"model", e.model}, {"load", e.load_note}, {"used", e.used}});
+          }
+          return j;
+        };
+        nlohmann::json j = {{"dir", cache.dir()}, {"entries", to_json(entries)}};
+        if (shared) j["shared"] = {{"dir", *shared}, {"entries", to_json(shared_entries)}};
+        print_json(j);
         return 0;
       }
       std::cout << cache.dir() << ": " << entries.size() << " cached model(s)\n";
-      for (const auto& e : entries) {
-        std::cout << "  " << e.path << "  " << format_bytes(e.bytes);
-        if (!e.model.empty()) std::cout << "  from " << e.model;
-        std::cout << "\n    " << (e.load_note.empty() ? "not priced yet: used" : e.load_note + (e.used ? ": used" : ": not used, the model loads as fast"))
-                  << "\n";
+      print_cache_entries(entries);
+      if (shared) {
+        std::cout << "shared layer " << *shared << " (read-only, looked in first): " << shared_entries.size() << " cached model(s)\n";
+        print_cache_entries(shared_entries);
       }
       return 0;
     };
@@ -49,6 +141,27 @@ void register_cache(CLI::App& app, Globals& globals, Action& action) {
       return 0;
     };
   });
+
+  auto* exp = cmd->add_subcommand("export",
+                                  "Write the verified cache entries of models into one bundle file, for machines of the same kind "
+                                  "(same GPU architecture or CPU, same ONNX Runtime and ortfleet)");
+  auto ef = std::make_shared<ExportFlags>();
+  exp->add_option("models", ef->models, "The models whose entries to export (each started once here before)")->required();
+  exp->add_option("-o,--out", ef->out, "The bundle file to write (a tar: `tar tvf` lists it)")->required();
+  exp->add_option("-d,--devices", ef->devices,
+                  "The devices whose entries to export, by their kind (GPU architecture, or the CPU): all (default), 0, cpu, ...");
+  ef->config.add_to(exp);
+  exp->callback([&globals, &action, ef] { action = [&globals, ef] { return run_export(*ef, globals); }; });
+
+  auto* imp = cmd->add_subcommand("import",
+                                  "Check a bundle from `cache export` whole, then add its entries to the cache as if made here (refused, "
+                                  "leaving the cache as it was, when anything does not fit this machine or build)");
+  auto inf = std::make_shared<ImportFlags>();
+  imp->add_option("bundle", inf->bundle, "The bundle file")->required();
+  imp->add_option("--shared", inf->shared,
+                  "Import into this folder as a shared layer other users and nodes read (ORTFLEET_CACHE_SHARED=FOLDER), instead of "
+                  "your cache: folders 0755, files 0644, the folder yours and writable by nobody else");
+  imp->callback([&globals, &action, inf] { action = [&globals, inf] { return run_import(*inf, globals); }; });
 }
 
 }  // namespace ortfleet::cli

@@ -49,6 +49,7 @@ void print_pool_status(const nlohmann::json& j) {
   if (const double idle_exit = j.value("idle_exit_s", 0.0); idle_exit > 0) {
     std::cout << fmt::format("; exits after {:g} s idle (idle for {:.0f} s)", idle_exit, j.value("idle_s", 0.0));
   }
+  if (const std::string job = j.value("slurm_job", ""); !job.empty()) std::cout << "; ends with Slurm job " << job;
   std::cout << "\n";
   for (const auto& model : j.value("cache_fills", nlohmann::json::array())) {
     std::cout << "making the model cache entry of " << model.get<std::string>() << " in the background\n";
@@ -76,7 +77,7 @@ void register_serve(CLI::App& app, Globals& globals, Action& action) {
   auto* cmd = app.add_subcommand("serve", "Keep a warm worker pool for every job on this node (a daemon on a Unix socket)");
   auto f = std::make_shared<ServeFlags>();
   cmd->add_option("-d,--devices", f->devices, "Devices: all, 0,1, cuda:0-3, cpu, cpu*2 (default all)");
-  cmd->add_option("--socket", f->socket, "The Unix socket to listen on (default " + default_pool_socket() + ")");
+  cmd->add_option("--socket", f->socket, std::string("The Unix socket to listen on (default ") + kDefaultSocketDoc + ")");
   in_range(cmd->add_option("--max-resident", f->max_resident,
                            "Sessions each worker keeps when no job holds them (least recently used go first; default 64)"),
            {.lo = 1, .hi = 100000});
@@ -95,7 +96,7 @@ void register_serve(CLI::App& app, Globals& globals, Action& action) {
   auto* pool = app.add_subcommand("pool", "Ask the pool server (ortfleet serve) what it holds, or have it let go");
   pool->require_subcommand(1);
   auto socket = std::make_shared<std::string>();
-  pool->add_option("--socket", *socket, "The pool server's socket (default " + default_pool_socket() + ")");
+  pool->add_option("--socket", *socket, std::string("The pool server's socket (default ") + kDefaultSocketDoc + ")");
   auto* status = pool->add_subcommand("status", "Devices, workers, resident sessions and memory");
   auto* evict = pool->add_subcommand("evict", "Drop every resident session that no job holds");
   auto* stop = pool->add_subcommand("stop", "Stop the pool server and its workers (it waits until the socket is gone)");

@@ -103,7 +103,8 @@ CallsAfterReady run_after_ready(Fleet& fleet, const RunConfig& config, double se
 
 /// Durations per phase (rows) and lane (columns): where each device's start-up went.
 void print_start_report(const StartReport& r, std::ostream& out) {
-  out << "model " << r.model << ", strategy " << r.strategy << ", " << r.devices.size() << " device(s)\n";
+  out << "model " << r.model << ", strategy " << r.strategy << ", " << r.devices.size() << " device(s)";
+  out << (r.devices_reason.empty() ? "" : ": " + r.devices_reason) << "\n";
   if (!r.strategy_reason.empty() && r.strategy_reason != "as asked") out << r.strategy_reason << "\n";
   out << "\n";
   Table devices({"device", "state", "ready after exec", "session", "provider", "pid", "error"},
@@ -180,11 +181,13 @@ int run_start(const StartFlags& f, const Globals& g) {
   options.one_process = f.one_process;
   if (!f.pool.empty()) options.pool_socket = f.pool == "default" ? default_pool_socket() : f.pool;
   const std::string model = f.target.model_path(g.quiet || f.ready_line);
-  options.devices = f.target.device_list();
+  // "all" is the fleet's to resolve (under Slurm: what Slurm gave), so that its report says why.
+  if (!f.target.means_all()) options.devices = f.target.device_list();
 
   std::unique_ptr<OrtLogCapture> capture;
   if (!f.ort_log.empty()) capture = std::make_unique<OrtLogCapture>(f.ort_log, g.ort_lib);
   Fleet fleet(model, options);
+  options.devices = fleet.devices();
   fleet.start();
   fleet.wait();
   const StartReport result = make_start_report(fleet, model, main_ns);
@@ -236,7 +239,7 @@ void register_start(CLI::App& app, Globals& globals, Action& action) {
                            "its device fails (default 7200)"),
            time_limit());
   cmd->add_option("--pool", f->pool,
-                  "Start on the warm pool of `ortfleet serve` listening on this socket ('default': " + default_pool_socket() + ")");
+                  std::string("Start on the warm pool of `ortfleet serve` listening on this socket ('default': ") + kDefaultSocketDoc + ")");
   cmd->add_flag("--no-narrow-workers", f->no_narrow, "Let worker processes see every GPU (CUDA_VISIBLE_DEVICES as given)");
   cmd->add_flag("--one-process", f->one_process, "With the fleet on several GPUs: every session in this process, no worker processes");
   cmd->add_flag("--ready-line", f->ready_line, "Print one JSON line when every device is done (for bench)");

@@ -70,6 +70,10 @@ struct SessionOptions {
   std::optional<bool> optimized_model_cache;
   ModelCacheFormat model_cache_format = ModelCacheFormat::automatic;
   ModelCacheFill model_cache_fill = ModelCacheFill::background;
+  /// A read-only layer of the model cache looked in before the local one (a cluster file system, a
+  /// container image's layer): its entries are checked like an imported bundle's and never written;
+  /// new entries go to the local cache. "": $ORTFLEET_CACHE_SHARED, if set (ModelCache::shared_root).
+  std::string model_cache_shared;
   std::string cuda_module_loading;     ///< "" (leave as is), "LAZY" or "EAGER": CUDA_MODULE_LOADING for the process
   /// CUDA_DEVICE_MAX_CONNECTIONS for the process (0: leave as is; the fleet strategy uses 1). Each
   /// connection is a hardware queue set up with the context: 1 made an H100's context 2x cheaper to

@@ -33,7 +33,7 @@ Strategy parse_strategy(const std::string& s);
 const std::vector<Strategy>& all_strategies();  ///< the four concrete ones, in table order
 
 struct FleetOptions {
-  std::vector<Device> devices;       ///< empty: every GPU, else one CPU session
+  std::vector<Device> devices;       ///< empty: "all" (select_devices): every GPU, else one CPU session; under Slurm, what it gave
   Strategy strategy = Strategy::automatic;
   RunConfig config;
   int warmup_runs = 1;
@@ -127,6 +127,9 @@ class Fleet {
   /// Why this strategy: "as asked" for an explicit one; for auto, the measurement it went by (a live
   /// pool server, this machine's bench record) or else what the choice overlaps and where the sessions live.
   std::string strategy_reason() const;
+  /// Why these devices, when the fleet chose them ("all", FleetOptions::devices left empty) under a
+  /// Slurm allocation: "the 2 GPUs Slurm gave job 123 (CUDA_VISIBLE_DEVICES=0,1)" (select_devices); "" otherwise.
+  std::string devices_reason() const;
 
   /// Runs one inference on `device`. Host tensors, or GPU tensors: sessions in this process and worker
   /// processes read those of their own GPU in place (a worker through CUDA IPC, once the caller's

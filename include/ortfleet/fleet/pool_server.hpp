@@ -6,13 +6,17 @@
 // worker, or finds it resident, and hands the client a channel of its own to that worker: runs go
 // straight to the worker, never through the server.
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "ortfleet/fleet/worker_pool.hpp"
 
 namespace ortfleet {
 
-/// $XDG_RUNTIME_DIR/ortfleet/pool.sock, or /tmp/ortfleet-<uid>/pool.sock without XDG_RUNTIME_DIR.
+/// $XDG_RUNTIME_DIR/ortfleet/pool.sock, or /tmp/ortfleet-<uid>/pool.sock where XDG_RUNTIME_DIR is
+/// unset or names no folder (a Slurm job inherits the login node's). Under a Slurm allocation the
+/// socket is the job's own, pool-job<SLURM_JOB_ID>.sock: the steps of one job share a pool, and
+/// another job's starts never find it.
 std::string default_pool_socket();
 
 namespace detail {
@@ -24,6 +28,11 @@ struct ServeOptions {
   std::string socket_path;  ///< empty: default_pool_socket()
   /// Seconds with no client attached and nothing in the making after which serve() returns; 0: never.
   double idle_exit_s = 0;
+  /// A Slurm job the server ends with: serve() returns within a second once no step of that job runs
+  /// on this node any more, so that a pool started in a job never outlives its allocation (Slurm's
+  /// process tracking may not end a daemon in a session of its own). Unset: the job this process runs
+  /// in (SLURM_JOB_ID), if any; "": none.
+  std::optional<std::string> end_with_slurm_job;
 };
 
 class PoolServer {
@@ -57,7 +66,7 @@ class PoolServer {
 /// `quiet`: the workers, the GPU memory the pool holds while idle, why it ends. `ortfleet serve`.
 int serve_pool(const ServeOptions& options, bool quiet);
 
-/// The pool server's status: {"ortfleet_pool": 1, "socket", "pid", "clients", "devices": [{device,
+/// The pool server's status: {"ortfleet_pool": 1, "socket", "pid", "clients", "slurm_job", "devices": [{device,
 /// state, pid, sessions, memory_bytes, ...}]}. Throws ortfleet::Error when no server answers.
 std::string pool_status(const std::string& socket_path, double timeout_s = 30);
 /// Has the server drop every session nobody holds; how many it dropped.

@@ -40,19 +40,27 @@ std::string cpu_identity() {
 }  // namespace
 
 namespace detail {
+std::string device_class(const Device& device) {
+  if (!device.is_gpu()) return "cpu-" + cpu_identity();
+  // Only this GPU's compute capability: enumerating every GPU (and NVML) cost 70-100 ms per start.
+  auto& driver = CudaDriver::instance();
+  std::string device_class = "cuda";
+  if (driver.ok()) {
+    device_class += "-sm_" + std::to_string(driver.attribute(cuda_ordinal(device), CudaDriver::kComputeCapabilityMajor) * 10 +
+                                           driver.attribute(cuda_ordinal(device), CudaDriver::kComputeCapabilityMinor));
+  }
+  return device_class;
+}
+
+std::string entry_name(const std::string& model_path, const std::string& key, ModelCacheFormat format) {
+  // ONNX Runtime tells the formats apart by this extension, from a path or from the bytes' header.
+  const char* extension = format == ModelCacheFormat::ort ? ".ort" : ".onnx";
+  return fs::path(model_path).stem().string() + "-" + hex64(hash_text(key)) + extension;
+}
+
 std::string cache_key_text(const std::string& model_content, const Device& device, const RunConfig& config) {
   const RuntimeInfo* rt = loaded_runtime();
-  std::string device_class = "cpu-" + cpu_identity();
-  if (device.is_gpu()) {
-    // Only this GPU's compute capability: enumerating every GPU (and NVML) cost 70-100 ms per start.
-    auto& driver = CudaDriver::instance();
-    device_class = "cuda";
-    if (driver.ok()) {
-      device_class += "-sm_" + std::to_string(driver.attribute(cuda_ordinal(device), CudaDriver::kComputeCapabilityMajor) * 10 +
-                                             driver.attribute(cuda_ordinal(device), CudaDriver::kComputeCapabilityMinor));
-    }
-  }
-  std::string key = model_content + "|ort=" + (rt ? rt->version : "?") + "|device=" + device_class +
+  std::string key = model_content + "|ort=" + (rt ? rt->version : "?") + "|device=" + device_class(device) +
                     "|opt=" + to_string(config.session.graph_optimization);
   if (device.is_gpu()) key += "|nhwc=" + std::string(config.cuda.prefer_nhwc ? "1" : "0");
   if (config.session.model_cache_format != ModelCacheFormat::onnx) key += "|format=" + to_string(config.session.model_cache_format);
@@ -79,22 +87,16 @@ ModelCache::ModelCache(std::string dir) : dir_(dir.empty() ? (fs::path(default_r
 std::string ModelCache::key_text(const std::string& model_path, const Device& device, const RunConfig& config) const {
   // Remembered digests are read only from a folder no other user can write.
   const bool private_dir = detail::check_private_dir(dir_, detail::kCacheFolderHint);
-  RunConfig keyed = config;
-  keyed.session.model_cache_format = detail::resolve_model_cache_format(model_path, config.session.model_cache_format);
-  return detail::cache_key_text(detail::model_content(model_path, private_dir ? dir_ : std::string()).text, device, keyed);
+  return detail::entry_key(model_path, device, config, private_dir ? dir_ : std::string()).key;
 }
 
 std::string ModelCache::entry_path_for_key(const std::string& model_path, const std::string& key, ModelCacheFormat format) const {
-  // ONNX Runtime tells the formats apart by this extension, from a path or from the bytes' header.
-  const char* extension = format == ModelCacheFormat::ort ? ".ort" : ".onnx";
-  return (fs::path(dir_) / (fs::path(model_path).stem().string() + "-" + detail::hex64(hash_text(key)) + extension)).string();
+  return (fs::path(dir_) / detail::entry_name(model_path, key, format)).string();
 }
 
 std::string ModelCache::entry_path(const std::string& model_path, const Device& device, const RunConfig& config) const {
-  // Resolved once here: key_text then finds the format already chosen (reading the model's graph once).
-  RunConfig resolved = config;
-  resolved.session.model_cache_format = detail::resolve_model_cache_format(model_path, config.session.model_cache_format);
-  return entry_path_for_key(model_path, key_text(model_path, device, resolved), resolved.session.model_cache_format);
+  const bool private_dir = detail::check_private_dir(dir_, detail::kCacheFolderHint);
+  return (fs::path(dir_) / detail::entry_key(model_path, device, config, private_dir ? dir_ : std::string()).name).string();
 }
 
 namespace {
@@ -112,9 +114,14 @@ bool is_cache_file_name(const std::string& name) {
 }
 }  // namespace
 
-std::vector<CacheEntry> ModelCache::entries() const {
+std::optional<std::string> ModelCache::shared_root(const RunConfig& config) {
+  if (!config.session.model_cache_shared.empty()) return config.session.model_cache_shared;
+  return detail::env_var("ORTFLEET_CACHE_SHARED");
+}
+
+std::vector<CacheEntry> ModelCache::entries(bool private_folder) const {
   std::vector<CacheEntry> out;
-  if (!detail::check_private_dir(dir_, detail::kCacheFolderHint)) return out;
+  if (private_folder && !detail::check_private_dir(dir_, detail::kCacheFolderHint)) return out;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir_, ec)) {
     if ((e.path().extension() != ".onnx" && e.path().extension() != ".ort") || !is_cache_file_name(e.path().filename().string()) ||

@@ -1,6 +1,7 @@
 #include "engine/cache/cache_use.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -10,6 +11,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <set>
 
 #include "base/private_dir.hpp"
 #include "base/unique_fd.hpp"
@@ -27,7 +30,6 @@ namespace {
 // maps the weights instead of parsing them out of the protobuf (the transformer's 1.27 GB: 12.2 s of
 // session creation on the CPU without, 4.4 s with, measured with `ortfleet start`).
 constexpr const char* kExternalInitializerMinBytes = "1024";
-constexpr int kManifestVersion = 1;
 /// The largest model (graph and weights) whose entry can be in the ORT format: FlatBuffers address
 /// 2 GB, and the graph and its bookkeeping need room beside the weights.
 constexpr uint64_t kOrtFormatMaxBytes = uint64_t{1900} << 20;
@@ -55,8 +57,66 @@ std::string manifest_of(const std::string& entry) { return entry + ".manifest.js
 std::string rejected_of(const std::string& entry) { return entry + ".rejected.json"; }
 std::string data_of(const std::string& entry) { return entry + ".data"; }
 
-/// Removes every file of `entry` but its lock (which the caller holds exclusive): a damaged entry,
-/// what a crashed writer left, or an entry this process could not finish.
+/// ONNX Runtime made the file with the umask's mode: make it 0600, and put it on disk before a
+/// manifest vouches for it (a crash must not leave a sealed entry whose data never reached the disk).
+void settle_written_file(const std::string& path) {
+  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) throw FolderNotWritable("cannot open " + path + ": " + std::strerror(errno));
+  if (::fchmod(fd.get(), 0600) != 0) throw FolderNotWritable("cannot chmod " + path + ": " + std::strerror(errno));
+  if (::fsync(fd.get()) != 0) throw FolderNotWritable("cannot flush " + path + " to disk: " + std::strerror(errno));
+}
+
+/// One warning per process: a fleet of in-process sessions on a full disk would otherwise repeat it.
+void warn_cache_not_written(const std::string& what, const std::string& why) {
+  static std::atomic<bool> warned{false};
+  if (warned.exchange(true)) {
+    spdlog::debug("the optimised-model cache was not written for {} ({})", what, why);
+    return;
+  }
+  spdlog::warn("the optimised-model cache could not be written ({}); starting {} without it", why, what);
+}
+}  // namespace
+
+EntryKey entry_key(const std::string& model, const Device& device, const RunConfig& config, const std::string& memo_dir) {
+  EntryKey k;
+  k.content = model_content(model, memo_dir);
+  k.format = resolve_model_cache_format(model, config.session.model_cache_format);
+  uint64_t model_bytes = 0;
+  for (const auto& [path, id] : k.content.files) model_bytes += id.bytes;
+  if (k.format == ModelCacheFormat::ort && model_bytes > kOrtFormatMaxBytes) {
+    k.format = ModelCacheFormat::onnx;  // a FlatBuffer holds at most 2 GB, weights included
+    spdlog::debug("{}: {} MB is too large for the ORT format; its cache entry is ONNX", model, model_bytes >> 20);
+  }
+  RunConfig keyed = config;
+  keyed.session.model_cache_format = k.format;
+  k.key = cache_key_text(k.content.text, device, keyed);
+  k.name = entry_name(model, k.key, k.format);
+  return k;
+}
+
+std::optional<std::string> find_entry(const std::string& dir, const std::string& name) {
+  const fs::path named = fs::path(dir) / name;
+  if (identity_of(named.string(), Symlinks::refuse)) return named.string();
+  // "<stem>-<16 hex digits>.<extension>": the same key under another stem.
+  const size_t dash = name.rfind('-');
+  if (dash == std::string::npos) return std::nullopt;
+  const std::string suffix = name.substr(dash);
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string other = e.path().filename().string();
+    if (other.size() > suffix.size() && other.compare(other.size() - suffix.size(), suffix.size(), suffix) == 0 &&
+        other.find('-') != std::string::npos && identity_of(e.path().string(), Symlinks::refuse)) {
+      return e.path().string();
+    }
+  }
+  return std::nullopt;
+}
+
+bool belongs_to_entry(const std::string& name, const std::string& entry) {
+  return name == entry ||
+         (name.size() > entry.size() && name.compare(0, entry.size(), entry) == 0 && name[entry.size()] == '.');
+}
+
 void remove_entry_files(const std::string& entry) {
   const fs::path path(entry);
   const std::string own = path.filename().string();
@@ -73,37 +133,12 @@ void remove_entry_files(const std::string& entry) {
   }
 }
 
-/// ONNX Runtime made the file with the umask's mode: make it 0600, and put it on disk before a
-/// manifest vouches for it (a crash must not leave a sealed entry whose data never reached the disk).
-void settle_written_file(const std::string& path) {
-  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-  if (!fd) throw FolderNotWritable("cannot open " + path + ": " + std::strerror(errno));
-  if (::fchmod(fd.get(), 0600) != 0) throw FolderNotWritable("cannot chmod " + path + ": " + std::strerror(errno));
-  if (::fsync(fd.get()) != 0) throw FolderNotWritable("cannot flush " + path + " to disk: " + std::strerror(errno));
-}
-
 void sync_folder(const std::string& folder) {
   const UniqueFd fd(::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (fd) ::fsync(fd.get());  // best effort: the rename is atomic either way
 }
 
-/// One warning per process: a fleet of in-process sessions on a full disk would otherwise repeat it.
-void warn_cache_not_written(const std::string& what, const std::string& why) {
-  static std::atomic<bool> warned{false};
-  if (warned.exchange(true)) {
-    spdlog::debug("the optimised-model cache was not written for {} ({})", what, why);
-    return;
-  }
-  spdlog::warn("the optimised-model cache could not be written ({}); starting {} without it", why, what);
-}
-}  // namespace
-
-bool belongs_to_entry(const std::string& name, const std::string& entry) {
-  return name == entry ||
-         (name.size() > entry.size() && name.compare(0, entry.size(), entry) == 0 && name[entry.size()] == '.');
-}
-
-std::string check_entry(const std::string& entry, const std::string& key) {
+std::string check_entry(const std::string& entry, const std::string& key, const EntryCheck& how) {
   const std::string manifest_path = manifest_of(entry);
   const auto manifest_id = identity_of(manifest_path, Symlinks::refuse);
   if (!manifest_id) return "it has no manifest";
@@ -118,8 +153,9 @@ std::string check_entry(const std::string& entry, const std::string& key) {
   const std::string own = fs::path(entry).filename().string();
   bool covers_entry = false;
   bool rehashed = false;
+  DigestMemo memo(how.read_only ? how.memo_dir : std::string(), entry);
   try {
-    if (manifest.value("ortfleet_cache_entry", 0) != kManifestVersion) return "its manifest is of an unknown version";
+    if (manifest.value("ortfleet_cache_entry", 0) != kEntryManifestVersion) return "its manifest is of an unknown version";
     if (!manifest.value("verified", false)) return "it was never verified against the model (an older ortfleet wrote it)";
     if (manifest.at("key").get<std::string>() != key) return "its manifest was written for another model or configuration";
     for (json& file : manifest.at("files")) {
@@ -135,13 +171,15 @@ std::string check_entry(const std::string& entry, const std::string& key) {
       if (remembered_hash(file, *id)) continue;  // not written to since it was sealed
       FileDigest digest;
       try {
-        digest = digest_file(path, Symlinks::refuse);
+        if (how.read_only) digest.xxh64 = memo.hash(path, *id, Symlinks::refuse);
+        else digest = digest_file(path, Symlinks::refuse);
       } catch (const std::exception& e) {
         return name + " cannot be read: " + e.what();
       }
       if (hex64(digest.xxh64) != file.at("xxh64").get<std::string>()) {
         return name + " does not hold the bytes its manifest records (its content hash differs)";
       }
+      if (how.read_only) continue;
       // Same bytes, new identity (the rename that published it, a copy of the cache): remember the
       // new identity so that the next start need not read the file again.
       if (digest.settled) {
@@ -154,6 +192,7 @@ std::string check_entry(const std::string& entry, const std::string& key) {
     return std::string("its manifest is unreadable: ") + e.what();
   }
   if (!covers_entry) return "its manifest does not cover " + own;
+  memo.save();
   if (rehashed) {
     try {
       write_private_file(manifest_path, manifest.dump(1), /*durable=*/false);
@@ -169,20 +208,21 @@ CacheUse::CacheUse(const std::string& cache_dir, const std::string& model, const
     : model_(model), source_(model), enabled_(true) {
   const ModelCache cache(cache_dir);
   try {
-    ensure_private_dir(cache.dir(), kCacheFolderHint);
-    content_ = model_content(model, cache.dir());
-    format_ = resolve_model_cache_format(model, config.session.model_cache_format);
-    uint64_t model_bytes = 0;
-    for (const auto& [path, id] : content_.files) model_bytes += id.bytes;
-    RunConfig keyed = config;
-    keyed.session.model_cache_format = format_;
-    if (format_ == ModelCacheFormat::ort && model_bytes > kOrtFormatMaxBytes) {
-      format_ = ModelCacheFormat::onnx;  // a FlatBuffer holds at most 2 GB, weights included
-      keyed.session.model_cache_format = format_;
-      spdlog::debug("{}: {} MB is too large for the ORT format; its cache entry is ONNX", model, model_bytes >> 20);
+    // A local cache that cannot be made still lets the shared layer serve; an unsafe one stops here.
+    std::optional<FolderNotWritable> local_unwritable;
+    try {
+      ensure_private_dir(cache.dir(), kCacheFolderHint);
+    } catch (const FolderNotWritable& e) {
+      local_unwritable = e;
     }
-    key_ = cache_key_text(content_.text, device, keyed);
-    entry_ = cache.entry_path_for_key(model, key_, format_);
+    const std::string memo_dir = local_unwritable ? std::string() : cache.dir();
+    EntryKey k = entry_key(model, device, config, memo_dir);
+    content_ = std::move(k.content);
+    format_ = k.format;
+    key_ = std::move(k.key);
+    if (use_shared_layer(config, k.name, memo_dir, options)) return;
+    if (local_unwritable) throw *local_unwritable;
+    entry_ = find_entry(cache.dir(), k.name).value_or((fs::path(cache.dir()) / k.name).string());
     if (!lock_.try_lock(entry_ + ".lock", FileLock::Mode::shared)) return;  // being written: busy
     if (const std::string why = rejection_of(entry_); !why.empty()) {
       lock_.unlock();
@@ -242,6 +282,67 @@ CacheUse::CacheUse(const std::string& cache_dir, const std::string& model, const
   options.AddConfigEntry("session.optimized_model_external_initializers_min_size_in_bytes", kExternalInitializerMinBytes);
 }
 
+namespace {
+/// Why the shared layer's folder `dir` must not be used ("" when it may): anybody could plant entries in it.
+std::string shared_folder_problem(const fs::path& dir) {
+  for (const fs::path& folder : {dir.parent_path(), dir}) {
+    struct stat st {};
+    if (::stat(folder.c_str(), &st) != 0) return folder.string() + ": " + std::strerror(errno);
+    if (!S_ISDIR(st.st_mode)) return folder.string() + " is not a folder";
+    if ((st.st_mode & S_IWOTH) != 0) return folder.string() + " is writable by every user, so anybody could plant an entry your sessions would load";
+  }
+  return {};
+}
+
+/// Once per process and subject: many sessions of one process meet the same damaged entry.
+void warn_once(const std::string& subject, const std::string& text) {
+  static std::mutex mutex;
+  static std::set<std::string> warned;
+  {
+    std::lock_guard lock(mutex);
+    if (!warned.insert(subject).second) {
+      spdlog::debug("{}", text);
+      return;
+    }
+  }
+  spdlog::warn("{}", text);
+}
+}  // namespace
+
+bool CacheUse::use_shared_layer(const RunConfig& config, const std::string& name, const std::string& memo_dir, Ort::SessionOptions& options) {
+  const auto root = ModelCache::shared_root(config);
+  if (!root) return false;
+  const fs::path dir = fs::path(*root) / "models";
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) {
+    warn_once(*root, "the shared model cache layer " + *root + " has no models folder (is it mounted here?); using the local cache only");
+    return false;
+  }
+  if (const std::string why = shared_folder_problem(dir); !why.empty()) {
+    warn_once(*root, "not using the shared model cache layer " + *root + ": " + why);
+    return false;
+  }
+  const auto found = find_entry(dir.string(), name);
+  if (!found) return false;
+  if (const std::string damage = check_entry(*found, key_, EntryCheck{/*read_only=*/true, memo_dir}); !damage.empty()) {
+    warn_once(*found, fmt::format("the shared model cache entry {} is not used ({}); it is left as it is (the shared layer is read-only), "
+                                  "and the local cache is used instead", *found, damage));
+    return false;
+  }
+  entry_ = *found;
+  shared_ = true;
+  if (const auto gain = gain_of(entry_); gain && !gain->pays()) {
+    no_gain_ = true;
+    note_ = "its entry in the shared layer " + *root + " " + gain->text() + ", so the model is loaded as it is";
+    return true;
+  }
+  source_ = entry_;
+  hit_ = true;
+  note_ = "from the shared layer " + *root;
+  use_entry_options(options);
+  return true;
+}
+
 CacheUse::~CacheUse() { abandon(); }
 
 void CacheUse::use_entry_options(Ort::SessionOptions& options) const {
@@ -273,14 +374,15 @@ void CacheUse::reject(const std::string& why) {
   static std::atomic<bool> warned{false};
   const std::string text = fmt::format(
       "ortfleet's optimised copy of {} failed its check ({}); it was discarded and the model itself is used, unoptimised by the "
-      "cache. Your model is not at fault: this is ortfleet's cache (entry {}, reason kept in {})",
-      model_, why, entry_, rejected_of(entry_));
+      "cache. Your model is not at fault: this is ortfleet's cache (entry {}, {})",
+      model_, why, entry_, shared_ ? "in the read-only shared layer, left as it is" : "reason kept in " + rejected_of(entry_));
   if (warned.exchange(true)) spdlog::debug("{}", text); else spdlog::warn("{}", text);
   rejected_ = true;
   hit_ = false;
   source_ = model_;
   partial_.clear();
   unfinished_.reset();  // its files are removed below, or left to the process that reads them
+  if (shared_) return;  // the shared layer is never written: its entry stays as it is
   try {
     if (!lock_.held() || !lock_.try_upgrade()) return;  // another process reads it: leave the files, it will find out too
     remove_entry_files(entry_);
@@ -363,7 +465,7 @@ void CacheUse::seal() {
     files.push_back(std::move(record));
   }
   write_private_file(manifest_of(entry_),
-                     json{{"ortfleet_cache_entry", kManifestVersion}, {"key", key_}, {"verified", true}, {"model", model_}, {"files", files}}.dump(1),
+                     json{{"ortfleet_cache_entry", kEntryManifestVersion}, {"key", key_}, {"verified", true}, {"model", model_}, {"files", files}}.dump(1),
                      /*durable=*/true);
   // From here the files are the published entry's: a stop signal must not remove them. (One that comes
   // before the rename leaves a manifest and weights with no entry: the next writer removes them.)

@@ -18,6 +18,7 @@
 // set aside the same way, and the start goes on from the model.
 #include <memory>
 #include <optional>
+#include <optional>
 #include <string>
 
 #include "base/termination_cleanup.hpp"
@@ -43,10 +44,52 @@ ModelCacheFormat resolve_model_cache_format(const std::string& model, ModelCache
 /// ENTRY.manifest.json, ENTRY.lock, and what a writer leaves behind: ENTRY.partial-<pid>, ...).
 bool belongs_to_entry(const std::string& name, const std::string& entry);
 
+/// Removes every file of `entry` but its lock (which the caller holds exclusive): a damaged entry,
+/// what a crashed writer left, or an entry this process could not finish. Throws FolderNotWritable.
+void remove_entry_files(const std::string& entry);
+/// Puts the folder's names (renames into it) on disk; best effort.
+void sync_folder(const std::string& folder);
+
+/// The version of ENTRY.manifest.json this build writes and reads.
+inline constexpr int kEntryManifestVersion = 1;
+
+/// The class of device an entry is made for, as its key names it: "cpu-<hash of this CPU's model and
+/// instruction-set flags>" (an optimised CPU graph uses the ISA it was made on), or "cuda-sm_90" (the
+/// GPU's compute capability).
+std::string device_class(const Device& device);
+
+/// The file name of the entry of `model_path` for `key` in `format`: <model stem>-<xxh64 of key>.onnx, or .ort.
+std::string entry_name(const std::string& model_path, const std::string& key, ModelCacheFormat format);
+
+/// What names a model's entry in any cache folder.
+struct EntryKey {
+  ModelContent content;
+  ModelCacheFormat format = ModelCacheFormat::onnx;  ///< resolved: onnx or ort
+  std::string key;   ///< cache_key_text()
+  std::string name;  ///< <model stem>-<xxh64 of key>.onnx, or .ort
+};
+/// The key of `model`'s entry for `device` and `config` (the format resolved as a start resolves it).
+/// `memo_dir`: where the model's digests are remembered (a private folder; "" for none).
+EntryKey entry_key(const std::string& model, const Device& device, const RunConfig& config, const std::string& memo_dir);
+
+/// The entry named `name` in `dir`, else one of the same key under another model file's name
+/// (<other stem>-<same key hash>.<same extension>: the model was renamed since, or the entry came from
+/// a bundle or another machine's cache); nullopt when `dir` holds neither.
+std::optional<std::string> find_entry(const std::string& dir, const std::string& name);
+
+/// How check_entry treats an entry.
+struct EntryCheck {
+  /// The entry is in a layer this process must never write (the shared cache layer): its manifest is
+  /// never rewritten, and the hashes of files whose identity differs from the manifest's are
+  /// remembered in `memo_dir` instead (the local cache's folder; "" hashes them at every check).
+  bool read_only = false;
+  std::string memo_dir;
+};
+
 /// Why the entry at `entry` (ENTRY, with its data and manifest beside it) cannot be used for `key`:
 /// empty when it can. Files whose identity changed since the manifest was written are hashed
-/// again; when they still match, the manifest is brought up to date (best effort).
-std::string check_entry(const std::string& entry, const std::string& key);
+/// again; when they still match, the manifest is brought up to date (best effort), unless read-only.
+std::string check_entry(const std::string& entry, const std::string& key, const EntryCheck& how = {});
 
 class CacheUse {
  public:
@@ -66,9 +109,12 @@ class CacheUse {
   /// What the session loads: the cached entry on a hit, else the model.
   const std::string& source() const { return source_; }
   bool hit() const { return hit_; }
+  /// Whether the entry is the shared layer's (ModelCache::shared_root): read, never written beside
+  /// (no shape costs, no rejection record).
+  bool read_only() const { return shared_; }
   /// Whether this session writes a new entry.
   bool writing() const { return !partial_.empty(); }
-  /// "hit", "miss" (no entry yet: this session writes it when filling inline, else it is made in
+  /// "hit" (note() says when from the shared layer), "miss" (no entry yet: this session writes it when filling inline, else it is made in
   /// the background or not at all), "busy" (another process writes it, or loads it), "unwritable"
   /// (the cache folder cannot be written), "rejected" (an entry of this model and configuration
   /// failed its verification: the model is used), "no-gain" (its entry loads no faster than the
@@ -98,6 +144,10 @@ class CacheUse {
 
  private:
   void seal();
+  /// Looks the entry up in the shared layer, if there is one: true when it decided the outcome (a hit,
+  /// or an entry priced as no gain); false to go on with the local cache (none there, or a damaged one,
+  /// which is warned about and left as it is). `memo_dir`: the local cache's folder, or "".
+  bool use_shared_layer(const RunConfig& config, const std::string& name, const std::string& memo_dir, Ort::SessionOptions& options);
 
   std::string model_;
   std::string source_;
@@ -112,6 +162,7 @@ class CacheUse {
   bool unwritable_ = false;
   bool rejected_ = false;
   bool no_gain_ = false;
+  bool shared_ = false;
   std::string note_;
   /// While an entry is written: its files, removed if this process is told to stop (a background
   /// fill whose job ended), so that no unfinished entry stays behind.

@@ -27,59 +27,13 @@ int64_t realtime_ns() {
   return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
-/// Digests remembered for one model's files: <memo_dir>/<stem>-<hash of its path>.digests.json.
-class DigestMemo {
- public:
-  DigestMemo(const std::string& memo_dir, const fs::path& model) {
-    if (memo_dir.empty()) return;
-    file_ = fs::path(memo_dir) / (model.stem().string() + "-" + hex64(xxh64(model.string().data(), model.string().size())) +
-                                  ".digests.json");
-    std::ifstream in(file_);
-    if (!in) return;
-    try {
-      const json j = json::parse(in);
-      if (j.is_object() && j.contains("files") && j.at("files").is_object()) files_ = j.at("files");
-    } catch (const std::exception& e) {
-      spdlog::debug("ignoring the unreadable digest memo {}: {}", file_.string(), e.what());
-    }
-  }
-
-  /// The remembered record of `path`.
-  const json* find(const std::string& path) const {
-    const auto it = files_.find(path);
-    return it == files_.end() ? nullptr : &*it;
-  }
-
-  void remember(const std::string& path, const FileDigest& d, json extra = json::object()) {
-    if (file_.empty() || !d.settled) return;
-    extra.update(to_record(d));
-    files_[path] = std::move(extra);
-    dirty_ = true;
-  }
-
-  /// Best effort: without it the next start hashes again.
-  void save() const {
-    if (!dirty_ || !fs::is_directory(file_.parent_path())) return;
-    try {
-      write_private_file(file_, json{{"files", files_}}.dump(1), /*durable=*/false);
-    } catch (const std::exception& e) {
-      spdlog::debug("could not remember model digests in {}: {}", file_.string(), e.what());
-    }
-  }
-
- private:
-  fs::path file_;
-  json files_ = json::object();
-  bool dirty_ = false;
-};
-
 /// The content hash of `path` (identity `id`): remembered, else read (then `read` holds the digest).
 struct Hashed {
   uint64_t xxh64 = 0;
   const json* remembered = nullptr;
   std::optional<FileDigest> read;
 };
-Hashed hash_of(const DigestMemo& memo, const std::string& path, const FileIdentity& id) {
+Hashed hash_of(const DigestMemo& memo, const std::string& path, const FileIdentity& id, Symlinks symlinks = Symlinks::follow) {
   Hashed h;
   const json* record = memo.find(path);
   if (auto known = record ? remembered_hash(*record, id) : std::nullopt) {
@@ -87,11 +41,52 @@ Hashed hash_of(const DigestMemo& memo, const std::string& path, const FileIdenti
     h.remembered = record;
     return h;
   }
-  h.read = digest_file(path, Symlinks::follow);
+  h.read = digest_file(path, symlinks);
   h.xxh64 = h.read->xxh64;
   return h;
 }
 }  // namespace
+
+DigestMemo::DigestMemo(const std::string& memo_dir, const fs::path& subject) {
+  if (memo_dir.empty()) return;
+  file_ = fs::path(memo_dir) / (subject.stem().string() + "-" + hex64(xxh64(subject.string().data(), subject.string().size())) +
+                                ".digests.json");
+  std::ifstream in(file_);
+  if (!in) return;
+  try {
+    const json j = json::parse(in);
+    if (j.is_object() && j.contains("files") && j.at("files").is_object()) files_ = j.at("files");
+  } catch (const std::exception& e) {
+    spdlog::debug("ignoring the unreadable digest memo {}: {}", file_.string(), e.what());
+  }
+}
+
+const json* DigestMemo::find(const std::string& path) const {
+  const auto it = files_.find(path);
+  return it == files_.end() ? nullptr : &*it;
+}
+
+void DigestMemo::remember(const std::string& path, const FileDigest& d, json extra) {
+  if (file_.empty() || !d.settled) return;
+  extra.update(to_record(d));
+  files_[path] = std::move(extra);
+  dirty_ = true;
+}
+
+void DigestMemo::save() const {
+  if (!dirty_ || !fs::is_directory(file_.parent_path())) return;
+  try {
+    write_private_file(file_, json{{"files", files_}}.dump(1), /*durable=*/false);
+  } catch (const std::exception& e) {
+    spdlog::debug("could not remember digests in {}: {}", file_.string(), e.what());
+  }
+}
+
+uint64_t DigestMemo::hash(const std::string& path, const FileIdentity& id, Symlinks symlinks) {
+  const Hashed h = hash_of(*this, path, id, symlinks);
+  if (h.read) remember(path, *h.read);
+  return h.xxh64;
+}
 
 json to_record(const FileDigest& digest) {
   return json{{"bytes", digest.identity.bytes},

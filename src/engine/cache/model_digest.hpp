@@ -7,6 +7,7 @@
 // digest is remembered with the file's identity and used again while the identity is unchanged: the
 // kernel sets the change time on every write and no user can set it back (FileIdentity).
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
@@ -35,6 +36,27 @@ nlohmann::json to_record(const FileDigest& digest);
 /// The content hash a record holds, while the file it was taken of still has identity `id`; nullopt
 /// when the identity changed (the file must be read again) or the record is damaged.
 std::optional<uint64_t> remembered_hash(const nlohmann::json& record, const FileIdentity& id);
+
+/// Content hashes remembered in a private folder (`memo_dir`, the local model cache's) for one subject
+/// (a model, a read-only entry): <memo_dir>/<stem>-<hash of its path>.digests.json, each file's hash
+/// with the identity it had when read. An empty `memo_dir` remembers nothing.
+class DigestMemo {
+ public:
+  DigestMemo(const std::string& memo_dir, const std::filesystem::path& subject);
+  /// The content hash of `path` (identity `id`): remembered for that identity, else read (and then
+  /// remembered, when settled, once save() runs). Throws ortfleet::Error when it cannot be read.
+  uint64_t hash(const std::string& path, const FileIdentity& id, Symlinks symlinks);
+  /// The remembered record of `path`, whatever its identity then.
+  const nlohmann::json* find(const std::string& path) const;
+  void remember(const std::string& path, const FileDigest& digest, nlohmann::json extra = nlohmann::json::object());
+  /// Best effort: without it the next reader hashes again.
+  void save() const;
+
+ private:
+  std::filesystem::path file_;
+  nlohmann::json files_ = nlohmann::json::object();
+  bool dirty_ = false;
+};
 
 /// The model's content as the cache key names it.
 struct ModelContent {

@@ -1,6 +1,7 @@
 #include "ortfleet/engine/devices.hpp"
 
 #include <dlfcn.h>
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "base/slurm.hpp"
 #include "engine/cuda/cuda_driver.hpp"
 #include "ortfleet/base/error.hpp"
 
@@ -118,6 +120,33 @@ std::vector<Device> parse_devices(std::string_view spec, int gpu_count) {
     if (!seen.insert(d).second) throw Error("device " + d.to_string() + " is listed twice", "List each device once");
   }
   return devices;
+}
+
+DeviceSelection select_devices(std::string_view spec) {
+  const std::string_view text = trim(spec);
+  const auto slurm = detail::slurm_allocation();
+  if (!slurm || !(text.empty() || text == "all")) return {parse_devices(spec, gpu_count()), ""};
+  const std::string job = slurm->described();
+  const std::string cpus = slurm->cpus_on_node > 0 ? fmt::format(" ({} CPU{} of this node)", slurm->cpus_on_node, slurm->cpus_on_node == 1 ? "" : "s") : std::string();
+  if (slurm->visible_devices) {
+    // CUDA sees what CUDA_VISIBLE_DEVICES lists: Slurm's choice when it gave GPUs, else the user's own.
+    const int usable = gpu_count();
+    const std::string visible = "CUDA_VISIBLE_DEVICES=" + *slurm->visible_devices;
+    if (usable == 0) {
+      return {{Device::cpu()}, fmt::format("the CPU{}: {} names no GPU this node has usable ({})", cpus, visible, job)};
+    }
+    const std::string whose = slurm->gpus.empty() ? fmt::format("of {} ({} was given no GPU by Slurm itself)", visible, job)
+                                                  : fmt::format("Slurm gave {} ({})", job, visible);
+    return {parse_devices("all", usable), fmt::format("the {} GPU{} {}", usable, usable == 1 ? "" : "s", whose)};
+  }
+  if (!slurm->gpus.empty()) {
+    // GPUs given, but not exported for CUDA: take the node indices Slurm names as CUDA ordinals.
+    std::vector<Device> devices = parse_devices(slurm->gpus, gpu_count());
+    return {devices, fmt::format("the {} GPU{} Slurm gave {} ({}={}; CUDA_VISIBLE_DEVICES is not set, so they are taken as CUDA ordinals)",
+                                 devices.size(), devices.size() == 1 ? "" : "s", job, slurm->gpus_variable, slurm->gpus)};
+  }
+  return {{Device::cpu()}, fmt::format("the CPU{}: Slurm gave {} no GPU (ask for GPUs with --gpus=N or --gres=gpu:N; --devices 0,1 "
+                                       "uses GPUs it did not give)", cpus, job)};
 }
 
 namespace {

@@ -271,6 +271,7 @@ json session_json(const SessionOptions& s) {
           {"optimized_model_cache", s.optimized_model_cache ? json(*s.optimized_model_cache) : json(nullptr)},
           {"model_cache_format", to_string(s.model_cache_format)},
           {"model_cache_fill", to_string(s.model_cache_fill)},
+          {"model_cache_shared", s.model_cache_shared},
           {"cuda_module_loading", s.cuda_module_loading},
           {"cuda_max_connections", s.cuda_max_connections},
           {"config_entries", s.config_entries},
@@ -428,6 +429,7 @@ void read_session_section(const json& section, const std::string& source, Sessio
   s.read_optional("optimized_model_cache", o.optimized_model_cache, "true, false or null");
   s.read_enum("model_cache_format", [&](const std::string& v) { o.model_cache_format = parse_model_cache_format(v); }, "auto, onnx, ort");
   s.read_enum("model_cache_fill", [&](const std::string& v) { o.model_cache_fill = parse_model_cache_fill(v); }, "background, inline, off");
+  s.read("model_cache_shared", o.model_cache_shared, "the path of a folder (\"\": $ORTFLEET_CACHE_SHARED)");
   s.read_enum("cuda_module_loading", [&](const std::string& v) {
     const std::string u = upper(v);
     if (!u.empty() && u != "LAZY" && u != "EAGER") throw Error("bad value");
@@ -585,6 +587,7 @@ std::string RunConfig::summary() const {
   if (session.optimized_model_cache) parts.push_back(*session.optimized_model_cache ? "model_cache" : "no_model_cache");
   if (session.model_cache_format != d.session.model_cache_format) parts.push_back("cache_format=" + to_string(session.model_cache_format));
   if (session.model_cache_fill != d.session.model_cache_fill) parts.push_back("cache_fill=" + to_string(session.model_cache_fill));
+  if (!session.model_cache_shared.empty()) parts.push_back("cache_shared=" + session.model_cache_shared);
   if (warm_pool.idle_exit_s) parts.push_back(fmt::format("warm_pool_idle={}", *warm_pool.idle_exit_s));
   if (!session.cuda_module_loading.empty()) parts.push_back("module_loading=" + session.cuda_module_loading);
   if (session.cuda_max_connections != 0) parts.push_back("connections=" + std::to_string(session.cuda_max_connections));

@@ -144,6 +144,7 @@ struct Session::Impl {
   detail::BucketPlan buckets;            // config.shapes.buckets (and pad_batch) resolved
   std::once_flag buckets_learned;
   std::string costs_entry;               // the cache entry the shape costs are kept beside ("" without the cache)
+  bool costs_writable = true;            // false beside an entry of the read-only shared layer
   std::optional<detail::ShapeCosts> costs;  // measured at the model's first start (GPU, measured policy)
   detail::ShapeTraffic traffic;          // calls of shapes nothing was declared for
   // GPU buffers of bucketed calls, by purpose: the padded inputs (by input and bucket shape), the
@@ -252,7 +253,7 @@ struct Session::Impl {
       std::lock_guard lock(mutex);  // session_for reads it under the lock
       costs = measured;
     }
-    detail::write_shape_costs(costs_entry, cost_conditions(), measured);
+    if (costs_writable) detail::write_shape_costs(costs_entry, cost_conditions(), measured);
   }
   bool is_declared(const std::string& signature) const { return declared_signatures.count(signature) > 0; }
 
@@ -464,6 +465,7 @@ void Session::Impl::finish_cache_entry(detail::CacheUse& cache, ShapeSession& fi
   later_source = later_source_optimised ? cache.entry() : spec.model_path;
   if (later_source_optimised) {
     costs_entry = cache.entry();
+    costs_writable = !cache.read_only();
     costs = detail::read_shape_costs(costs_entry, cost_conditions());
   }
 }

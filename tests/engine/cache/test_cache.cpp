@@ -36,8 +36,7 @@ namespace ortfleet {
 namespace fs = std::filesystem;
 
 namespace {
-/// A fresh folder for one test.
-fs::path fresh(const std::string& name) { return test::fresh_folder("cache-tests", name); }
+fs::path fresh(const std::string& name) { return test::fresh_dir(fs::path("cache-tests") / name); }
 
 /// A copy of a model (and of its external data) that a test may damage.
 std::string copy_model(const std::string& model, const fs::path& folder) {
@@ -94,6 +93,7 @@ void expect_nothing_but_locks_and_digests(const fs::path& cache) {
     EXPECT_TRUE(n.ends_with(".lock") || n.ends_with(".digests.json")) << n << " was left behind";
   }
 }
+
 
 void overwrite_in_place(const fs::path& path, const std::string& bytes, std::streamoff at = 0) {
   std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
@@ -340,16 +340,7 @@ TEST(ModelCache, AVouchedForEntryThatFailsToLoadIsSetAsideAndNotBlamedOnTheModel
   const auto want = start(model).output;
   start(model, cache);
   const std::string entry = only_entry(cache);
-  // Junk that the manifest records as the entry's bytes: the manifest's checks pass, loading fails.
-  { std::ofstream(entry, std::ios::trunc) << "not an ONNX graph"; }
-  auto m = nlohmann::json::parse(test::read_all(entry + ".manifest.json"));
-  for (auto& file : m.at("files")) {
-    if (file.at("name") != fs::path(entry).filename().string()) continue;
-    auto record = detail::to_record(detail::digest_file(entry, detail::Symlinks::refuse));
-    record["name"] = file.at("name");
-    file = record;
-  }
-  std::ofstream(entry + ".manifest.json", std::ios::trunc) << m.dump();
+  test::make_unloadable(entry);
   ASSERT_EQ(detail::check_entry(entry, ModelCache(cache.string()).key_text(model, Device::cpu(), {})), "");
 
   test::CapturedLog log;

@@ -1,0 +1,451 @@
+// Cache bundles (ModelCache::export_bundle, import_bundle) and the read-only shared layer of the cache.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "base/unique_fd.hpp"
+#include "engine/cache/cache_use.hpp"
+#include "engine/cache/content_hash.hpp"
+#include "engine/cache/file_lock.hpp"
+#include "engine/cache/model_digest.hpp"
+#include "engine/cache/tar_archive.hpp"
+#include "ortfleet/base/error.hpp"
+#include "ortfleet/engine/cache.hpp"
+#include "ortfleet/engine/runtime.hpp"
+#include "ortfleet/engine/session.hpp"
+#include "test_support.hpp"
+
+namespace ortfleet {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+fs::path fresh(const std::string& name) { return test::fresh_dir(fs::path("bundle-tests") / name); }
+
+struct Started {
+  std::vector<float> output;
+  std::string outcome;
+  std::string note;
+};
+
+/// Starts `model` with the cache in `cache` (filled inline when it misses) and `shared` as the shared
+/// layer (none when empty), and runs it once on fixed inputs. Without `cache`: no cache at all.
+Started start(const std::string& model, const fs::path& cache = {}, const fs::path& shared = {}) {
+  SessionSpec spec;
+  spec.model_path = model;
+  if (!cache.empty()) {
+    spec.cache_dir = cache.string();
+    spec.config.session.optimized_model_cache = true;
+    spec.config.session.model_cache_fill = ModelCacheFill::inline_start;
+    spec.config.session.model_cache_shared = shared.string();
+  }
+  Session s(spec);
+  const auto out = s.run(random_inputs(s.inputs(), 5, 1, {{"input_ids", {0, 99}}}));
+  const float* v = out.front().values<float>();
+  return {{v, v + out.front().element_count()}, s.model_cache_outcome(), s.model_cache_note()};
+}
+
+void expect_same(const std::vector<float>& want, const std::vector<float>& got) {
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(want[i], got[i], 1e-4f * (1 + std::abs(want[i]))) << "output " << i;
+}
+
+/// Every file under `folder` with its bytes, mode and change time: what "left as it was" compares.
+std::map<std::string, std::string> snapshot(const fs::path& folder) {
+  std::map<std::string, std::string> files;
+  if (!fs::exists(folder)) return files;
+  for (const auto& e : fs::recursive_directory_iterator(folder)) {
+    struct stat st {};
+    ::lstat(e.path().c_str(), &st);
+    // A folder's own times change when an import stages files in it and removes them: only files' are kept.
+    const bool file = S_ISREG(st.st_mode);
+    files[fs::relative(e.path(), folder).string()] =
+        std::to_string(st.st_mode) + "|" + (file ? std::to_string(st.st_ctim.tv_sec) + "." + std::to_string(st.st_ctim.tv_nsec) : "") + "|" +
+        (file ? test::read_all(e.path()) : std::string());
+  }
+  return files;
+}
+
+/// An entry made in `cache` for `model` and exported alone to `bundle`.
+void make_bundle(const std::string& model, const fs::path& cache, const fs::path& bundle) {
+  start(model, cache);
+  const CacheBundle b = ModelCache((cache).string()).export_bundle({model}, {Device::cpu()}, {}, bundle.string());
+  ASSERT_EQ(b.entries.size(), 1u);
+  ASSERT_EQ(b.entries.front().outcome, "exported");
+}
+
+/// `model`'s entry made in DIR/a, exported to DIR/b.ortfleet and imported into the shared layer
+/// DIR/shared: its path there.
+std::string shared_entry(const std::string& model, const fs::path& dir) {
+  make_bundle(model, dir / "a", dir / "b.ortfleet");
+  ModelCache((dir / "shared" / "models").string()).import_bundle((dir / "b.ortfleet").string(), /*shared_layer=*/true);
+  return ModelCache((dir / "shared" / "models").string()).entries(/*private_folder=*/false).front().path;
+}
+
+/// One member of a bundle, as read back for forging.
+struct Member {
+  std::string name;
+  std::string bytes;
+  char type = '0';
+  std::string link;
+};
+
+std::vector<Member> members_of(const fs::path& bundle) {
+  const detail::UniqueFd fd(::open(bundle.c_str(), O_RDONLY | O_CLOEXEC));
+  detail::TarReader tar(fd.get(), bundle.string());
+  std::vector<Member> out;
+  while (const auto m = tar.next()) out.push_back({m->name, tar.read_small(uint64_t{1} << 30), m->type, m->link});
+  return out;
+}
+
+void write_members(const fs::path& bundle, const std::vector<Member>& members) {
+  const detail::UniqueFd fd(::open(bundle.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  detail::TarWriter tar(fd.get(), bundle.string());
+  for (const auto& m : members) tar.add(m.name, m.bytes.data(), m.bytes.size(), 0, m.type, m.link);
+  tar.finish();
+}
+
+/// Rewrites `bundle` into `out` after `edit` changed its manifest or members; with `fix_sums`, the
+/// manifest's member list is made to match the members again (sizes and checksums), so that only the
+/// edit is wrong.
+void forge(const fs::path& bundle, const fs::path& out, const std::function<void(json& manifest, std::vector<Member>& members)>& edit,
+           bool fix_sums = true) {
+  auto members = members_of(bundle);
+  json manifest = json::parse(members.front().bytes);
+  members.erase(members.begin());
+  edit(manifest, members);
+  if (fix_sums) {
+    for (auto& listed : manifest.at("members")) {
+      for (const auto& m : members) {
+        if (m.name != listed.at("name")) continue;
+        listed["bytes"] = m.bytes.size();
+        listed["xxh64"] = detail::hex64(detail::xxh64(m.bytes.data(), m.bytes.size()));
+      }
+    }
+  }
+  members.insert(members.begin(), Member{"ortfleet-bundle.json", manifest.dump(), '0', {}});
+  write_members(out, members);
+}
+
+/// Importing `bundle` into `cache` is refused with one line holding `why`, and leaves the cache as it was.
+void expect_refused(const fs::path& bundle, const fs::path& cache, const std::string& why) {
+  SCOPED_TRACE(bundle.filename().string() + ": " + why);
+  const auto before = snapshot(cache);
+  const Error e = test::error_from([&] { ModelCache((cache / "models").string()).import_bundle(bundle.string()); });
+  EXPECT_EQ(e.what_failed().rfind("refused the bundle " + bundle.string() + ": ", 0), 0u) << e.what_failed();
+  EXPECT_NE(e.what_failed().find(why), std::string::npos) << e.what_failed();
+  EXPECT_EQ(e.what_failed().find('\n'), std::string::npos) << "not one line: " << e.what_failed();
+  EXPECT_FALSE(e.hint().empty());
+  EXPECT_EQ(snapshot(cache), before) << "the cache changed";
+}
+
+/// A cache that holds one entry already (of another model): what every refused import must leave alone.
+fs::path lived_in_cache(const std::string& name) {
+  const fs::path cache = fresh(name);
+  start(test::mlp_model(), cache / "models");
+  return cache;
+}
+
+
+}  // namespace
+
+TEST(TarArchive, WhatItWritesItReadsBackAndGnuTarListsIt) {
+  const fs::path dir = fresh("tar");
+  const std::string long_folder(120, 'f');
+  write_members(dir / "a.tar", {{"first.json", "{}", '0', {}}, {long_folder + "/second.bin", std::string(1000, 'x'), '0', {}}, {"empty", "", '0', {}}});
+  const auto back = members_of(dir / "a.tar");
+  ASSERT_EQ(back.size(), 3u);
+  EXPECT_EQ(back[1].name, long_folder + "/second.bin");
+  EXPECT_EQ(back[1].bytes, std::string(1000, 'x'));
+  EXPECT_EQ(back[2].bytes, "");
+  EXPECT_EQ(std::system(("tar tf " + (dir / "a.tar").string() + " >/dev/null").c_str()), 0) << "GNU tar cannot list it";
+}
+
+TEST(TarArchive, ADamagedOrTruncatedArchiveIsAnErrorNeverAShortRead) {
+  const fs::path dir = fresh("tar-damage");
+  write_members(dir / "a.tar", {{"one", std::string(3000, 'a'), '0', {}}, {"two", "bb", '0', {}}});
+  const std::string whole = test::read_all(dir / "a.tar");
+  const auto read_all_members = [&](const std::string& bytes) {
+    std::ofstream(dir / "b.tar", std::ios::binary | std::ios::trunc) << bytes;
+    members_of(dir / "b.tar");
+  };
+  for (const size_t cut : {size_t{100}, size_t{512}, size_t{2000}, size_t{3584 + 10}, whole.size() - 1024}) {
+    SCOPED_TRACE(cut);
+    EXPECT_NE(test::error_from([&] { read_all_members(whole.substr(0, cut)); }).what_failed().find("truncated"), std::string::npos);
+  }
+  std::string flipped = whole;
+  flipped[10] = 'Z';  // inside the first header's name
+  EXPECT_NE(test::error_from([&] { read_all_members(flipped); }).what_failed().find("fails its checksum"), std::string::npos);
+  EXPECT_NE(test::error_from([&] { read_all_members(whole + "trailing junk"); }).what_failed().find("bytes after the end"), std::string::npos);
+}
+
+TEST(CacheBundle, AnExportedEntryImportedIntoAFreshCacheIsAHitOnTheFirstStart) {
+  const fs::path dir = fresh("round-trip");
+  const std::string model = test::small_transformer();
+  const auto want = start(model).output;
+  make_bundle(model, dir / "a", dir / "models.ortfleet");
+  const CacheBundle imported = ModelCache((dir / "b").string()).import_bundle((dir / "models.ortfleet").string());
+  ASSERT_EQ(imported.entries.size(), 1u);
+  EXPECT_EQ(imported.entries.front().outcome, "added");
+  EXPECT_EQ(imported.onnxruntime_version, load_runtime().version);
+  const Started first = start(model, dir / "b");
+  EXPECT_EQ(first.outcome, "hit");
+  expect_same(want, first.output);
+  // Files as a start makes them: private, nothing of the import left behind.
+  for (const auto& e : fs::directory_iterator(dir / "b")) {
+    EXPECT_EQ(e.path().filename().string().find(".import-"), std::string::npos) << e.path();
+    EXPECT_EQ(fs::status(e.path()).permissions() & (fs::perms::group_all | fs::perms::others_all), fs::perms::none) << e.path();
+  }
+  // Again: kept, not rewritten.
+  const auto before = snapshot(dir / "b");
+  EXPECT_EQ(ModelCache((dir / "b").string()).import_bundle((dir / "models.ortfleet").string()).entries.front().outcome, "already here");
+  EXPECT_EQ(snapshot(dir / "b"), before);
+}
+
+TEST(CacheBundle, TheEntryIsFoundUnderAnotherModelFileName) {
+  const fs::path dir = fresh("renamed");
+  make_bundle(test::mlp_model(), dir / "a", dir / "b.ortfleet");
+  ModelCache((dir / "b").string()).import_bundle((dir / "b.ortfleet").string());
+  fs::copy_file(test::mlp_model(), dir / "renamed.onnx");
+  EXPECT_EQ(start((dir / "renamed.onnx").string(), dir / "b").outcome, "hit");
+}
+
+TEST(CacheBundle, ExportSaysWhatItMissedAndRefusesToWriteAnEmptyBundle) {
+  const fs::path dir = fresh("export-missing");
+  start(test::mlp_model(), dir / "cache");
+  const CacheBundle b =
+      ModelCache((dir / "cache").string()).export_bundle({test::mlp_model(), test::resnet18_model()}, {Device::cpu()}, {}, (dir / "b").string());
+  ASSERT_EQ(b.entries.size(), 2u);
+  EXPECT_EQ(b.entries[0].outcome, "exported");
+  EXPECT_EQ(b.entries[1].outcome, "missing");
+  const Error none = test::error_from(
+      [&] { ModelCache((dir / "cache").string()).export_bundle({test::resnet18_model()}, {Device::cpu()}, {}, (dir / "none").string()); });
+  EXPECT_NE(none.what_failed().find("nothing to export"), std::string::npos) << none.what_failed();
+  EXPECT_FALSE(fs::exists(dir / "none"));
+  for (const auto& e : fs::directory_iterator(dir)) EXPECT_EQ(e.path().string().find(".partial-"), std::string::npos) << e.path();
+}
+
+TEST(CacheBundle, ShapeCostsAndTheGainTravelWithTheEntry) {
+  const fs::path dir = fresh("companions");
+  start(test::mlp_model(), dir / "a");
+  const std::string entry = ModelCache((dir / "a").string()).entries().front().path;
+  detail::record_entry_gain(entry, {50, 10});
+  std::ofstream(entry + ".shape-costs.json") << R"({"steady_ms": 1, "switch_ms": 2, "new_session_ms": 3, "conditions": "x"})";
+  ModelCache((dir / "a").string()).export_bundle({test::mlp_model()}, {Device::cpu()}, {}, (dir / "b.ortfleet").string());
+  const CacheBundle imported = ModelCache((dir / "b").string()).import_bundle((dir / "b.ortfleet").string());
+  const std::string copy = (dir / "b" / fs::path(entry).filename()).string();
+  EXPECT_EQ(test::read_all(copy + ".shape-costs.json"), test::read_all(entry + ".shape-costs.json"));
+  ASSERT_TRUE(detail::gain_of(copy));
+  EXPECT_EQ(detail::gain_of(copy)->entry_ms, 10);
+  EXPECT_EQ(imported.entries.front().load_note, (detail::EntryGain{50, 10}.text()));
+}
+
+TEST(CacheBundle, EveryRefusalLeavesTheCacheAsItWas) {
+  const fs::path dir = fresh("refusals");
+  const fs::path good = dir / "good.ortfleet";
+  make_bundle(test::small_transformer(), dir / "source", good);
+  const fs::path cache = lived_in_cache("refusals-target");
+  const std::string whole = test::read_all(good);
+  const auto variant = [&](const std::string& name, const std::string& bytes) {
+    std::ofstream(dir / name, std::ios::binary | std::ios::trunc) << bytes;
+    return dir / name;
+  };
+  const auto forged = [&](const std::string& name, const std::function<void(json&, std::vector<Member>&)>& edit, bool fix_sums = true) {
+    forge(good, dir / name, edit, fix_sums);
+    return dir / name;
+  };
+  const auto& members = members_of(good);
+  ASSERT_GE(members.size(), 4u);  // the manifest, the weights, the entry's manifest, the graph
+
+  // Damaged or truncated.
+  expect_refused(variant("truncated.ortfleet", whole.substr(0, whole.size() / 2)), cache, "truncated");
+  expect_refused(variant("no-end.ortfleet", whole.substr(0, whole.size() - 1024)), cache, "truncated");
+  std::string flipped = whole;
+  const size_t in_weights = whole.find(members[1].bytes.substr(0, 64)) + members[1].bytes.size() / 2;
+  ASSERT_LT(in_weights, whole.size());
+  flipped[in_weights] = static_cast<char>(flipped[in_weights] ^ 0x55);
+  expect_refused(variant("flipped.ortfleet", flipped), cache, "checksum");
+  expect_refused(variant("text.ortfleet", "these are my notes\n"), cache, "not an ortfleet cache bundle");
+  expect_refused(forged("wrong-sum.ortfleet", [&](json&, std::vector<Member>& m) { m[0].bytes[0] = static_cast<char>(m[0].bytes[0] ^ 1); }, false),
+                 cache, "does not match its checksum");
+  expect_refused(forged("wrong-size.ortfleet", [&](json&, std::vector<Member>& m) { m[0].bytes += "x"; }, false), cache, "bytes, its manifest says");
+  expect_refused(forged("missing-member.ortfleet", [&](json&, std::vector<Member>& m) { m.erase(m.begin()); }, false), cache, "it lacks");
+  // Another kind of machine, runtime or build.
+  expect_refused(forged("gpu.ortfleet", [](json& j, std::vector<Member>&) { j["entries"][0]["device_class"] = "cuda-sm_80"; }), cache,
+                 "made for cuda-sm_80 (GPU architecture sm_80)");
+  expect_refused(forged("cpu.ortfleet", [](json& j, std::vector<Member>&) { j["entries"][0]["device_class"] = "cpu-0123456789abcdef"; }), cache,
+                 "another CPU");
+  expect_refused(forged("ort.ortfleet", [](json& j, std::vector<Member>&) { j["onnxruntime_version"] = "1.31.0"; }), cache,
+                 "made by ONNX Runtime 1.31.0");
+  expect_refused(forged("build.ortfleet", [](json& j, std::vector<Member>&) { j["ortfleet_version"] = "9.9.9"; }), cache, "made by ortfleet 9.9.9");
+  expect_refused(forged("format.ortfleet", [](json& j, std::vector<Member>&) { j["cache_entry_format"] = 2; }), cache, "cache format 2");
+  expect_refused(forged("bundle-format.ortfleet", [](json& j, std::vector<Member>&) { j["ortfleet_bundle"] = 7; }), cache, "format 7");
+  // Paths that escape the cache, links, folders, members nobody listed, twice the same member.
+  const auto planted = [](const std::string& name) {
+    return [name](json&, std::vector<Member>& m) { m.insert(m.begin(), Member{name, "x", '0', {}}); };
+  };
+  expect_refused(forged("absolute.ortfleet", planted("/tmp/ortfleet-bundle-escape")), cache, "an absolute path");
+  expect_refused(forged("dotdot.ortfleet", planted("models/../../escape")), cache, "climbs out of the cache");
+  EXPECT_FALSE(fs::exists("/tmp/ortfleet-bundle-escape"));
+  expect_refused(forged("symlink.ortfleet", [](json&, std::vector<Member>& m) { m.insert(m.begin(), Member{"models/x.onnx", "", '2', "/etc/passwd"}); }),
+                 cache, "symbolic link to /etc/passwd");
+  expect_refused(forged("hardlink.ortfleet", [](json&, std::vector<Member>& m) { m.insert(m.begin(), Member{"models/x.onnx", "", '1', "/etc/passwd"}); }),
+                 cache, "hard link");
+  expect_refused(forged("folder.ortfleet", [](json&, std::vector<Member>& m) { m.insert(m.begin(), Member{"models/sub", "", '5', {}}); }), cache,
+                 "is a folder");
+  expect_refused(forged("unlisted.ortfleet", [](json&, std::vector<Member>& m) { m.push_back(Member{"models/extra.so", "x", '0', {}}); }), cache,
+                 "is not in its manifest");
+  expect_refused(forged("twice.ortfleet", [](json&, std::vector<Member>& m) { m.push_back(m[0]); }), cache, "comes twice");
+  // A manifest that lists what is no entry's, or vouches for other bytes.
+  expect_refused(forged("foreign-file.ortfleet", [](json& j, std::vector<Member>&) { j["members"].push_back({{"name", "models/evil.so"}, {"bytes", 1}, {"xxh64", "0"}}); }),
+                 cache, "no file of an entry");
+  expect_refused(forged("wrong-name.ortfleet", [](json& j, std::vector<Member>&) { j["entries"][0]["name"] = "other-0000000000000000.onnx"; }), cache,
+                 "is not the name its key gives");
+  expect_refused(forged("entry-manifest.ortfleet",
+                        [](json&, std::vector<Member>& m) {
+                          for (auto& member : m) {
+                            if (!member.name.ends_with(".manifest.json")) continue;
+                            json em = json::parse(member.bytes);
+                            em["files"][0]["xxh64"] = "0000000000000000";
+                            member.bytes = em.dump();
+                          }
+                        }),
+                 cache, "does not vouch for the files");
+  // None of them left a staging folder in the cache.
+  for (const auto& e : fs::recursive_directory_iterator(cache)) EXPECT_EQ(e.path().string().find(".import-"), std::string::npos) << e.path();
+  // The good one still imports.
+  EXPECT_EQ(ModelCache((cache / "models").string()).import_bundle(good.string()).entries.front().outcome, "added");
+}
+
+TEST(CacheBundle, AnEntryThisMachineRejectedOrOneInUseIsNotReplaced) {
+  const fs::path dir = fresh("not-replaced");
+  make_bundle(test::mlp_model(), dir / "a", dir / "b.ortfleet");
+  const fs::path target = dir / "target";
+  fs::create_directories(target);
+  ::chmod(target.c_str(), 0700);
+  const std::string entry = (target / members_of(dir / "b.ortfleet").back().name.substr(7)).string();
+  {
+    detail::FileLock reader;  // a start reading (or writing) the entry
+    ASSERT_TRUE(reader.try_lock(entry + ".lock", detail::FileLock::Mode::shared));
+    EXPECT_EQ(ModelCache(target.string()).import_bundle((dir / "b.ortfleet").string()).entries.front().outcome, "in use");
+    EXPECT_FALSE(fs::exists(entry));
+  }
+  std::ofstream(entry + ".rejected.json") << R"({"key": "k", "reason": "its outputs differed"})";
+  EXPECT_EQ(ModelCache(target.string()).import_bundle((dir / "b.ortfleet").string()).entries.front().outcome, "rejected here");
+  EXPECT_FALSE(fs::exists(entry));
+  fs::remove(entry + ".rejected.json");
+  // What a writer killed halfway left (weights and a manifest, no graph) is replaced whole.
+  std::ofstream(entry + ".data") << "half";
+  std::ofstream(entry + ".manifest.json") << "{";
+  EXPECT_EQ(ModelCache(target.string()).import_bundle((dir / "b.ortfleet").string()).entries.front().outcome, "added");
+  EXPECT_EQ(detail::check_entry(entry, ModelCache(target.string()).key_text(test::mlp_model(), Device::cpu(), {})), "");
+}
+
+// The shared layer: read before the local cache, never written.
+
+TEST(SharedCacheLayer, AHitComesFromTheSharedLayerAndNothingIsWrittenThere) {
+  const fs::path dir = fresh("shared-hit");
+  const std::string model = test::small_transformer();
+  const auto want = start(model).output;
+  make_bundle(model, dir / "a", dir / "b.ortfleet");
+  ModelCache((dir / "shared" / "models").string()).import_bundle((dir / "b.ortfleet").string(), /*shared_layer=*/true);
+  for (const auto& e : fs::recursive_directory_iterator(dir / "shared")) {
+    if (e.path().extension() == ".lock") continue;  // the importer's; readers of the layer never open it
+    const auto mode = fs::status(e.path()).permissions();
+    EXPECT_EQ(mode & fs::perms::others_read, fs::perms::others_read) << e.path() << ": other users cannot read it";
+    EXPECT_EQ(mode & (fs::perms::group_write | fs::perms::others_write), fs::perms::none) << e.path();
+  }
+  const auto before = snapshot(dir / "shared");
+  for (int i = 0; i < 2; ++i) {
+    const Started s = start(model, dir / "local", dir / "shared");
+    EXPECT_EQ(s.outcome, "hit");
+    EXPECT_NE(s.note.find("from the shared layer " + (dir / "shared").string()), std::string::npos) << s.note;
+    expect_same(want, s.output);
+  }
+  EXPECT_EQ(snapshot(dir / "shared"), before) << "a start wrote into the shared layer";
+  EXPECT_TRUE(ModelCache((dir / "local").string()).entries().empty()) << "a shared hit made a local entry too";
+}
+
+TEST(SharedCacheLayer, ItsManifestIsNeverRewrittenAndItsHashesAreRememberedLocally) {
+  const fs::path dir = fresh("shared-memo");
+  const std::string entry = shared_entry(test::mlp_model(), dir);
+  const std::string manifest = test::read_all(entry + ".manifest.json");
+  const std::string key = ModelCache((dir / "a").string()).key_text(test::mlp_model(), Device::cpu(), {});
+  // Copied here, the files' identities differ from the manifest's: checked by their content, into a
+  // memo in the local folder, never by rewriting the shared manifest.
+  fs::create_directories(dir / "local");
+  ::chmod((dir / "local").c_str(), 0700);
+  EXPECT_EQ(detail::check_entry(entry, key, {true, (dir / "local").string()}), "");
+  EXPECT_EQ(test::read_all(entry + ".manifest.json"), manifest);
+  // Bytes changed in place, same size: caught, however the identity looks.
+  std::fstream(entry + ".data", std::ios::in | std::ios::out | std::ios::binary).write("\x7f\x7f\x7f\x7f", 4);
+  EXPECT_NE(detail::check_entry(entry, key, {true, (dir / "local").string()}).find("content hash differs"), std::string::npos);
+  EXPECT_EQ(test::read_all(entry + ".manifest.json"), manifest);
+}
+
+TEST(SharedCacheLayer, ADamagedSharedEntryIsSkippedWithAWarningAndLeftAsItIs) {
+  const fs::path dir = fresh("shared-damaged");
+  const std::string model = test::small_transformer();
+  const auto want = start(model).output;
+  const std::string entry = shared_entry(model, dir);
+  fs::resize_file(entry + ".data", fs::file_size(entry + ".data") / 2);
+  const auto before = snapshot(dir / "shared");
+  test::CapturedLog log;
+  const Started first = start(model, dir / "local", dir / "shared");
+  expect_same(want, first.output);
+  EXPECT_EQ(first.note.find("shared"), std::string::npos) << first.note;
+  EXPECT_EQ(log.count("the shared model cache entry " + entry + " is not used"), 1u);
+  EXPECT_EQ(snapshot(dir / "shared"), before) << "the damaged shared entry was touched";
+  // The local cache took over: its own entry, made from the model.
+  const Started local = start(model, dir / "local", dir / "shared");
+  EXPECT_EQ(local.outcome, "hit");
+  EXPECT_EQ(local.note.find("shared"), std::string::npos) << local.note;
+  expect_same(want, local.output);
+}
+
+TEST(SharedCacheLayer, AnEntryThatFailsToLoadIsNotRejectedThere) {
+  const fs::path dir = fresh("shared-unloadable");
+  const std::string model = test::small_transformer();
+  const auto want = start(model).output;
+  const std::string entry = shared_entry(model, dir);
+  test::make_unloadable(entry);
+  const auto before = snapshot(dir / "shared");
+  const Started s = start(model, dir / "local", dir / "shared");
+  expect_same(want, s.output);
+  EXPECT_EQ(s.outcome, "rejected");
+  EXPECT_EQ(snapshot(dir / "shared"), before) << "the shared layer was written";
+}
+
+TEST(SharedCacheLayer, AFolderEveryUserCanWriteIsNotUsed) {
+  const fs::path dir = fresh("shared-open");
+  shared_entry(test::mlp_model(), dir);
+  ::chmod((dir / "shared" / "models").c_str(), 0777);
+  test::CapturedLog log;
+  const Started s = start(test::mlp_model(), dir / "local", dir / "shared");
+  EXPECT_EQ(s.note.find("shared"), std::string::npos) << s.note;
+  EXPECT_EQ(log.count("is writable by every user"), 1u);
+}
+
+TEST(SharedCacheLayer, ItIsNamedByTheConfigElseTheEnvironment) {
+  test::ScopedEnv env("ORTFLEET_CACHE_SHARED", "/from/env");
+  EXPECT_EQ(ModelCache::shared_root(), "/from/env");
+  RunConfig config;
+  config.session.model_cache_shared = "/from/config";
+  EXPECT_EQ(ModelCache::shared_root(config), "/from/config");
+  EXPECT_EQ(RunConfig::from_json(config.to_json(), "test").session.model_cache_shared, "/from/config");
+  test::ScopedEnv unset("ORTFLEET_CACHE_SHARED", std::nullopt);
+  EXPECT_FALSE(ModelCache::shared_root());
+}
+
+}  // namespace ortfleet
