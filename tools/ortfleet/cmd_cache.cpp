@@ -35,7 +35,7 @@ nlohmann::json bundle_json(const CacheBundle& b, const std::string& dir) {
 }
 
 void print_entries(const CacheBundle& b) {
-  Table table({"model", "made for", "entry", "size", "outcome", "at load"}, {false, false, false, true, false, false});
+  Table table({"model", "made for", "entry", "size", "outcome", "at start"}, {false, false, false, true, false, false});
   for (const auto& e : b.entries) {
     table.add({std::filesystem::path(e.model).filename().string(), e.device_class, e.name.empty() ? "-" : e.name,
                e.bytes > 0 ? format_bytes(e.bytes) : "-", e.outcome, e.load_note});

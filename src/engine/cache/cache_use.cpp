@@ -402,7 +402,7 @@ const char* CacheUse::outcome() const {
 }
 
 std::string EntryGain::text() const {
-  return fmt::format("loads in {:.0f} ms against {:.0f} ms for the model ({} {:.0f} ms)", entry_ms, model_ms, pays() ? "saves" : "saving no more than",
+  return fmt::format("is ready in {:.0f} ms against {:.0f} ms from the model ({} {:.0f} ms)", entry_ms, model_ms, pays() ? "saves" : "saving no more than",
                      std::max(0.0, model_ms - entry_ms));
 }
 

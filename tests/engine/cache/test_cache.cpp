@@ -649,7 +649,7 @@ TEST(ModelCache, AnEntryPricedAsNoGainIsNotUsedAndAGainfulOneIs) {
     Session s(cached_spec(cache, ModelCacheFill::background));
     EXPECT_FALSE(s.used_model_cache());
     EXPECT_EQ(s.model_cache_outcome(), "no-gain");
-    EXPECT_NE(s.model_cache_note().find("loads in 10 ms against 10 ms"), std::string::npos) << s.model_cache_note();
+    EXPECT_NE(s.model_cache_note().find("is ready in 10 ms against 10 ms"), std::string::npos) << s.model_cache_note();
   }
   detail::record_entry_gain(entry, {/*model_ms=*/100, /*entry_ms=*/10});
   Session s(cached_spec(cache, ModelCacheFill::background));
@@ -657,7 +657,7 @@ TEST(ModelCache, AnEntryPricedAsNoGainIsNotUsedAndAGainfulOneIs) {
   EXPECT_EQ(s.model_cache_outcome(), "hit");
   const auto listed = ModelCache(cache.string()).entries();
   ASSERT_EQ(listed.size(), 1u);
-  EXPECT_EQ(listed.front().load_note.substr(0, 8), "loads in");
+  EXPECT_EQ(listed.front().load_note.substr(0, 11), "is ready in");
 }
 
 }  // namespace ortfleet
