@@ -73,6 +73,11 @@ void install_termination_cleanup() {
     sigemptyset(&action.sa_mask);
     ::sigaction(sig, &action, nullptr);
   }
+  // A process started with them blocked (a spawner's mask is inherited) would never see them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  for (const int sig : kStopSignals) sigaddset(&stop_signals, sig);
+  pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
 }
 
 }  // namespace ortfleet

@@ -24,7 +24,8 @@ class RemoveOnTermination {
   int slot_ = -1;
 };
 
-/// Installs the handler once per process (later calls do nothing).
+/// Installs the handler once per process (later calls do nothing) and unblocks the stop signals in the
+/// calling thread (and so in the threads it starts later): a spawner's blocked mask must not make them miss.
 void install_termination_cleanup();
 
 }  // namespace ortfleet

@@ -121,7 +121,7 @@ std::string launch_pool_daemon(const ServeOptions& options, const std::optional<
   const std::string request = socket.string() + ".request-" + std::to_string(::getpid()) + ".json";
   write_private_file(request, request_json(options, prepare).dump(), /*durable=*/false);
   const UniqueFd null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-  const UniqueFd log(::open(pool_log_path(options.socket_path).c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
+  const UniqueFd log(::open(pool_log_path(options.socket_path).c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600));  // appended: two launches at once share it
   if (!null || !log) {
     ::unlink(request.c_str());
     throw Error("cannot open the warm pool's log " + pool_log_path(options.socket_path) + ": " + std::strerror(errno));
@@ -141,10 +141,13 @@ std::string launch_pool_daemon(const ServeOptions& options, const std::optional<
     throw;
   }
   // It starts the daemon proper and exits at once: reaped here, so no zombie stays with the job.
+  // A caller that ignores SIGCHLD has its children reaped by the kernel: waitpid then fails (ECHILD)
+  // and only the socket can tell whether the daemon came up.
   int status = 0;
-  while (::waitpid(launched.pid, &status, 0) < 0 && errno == EINTR) {
+  int reaped = -1;
+  while ((reaped = ::waitpid(launched.pid, &status, 0)) < 0 && errno == EINTR) {
   }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+  if (reaped >= 0 && (!WIFEXITED(status) || WEXITSTATUS(status) != 0)) {
     throw Error("the warm pool did not start: its launcher " + describe_exit_status(status) + " (its log: " + pool_log_path(options.socket_path) + ")");
   }
   // Until it listens (a fraction of a second; never on the path to ready): the job's next step, which
@@ -152,6 +155,10 @@ std::string launch_pool_daemon(const ServeOptions& options, const std::optional<
   std::error_code ec;
   for (int i = 0; i < kListenWaitSteps && !fs::is_socket(options.socket_path, ec); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (reaped < 0 && !fs::is_socket(options.socket_path, ec)) {
+    throw Error("the warm pool did not start: its launcher's outcome is unknown (" + std::string(std::strerror(errno)) +
+                ") and nothing listens on " + options.socket_path + " (its log: " + pool_log_path(options.socket_path) + ")");
   }
   return audience;
 }

@@ -70,7 +70,19 @@ Spawned spawn_process(const SpawnRequest& request) {
 
   posix_spawnattr_t attributes;
   posix_spawnattr_init(&attributes);
-  if (request.new_session) posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSID);
+  // A child starts with no signal blocked and the stop signals at their defaults, whatever the
+  // spawning thread had: a pool server blocks SIGTERM and SIGINT in every thread (one thread waits for
+  // them), and a worker that inherited that mask could not be stopped, nor clean up what it writes.
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attributes, &none);
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  for (const int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&stop_signals, sig);
+  posix_spawnattr_setsigdefault(&attributes, &stop_signals);
+  short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
+  if (request.new_session) flags |= POSIX_SPAWN_SETSID;
+  posix_spawnattr_setflags(&attributes, flags);
   pid_t pid = -1;
   const int rc = request.search_path ? posix_spawnp(&pid, args[0].c_str(), actions.get(), &attributes, argv.data(), envp.data())
                                      : posix_spawn(&pid, args[0].c_str(), actions.get(), &attributes, argv.data(), envp.data());

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <string>
+#include <thread>
 
 #include "process/child_process.hpp"
 
@@ -32,6 +34,28 @@ TEST(ChildProcess, AChildPastItsTimeIsKilled) {
   const auto r = run_child({"sleep", "30"}, {}, "", 0.3);
   EXPECT_TRUE(r.timed_out);
   EXPECT_EQ(r.describe(), "timed out");
+}
+
+}  // namespace ortfleet::detail
+
+namespace ortfleet::detail {
+
+TEST(ChildProcess, AChildStartsWithTheStopSignalsUnblockedWhateverItsSpawnerBlocked) {
+  // A pool server blocks SIGTERM and SIGINT in every thread; the workers it spawns must still stop.
+  ChildResult r;
+  std::thread spawner([&] {
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+    r = run_child({"sh", "-c", "echo \"R $(grep SigBlk /proc/self/status | cut -f2)\""}, {}, "R", 30);
+  });
+  spawner.join();
+  ASSERT_EQ(r.report_line.rfind("R ", 0), 0u) << r.describe();
+  const unsigned long long blocked = std::stoull(r.report_line.substr(2), nullptr, 16);
+  EXPECT_EQ(blocked & (1ull << (SIGTERM - 1)), 0u) << r.report_line;
+  EXPECT_EQ(blocked & (1ull << (SIGINT - 1)), 0u) << r.report_line;
 }
 
 }  // namespace ortfleet::detail

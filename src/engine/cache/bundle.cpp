@@ -51,6 +51,13 @@ constexpr const char* kBundleManifest = "ortfleet-bundle.json";
 constexpr const char* kMembersFolder = "models/";
 constexpr uint64_t kMostManifestBytes = uint64_t{16} << 20;
 constexpr const char* kStagingPrefix = ".import-";
+
+/// This host's name ("localhost" when it has none), for the names of staging folders.
+std::string this_host() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "localhost";
+  return name;
+}
 /// What an entry may carry beside its graph, in the order they are written and published (the graph last).
 const std::vector<std::string> kCompanions = {".data", ".shape-costs.json", ".manifest.json"};
 
@@ -437,24 +444,6 @@ void prepare_target(const std::string& dir, bool shared_layer) {
   }
 }
 
-/// Removes staging folders that imports killed before their end left behind (their pid is gone).
-void sweep_staging(const std::string& dir) {
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.rfind(kStagingPrefix, 0) != 0) continue;
-    const std::string rest = name.substr(std::strlen(kStagingPrefix));
-    int pid = 0;
-    try {
-      pid = std::stoi(rest.substr(0, rest.find('-')));
-    } catch (const std::exception&) {
-      continue;
-    }
-    if (pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM)) continue;  // still importing
-    fs::remove_all(e.path(), ec);
-  }
-}
-
 /// Test hook: ORTFLEET_TEST_IMPORT_KILL_AT=staged (every member checked, none published) or publishing
 /// (the first entry's companions renamed into place, its graph not yet) ends this process there with
 /// SIGKILL, as a job killed halfway through an import would end. Tests only.
@@ -467,7 +456,9 @@ void test_kill_point(const char* point) {
 class Staging {
  public:
   explicit Staging(const std::string& dir) {
-    std::string pattern = (fs::path(dir) / (kStagingPrefix + std::to_string(::getpid()) + "-XXXXXX")).string();
+    // Named after this host and process: a sweep removes only its own host's folders of dead imports
+    // (a cache on a shared home is written from many nodes).
+    std::string pattern = (fs::path(dir) / (std::string(kStagingPrefix) + this_host() + "-" + std::to_string(::getpid()) + "-XXXXXX")).string();
     if (::mkdtemp(pattern.data()) == nullptr) {
       throw detail::FolderNotWritable("cannot make a staging folder in " + dir + ": " + std::strerror(errno));
     }
@@ -486,6 +477,26 @@ class Staging {
 };
 
 }  // namespace
+
+namespace detail {
+void sweep_import_staging(const std::string& dir) {
+  const std::string mine = std::string(kStagingPrefix) + this_host() + "-";
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(mine, 0) != 0) continue;  // another host's import, or not a staging folder
+    const std::string rest = name.substr(mine.size());  // PID-XXXXXX
+    int pid = 0;
+    try {
+      pid = std::stoi(rest.substr(0, rest.find('-')));
+    } catch (const std::exception&) {
+      continue;
+    }
+    if (pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM)) continue;  // still importing
+    fs::remove_all(e.path(), ec);
+  }
+}
+}  // namespace detail
 
 CacheBundle ModelCache::import_bundle(const std::string& path, bool shared_layer) const {
   const RuntimeInfo& runtime = load_runtime();
@@ -511,7 +522,7 @@ CacheBundle ModelCache::import_bundle(const std::string& path, bool shared_layer
   }
 
   prepare_target(dir_, shared_layer);
-  sweep_staging(dir_);
+  detail::sweep_import_staging(dir_);
   const Staging staging(dir_);
   const mode_t file_mode = shared_layer ? 0644 : 0600;
   std::set<std::string> seen;

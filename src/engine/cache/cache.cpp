@@ -146,6 +146,7 @@ std::vector<CacheEntry> ModelCache::entries(bool private_folder) const {
 
 size_t ModelCache::clear() const {
   if (!detail::check_private_dir(dir_, detail::kCacheFolderHint)) return 0;
+  detail::sweep_import_staging(dir_);  // what killed imports left: nobody else removes it
   std::error_code ec;
   std::vector<std::string> names;
   // Only what the cache made ("<model>-<16 hex digits>.onnx" and the files beside it): the folder may

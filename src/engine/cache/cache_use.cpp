@@ -432,6 +432,13 @@ std::string model_of(const std::string& entry) {
 
 void record_entry_gain(const std::string& entry, const EntryGain& gain) {
   try {
+    // Read, changed and written under the entry's lock: a writer that replaces the entry meanwhile
+    // (a start remaking a damaged one, an import) would otherwise get the old manifest back.
+    FileLock lock;
+    if (!lock.try_lock(entry + ".lock", FileLock::Mode::exclusive)) {
+      spdlog::debug("the entry {} is in use: what it saves is not recorded, and later starts use it", entry);
+      return;
+    }
     std::ifstream in(manifest_of(entry));
     json manifest = json::parse(in);
     manifest["gain"] = {{"model_ms", gain.model_ms}, {"entry_ms", gain.entry_ms}, {"pays", gain.pays()}};

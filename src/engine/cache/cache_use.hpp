@@ -188,6 +188,10 @@ std::optional<EntryGain> gain_of(const std::string& entry);
 /// The model the entry was made from, as its manifest names it ("" when it does not).
 std::string model_of(const std::string& entry);
 
+/// Removes the staging folders that imports into `dir` killed before their end left there: this host's
+/// only, whose process is gone (engine/cache/bundle.cpp).
+void sweep_import_staging(const std::string& dir);
+
 /// The reason recorded for the rejected entry `entry` (in ENTRY.rejected.json), or "" when it has none.
 std::string rejection_of(const std::string& entry);
 

@@ -328,6 +328,24 @@ TEST(CacheBundle, EveryRefusalLeavesTheCacheAsItWas) {
   EXPECT_EQ(ModelCache((cache / "models").string()).import_bundle(good.string()).entries.front().outcome, "added");
 }
 
+TEST(CacheBundle, ClearRemovesWhatKilledImportsOfThisHostLeftAndNoOtherHostsStaging) {
+  const fs::path cache = fresh("sweep");
+  char host[256] = {};
+  ASSERT_EQ(::gethostname(host, sizeof(host) - 1), 0);
+  // pid 999999999 exceeds every pid_max: that import is dead. Another host's pid means nothing here.
+  const fs::path dead = cache / (std::string(".import-") + host + "-999999999-abcdef");
+  const fs::path alive = cache / (std::string(".import-") + host + "-" + std::to_string(::getpid()) + "-abcdef");
+  const fs::path elsewhere = cache / ".import-another-node-999999999-abcdef";
+  for (const auto& folder : {dead, alive, elsewhere}) {
+    fs::create_directories(folder);
+    std::ofstream(folder / "member") << "bytes";
+  }
+  ModelCache(cache.string()).clear();
+  EXPECT_FALSE(fs::exists(dead)) << "a dead import's staging folder stays after clear";
+  EXPECT_TRUE(fs::exists(alive)) << "a running import's staging folder was removed";
+  EXPECT_TRUE(fs::exists(elsewhere)) << "another host's import, which may be running, lost its staging folder";
+}
+
 TEST(CacheBundle, AnEntryThisMachineRejectedOrOneInUseIsNotReplaced) {
   const fs::path dir = fresh("not-replaced");
   make_bundle(test::mlp_model(), dir / "a", dir / "b.ortfleet");
