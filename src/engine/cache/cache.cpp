@@ -55,7 +55,10 @@ std::string device_class(const Device& device) {
 std::string entry_name(const std::string& model_path, const std::string& key, ModelCacheFormat format) {
   // ONNX Runtime tells the formats apart by this extension, from a path or from the bytes' header.
   const char* extension = format == ModelCacheFormat::ort ? ".ort" : ".onnx";
-  return fs::path(model_path).stem().string() + "-" + hex64(hash_text(key)) + extension;
+  // The stem is only for people (the key's hash names the entry): cut to 48 bytes, so that every file of
+  // an entry fits a bundle's 100-byte member names ("models/" + name + ".shape-costs.json").
+  constexpr size_t kStemBytes = 48;
+  return fs::path(model_path).stem().string().substr(0, kStemBytes) + "-" + hex64(hash_text(key)) + extension;
 }
 
 std::string cache_key_text(const std::string& model_content, const Device& device, const RunConfig& config) {

@@ -221,6 +221,17 @@ TEST(CacheBundle, TheEntryIsFoundUnderAnotherModelFileName) {
   EXPECT_EQ(start((dir / "renamed.onnx").string(), dir / "b").outcome, "hit");
 }
 
+TEST(CacheBundle, AModelWithALongFileNameIsExportedAndImported) {
+  const fs::path dir = fresh("long-name");
+  const fs::path model = dir / (std::string(90, 'm') + ".onnx");
+  fs::copy_file(test::mlp_model(), model);
+  make_bundle(model.string(), dir / "a", dir / "long.ortfleet");
+  const CacheBundle imported = ModelCache((dir / "b").string()).import_bundle((dir / "long.ortfleet").string());
+  ASSERT_EQ(imported.entries.size(), 1u);
+  EXPECT_EQ(imported.entries.front().outcome, "added");
+  EXPECT_EQ(start(model.string(), dir / "b").outcome, "hit");
+}
+
 TEST(CacheBundle, ExportSaysWhatItMissedAndRefusesToWriteAnEmptyBundle) {
   const fs::path dir = fresh("export-missing");
   start(test::mlp_model(), dir / "cache");
