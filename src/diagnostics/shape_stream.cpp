@@ -48,6 +48,7 @@ void fill_row(ThroughputRow& row, const std::vector<double>& ms, const std::vect
   row.threads = 1;
   const double total = std::accumulate(ms.begin(), ms.end(), 0.0);
   row.stream_ms = total;
+  row.calls_ms = ms;
   row.inferences_per_s = total > 0 ? 1000.0 * static_cast<double>(ms.size()) / total : 0;
   row.p50_ms = percentile(ms, 50);
   row.p99_ms = percentile(ms, 99);
@@ -322,9 +323,10 @@ void add_notes(ThroughputReport& report, const std::vector<InputShapes>& calls, 
     if (const BucketCallCosts& c = bucketed.bucket_calls; c.calls > 0) {
       const double n = static_cast<double>(c.calls);
       report.notes.push_back(fmt::format("a padded call's time, on average over {} calls: padding the inputs {:.3g} ms, the bucket shape's run "
-                                         "{:.3g} ms, cropping the outputs {:.3g} ms; the stream's p99 {:.3g} ms is {:.2f}x its p50",
-                                         c.calls, c.pad_ms / n, c.run_ms / n, c.crop_ms / n, bucketed.row.p99_ms,
-                                         bucketed.row.p99_ms / bucketed.row.p50_ms));
+                                         "{:.3g} ms, cropping the outputs {:.3g} ms (the slowest of each: {:.3g}, {:.3g}, {:.3g} ms); the "
+                                         "stream's p99 {:.3g} ms is {:.2f}x its p50",
+                                         c.calls, c.pad_ms / n, c.run_ms / n, c.crop_ms / n, c.max_pad_ms, c.max_run_ms, c.max_crop_ms,
+                                         bucketed.row.p99_ms, bucketed.row.p99_ms / bucketed.row.p50_ms));
     }
   }
   if (python && python->row.error.empty() && python->row.stream_ms > 0) {

@@ -542,6 +542,7 @@ std::string ThroughputReport::to_json() const {
                    {"host_bytes", r.host_bytes},
                    {"staged_bytes", r.staged_bytes},
                    {"stream_ms", r.stream_ms},
+                   {"calls_ms", r.calls_ms},
                    {"error", r.error}});
   }
   return json{{"ortfleet_throughput", 1}, {"model", model}, {"machine", machine}, {"rows", out}, {"notes", notes}}.dump(2);

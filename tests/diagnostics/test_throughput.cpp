@@ -128,6 +128,31 @@ TEST(Throughput, AShapeMixThroughOneSessionAndThroughShapeAwareSessions) {
   EXPECT_EQ(j["rows"][3]["sessions"], 2);
 }
 
+TEST(Throughput, AShapeStreamRowKeepsEveryCallsTimeInOrder) {
+  ThroughputOptions o;
+  o.model = test::segmenter_model();
+  o.devices = {Device::cpu()};
+  o.shape_stream = "image=1x3x[16:48:8]x[16:48:8]";
+  o.stream_count = 6;
+  o.anchors = false;
+  const ThroughputReport r = run_throughput(o);
+  ASSERT_FALSE(r.rows.empty());
+  const auto j = nlohmann::json::parse(r.to_json());
+  int measured = 0;
+  for (const auto& row : j["rows"]) {
+    if (!row["error"].get<std::string>().empty()) continue;
+    ++measured;
+    ASSERT_EQ(row["calls_ms"].size(), 6u) << row["label"];
+    double sum = 0;
+    for (const auto& ms : row["calls_ms"]) {
+      EXPECT_GT(ms.get<double>(), 0.0) << row["label"];
+      sum += ms.get<double>();
+    }
+    EXPECT_NEAR(sum, row["stream_ms"].get<double>(), 1e-6 * sum + 1e-9) << row["label"];
+  }
+  EXPECT_GE(measured, 2) << r.to_json();  // one session and the default policy at least
+}
+
 TEST(Throughput, AShapeMixNeedsAModelWithADynamicBatch) {
   ThroughputOptions o;
   o.model = test::mlp_model();  // batch fixed at 1

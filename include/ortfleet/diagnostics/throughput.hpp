@@ -63,6 +63,7 @@ struct ThroughputRow {
   uint64_t host_bytes = 0;
   uint64_t staged_bytes = 0;
   double stream_ms = 0;         ///< shape stream: the whole stream's time (the sum of its calls)
+  std::vector<double> calls_ms;  ///< shape stream: each call's time, in the stream's order
   std::string error;            ///< why the row could not be measured
 };
 

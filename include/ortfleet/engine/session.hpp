@@ -40,9 +40,12 @@ struct ShapeSessionInfo {
 /// a GPU the copy out).
 struct BucketCallCosts {
   int64_t calls = 0;
-  double pad_ms = 0;
+  double pad_ms = 0;  ///< sums over the calls
   double run_ms = 0;
   double crop_ms = 0;
+  double max_pad_ms = 0;  ///< the slowest call's part of each: where a stream's p99 comes from
+  double max_run_ms = 0;
+  double max_crop_ms = 0;
 };
 
 class Session {

@@ -850,6 +850,9 @@ std::vector<Tensor> Session::run(const std::vector<Tensor>& given, bool outputs_
     s.bucket_costs.pad_ms += pad_ms;
     s.bucket_costs.run_ms += run_ms;
     s.bucket_costs.crop_ms += crop_ms;
+    s.bucket_costs.max_pad_ms = std::max(s.bucket_costs.max_pad_ms, pad_ms);
+    s.bucket_costs.max_run_ms = std::max(s.bucket_costs.max_run_ms, run_ms);
+    s.bucket_costs.max_crop_ms = std::max(s.bucket_costs.max_crop_ms, crop_ms);
     return out;
   }
   bool prices_switch = false;

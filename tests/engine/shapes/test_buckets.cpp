@@ -151,6 +151,11 @@ TEST(Buckets, AFittingCallRunsPaddedOnTheBucketsSessionAndItsOutputsAreCroppedBa
   EXPECT_GT(costs.run_ms, 0);
   EXPECT_GE(costs.pad_ms, 0);
   EXPECT_GE(costs.crop_ms, 0);
+  EXPECT_GT(costs.max_run_ms, 0);
+  EXPECT_LE(costs.max_run_ms, costs.run_ms) << "the slowest call's run is one of the three summed";
+  EXPECT_GE(costs.max_run_ms * 3, costs.run_ms) << "the slowest of three is at least their mean";
+  EXPECT_LE(costs.max_pad_ms, costs.pad_ms);
+  EXPECT_LE(costs.max_crop_ms, costs.crop_ms);
   // Larger than every bucket: runs as it is, in the shared session.
   EXPECT_EQ(s.run({counting({1, 3, 72, 8}, "image")})[0].shape, (std::vector<int64_t>{1, 1, 18, 2}));
 }
