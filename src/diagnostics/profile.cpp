@@ -179,57 +179,29 @@ std::vector<std::pair<std::string, double>> transformer_times(const std::vector<
   return out;
 }
 
-ProfileReport build_profile(const StartReport& start, const std::vector<OrtLogLine>& log,
-                            const std::vector<OrtProfileEvent>& ort_profile, const ModelFacts& facts) {
-  ProfileReport r;
-  r.model = start.model;
-  if (start.devices.empty()) throw Error("the profiled start has no device");
-  r.device = start.devices.front().device.to_string();
-  r.on_gpu = start.devices.front().device.is_gpu();
-  r.initializer_bytes = facts.initializer_bytes;
-  r.dynamic_dims = facts.dynamic_dims;
-  if (!r.dynamic_dims.empty()) {
-    r.shapes_advice =
-        "with a single ONNX Runtime session every call whose shape differs from the previous one rebuilds each convolution's cuDNN "
-        "plan (ONNX Runtime 1.29's CUDA EP; ResNet-50 on an H100: 106 ms a call instead of 1.5 ms): declare the shapes you serve "
-        "(--batches 1,2,4,8 or --shapes) so that each gets a session of its own at start-up, and measure the stream with "
-        "'ortfleet bench --inference --shape-mix'";
-  }
-  r.timeline = start.timeline;
-  const auto events = start.timeline.events();
+namespace {
 
-  auto find = [&](const char* name, int run = 0) -> const TimelineEvent* {
-    for (const auto& e : events) {
-      if (e.name != name) continue;
-      if (run > 0 && e.args.count("run") && e.args.at("run") != std::to_string(run)) continue;
-      return &e;
-    }
-    return nullptr;
-  };
-  const TimelineEvent* create = find(phase::session_create);
-  const TimelineEvent* first_run = find(phase::warmup, 1);
-  if (create == nullptr || first_run == nullptr) {
-    throw Error("the profiled start has no session creation or first inference (did it fail?)");
-  }
-  r.wall_ms = static_cast<double>(first_run->end_ns - start.spawn_ns) / 1e6;
+/// Adds phase `name` (from..to, our clock) to `r` with its label and advice; nothing when empty.
+void add_phase(ProfileReport& r, const std::string& name, int64_t from, int64_t to, std::string detail = {}) {
+  if (to <= from) return;
+  const Advice& a = advice_for(name);
+  r.phases.push_back({name, a.label[0] ? a.label : name, static_cast<double>(to - from) / 1e6, 0, std::move(detail), a.advice});
+}
 
-  auto add = [&](const std::string& name, int64_t from, int64_t to, std::string detail = {}) {
-    if (to <= from) return;
-    const Advice& a = advice_for(name);
-    r.phases.push_back({name, a.label[0] ? a.label : name, static_cast<double>(to - from) / 1e6, 0, std::move(detail), a.advice});
-  };
-
+/// The phases before the session's creation: ortfleet's own (the runtime, the EP, CUDA, the model's
+/// read, the weights' upload) and the tool's setup from main() to the first of them.
+void add_phases_before_session(ProfileReport& r, const std::vector<TimelineEvent>& events, const TimelineEvent& create, int64_t main_ns) {
   // Before the session: our own phases.
-  int64_t first_ortfleet_ns = create->start_ns;
+  int64_t first_ortfleet_ns = create.start_ns;
   for (const auto& e : events) {
     if (e.name != phase::process_start) first_ortfleet_ns = std::min(first_ortfleet_ns, e.start_ns);
   }
   for (const auto& e : events) {
-    if (e.end_ns > create->start_ns) continue;
-    if (e.name == phase::process_start) add("process.start", e.start_ns, e.end_ns);
+    if (e.end_ns > create.start_ns) continue;
+    if (e.name == phase::process_start) add_phase(r, "process.start", e.start_ns, e.end_ns);
     if (e.name == phase::runtime_load || e.name == phase::ep_register || e.name == phase::cuda_context ||
         e.name == phase::cuda_init || e.name == phase::ep_library_load || e.name == phase::model_read) {
-      add(e.name, e.start_ns, e.end_ns);
+      add_phase(r, e.name, e.start_ns, e.end_ns);
     }
     if (e.name == phase::weights_upload) {
       // The cached graph's weights, uploaded by ortfleet in large copies before the session exists.
@@ -240,18 +212,21 @@ ProfileReport build_profile(const StartReport& start, const std::vector<OrtLogLi
       r.upload_gb_per_s = seconds > 0 ? bytes / 1e9 / seconds : 0;
       std::string detail = fmt::format("{:.2f} GB at {:.1f} GB/s", bytes / 1e9, r.upload_gb_per_s);
       if (e.args.count("initializers")) detail += fmt::format(", {} weights found in {:.0f} ms", e.args.at("initializers"), read_ms);
-      add(e.name, e.start_ns, e.end_ns, detail);
+      add_phase(r, e.name, e.start_ns, e.end_ns, detail);
     }
   }
-  const TimelineEvent* proc = find(phase::process_start);
-  const int64_t main_ns = proc ? proc->end_ns : start.main_ns;
-  add("tool.setup", main_ns, first_ortfleet_ns);
+  add_phase(r, "tool.setup", main_ns, first_ortfleet_ns);
 
+}
+
+/// The phases inside the session's creation, from ONNX Runtime's own log markers; `uploaded` when
+/// ortfleet uploaded the weights before the session existed.
+void add_session_phases(ProfileReport& r, const std::vector<OrtLogLine>& log, const TimelineEvent& create, const ModelFacts& facts, bool uploaded) {
   // Inside session creation: ONNX Runtime's own log markers.
   auto at = [&](const char* prefix, bool last = false) -> int64_t {
     int64_t found = 0;
     for (const auto& l : log) {
-      if (l.t_ns < create->start_ns || l.t_ns > create->end_ns || !starts_with(l.message, prefix)) continue;
+      if (l.t_ns < create.start_ns || l.t_ns > create.end_ns || !starts_with(l.message, prefix)) continue;
       found = l.t_ns;
       if (!last) break;
     }
@@ -263,11 +238,11 @@ ProfileReport build_profile(const StartReport& start, const std::vector<OrtLogLi
   const int64_t t_done = at("Session successfully initialized.");
   int64_t graph_begin = 0;
   for (const auto& l : log) {
-    if (l.t_ns < create->start_ns || l.t_ns > create->end_ns || !is_transformer_message(l.message)) continue;
+    if (l.t_ns < create.start_ns || l.t_ns > create.end_ns || !is_transformer_message(l.message)) continue;
     graph_begin = l.t_ns;
     break;
   }
-  r.transformers = transformer_times(log, create->start_ns, create->end_ns);
+  r.transformers = transformer_times(log, create.start_ns, create.end_ns);
 
   // A graph loaded with nothing left to optimise (an ORT-format cache entry) logs no transformer:
   // its partitioning starts when the session's initialisation does.
@@ -275,41 +250,42 @@ ProfileReport build_profile(const StartReport& start, const std::vector<OrtLogLi
   if (t_init != 0 && graph_begin != 0 && t_save != 0 && t_saved != 0 && t_done != 0) {
     double transformers_ms = 0;
     for (const auto& [n, ms] : r.transformers) transformers_ms += ms;
-    add("model.load", create->start_ns, t_init);
-    add("session.setup", t_init, graph_begin);
+    add_phase(r, "model.load", create.start_ns, t_init);
+    add_phase(r, "session.setup", t_init, graph_begin);
     // Graph optimisation is the time inside transformers; the gaps between them (partitioning,
     // layout and memcpy insertion) count with what follows up to the session state.
     const auto optimisation_ns = static_cast<int64_t>(transformers_ms * 1e6);
-    add("graph.optimization", graph_begin, graph_begin + optimisation_ns,
+    add_phase(r, "graph.optimization", graph_begin, graph_begin + optimisation_ns,
         r.transformers.empty() ? "" : fmt::format("largest: {} {:.0f} ms", r.transformers.front().first, r.transformers.front().second));
-    add("partitioning", graph_begin + optimisation_ns, t_save);
+    add_phase(r, "partitioning", graph_begin + optimisation_ns, t_save);
     const double upload_s = static_cast<double>(t_saved - t_save) / 1e9;
     const double ort_upload_gb_per_s = upload_s > 0 ? static_cast<double>(facts.initializer_bytes) / 1e9 / upload_s : 0;
-    if (find(phase::weights_upload) != nullptr) {
+    if (uploaded) {
       // ortfleet uploaded the weights before: ONNX Runtime only placed the rest (shapes, scalars).
-      add("initializer.upload", t_save, t_saved, "the initializers ortfleet did not upload (shapes, scalars)");
+      add_phase(r, "initializer.upload", t_save, t_saved, "the initializers ortfleet did not upload (shapes, scalars)");
     } else {
       r.upload_gb_per_s = ort_upload_gb_per_s;
-      add("initializer.upload", t_save, t_saved, fmt::format("{:.2f} GB at {:.1f} GB/s", static_cast<double>(facts.initializer_bytes) / 1e9, ort_upload_gb_per_s));
+      add_phase(r, "initializer.upload", t_save, t_saved, fmt::format("{:.2f} GB at {:.1f} GB/s", static_cast<double>(facts.initializer_bytes) / 1e9, ort_upload_gb_per_s));
     }
-    add("kernel.creation", t_saved, t_done);
-    add("session.other", t_done, create->end_ns);
+    add_phase(r, "kernel.creation", t_saved, t_done);
+    add_phase(r, "session.other", t_done, create.end_ns);
   } else {
-    add("session.create", create->start_ns, create->end_ns, "ONNX Runtime's log lacked the markers to split it");
+    add_phase(r, "session.create", create.start_ns, create.end_ns, "ONNX Runtime's log lacked the markers to split it");
   }
 
-  // The inferences: per node from ONNX Runtime's profile, runs told apart by its model_run events.
+}
+
+/// Each node's first and steady times from ONNX Runtime's profile (runs told apart by its model_run
+/// events), the conv nodes' totals, where nodes were placed and which ops fell back to the CPU.
+void add_node_costs(ProfileReport& r, const std::vector<OrtProfileEvent>& ort_profile, bool gpu) {
   std::vector<std::pair<int64_t, int64_t>> runs;
-  const OrtProfileEvent* session_init = nullptr;
   for (const auto& e : ort_profile) {
     if (e.category == "Session" && e.name == "model_run") runs.emplace_back(e.ts_us, e.ts_us + e.dur_us);
-    if (e.category == "Session" && e.name == "session_initialization") session_init = &e;
   }
   std::sort(runs.begin(), runs.end());
   std::map<std::string, NodeCost> nodes;
   std::map<std::string, std::vector<double>> later;
   std::set<std::string> fallback;
-  const bool gpu = start.devices.front().device.is_gpu();
   for (const auto& e : ort_profile) {
     if (e.category != "Node") continue;
     size_t run = runs.size();
@@ -346,20 +322,10 @@ ProfileReport build_profile(const StartReport& start, const std::vector<OrtLogLi
   if (r.nodes.size() > 15) r.nodes.resize(15);
   r.cpu_fallback.assign(fallback.begin(), fallback.end());
 
-  std::string warm_detail;
-  if (r.conv_nodes > 0) {
-    warm_detail = fmt::format("{} conv nodes: {:.0f} ms in this run vs {:.1f} ms later (cuDNN's plans and search, per session)",
-                              r.conv_nodes, r.conv_first_ms, r.conv_steady_ms);
-  }
-  add("warmup", first_run->start_ns, first_run->end_ns, warm_detail);
+}
 
-  std::vector<double> steady;
-  for (const auto& e : events) {
-    if (e.name == phase::warmup && e.args.count("run") && e.args.at("run") != "1") steady.push_back(e.duration_ms());
-  }
-  r.steady_p50_ms = percentile(steady, 50);
-  r.steady_p99_ms = percentile(steady, 99);
-
+/// Each phase's share of the wall time, and the three largest costs with their advice.
+void rank_costs(ProfileReport& r) {
   for (auto& p : r.phases) {
     p.share = r.wall_ms > 0 ? p.ms / r.wall_ms : 0;
     r.attributed_ms += p.ms;
@@ -371,9 +337,17 @@ ProfileReport build_profile(const StartReport& start, const std::vector<OrtLogLi
     r.top_costs.push_back(fmt::format("{}: {:.0f} ms ({:.0f}%) - {}", order[i]->label, order[i]->ms, order[i]->share * 100, order[i]->advice));
   }
 
-  // ONNX Runtime's events on our clock: its session_initialization ends when our session.create does.
+}
+
+/// ONNX Runtime's profile events on the start's timeline: its session_initialization ends when our
+/// session.create does.
+void add_ort_events(ProfileReport& r, const std::vector<OrtProfileEvent>& ort_profile, const TimelineEvent& create, int pid) {
+  const OrtProfileEvent* session_init = nullptr;
+  for (const auto& e : ort_profile) {
+    if (e.category == "Session" && e.name == "session_initialization") session_init = &e;
+  }
   if (session_init != nullptr) {
-    const int64_t offset = create->end_ns - (session_init->ts_us + session_init->dur_us) * 1000;
+    const int64_t offset = create.end_ns - (session_init->ts_us + session_init->dur_us) * 1000;
     std::vector<TimelineEvent> ort_events;
     for (const auto& e : ort_profile) {
       TimelineEvent t;
@@ -381,12 +355,72 @@ ProfileReport build_profile(const StartReport& start, const std::vector<OrtLogLi
       t.lane = r.device + " onnxruntime";
       t.start_ns = offset + e.ts_us * 1000;
       t.end_ns = t.start_ns + e.dur_us * 1000;
-      t.pid = start.devices.front().pid;
+      t.pid = pid;
       if (!e.provider.empty()) t.args["provider"] = e.provider;
       ort_events.push_back(std::move(t));
     }
     r.timeline.add_all(ort_events);
   }
+}
+
+}  // namespace
+
+ProfileReport build_profile(const StartReport& start, const std::vector<OrtLogLine>& log,
+                            const std::vector<OrtProfileEvent>& ort_profile, const ModelFacts& facts) {
+  ProfileReport r;
+  r.model = start.model;
+  if (start.devices.empty()) throw Error("the profiled start has no device");
+  r.device = start.devices.front().device.to_string();
+  r.on_gpu = start.devices.front().device.is_gpu();
+  r.initializer_bytes = facts.initializer_bytes;
+  r.dynamic_dims = facts.dynamic_dims;
+  if (!r.dynamic_dims.empty()) {
+    r.shapes_advice =
+        "with a single ONNX Runtime session every call whose shape differs from the previous one rebuilds each convolution's cuDNN "
+        "plan (ONNX Runtime 1.29's CUDA EP; ResNet-50 on an H100: 106 ms a call instead of 1.5 ms): declare the shapes you serve "
+        "(--batches 1,2,4,8 or --shapes) so that each gets a session of its own at start-up, and measure the stream with "
+        "'ortfleet bench --inference --shape-mix'";
+  }
+  r.timeline = start.timeline;
+  const auto events = start.timeline.events();
+
+  auto find = [&](const char* name, int run = 0) -> const TimelineEvent* {
+    for (const auto& e : events) {
+      if (e.name != name) continue;
+      if (run > 0 && e.args.count("run") && e.args.at("run") != std::to_string(run)) continue;
+      return &e;
+    }
+    return nullptr;
+  };
+  const TimelineEvent* create = find(phase::session_create);
+  const TimelineEvent* first_run = find(phase::warmup, 1);
+  if (create == nullptr || first_run == nullptr) {
+    throw Error("the profiled start has no session creation or first inference (did it fail?)");
+  }
+  r.wall_ms = static_cast<double>(first_run->end_ns - start.spawn_ns) / 1e6;
+
+  const TimelineEvent* proc = find(phase::process_start);
+  add_phases_before_session(r, events, *create, proc ? proc->end_ns : start.main_ns);
+  add_session_phases(r, log, *create, facts, find(phase::weights_upload) != nullptr);
+  add_node_costs(r, ort_profile, start.devices.front().device.is_gpu());
+
+  std::string warm_detail;
+  if (r.conv_nodes > 0) {
+    warm_detail = fmt::format("{} conv nodes: {:.0f} ms in this run vs {:.1f} ms later (cuDNN's plans and search, per session)",
+                              r.conv_nodes, r.conv_first_ms, r.conv_steady_ms);
+  }
+  add_phase(r, "warmup", first_run->start_ns, first_run->end_ns, warm_detail);
+
+  std::vector<double> steady;
+  for (const auto& e : events) {
+    if (e.name == phase::warmup && e.args.count("run") && e.args.at("run") != "1") steady.push_back(e.duration_ms());
+  }
+  r.steady_p50_ms = percentile(steady, 50);
+  r.steady_p99_ms = percentile(steady, 99);
+
+  rank_costs(r);
+
+  add_ort_events(r, ort_profile, *create, start.devices.front().pid);
   return r;
 }
 

@@ -163,6 +163,7 @@ OutputComparison compare_outputs(const std::vector<Tensor>& outputs, const std::
 /// "235 ms", "0.31 ms", "7.4 us": a duration's size, the sentence says which way it goes.
 std::string magnitude_ms(double ms) {
   const double size = std::fabs(ms);
+  if (size >= 1000) return fmt::format("{:.3g} s", size / 1e3);
   return size >= 0.1 ? fmt::format("{:.3g} ms", size) : fmt::format("{:.2g} us", size * 1e3);
 }
 

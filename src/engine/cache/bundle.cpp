@@ -153,6 +153,98 @@ struct Member {
   uint64_t size() const { return file ? file->size() : text.size(); }
 };
 
+
+/// The members of `found`, in order (each entry's companions, then its graph), with each entry's record
+/// for the bundle's manifest. Checksums of files come from their manifest (checked on lookup) and are
+/// checked again on the bytes written.
+std::vector<Member> members_of(const std::vector<std::unique_ptr<Found>>& found, json& entries) {
+  std::vector<Member> members;
+  for (const auto& f : found) {
+    const std::string base = kMembersFolder + f->entry.name;
+    std::map<std::string, std::string> file_hashes;
+    for (const auto& record : f->manifest.at("files")) file_hashes[record.at("name").get<std::string>()] = record.at("xxh64").get<std::string>();
+    for (const auto& suffix : kCompanions) {
+      Member m;
+      m.name = base + suffix;
+      if (suffix == ".data") {
+        if (!file_hashes.count(f->entry.name + ".data")) continue;
+        m.file = std::make_unique<detail::MappedFile>(f->path + ".data", /*populate=*/false, detail::Symlinks::refuse);
+        m.want_xxh64 = file_hashes.at(f->entry.name + ".data");
+      } else if (suffix == ".shape-costs.json") {
+        if (f->costs_text.empty()) continue;
+        m.text = f->costs_text;
+      } else {
+        m.text = f->manifest_text;
+      }
+      members.push_back(std::move(m));
+    }
+    Member graph;
+    graph.name = base;
+    graph.file = std::make_unique<detail::MappedFile>(f->path, /*populate=*/false, detail::Symlinks::refuse);
+    graph.want_xxh64 = file_hashes.at(f->entry.name);
+    members.push_back(std::move(graph));
+    entries.push_back({{"name", f->entry.name},
+                       {"model", f->entry.model},
+                       {"key", f->key},
+                       {"device_class", f->entry.device_class},
+                       {"bytes", f->entry.bytes}});
+  }
+  return members;
+}
+
+/// Each member's name, size and checksum (of the bytes as they are now), for the bundle's manifest.
+json member_list_of(const std::vector<Member>& members) {
+  json member_list = json::array();
+  for (const auto& m : members) {
+    const std::string sum = detail::hex64(detail::xxh64(m.data(), m.size()));
+    if (!m.want_xxh64.empty() && sum != m.want_xxh64) {
+      throw Error(m.name + " changed while it was exported (its content hash no longer matches its manifest)", "Export again");
+    }
+    member_list.push_back({{"name", m.name}, {"bytes", m.size()}, {"xxh64", sum}});
+  }
+  return member_list;
+}
+
+/// What each device class's entries were made for, for the bundle's manifest.
+json device_list_of(const std::vector<std::pair<Device, std::string>>& classes, const RunConfig& config) {
+  json device_list = json::array();
+  for (const auto& [device, device_class] : classes) {
+    json provider_options = json::object();
+    if (device.is_gpu()) {
+      for (const auto& [k, v] : config.cuda.provider_options()) provider_options[k] = v;
+    }
+    device_list.push_back({{"device_class", device_class},
+                           {"execution_provider", device.is_gpu() ? "CUDAExecutionProvider" : "CPUExecutionProvider"},
+                           {"provider_options", provider_options},
+                           {"gpu_architecture", device.is_gpu() ? json(gpu_architecture(device_class)) : json(nullptr)}});
+  }
+  return device_list;
+}
+
+/// Writes the bundle to `out`, whole or not at all.
+void write_bundle_file(const std::string& out, const std::string& manifest, const std::vector<Member>& members) {
+  // Written under another name, flushed, then renamed over `out`.
+  const std::string partial = out + ".partial-" + std::to_string(::getpid());
+  ::unlink(partial.c_str());
+  detail::UniqueFd fd(::open(partial.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+  if (!fd) {
+    throw Error("cannot write " + out + ": " + std::strerror(errno), errno == ENOENT ? "The folder does not exist" : "Check the folder");
+  }
+  try {
+    detail::TarWriter tar(fd.get(), out);
+    const int64_t now = static_cast<int64_t>(std::time(nullptr));
+    tar.add(kBundleManifest, manifest.data(), manifest.size(), now);
+    for (const auto& m : members) tar.add(m.name, m.data(), m.size(), now);
+    tar.finish();
+    if (::fsync(fd.get()) != 0) throw Error("cannot write " + out + ": " + std::strerror(errno), "Check the disk");
+    fd = detail::UniqueFd();
+    if (::rename(partial.c_str(), out.c_str()) != 0) throw Error("cannot write " + out + ": " + std::strerror(errno), "Check the folder");
+  } catch (...) {
+    ::unlink(partial.c_str());
+    throw;
+  }
+}
+
 }  // namespace
 
 CacheBundle ModelCache::export_bundle(const std::vector<std::string>& models, const std::vector<Device>& devices, const RunConfig& config,
@@ -205,59 +297,10 @@ CacheBundle ModelCache::export_bundle(const std::vector<std::string>& models, co
                 "give export the config flags those starts used");
   }
 
-  // The members, in order: each entry's companions, then its graph; checksums of files come from their
-  // manifest (checked above) and are checked again on the bytes written.
-  std::vector<Member> members;
   json entries = json::array();
-  for (const auto& f : found) {
-    const std::string base = kMembersFolder + f->entry.name;
-    std::map<std::string, std::string> file_hashes;
-    for (const auto& record : f->manifest.at("files")) file_hashes[record.at("name").get<std::string>()] = record.at("xxh64").get<std::string>();
-    for (const auto& suffix : kCompanions) {
-      Member m;
-      m.name = base + suffix;
-      if (suffix == ".data") {
-        if (!file_hashes.count(f->entry.name + ".data")) continue;
-        m.file = std::make_unique<detail::MappedFile>(f->path + ".data", /*populate=*/false, detail::Symlinks::refuse);
-        m.want_xxh64 = file_hashes.at(f->entry.name + ".data");
-      } else if (suffix == ".shape-costs.json") {
-        if (f->costs_text.empty()) continue;
-        m.text = f->costs_text;
-      } else {
-        m.text = f->manifest_text;
-      }
-      members.push_back(std::move(m));
-    }
-    Member graph;
-    graph.name = base;
-    graph.file = std::make_unique<detail::MappedFile>(f->path, /*populate=*/false, detail::Symlinks::refuse);
-    graph.want_xxh64 = file_hashes.at(f->entry.name);
-    members.push_back(std::move(graph));
-    entries.push_back({{"name", f->entry.name},
-                       {"model", f->entry.model},
-                       {"key", f->key},
-                       {"device_class", f->entry.device_class},
-                       {"bytes", f->entry.bytes}});
-  }
-  json member_list = json::array();
-  for (const auto& m : members) {
-    const std::string sum = detail::hex64(detail::xxh64(m.data(), m.size()));
-    if (!m.want_xxh64.empty() && sum != m.want_xxh64) {
-      throw Error(m.name + " changed while it was exported (its content hash no longer matches its manifest)", "Export again");
-    }
-    member_list.push_back({{"name", m.name}, {"bytes", m.size()}, {"xxh64", sum}});
-  }
-  json device_list = json::array();
-  for (const auto& [device, device_class] : classes) {
-    json provider_options = json::object();
-    if (device.is_gpu()) {
-      for (const auto& [k, v] : config.cuda.provider_options()) provider_options[k] = v;
-    }
-    device_list.push_back({{"device_class", device_class},
-                           {"execution_provider", device.is_gpu() ? "CUDAExecutionProvider" : "CPUExecutionProvider"},
-                           {"provider_options", provider_options},
-                           {"gpu_architecture", device.is_gpu() ? json(gpu_architecture(device_class)) : json(nullptr)}});
-  }
+  const std::vector<Member> members = members_of(found, entries);
+  const json member_list = member_list_of(members);
+  const json device_list = device_list_of(classes, config);
   const std::string manifest = json{{"ortfleet_bundle", kBundleFormat},
                                     {"ortfleet_version", bundle.ortfleet_version},
                                     {"cache_entry_format", detail::kEntryManifestVersion},
@@ -269,26 +312,7 @@ CacheBundle ModelCache::export_bundle(const std::vector<std::string>& models, co
                                     {"members", member_list}}
                                    .dump(1);
 
-  // Whole or not at all: written under another name, flushed, then renamed over `out`.
-  const std::string partial = out + ".partial-" + std::to_string(::getpid());
-  ::unlink(partial.c_str());
-  detail::UniqueFd fd(::open(partial.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
-  if (!fd) {
-    throw Error("cannot write " + out + ": " + std::strerror(errno), errno == ENOENT ? "The folder does not exist" : "Check the folder");
-  }
-  try {
-    detail::TarWriter tar(fd.get(), out);
-    const int64_t now = static_cast<int64_t>(std::time(nullptr));
-    tar.add(kBundleManifest, manifest.data(), manifest.size(), now);
-    for (const auto& m : members) tar.add(m.name, m.data(), m.size(), now);
-    tar.finish();
-    if (::fsync(fd.get()) != 0) throw Error("cannot write " + out + ": " + std::strerror(errno), "Check the disk");
-    fd = detail::UniqueFd();
-    if (::rename(partial.c_str(), out.c_str()) != 0) throw Error("cannot write " + out + ": " + std::strerror(errno), "Check the folder");
-  } catch (...) {
-    ::unlink(partial.c_str());
-    throw;
-  }
+  write_bundle_file(out, manifest, members);
   bundle.bytes = fs::file_size(out);
   return bundle;
 }
@@ -476,37 +500,10 @@ class Staging {
   fs::path path_;
 };
 
-}  // namespace
 
-namespace detail {
-void sweep_import_staging(const std::string& dir) {
-  const std::string mine = std::string(kStagingPrefix) + this_host() + "-";
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.rfind(mine, 0) != 0) continue;  // another host's import, or not a staging folder
-    const std::string rest = name.substr(mine.size());  // PID-XXXXXX
-    int pid = 0;
-    try {
-      pid = std::stoi(rest.substr(0, rest.find('-')));
-    } catch (const std::exception&) {
-      continue;
-    }
-    if (pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM)) continue;  // still importing
-    fs::remove_all(e.path(), ec);
-  }
-}
-}  // namespace detail
-
-CacheBundle ModelCache::import_bundle(const std::string& path, bool shared_layer) const {
-  const RuntimeInfo& runtime = load_runtime();
-  detail::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) throw Error("cannot open the bundle " + path + ": " + std::strerror(errno), "Check the path");
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) throw Error("the bundle " + path + " is not a file", "Give the file `ortfleet cache export` wrote");
-  detail::TarReader tar(fd.get(), path);
-
-  // Its manifest first: nothing is written before the bundle says it belongs here.
+/// The bundle's manifest, its first member, checked against this build and runtime: nothing is
+/// written before the bundle says it belongs here.
+BundleManifest read_bundle_manifest(detail::TarReader& tar, const std::string& path, const RuntimeInfo& runtime) {
   BundleManifest manifest;
   try {
     const auto first = tar.next();
@@ -521,10 +518,13 @@ CacheBundle ModelCache::import_bundle(const std::string& path, bool shared_layer
     throw refused(path, "it is not an ortfleet cache bundle, or it is damaged (" + e.what_failed() + ")", kExportAgain);
   }
 
-  prepare_target(dir_, shared_layer);
-  detail::sweep_import_staging(dir_);
-  const Staging staging(dir_);
-  const mode_t file_mode = shared_layer ? 0644 : 0600;
+  return manifest;
+}
+
+/// Every member of the bundle copied into `staging` and checked (plain files, safe names, listed once in
+/// the manifest, of its size and checksum); a member the manifest lists that the bundle lacks is refused.
+void stage_members(detail::TarReader& tar, const std::string& path, const BundleManifest& manifest, const Staging& staging, mode_t file_mode,
+                   const std::string& dir) {
   std::set<std::string> seen;
   try {
     while (const auto member = tar.next()) {
@@ -565,7 +565,7 @@ CacheBundle ModelCache::import_bundle(const std::string& path, bool shared_layer
       if (detail::hex64(sum) != listed->second.second) throw refused(path, where + " does not match its checksum: the bundle is damaged", kExportAgain);
     }
   } catch (const detail::FolderNotWritable& e) {
-    throw Error("could not import " + path + ": " + e.what_failed(), "Free some space in the cache's folder " + dir_ + "; nothing was imported");
+    throw Error("could not import " + path + ": " + e.what_failed(), "Free some space in the cache's folder " + dir + "; nothing was imported");
   } catch (const Refused&) {
     throw;
   } catch (const Error& e) {
@@ -574,7 +574,10 @@ CacheBundle ModelCache::import_bundle(const std::string& path, bool shared_layer
   for (const auto& [name, size] : manifest.members) {
     if (!seen.count(name)) throw refused(path, "it lacks " + name + ", which its manifest lists (it is truncated)", kExportAgain);
   }
-  // Each entry's own manifest must vouch for exactly the files the bundle carries.
+}
+
+/// Each entry's own manifest must vouch for exactly the files the bundle carries.
+void check_entry_manifests(const std::string& path, const BundleManifest& manifest, const Staging& staging) {
   for (const auto& e : manifest.entries) {
     const fs::path staged_manifest = staging.path() / (e.name + ".manifest.json");
     try {
@@ -603,6 +606,92 @@ CacheBundle ModelCache::import_bundle(const std::string& path, bool shared_layer
     }
   }
 
+}
+
+/// Publishes the staged entry `e` in `dir`, as a start that made it would (companions first, the graph
+/// last), unless it is in use, rejected here or already here.
+BundleEntry publish_entry(const BundleManifest::Listed& e, const BundleManifest& manifest, const Staging& staging, const std::string& dir,
+                          const std::string& path) {
+  BundleEntry out;
+  out.model = e.model;
+  out.device_class = e.device_class;
+  out.name = e.name;
+  for (const std::string& suffix : {std::string(), std::string(".data")}) {
+    const auto m = manifest.members.find(kMembersFolder + e.name + suffix);
+    if (m != manifest.members.end()) out.bytes += m->second.first;
+  }
+  const std::string entry = (fs::path(dir) / e.name).string();
+  detail::FileLock lock;
+  try {
+    if (!lock.try_lock(entry + ".lock", detail::FileLock::Mode::exclusive)) {
+      out.outcome = "in use";
+    } else if (!detail::rejection_of(entry).empty()) {
+      out.outcome = "rejected here";
+    } else if (detail::identity_of(entry, detail::Symlinks::refuse) && detail::check_entry(entry, e.key).empty()) {
+      out.outcome = "already here";
+    } else {
+      out.outcome = detail::identity_of(entry, detail::Symlinks::refuse) ? "replaced" : "added";
+      detail::remove_entry_files(entry);
+      for (const std::string& suffix : kCompanions) {  // the manifest last of the companions, the graph after it
+        const fs::path from = staging.path() / (e.name + suffix);
+        if (!fs::exists(from)) continue;
+        if (::rename(from.c_str(), (entry + suffix).c_str()) != 0) {
+          throw detail::FolderNotWritable("cannot publish " + entry + suffix + ": " + std::strerror(errno));
+        }
+      }
+      test_kill_point("publishing");
+      if (::rename((staging.path() / e.name).c_str(), entry.c_str()) != 0) {
+        throw detail::FolderNotWritable("cannot publish " + entry + ": " + std::strerror(errno));
+      }
+      detail::sync_folder(dir);
+    }
+  } catch (const detail::FolderNotWritable& ex) {
+    throw Error("could not import " + path + ": " + ex.what_failed(),
+                "Check the cache's folder " + dir + "; the entries listed before this one were imported whole, none partly");
+  }
+  if (const auto gain = detail::gain_of(entry); gain && out.outcome != "in use" && out.outcome != "rejected here") out.load_note = gain->text();
+  return out;
+}
+
+}  // namespace
+
+namespace detail {
+void sweep_import_staging(const std::string& dir) {
+  const std::string mine = std::string(kStagingPrefix) + this_host() + "-";
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(mine, 0) != 0) continue;  // another host's import, or not a staging folder
+    const std::string rest = name.substr(mine.size());  // PID-XXXXXX
+    int pid = 0;
+    try {
+      pid = std::stoi(rest.substr(0, rest.find('-')));
+    } catch (const std::exception&) {
+      continue;
+    }
+    if (pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM)) continue;  // still importing
+    fs::remove_all(e.path(), ec);
+  }
+}
+}  // namespace detail
+
+CacheBundle ModelCache::import_bundle(const std::string& path, bool shared_layer) const {
+  const RuntimeInfo& runtime = load_runtime();
+  detail::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) throw Error("cannot open the bundle " + path + ": " + std::strerror(errno), "Check the path");
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) throw Error("the bundle " + path + " is not a file", "Give the file `ortfleet cache export` wrote");
+  detail::TarReader tar(fd.get(), path);
+
+  const BundleManifest manifest = read_bundle_manifest(tar, path, runtime);
+
+  prepare_target(dir_, shared_layer);
+  detail::sweep_import_staging(dir_);
+  const Staging staging(dir_);
+  const mode_t file_mode = shared_layer ? 0644 : 0600;
+  stage_members(tar, path, manifest, staging, file_mode, dir_);
+  check_entry_manifests(path, manifest, staging);
+
   test_kill_point("staged");
   // Everything checked: publish entry by entry, as a start that made it would.
   CacheBundle bundle;
@@ -615,47 +704,7 @@ CacheBundle ModelCache::import_bundle(const std::string& path, bool shared_layer
       bundle.device_classes.push_back(e.device_class);
     }
   }
-  for (const auto& e : manifest.entries) {
-    BundleEntry out;
-    out.model = e.model;
-    out.device_class = e.device_class;
-    out.name = e.name;
-    for (const std::string& suffix : {std::string(), std::string(".data")}) {
-      const auto m = manifest.members.find(kMembersFolder + e.name + suffix);
-      if (m != manifest.members.end()) out.bytes += m->second.first;
-    }
-    const std::string entry = (fs::path(dir_) / e.name).string();
-    detail::FileLock lock;
-    try {
-      if (!lock.try_lock(entry + ".lock", detail::FileLock::Mode::exclusive)) {
-        out.outcome = "in use";
-      } else if (!detail::rejection_of(entry).empty()) {
-        out.outcome = "rejected here";
-      } else if (detail::identity_of(entry, detail::Symlinks::refuse) && detail::check_entry(entry, e.key).empty()) {
-        out.outcome = "already here";
-      } else {
-        out.outcome = detail::identity_of(entry, detail::Symlinks::refuse) ? "replaced" : "added";
-        detail::remove_entry_files(entry);
-        for (const std::string& suffix : kCompanions) {  // the manifest last of the companions, the graph after it
-          const fs::path from = staging.path() / (e.name + suffix);
-          if (!fs::exists(from)) continue;
-          if (::rename(from.c_str(), (entry + suffix).c_str()) != 0) {
-            throw detail::FolderNotWritable("cannot publish " + entry + suffix + ": " + std::strerror(errno));
-          }
-        }
-        test_kill_point("publishing");
-        if (::rename((staging.path() / e.name).c_str(), entry.c_str()) != 0) {
-          throw detail::FolderNotWritable("cannot publish " + entry + ": " + std::strerror(errno));
-        }
-        detail::sync_folder(dir_);
-      }
-    } catch (const detail::FolderNotWritable& ex) {
-      throw Error("could not import " + path + ": " + ex.what_failed(),
-                  "Check the cache's folder " + dir_ + "; the entries listed before this one were imported whole, none partly");
-    }
-    if (const auto gain = detail::gain_of(entry); gain && out.outcome != "in use" && out.outcome != "rejected here") out.load_note = gain->text();
-    bundle.entries.push_back(std::move(out));
-  }
+  for (const auto& e : manifest.entries) bundle.entries.push_back(publish_entry(e, manifest, staging, dir_, path));
   return bundle;
 }
 
