@@ -74,10 +74,15 @@ void install_termination_cleanup() {
     ::sigaction(sig, &action, nullptr);
   }
   // A process started with them blocked (a spawner's mask is inherited) would never see them.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  for (const int sig : kStopSignals) sigaddset(&stop_signals, sig);
+  const sigset_t stop_signals = stop_signal_set();
   pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
+}
+
+sigset_t stop_signal_set() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (const int sig : kStopSignals) sigaddset(&set, sig);
+  return set;
 }
 
 }  // namespace ortfleet

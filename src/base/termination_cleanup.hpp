@@ -5,6 +5,8 @@
 // (async-signal-safe unlink) and then lets the signal end the process as it would have. A process
 // that never installs the handler (a user's Python job) keeps its own signal handling: the scopes then
 // do nothing.
+#include <signal.h>
+
 #include <string>
 #include <vector>
 
@@ -23,6 +25,10 @@ class RemoveOnTermination {
  private:
   int slot_ = -1;
 };
+
+/// SIGTERM, SIGINT and SIGHUP: what tells an ortfleet process to stop (the handler's signals, and the
+/// ones a spawned child starts with unblocked and at their defaults).
+sigset_t stop_signal_set();
 
 /// Installs the handler once per process (later calls do nothing) and unblocks the stop signals in the
 /// calling thread (and so in the threads it starts later): a spawner's blocked mask must not make them miss.

@@ -11,6 +11,7 @@
 
 #include "ortfleet/base/clock.hpp"
 #include "ortfleet/base/error.hpp"
+#include "base/termination_cleanup.hpp"
 #include "base/unique_fd.hpp"
 
 extern char** environ;
@@ -76,9 +77,7 @@ Spawned spawn_process(const SpawnRequest& request) {
   sigset_t none;
   sigemptyset(&none);
   posix_spawnattr_setsigmask(&attributes, &none);
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  for (const int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&stop_signals, sig);
+  const sigset_t stop_signals = stop_signal_set();
   posix_spawnattr_setsigdefault(&attributes, &stop_signals);
   short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
   if (request.new_session) flags |= POSIX_SPAWN_SETSID;

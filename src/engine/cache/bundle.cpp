@@ -52,12 +52,6 @@ constexpr const char* kMembersFolder = "models/";
 constexpr uint64_t kMostManifestBytes = uint64_t{16} << 20;
 constexpr const char* kStagingPrefix = ".import-";
 
-/// This host's name ("localhost" when it has none), for the names of staging folders.
-std::string this_host() {
-  char name[256] = {};
-  if (::gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "localhost";
-  return name;
-}
 /// What an entry may carry beside its graph, in the order they are written and published (the graph last).
 const std::vector<std::string> kCompanions = {".data", ".shape-costs.json", ".manifest.json"};
 
@@ -482,7 +476,7 @@ class Staging {
   explicit Staging(const std::string& dir) {
     // Named after this host and process: a sweep removes only its own host's folders of dead imports
     // (a cache on a shared home is written from many nodes).
-    std::string pattern = (fs::path(dir) / (std::string(kStagingPrefix) + this_host() + "-" + std::to_string(::getpid()) + "-XXXXXX")).string();
+    std::string pattern = (fs::path(dir) / (std::string(kStagingPrefix) + host_name() + "-" + std::to_string(::getpid()) + "-XXXXXX")).string();
     if (::mkdtemp(pattern.data()) == nullptr) {
       throw detail::FolderNotWritable("cannot make a staging folder in " + dir + ": " + std::strerror(errno));
     }
@@ -657,7 +651,7 @@ BundleEntry publish_entry(const BundleManifest::Listed& e, const BundleManifest&
 
 namespace detail {
 void sweep_import_staging(const std::string& dir) {
-  const std::string mine = std::string(kStagingPrefix) + this_host() + "-";
+  const std::string mine = std::string(kStagingPrefix) + host_name() + "-";
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();

@@ -66,14 +66,23 @@ void settle_written_file(const std::string& path) {
   if (::fsync(fd.get()) != 0) throw FolderNotWritable("cannot flush " + path + " to disk: " + std::strerror(errno));
 }
 
-/// One warning per process: a fleet of in-process sessions on a full disk would otherwise repeat it.
-void warn_cache_not_written(const std::string& what, const std::string& why) {
-  static std::atomic<bool> warned{false};
-  if (warned.exchange(true)) {
-    spdlog::debug("the optimised-model cache was not written for {} ({})", what, why);
-    return;
+/// A warning once per process and subject, later ones at debug level: many sessions of one process
+/// meet the same full disk or damaged entry.
+void warn_once(const std::string& subject, const std::string& text) {
+  static std::mutex mutex;
+  static std::set<std::string> warned;
+  {
+    std::lock_guard lock(mutex);
+    if (!warned.insert(subject).second) {
+      spdlog::debug("{}", text);
+      return;
+    }
   }
-  spdlog::warn("the optimised-model cache could not be written ({}); starting {} without it", why, what);
+  spdlog::warn("{}", text);
+}
+
+void warn_cache_not_written(const std::string& what, const std::string& why) {
+  warn_once("cache not written", fmt::format("the optimised-model cache could not be written ({}); starting {} without it", why, what));
 }
 }  // namespace
 
@@ -234,16 +243,8 @@ CacheUse::CacheUse(const std::string& cache_dir, const std::string& model, const
     if (identity_of(entry_, Symlinks::refuse)) {
       damage = check_entry(entry_, key_);
       if (damage.empty()) {
-        if (const auto gain = gain_of(entry_); gain && !gain->pays()) {
-          lock_.unlock();
-          no_gain_ = true;
-          note_ = "its entry " + gain->text() + ", so the model is loaded as it is";
-          return;
-        }
-        source_ = entry_;
-        hit_ = true;
-        use_entry_options(options);
-        return;  // the shared lock stays until the session exists
+        if (!use_checked_entry("its entry", options)) lock_.unlock();  // a hit keeps the shared lock until the session exists
+        return;
       }
     }
     if (damage.empty() && config.session.model_cache_fill != ModelCacheFill::inline_start) {
@@ -293,20 +294,6 @@ std::string shared_folder_problem(const fs::path& dir) {
   }
   return {};
 }
-
-/// Once per process and subject: many sessions of one process meet the same damaged entry.
-void warn_once(const std::string& subject, const std::string& text) {
-  static std::mutex mutex;
-  static std::set<std::string> warned;
-  {
-    std::lock_guard lock(mutex);
-    if (!warned.insert(subject).second) {
-      spdlog::debug("{}", text);
-      return;
-    }
-  }
-  spdlog::warn("{}", text);
-}
 }  // namespace
 
 bool CacheUse::use_shared_layer(const RunConfig& config, const std::string& name, const std::string& memo_dir, Ort::SessionOptions& options) {
@@ -331,14 +318,18 @@ bool CacheUse::use_shared_layer(const RunConfig& config, const std::string& name
   }
   entry_ = *found;
   shared_ = true;
+  if (use_checked_entry("its entry in the shared layer " + *root, options)) note_ = "from the shared layer " + *root;
+  return true;
+}
+
+bool CacheUse::use_checked_entry(const std::string& which, Ort::SessionOptions& options) {
   if (const auto gain = gain_of(entry_); gain && !gain->pays()) {
     no_gain_ = true;
-    note_ = "its entry in the shared layer " + *root + " " + gain->text() + ", so the model is loaded as it is";
-    return true;
+    note_ = which + " " + gain->text() + ", so the model is loaded as it is";
+    return false;
   }
   source_ = entry_;
   hit_ = true;
-  note_ = "from the shared layer " + *root;
   use_entry_options(options);
   return true;
 }
@@ -371,12 +362,11 @@ std::string rejection_of(const std::string& entry) {
 }
 
 void CacheUse::reject(const std::string& why) {
-  static std::atomic<bool> warned{false};
   const std::string text = fmt::format(
       "ortfleet's optimised copy of {} failed its check ({}); it was discarded and the model itself is used, unoptimised by the "
       "cache. Your model is not at fault: this is ortfleet's cache (entry {}, {})",
       model_, why, entry_, shared_ ? "in the read-only shared layer, left as it is" : "reason kept in " + rejected_of(entry_));
-  if (warned.exchange(true)) spdlog::debug("{}", text); else spdlog::warn("{}", text);
+  warn_once("entry rejected", text);
   rejected_ = true;
   hit_ = false;
   source_ = model_;

@@ -148,6 +148,9 @@ class CacheUse {
   /// or an entry priced as no gain); false to go on with the local cache (none there, or a damaged one,
   /// which is warned about and left as it is). `memo_dir`: the local cache's folder, or "".
   bool use_shared_layer(const RunConfig& config, const std::string& name, const std::string& memo_dir, Ort::SessionOptions& options);
+  /// Loads from entry_, checked by the caller: true (a hit), or false when its recorded gain says it
+  /// saves nothing, and the model is loaded as it is (`which` names the entry in the note).
+  bool use_checked_entry(const std::string& which, Ort::SessionOptions& options);
 
   std::string model_;
   std::string source_;

@@ -197,12 +197,11 @@ struct Session::Impl {
     if (!t.on_gpu()) return detail::cropped(t, shape, Device::cpu());
     if (on_device) return detail::cropped(t, shape, spec.device);
     Tensor host = host_outputs.allocate(t.name, t.type, shape);
-    if (shape == t.shape) {
-      detail::CudaDriver::instance().copy_to_host(cuda_ordinal(spec.device), host.data, t.data, t.bytes);
-      return host;
+    Tensor crop = t;  // an output that needs no cropping comes down as it is
+    if (shape != t.shape) {
+      crop = gpu_buffer(t.name, "cropped", t.type, shape, host.bytes);
+      detail::crop_into(t, crop);
     }
-    Tensor crop = gpu_buffer(t.name, "cropped", t.type, shape, host.bytes);
-    detail::crop_into(t, crop);
     detail::CudaDriver::instance().copy_to_host(cuda_ordinal(spec.device), host.data, crop.data, host.bytes);
     return host;
   }
