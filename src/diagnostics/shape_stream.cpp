@@ -36,18 +36,20 @@ namespace {
 /// A stream row: one Session made with `config`, ready, then every call of the stream timed.
 struct StreamRun {
   ThroughputRow row;
-  std::vector<double> ms;  // per call
-  std::map<std::string, double> steady_p50_ms;  // of each `steady` shape, after the stream
+  std::vector<double> ms;  // per call, round after round
+  std::vector<std::map<std::string, double>> steady_p50_ms;  // of each `steady` shape, after each round
   BucketCallCosts bucket_calls;                 // where the stream's bucketed calls spent their time
 };
 
 double median_of(std::vector<double> v) { return v.empty() ? 0 : percentile(v, 50); }
 
+/// `ms`: the calls of `stream`, once or round after round (the stream's time is then a round's mean).
 void fill_row(ThroughputRow& row, const std::vector<double>& ms, const std::vector<InputShapes>& stream) {
   row.devices = 1;
   row.threads = 1;
   const double total = std::accumulate(ms.begin(), ms.end(), 0.0);
-  row.stream_ms = total;
+  const double rounds = stream.empty() ? 1 : std::max(1.0, static_cast<double>(ms.size() / stream.size()));
+  row.stream_ms = total / rounds;
   row.calls_ms = ms;
   row.inferences_per_s = total > 0 ? 1000.0 * static_cast<double>(ms.size()) / total : 0;
   row.p50_ms = percentile(ms, 50);
@@ -161,9 +163,9 @@ class StreamBench {
     }
   }
 
-  /// One Session made with `config`, ready, then every call of the stream timed; then the steady p50
-  /// of each of `steady`'s shapes.
-  StreamRun run(const std::string& label, const RunConfig& config, const std::vector<InputShapes>& steady) const {
+  /// One Session made with `config`, ready, then `rounds` times: every call of the stream timed, then
+  /// the steady p50 of each of `steady`'s shapes.
+  StreamRun run(const std::string& label, const RunConfig& config, const std::vector<InputShapes>& steady, int rounds = 1) const {
     StreamRun run;
     run.row.label = label;
     try {
@@ -171,12 +173,16 @@ class StreamBench {
       spec.config.warmup.inputs_file = warmup_file_;
       Session session(spec);
       session.warm_up(1);
-      for (const auto& call : calls_) run.ms.push_back(timed_ms(session, inputs_.at(to_string(call))));
+      for (int round = 0; round < rounds; ++round) {
+        if (rounds > 1) say(fmt::format("{}: round {} of {}", label, round + 1, rounds));
+        for (const auto& call : calls_) run.ms.push_back(timed_ms(session, inputs_.at(to_string(call))));
+        auto& steady_now = run.steady_p50_ms.emplace_back();
+        for (const auto& shape : steady) steady_now[to_string(shape)] = steady_p50_ms(session, shape);
+      }
       run.bucket_calls = session.bucket_calls();
       fill_row(run.row, run.ms, calls_);
       run.row.memory_bytes = session.memory_bytes();
       run.row.sessions = static_cast<int>(session.shape_sessions().size());
-      for (const auto& shape : steady) run.steady_p50_ms[to_string(shape)] = steady_p50_ms(session, shape);
     } catch (const std::exception& e) {
       run.row.error = e.what();
     }
@@ -202,7 +208,7 @@ class StreamBench {
     for (const auto& b : bucketed.shapes.buckets) combinations *= b.sizes.size();
     bucketed.shapes.max_sessions = std::max(bucketed.shapes.max_sessions, static_cast<int>(std::min<size_t>(combinations, kMaxShapeSessions)));
     say(fmt::format("buckets {}, {}", out.label_buckets, what_));
-    out.run = run(fmt::format("buckets {}, {}", out.label_buckets, what_), bucketed, out.shapes);
+    out.run = run(fmt::format("buckets {}, {}", out.label_buckets, what_), bucketed, out.shapes, std::max(1, o_.stream_rounds));
     return out;
   }
 
@@ -297,6 +303,40 @@ std::string times(double ratio) {
   return ratio >= 1 ? fmt::format("{:.2f}x slower than", ratio) : fmt::format("{:.2f}x faster than", 1 / ratio);
 }
 
+/// The buckets row against the steady calls of its bucket shapes: each call's reference is its bucket
+/// shape's steady p50 of the same round (a call no bucket fits: its own time). The p50 ratio is each
+/// round's (median, min, max); the p99 is set beside the references' own p99, the spread the shapes
+/// alone make (a stream of large and small images has one).
+void add_bucket_ratio_notes(ThroughputReport& report, const BucketRun& buckets, const StreamRun& one) {
+  const StreamRun& bucketed = buckets.run;
+  const size_t n = buckets.shape_of_call.size();
+  std::vector<double> ratios;
+  std::vector<double> references;  // every call's, over the rounds
+  for (size_t round = 0; round < bucketed.steady_p50_ms.size() && n > 0 && (round + 1) * n <= bucketed.ms.size(); ++round) {
+    const std::vector<double> calls(bucketed.ms.begin() + static_cast<std::ptrdiff_t>(round * n),
+                                    bucketed.ms.begin() + static_cast<std::ptrdiff_t>((round + 1) * n));
+    std::vector<double> steady;
+    for (size_t i = 0; i < n; ++i) {
+      const auto it = bucketed.steady_p50_ms[round].find(buckets.shape_of_call[i]);
+      steady.push_back(it != bucketed.steady_p50_ms[round].end() ? it->second : calls[i]);
+    }
+    ratios.push_back(percentile(calls, 50) / percentile(steady, 50));
+    references.insert(references.end(), steady.begin(), steady.end());
+  }
+  if (ratios.empty()) return;
+  const double reference_p50 = percentile(references, 50);
+  const auto [low, high] = std::minmax_element(ratios.begin(), ratios.end());
+  const std::string spread = ratios.size() > 1 ? fmt::format(" (each of {} rounds: {:.2f}x to {:.2f}x)", ratios.size(), *low, *high) : "";
+  report.notes.push_back(fmt::format("buckets {}: the stream's p50 {:.3g} ms is {:.2f}x{} the steady p50 of the bucket shapes its calls ran as "
+                                     "({:.3g} ms, {} shapes); a stream took {:.0f} ms, {} one session",
+                                     buckets.label_buckets, bucketed.row.p50_ms, percentile(ratios, 50), spread, reference_p50,
+                                     buckets.shapes.size(), bucketed.row.stream_ms, times(bucketed.row.stream_ms / one.row.stream_ms)));
+  report.notes.push_back(fmt::format("buckets: the stream's p99 {:.3g} ms is {:.2f}x its p50; the steady calls of its bucket shapes alone: p99 "
+                                     "{:.3g} ms, {:.2f}x their p50; the stream's p99 is {:.2f}x theirs",
+                                     bucketed.row.p99_ms, bucketed.row.p99_ms / bucketed.row.p50_ms, percentile(references, 99),
+                                     percentile(references, 99) / reference_p50, bucketed.row.p99_ms / percentile(references, 99)));
+}
+
 /// The ratios the rows stand for: each way against one session, the buckets against their shapes'
 /// steady calls, one session against onnxruntime's Python API, and the call overhead.
 void add_notes(ThroughputReport& report, const std::vector<InputShapes>& calls, const StreamRun& one, const StreamRun& policy,
@@ -309,31 +349,26 @@ void add_notes(ThroughputReport& report, const std::vector<InputShapes>& calls, 
   }
   if (buckets && !buckets->shapes.empty() && buckets->run.row.error.empty() && !buckets->run.steady_p50_ms.empty()) {
     const StreamRun& bucketed = buckets->run;
-    // The steady reference of each call: its bucket shape's steady p50 (a call no bucket fits: its own time).
-    std::vector<double> steady;
-    for (size_t i = 0; i < calls.size(); ++i) {
-      const auto it = bucketed.steady_p50_ms.find(buckets->shape_of_call[i]);
-      steady.push_back(it != bucketed.steady_p50_ms.end() ? it->second : bucketed.ms[i]);
-    }
-    const double steady_p50 = percentile(steady, 50);
-    report.notes.push_back(fmt::format("buckets {}: the stream's p50 {:.3g} ms is {:.2f}x the steady p50 of the bucket shapes its calls ran as "
-                                       "({:.3g} ms, {} shapes); the stream took {:.0f} ms, {} one session",
-                                       buckets->label_buckets, bucketed.row.p50_ms, bucketed.row.p50_ms / steady_p50, steady_p50,
-                                       buckets->shapes.size(), bucketed.row.stream_ms, times(bucketed.row.stream_ms / one.row.stream_ms)));
+    add_bucket_ratio_notes(report, *buckets, one);
     if (const BucketCallCosts& c = bucketed.bucket_calls; c.calls > 0) {
       const double n = static_cast<double>(c.calls);
-      report.notes.push_back(fmt::format("a padded call's time, on average over {} calls: padding the inputs {:.3g} ms, the bucket shape's run "
-                                         "{:.3g} ms, cropping the outputs {:.3g} ms (the slowest of each: {:.3g}, {:.3g}, {:.3g} ms); the "
-                                         "stream's p99 {:.3g} ms is {:.2f}x its p50",
-                                         c.calls, c.pad_ms / n, c.run_ms / n, c.crop_ms / n, c.max_pad_ms, c.max_run_ms, c.max_crop_ms,
-                                         bucketed.row.p99_ms, bucketed.row.p99_ms / bucketed.row.p50_ms));
+      report.notes.push_back(fmt::format("a padded call's time, on average over {} calls: padding the inputs {:.3g} ms (the copy in {:.3g}), "
+                                         "the bucket shape's run {:.3g} ms, cropping the outputs {:.3g} ms (the copy down {:.3g})",
+                                         c.calls, c.pad_ms / n, c.upload_ms / n, c.run_ms / n, c.crop_ms / n, c.copy_down_ms / n));
+      const BucketCallTime& slow = c.slowest;
+      report.notes.push_back(fmt::format("the slowest padded call ({:.3g} ms, padded to {}{}): padding {:.3g} ms (the copy in {:.3g}), run {:.3g} ms, "
+                                         "cropping {:.3g} ms (the copy down {:.3g})",
+                                         slow.total_ms(), slow.bucket, slow.bucket_first ? ", that bucket's first call" : "", slow.pad_ms,
+                                         slow.upload_ms, slow.run_ms, slow.crop_ms, slow.copy_down_ms));
     }
   }
   if (python && python->row.error.empty() && python->row.stream_ms > 0) {
     report.notes.push_back(fmt::format("onnxruntime Python, one session: the stream took {:.0f} ms; one ortfleet session is {} it",
                                        python->row.stream_ms, times(one.row.stream_ms / python->row.stream_ms)));
-    const auto ours = policy.steady_p50_ms.find(to_string(calls.front()));
-    if (python->steady_ms > 0 && ours != policy.steady_p50_ms.end()) {
+    const std::map<std::string, double> none;
+    const auto& policy_steady = policy.steady_p50_ms.empty() ? none : policy.steady_p50_ms.front();
+    const auto ours = policy_steady.find(to_string(calls.front()));
+    if (python->steady_ms > 0 && ours != policy_steady.end()) {
       report.notes.push_back(fmt::format("call overhead: a steady call of {} takes {:.3g} ms in an ortfleet session in this process and "
                                          "{:.3g} ms in onnxruntime's Python API with the same settings: {:.3f}x",
                                          ours->first, ours->second, python->steady_ms, ours->second / python->steady_ms));

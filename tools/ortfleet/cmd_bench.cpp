@@ -33,6 +33,7 @@ struct BenchFlags {
   std::string shape_mix;
   std::string shape_stream;
   int stream_count = 24;
+  int stream_rounds = 3;
   uint64_t stream_seed = 1;
   std::string batch;
   std::string shape_order = "cycle";
@@ -104,6 +105,7 @@ int run_inference(const BenchFlags& f, const Globals& g, const std::string& mode
   if (!f.shape_mix.empty()) o.shape_mix = parse_batch_list(f.shape_mix);
   o.shape_stream = f.shape_stream;
   o.stream_count = f.stream_count;
+  o.stream_rounds = f.stream_rounds;
   o.stream_seed = f.stream_seed;
   if (!f.batch.empty()) o.batches = parse_batch_list(f.batch);
   o.random_order = f.shape_order == "random";
@@ -203,6 +205,10 @@ void register_bench(CLI::App& app, Globals& globals, Action& action) {
                               "Python API") +
                       kShapesAndSizesDoc);
   in_range(cmd->add_option("--stream-count", f->stream_count, "With --shape-stream: calls in the stream"), {.lo = 1, .hi = 100000});
+  in_range(cmd->add_option("--stream-rounds", f->stream_rounds,
+                           "With --shape-stream: times the buckets row runs the stream, each followed by the steady calls of its "
+                           "bucket shapes (their ratio is each round's: median, min and max)"),
+           {.lo = 1, .hi = 100});
   in_range(cmd->add_option("--stream-seed", f->stream_seed, "With --shape-stream: the seed the shapes are drawn from"), {.lo = 0, .hi = 1e18});
   cmd->add_option("--shape-order", f->shape_order, "With --shape-mix: cycle through the sizes, or draw them at random")
       ->check(CLI::IsMember({"cycle", "random"}));

@@ -36,6 +36,9 @@ struct ThroughputOptions {
   std::string shape_stream;
   int stream_count = 24;
   uint64_t stream_seed = 1;
+  /// The buckets row runs the stream this many times, each followed by the steady calls of its bucket
+  /// shapes: its ratio to them is each round's, median and spread (a shared GPU's clocks drift).
+  int stream_rounds = 3;
   bool random_order = false;
   bool anchors = true;            ///< also the onnxruntime Python package's one session (shape mix)
   std::string python = "python3";

@@ -35,17 +35,32 @@ struct ShapeSessionInfo {
   uint64_t memory_bytes = 0;  ///< device memory (GPU) or resident memory (CPU) it added, creation and first call
 };
 
-/// Where the calls that ran padded to a bucket spent their time, in total: padding the inputs (on a
-/// GPU: the copy in and the padding there), the run of the bucket shape, cropping the outputs (and on
-/// a GPU the copy out).
+/// One call that ran padded to a bucket, by part: padding the inputs (on a GPU: the copy in, which
+/// `upload_ms` counts, and the padding there), the run of the bucket shape, cropping the outputs (on
+/// a GPU: on the device, then the copy down, which `copy_down_ms` counts).
+struct BucketCallTime {
+  std::string bucket;          ///< the bucket shape it ran as
+  bool bucket_first = false;   ///< that bucket shape's first padded call
+  double pad_ms = 0;
+  double upload_ms = 0;
+  double run_ms = 0;
+  double crop_ms = 0;
+  double copy_down_ms = 0;
+  double total_ms() const { return pad_ms + run_ms + crop_ms; }
+};
+
+/// Where the calls that ran padded to a bucket spent their time, in total, and the slowest call.
 struct BucketCallCosts {
   int64_t calls = 0;
   double pad_ms = 0;  ///< sums over the calls
+  double upload_ms = 0;
   double run_ms = 0;
   double crop_ms = 0;
+  double copy_down_ms = 0;
   double max_pad_ms = 0;  ///< the slowest call's part of each: where a stream's p99 comes from
   double max_run_ms = 0;
   double max_crop_ms = 0;
+  BucketCallTime slowest;  ///< the slowest call, whole
 };
 
 class Session {

@@ -30,6 +30,7 @@
 #include "engine/cache/output_compare.hpp"
 #include "engine/shapes/shape_policy.hpp"
 #include "engine/shapes/tensor_padding.hpp"
+#include "engine/session/bucketed_calls.hpp"
 #include "engine/session/host_buffer_pool.hpp"
 #include "engine/session/warmup_inputs.hpp"
 #include "ortfleet/base/error.hpp"
@@ -148,66 +149,10 @@ struct Session::Impl {
   bool costs_writable = true;            // false beside an entry of the read-only shared layer
   std::optional<detail::ShapeCosts> costs;  // measured at the model's first start (GPU, measured policy)
   detail::ShapeTraffic traffic;          // calls of shapes nothing was declared for
-  // GPU buffers of bucketed calls, by purpose: the padded inputs (by input and bucket shape), the
-  // staging an input crosses the bus into before it is padded, the cropped outputs on their way to the
-  // host. Reused by the next call once no call holds them (allocating and freeing 10 MB per call cost
-  // more than the copy).
-  std::mutex pad_mutex;
-  std::map<std::string, Tensor> pad_buffers;
-  /// A buffer on this GPU for tensor `name` of `shape` (`bytes`), kept under `purpose` for the next
-  /// calls: the one kept when no call holds it and it is large enough, else a new one (kept when the
-  /// kept one is free).
-  Tensor gpu_buffer(const std::string& name, const std::string& purpose, ElementType type, const std::vector<int64_t>& shape, size_t bytes) {
-    std::lock_guard lock(pad_mutex);
-    Tensor& kept = pad_buffers[name + "|" + purpose];
-    Tensor buffer;
-    if (kept.owner && kept.owner.use_count() == 1 && kept.bytes >= bytes) {
-      buffer = kept;  // shares its owner: ours until this call lets go
-    } else {
-      buffer = Tensor::allocate_on_gpu(name, type, shape, bytes, spec.device);
-      if (!kept.owner || kept.owner.use_count() == 1) kept = buffer;
-    }
-    buffer.name = name;
-    buffer.type = type;
-    buffer.shape = shape;
-    buffer.bytes = bytes;
-    return buffer;
-  }
-  /// `t` padded to `shape` in this device's memory. A host input crosses the bus in one copy (into a
-  /// staging buffer) and is padded there: a 2-D copy from pageable memory goes row by row.
-  Tensor padded_input(const Tensor& t, const std::vector<int64_t>& shape, double value) {
-    if (!spec.device.is_gpu()) return detail::padded(t, shape, value, Device::cpu());
-    const std::string name = t.name;
-    Tensor into = gpu_buffer(name, shape_text(shape), t.type, shape, checked_bytes(shape, t.type, "input '" + name + "' padded"));
-    if (t.on_gpu()) {
-      detail::pad_into(t, into, value);
-      return into;
-    }
-    Tensor staged = gpu_buffer(name, "staging", t.type, t.shape, t.bytes);
-    detail::CudaDriver::instance().copy_to_device(cuda_ordinal(spec.device), staged.data, t.data, t.bytes);
-    detail::pad_into(staged, into, value);
-    return into;
-  }
-  // Host memory for the outputs this session copies down itself, recycled (a fresh buffer's page faults
-  // cost more than the copy); learn_buckets() reserves the largest bucket's outputs.
+  // Calls padded to a bucket: their buffers and costs (made once the spec is known).
+  std::unique_ptr<detail::BucketedCalls> bucketed;
+  // Host memory for a CUDA graph's outputs, recycled: a fresh buffer's page faults cost more than the copy.
   detail::HostBufferPool host_outputs;
-  /// An output of a bucketed call cropped to `shape`, on the host or on this device. To the host, the
-  /// crop is made on the device first and crosses the bus in one copy, only the cropped bytes.
-  Tensor cropped_output(const Tensor& t, const std::vector<int64_t>& shape, bool on_device) {
-    if (!t.on_gpu()) return detail::cropped(t, shape, Device::cpu());
-    if (on_device) return detail::cropped(t, shape, spec.device);
-    Tensor host = host_outputs.allocate(t.name, t.type, shape);
-    Tensor crop = t;  // an output that needs no cropping comes down as it is
-    if (shape != t.shape) {
-      crop = gpu_buffer(t.name, "cropped", t.type, shape, host.bytes);
-      detail::crop_into(t, crop);
-    }
-    detail::CudaDriver::instance().copy_to_host(cuda_ordinal(spec.device), host.data, crop.data, host.bytes);
-    return host;
-  }
-  /// Where bucketed calls spent their time (Session::bucket_calls).
-  std::mutex bucket_costs_mutex;
-  BucketCallCosts bucket_costs;
   // What shape sessions after the first load: the optimised cache entry once there is one (graph
   // optimisation off, weights mapped), else the model file.
   std::string later_source;
@@ -238,9 +183,8 @@ struct Session::Impl {
     run_on(s, given);
     return ms_since(start);
   }
+  /// Learns how outputs follow the buckets and makes the buffers padded calls go through.
   void learn_buckets();
-  /// The staging, cropping and host buffers of bucketed calls, made at their largest (after learn_buckets).
-  void reserve_bucket_buffers(const std::vector<InputShapes>& shapes, const std::vector<size_t>& largest_outputs);
   /// What the shape costs depend on beyond the cache entry's key: the CUDA EP's options.
   std::string cost_conditions() const {
     RunConfig cuda_only;
@@ -639,6 +583,7 @@ Session::Session(const SessionSpec& spec, Timeline* timeline) : impl_(std::make_
   impl_->spec = spec;
   impl_->timeline = timeline;
   impl_->lane = spec.device.to_string();
+  impl_->bucketed = std::make_unique<detail::BucketedCalls>(spec.device, spec.config.shapes.pad_values);
   install_crash_handler();
   // What the locating command needs to make the model run as this session does.
   std::string flags;
@@ -658,7 +603,7 @@ Session::~Session() {
   if (impl_ && impl_->context.held()) {
     // Sessions, their graph buffers and the weights they share go before the context they live in.
     impl_->sessions.clear();
-    impl_->pad_buffers.clear();
+    impl_->bucketed->release_device_buffers();
     impl_->profiled.reset();
     impl_->shared_weights.reset();
     impl_->context = {};
@@ -678,10 +623,7 @@ const std::string& Session::model_cache_entry() const { return impl_->cache_entr
 double Session::create_ms() const { return impl_->create_ms; }
 const std::vector<InputShapes>& Session::declared_shapes() const { return impl_->declared; }
 
-BucketCallCosts Session::bucket_calls() const {
-  std::lock_guard lock(impl_->bucket_costs_mutex);
-  return impl_->bucket_costs;
-}
+BucketCallCosts Session::bucket_calls() const { return impl_->bucketed->costs(); }
 
 uint64_t Session::memory_bytes() const {
   const uint64_t now = memory_in_use(impl_->spec.device);
@@ -749,47 +691,29 @@ void Session::Impl::learn_buckets() {
   // Shapes other than a bucket's run (unpadded) on the first bucket's session, which runs its own
   // shape again afterwards, so that its next call is a steady one.
   bool disturbed = false;
-  std::vector<size_t> largest;  // each output's bytes at its largest, over the shapes run
+  std::vector<std::vector<int64_t>> at_base;  // the outputs' shapes at the first bucket shape
   buckets.learn(shapes, outputs, [&](const InputShapes& shape) {
     const bool own = is_declared(to_string(shape));
     // A captured CUDA graph runs its own shape only: another shape gets a session of its own, not kept.
     const auto session = own ? session_for(shape) : graph_mode() ? make_shape_session(to_string(shape)) : base;
     disturbed = disturbed || (!own && !graph_mode());
     std::vector<std::vector<int64_t>> out;
-    for (const auto& t : run_on(*session, warmup_source->make(shape, /*seed=*/1).tensors)) {
-      if (largest.size() <= out.size()) largest.push_back(0);
-      largest[out.size()] = std::max(largest[out.size()], t.bytes);
-      out.push_back(t.shape);
-    }
+    for (const auto& t : run_on(*session, warmup_source->make(shape, /*seed=*/1).tensors)) out.push_back(t.shape);
+    if (shape == shapes.front()) at_base = out;
     return out;
   });
   if (disturbed) run_on(*base, warmup_source->make(shapes.front(), 1).tensors);
-  if (spec.device.is_gpu()) reserve_bucket_buffers(shapes, largest);
-}
-
-void Session::Impl::reserve_bucket_buffers(const std::vector<InputShapes>& shapes, const std::vector<size_t>& largest_outputs) {
-  // A buffer grown mid-stream cost a call tens of ms (an allocation, a free that waits for the GPU, the
-  // page faults of fresh host memory, a pageable copy): DeepLab's bucketed stream had a p99 of 6-9x its p50. Made now at
-  // their largest, no call pays them. Two host buffers per output: `out = session.run(...)` holds the
-  // last call's outputs while the next call makes its own.
-  for (const auto& input : inputs) {
-    size_t staging = 0;
-    for (const auto& shape : shapes) {
-      if (const auto dims = shape.find(input.name); dims != shape.end())
-        staging = std::max(staging, checked_bytes(dims->second, input.type, "input '" + input.name + "'"));
+  // Each output's bytes at its largest over the bucket shapes (learning ran the smallest ones only: a
+  // buffer sized by those made DeepLab's calls at its largest bucket fetch fresh host memory, 40-74 ms
+  // to copy down 70 MB, on an H100 in parts-a).
+  std::vector<size_t> largest(std::min(at_base.size(), outputs.size()), 0);
+  for (const auto& shape : shapes) {
+    const auto grown = buckets.output_shapes_at(shape, shapes.front(), at_base);
+    for (size_t o = 0; o < largest.size(); ++o) {
+      largest[o] = std::max(largest[o], checked_bytes(grown[o], outputs[o].type, "output '" + outputs[o].name + "'"));
     }
-    if (staging > 0) gpu_buffer(input.name, "staging", input.type, {}, staging);
   }
-  // Pinned, the copy down is one DMA rather than a pass through the driver's staging buffer.
-  const int ordinal = cuda_ordinal(spec.device);
-  const detail::HostBufferPool::Pin pin = [ordinal](void* pointer, size_t bytes) -> std::shared_ptr<void> {
-    return detail::CudaDriver::instance().register_host(ordinal, pointer, bytes);
-  };
-  for (size_t i = 0; i < largest_outputs.size() && i < outputs.size(); ++i) {
-    gpu_buffer(outputs[i].name, "cropped", outputs[i].type, {}, largest_outputs[i]);
-    host_outputs.reserve(largest_outputs[i], pin);
-    host_outputs.reserve(largest_outputs[i], pin);
-  }
+  bucketed->reserve(inputs, shapes, outputs, largest);
 }
 
 std::vector<Tensor> Session::Impl::run_priced(ShapeSession& shared, const std::vector<Tensor>& given, bool outputs_on_device) {
@@ -825,34 +749,8 @@ std::vector<Tensor> Session::run(const std::vector<Tensor>& given, bool outputs_
   }
   if (const auto bucket = s.buckets.fit(shapes); bucket && *bucket != shapes) {
     std::call_once(s.buckets_learned, [&] { s.learn_buckets(); });
-    // On a GPU the padding is made there: only the real rows cross the bus, and only the cropped
-    // outputs come back.
-    const auto start = std::chrono::steady_clock::now();
-    std::vector<Tensor> padded;
-    for (const auto& t : given) {
-      const auto value = s.spec.config.shapes.pad_values.find(t.name);
-      padded.push_back(s.padded_input(t, bucket->at(t.name), value == s.spec.config.shapes.pad_values.end() ? 0.0 : value->second));
-    }
-    const double pad_ms = ms_since(start);
-    const auto running = std::chrono::steady_clock::now();
-    std::vector<Tensor> out = run(padded, s.spec.device.is_gpu());
-    const double run_ms = ms_since(running);
-    padded.clear();  // the buffers are free for the next call
-    const auto cropping = std::chrono::steady_clock::now();
-    std::vector<std::vector<int64_t>> out_shapes;
-    for (const auto& t : out) out_shapes.push_back(t.shape);
-    const auto real = s.buckets.cropped_shapes(shapes, *bucket, out_shapes);
-    for (size_t i = 0; i < out.size(); ++i) out[i] = s.cropped_output(out[i], real[i], outputs_on_device);
-    const double crop_ms = ms_since(cropping);
-    std::lock_guard lock(s.bucket_costs_mutex);
-    ++s.bucket_costs.calls;
-    s.bucket_costs.pad_ms += pad_ms;
-    s.bucket_costs.run_ms += run_ms;
-    s.bucket_costs.crop_ms += crop_ms;
-    s.bucket_costs.max_pad_ms = std::max(s.bucket_costs.max_pad_ms, pad_ms);
-    s.bucket_costs.max_run_ms = std::max(s.bucket_costs.max_run_ms, run_ms);
-    s.bucket_costs.max_crop_ms = std::max(s.bucket_costs.max_crop_ms, crop_ms);
-    return out;
+    return s.bucketed->call(s.buckets, given, shapes, *bucket, outputs_on_device,
+                            [this](const std::vector<Tensor>& padded, bool on_device) { return run(padded, on_device); });
   }
   bool prices_switch = false;
   const auto session = s.session_for(shapes, &prices_switch);

@@ -203,16 +203,26 @@ void BucketPlan::learn(const std::vector<InputShapes>& bucket_shapes, const std:
 
 std::vector<std::vector<int64_t>> BucketPlan::cropped_shapes(const InputShapes& given, const InputShapes& padded,
                                                              const std::vector<std::vector<int64_t>>& padded_outputs) const {
-  std::vector<std::vector<int64_t>> out = padded_outputs;
+  return followed(given, padded, padded_outputs, /*grow=*/false);
+}
+
+std::vector<std::vector<int64_t>> BucketPlan::output_shapes_at(const InputShapes& at, const InputShapes& ran,
+                                                               const std::vector<std::vector<int64_t>>& ran_outputs) const {
+  return followed(at, ran, ran_outputs, /*grow=*/true);
+}
+
+std::vector<std::vector<int64_t>> BucketPlan::followed(const InputShapes& given, const InputShapes& ran, const std::vector<std::vector<int64_t>>& ran_outputs,
+                                                       bool grow) const {
+  std::vector<std::vector<int64_t>> out = ran_outputs;
   for (size_t o = 0; o < out.size() && o < following_.size(); ++o) {
     for (const auto& f : following_[o]) {
       if (f.output_dim >= out[o].size()) continue;
       const int64_t real = size_in(f.bucket, given);
-      if (real == size_in(f.bucket, padded)) continue;
+      if (real == size_in(f.bucket, ran)) continue;
       // A strided net's output covers the input rounded up (a 500-row image gives ceil(500/4) rows).
       const double exact = f.slope * static_cast<double>(real) + f.offset;
-      const auto size = static_cast<int64_t>(std::ceil(exact - 1e-6));
-      out[o][f.output_dim] = std::clamp<int64_t>(size, 0, out[o][f.output_dim]);
+      const auto size = std::max<int64_t>(0, static_cast<int64_t>(std::ceil(exact - 1e-6)));
+      out[o][f.output_dim] = grow ? size : std::min(size, out[o][f.output_dim]);
     }
   }
   return out;

@@ -73,10 +73,19 @@ class BucketPlan {
   std::vector<std::vector<int64_t>> cropped_shapes(const InputShapes& given, const InputShapes& padded,
                                                    const std::vector<std::vector<int64_t>>& padded_outputs) const;
 
+  /// The shape of each output of a call of `at`, from those of a call of `ran` (`ran_outputs`), along
+  /// the dims learned to follow the buckets: what the outputs of a larger bucket shape will need.
+  std::vector<std::vector<int64_t>> output_shapes_at(const InputShapes& at, const InputShapes& ran,
+                                                     const std::vector<std::vector<int64_t>>& ran_outputs) const;
+
   /// The size of bucket `b` in `shapes` (its first member's dim).
   int64_t size_in(size_t b, const InputShapes& shapes) const;
 
  private:
+  /// `ran_outputs` moved along the following dims from `ran` to `given`: cropped (never past
+  /// `ran_outputs`), or grown as well.
+  std::vector<std::vector<int64_t>> followed(const InputShapes& given, const InputShapes& ran, const std::vector<std::vector<int64_t>>& ran_outputs,
+                                             bool grow) const;
   std::vector<BucketDim> dims_;
   std::vector<std::vector<FollowingDim>> following_;  // per output
 };

@@ -156,8 +156,52 @@ TEST(Buckets, AFittingCallRunsPaddedOnTheBucketsSessionAndItsOutputsAreCroppedBa
   EXPECT_GE(costs.max_run_ms * 3, costs.run_ms) << "the slowest of three is at least their mean";
   EXPECT_LE(costs.max_pad_ms, costs.pad_ms);
   EXPECT_LE(costs.max_crop_ms, costs.crop_ms);
+  // The slowest call, whole: one of the two bucket shapes the three ran as, and one of the three.
+  const BucketCallTime& slowest = costs.slowest;
+  EXPECT_TRUE(slowest.bucket == "image=1x3x32x64" || slowest.bucket == "image=1x3x64x32") << slowest.bucket;
+  EXPECT_LE(slowest.total_ms(), costs.pad_ms + costs.run_ms + costs.crop_ms);
+  EXPECT_GE(slowest.total_ms() * 3, costs.pad_ms + costs.run_ms + costs.crop_ms);
+  EXPECT_EQ(slowest.total_ms(), slowest.pad_ms + slowest.run_ms + slowest.crop_ms);
+  EXPECT_EQ(costs.upload_ms, 0) << "nothing crosses a bus on the CPU";
+  if (slowest.bucket == "image=1x3x32x64") {
+    EXPECT_TRUE(slowest.bucket_first) << "the only call padded to 32x64";
+  }
   // Larger than every bucket: runs as it is, in the shared session.
   EXPECT_EQ(s.run({counting({1, 3, 72, 8}, "image")})[0].shape, (std::vector<int64_t>{1, 1, 18, 2}));
+}
+
+// Learning runs the smallest bucket shapes only; the outputs at the largest (what the buffers of padded
+// calls are made for) follow from them, and a call's outputs are cropped from its bucket's.
+TEST(Buckets, OutputsFollowTheLearnedDimsUpToTheLargestBucketAndDownToACall) {
+  TensorSpec image;
+  image.name = "image";
+  image.type = ElementType::float32;
+  image.shape = {1, 3, -1, -1};
+  ShapeOptions options;
+  options.buckets = {parse_buckets("image.2=32,64,96"), parse_buckets("image.3=32,64")};
+  detail::BucketPlan plan({image}, options, {});
+  TensorSpec scores{"scores", ElementType::float32, {1, 21, -1, -1}, {}};
+  TensorSpec mask{"mask", ElementType::float32, {1, 1, -1, -1}, {}};
+  const auto shapes = plan.shapes({image}, 1, 16);
+  ASSERT_EQ(shapes.size(), 6u);
+  std::vector<InputShapes> ran;
+  plan.learn(shapes, {scores, mask}, [&](const InputShapes& shape) {
+    ran.push_back(shape);
+    const auto& dims = shape.at("image");
+    // A segmenter's full-size scores, and a mask at a quarter, strided (covering the image rounded up).
+    return std::vector<std::vector<int64_t>>{{1, 21, dims[2], dims[3]}, {1, 1, (dims[2] + 3) / 4, (dims[3] + 3) / 4}};
+  });
+  for (const auto& shape : ran) EXPECT_LE(shape.at("image")[2], 64) << "learning runs the two smallest sizes of a dim";
+  const InputShapes small{{"image", {1, 3, 32, 32}}};
+  const std::vector<std::vector<int64_t>> at_small{{1, 21, 32, 32}, {1, 1, 8, 8}};
+  const InputShapes largest{{"image", {1, 3, 96, 64}}};
+  EXPECT_EQ(plan.output_shapes_at(largest, small, at_small), (std::vector<std::vector<int64_t>>{{1, 21, 96, 64}, {1, 1, 24, 16}}));
+  EXPECT_EQ(plan.output_shapes_at(small, small, at_small), at_small);
+  // Cropping never grows: a call of 70x50 padded to 96x64, and the same call "cropped" from 32x32.
+  const std::vector<std::vector<int64_t>> at_largest{{1, 21, 96, 64}, {1, 1, 24, 16}};
+  const InputShapes call{{"image", {1, 3, 70, 50}}};
+  EXPECT_EQ(plan.cropped_shapes(call, largest, at_largest), (std::vector<std::vector<int64_t>>{{1, 21, 70, 50}, {1, 1, 18, 13}}));
+  EXPECT_EQ(plan.cropped_shapes(call, small, at_small), at_small);
 }
 
 // A call past the largest bucket runs unpadded; where the model refuses that size (the segmenter's
