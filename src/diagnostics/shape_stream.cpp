@@ -38,6 +38,7 @@ struct StreamRun {
   ThroughputRow row;
   std::vector<double> ms;  // per call, round after round
   std::vector<std::map<std::string, double>> steady_p50_ms;  // of each `steady` shape, after each round
+  std::vector<double> repeated_ms;  // each call of the stream run again thrice in a row, their median (buckets)
   BucketCallCosts bucket_calls;                 // where the stream's bucketed calls spent their time
 };
 
@@ -164,8 +165,10 @@ class StreamBench {
   }
 
   /// One Session made with `config`, ready, then `rounds` times: every call of the stream timed, then
-  /// the steady p50 of each of `steady`'s shapes.
-  StreamRun run(const std::string& label, const RunConfig& config, const std::vector<InputShapes>& steady, int rounds = 1) const {
+  /// the steady p50 of each of `steady`'s shapes; with `repeat_calls`, then each call again thrice in a
+  /// row (what it costs when the call before ran on the same session).
+  StreamRun run(const std::string& label, const RunConfig& config, const std::vector<InputShapes>& steady, int rounds = 1,
+                bool repeat_calls = false) const {
     StreamRun run;
     run.row.label = label;
     try {
@@ -180,6 +183,12 @@ class StreamBench {
         for (const auto& shape : steady) steady_now[to_string(shape)] = steady_p50_ms(session, shape);
       }
       run.bucket_calls = session.bucket_calls();
+      for (size_t i = 0; repeat_calls && i < calls_.size(); ++i) {
+        const auto& inputs = inputs_.at(to_string(calls_[i]));
+        std::vector<double> again;
+        for (int k = 0; k < 3; ++k) again.push_back(timed_ms(session, inputs));
+        run.repeated_ms.push_back(median_of(again));
+      }
       fill_row(run.row, run.ms, calls_);
       run.row.memory_bytes = session.memory_bytes();
       run.row.sessions = static_cast<int>(session.shape_sessions().size());
@@ -208,22 +217,23 @@ class StreamBench {
     for (const auto& b : bucketed.shapes.buckets) combinations *= b.sizes.size();
     bucketed.shapes.max_sessions = std::max(bucketed.shapes.max_sessions, static_cast<int>(std::min<size_t>(combinations, kMaxShapeSessions)));
     say(fmt::format("buckets {}, {}", out.label_buckets, what_));
-    out.run = run(fmt::format("buckets {}, {}", out.label_buckets, what_), bucketed, out.shapes, std::max(1, o_.stream_rounds));
+    out.run = run(fmt::format("buckets {}, {}", out.label_buckets, what_), bucketed, out.shapes, std::max(1, o_.stream_rounds),
+                  /*repeat_calls=*/true);
     return out;
   }
 
-  /// onnxruntime's Python API (bench/anchors/onnxruntime_python.py) with the same settings; nullopt,
-  /// and a note in `report` saying why, when it cannot run.
-  std::optional<PythonRun> run_python(ThroughputReport& report) const {
+  /// onnxruntime's Python API (bench/anchors/onnxruntime_python.py) with the same settings, its row
+  /// labelled with `when`; nullopt, and a note in `report` saying why, when it cannot run.
+  std::optional<PythonRun> run_python(ThroughputReport& report, const std::string& when) const {
     const auto anchor = find_anchor_script();
     const auto problem = anchor ? anchor_problem(o_.python) : std::optional<std::string>("bench/anchors/onnxruntime_python.py not found");
     if (problem) {
       report.notes.push_back("not run: onnxruntime Python, one session: " + *problem);
       return std::nullopt;
     }
-    say(fmt::format("onnxruntime's Python API, one session, {}", what_));
+    say(fmt::format("onnxruntime's Python API, one session, {} ({})", what_, when));
     PythonRun out;
-    out.row.label = fmt::format("python onnxruntime, one session, {}", what_);
+    out.row.label = fmt::format("python onnxruntime, one session, {} ({})", what_, when);
     json shapes = json::array();
     for (const auto& call : calls_) shapes.push_back(call);
     const std::string stream_file = (scratch_.path() / "stream.json").string();
@@ -331,16 +341,58 @@ void add_bucket_ratio_notes(ThroughputReport& report, const BucketRun& buckets, 
                                      "({:.3g} ms, {} shapes); a stream took {:.0f} ms, {} one session",
                                      buckets.label_buckets, bucketed.row.p50_ms, percentile(ratios, 50), spread, reference_p50,
                                      buckets.shapes.size(), bucketed.row.stream_ms, times(bucketed.row.stream_ms / one.row.stream_ms)));
+  if (!bucketed.repeated_ms.empty()) {
+    // A stream moves from one bucket's session to another's at almost every call; a steady call
+    // repeats one. The stream's calls repeated in a row part the two: what switching costs, what
+    // padding does.
+    const double repeated_p50 = percentile(bucketed.repeated_ms, 50);
+    report.notes.push_back(fmt::format("buckets: the stream's calls, each repeated in a row (no move to another bucket's session between "
+                                       "them): p50 {:.3g} ms. Moving between sessions makes the stream's p50 {:.2f}x that; padding and "
+                                       "cropping make it {:.2f}x the steady p50 of the bucket shapes",
+                                       repeated_p50, bucketed.row.p50_ms / repeated_p50, repeated_p50 / reference_p50));
+  }
   report.notes.push_back(fmt::format("buckets: the stream's p99 {:.3g} ms is {:.2f}x its p50; the steady calls of its bucket shapes alone: p99 "
                                      "{:.3g} ms, {:.2f}x their p50; the stream's p99 is {:.2f}x theirs",
                                      bucketed.row.p99_ms, bucketed.row.p99_ms / bucketed.row.p50_ms, percentile(references, 99),
                                      percentile(references, 99) / reference_p50, bucketed.row.p99_ms / percentile(references, 99)));
 }
 
+/// One ortfleet session against onnxruntime's Python API, run before ortfleet's rows and after them:
+/// over a bench of minutes a shared GPU's clocks drift, and the mean of the two brackets ortfleet's.
+void add_python_notes(ThroughputReport& report, const std::vector<InputShapes>& calls, const StreamRun& one, const StreamRun& policy,
+                      const std::vector<PythonRun>& python) {
+  std::vector<double> streams;
+  std::vector<double> steadies;
+  for (const auto& p : python) {
+    if (!p.row.error.empty() || p.row.stream_ms <= 0) continue;
+    streams.push_back(p.row.stream_ms);
+    if (p.steady_ms > 0) steadies.push_back(p.steady_ms);
+  }
+  if (streams.empty()) return;
+  const auto listed = [](const std::vector<double>& v, const char* format) {
+    std::string out;
+    for (size_t i = 0; i < v.size(); ++i) out += (i == 0 ? "" : i + 1 == v.size() ? " and " : ", ") + fmt::format(fmt::runtime(format), v[i]);
+    return v.size() > 1 ? out + " (before and after ortfleet's rows)" : out;
+  };
+  const double stream = std::accumulate(streams.begin(), streams.end(), 0.0) / static_cast<double>(streams.size());
+  report.notes.push_back(fmt::format("onnxruntime Python, one session: the stream took {}; one ortfleet session ({:.0f} ms) is {} {}",
+                                     listed(streams, "{:.0f} ms"), one.row.stream_ms, times(one.row.stream_ms / stream),
+                                     streams.size() > 1 ? "their mean" : "it"));
+  const std::map<std::string, double> none;
+  const auto& policy_steady = policy.steady_p50_ms.empty() ? none : policy.steady_p50_ms.front();
+  const auto ours = policy_steady.find(to_string(calls.front()));
+  if (steadies.empty() || ours == policy_steady.end()) return;
+  const double steady = std::accumulate(steadies.begin(), steadies.end(), 0.0) / static_cast<double>(steadies.size());
+  report.notes.push_back(fmt::format("call overhead: a steady call of {} takes {:.3g} ms in an ortfleet session in this process and {} in "
+                                     "onnxruntime's Python API with the same settings: {:.3f}x{}",
+                                     ours->first, ours->second, listed(steadies, "{:.3g} ms"), ours->second / steady,
+                                     steadies.size() > 1 ? " their mean" : ""));
+}
+
 /// The ratios the rows stand for: each way against one session, the buckets against their shapes'
 /// steady calls, one session against onnxruntime's Python API, and the call overhead.
 void add_notes(ThroughputReport& report, const std::vector<InputShapes>& calls, const StreamRun& one, const StreamRun& policy,
-               const std::optional<BucketRun>& buckets, const std::optional<PythonRun>& python) {
+               const std::optional<BucketRun>& buckets, const std::vector<PythonRun>& python) {
   for (auto& r : report.rows) r.speedup = r.stream_ms > 0 && one.row.stream_ms > 0 ? one.row.stream_ms / r.stream_ms : 0;
   if (policy.row.error.empty()) {
     report.notes.push_back(fmt::format("default policy: the stream took {:.0f} ms, {} one session ({:.0f} ms); {} sessions at the end",
@@ -362,18 +414,7 @@ void add_notes(ThroughputReport& report, const std::vector<InputShapes>& calls, 
                                          slow.upload_ms, slow.run_ms, slow.crop_ms, slow.copy_down_ms));
     }
   }
-  if (python && python->row.error.empty() && python->row.stream_ms > 0) {
-    report.notes.push_back(fmt::format("onnxruntime Python, one session: the stream took {:.0f} ms; one ortfleet session is {} it",
-                                       python->row.stream_ms, times(one.row.stream_ms / python->row.stream_ms)));
-    const std::map<std::string, double> none;
-    const auto& policy_steady = policy.steady_p50_ms.empty() ? none : policy.steady_p50_ms.front();
-    const auto ours = policy_steady.find(to_string(calls.front()));
-    if (python->steady_ms > 0 && ours != policy_steady.end()) {
-      report.notes.push_back(fmt::format("call overhead: a steady call of {} takes {:.3g} ms in an ortfleet session in this process and "
-                                         "{:.3g} ms in onnxruntime's Python API with the same settings: {:.3f}x",
-                                         ours->first, ours->second, python->steady_ms, ours->second / python->steady_ms));
-    }
-  }
+  add_python_notes(report, calls, one, policy, python);
 }
 
 }  // namespace
@@ -400,11 +441,19 @@ ThroughputReport run_shape_stream(const ThroughputOptions& o) {
     report.rows.push_back(failed);
     return report;
   }
+  // onnxruntime's Python API runs before ortfleet's rows and after them (add_python_notes).
+  std::vector<PythonRun> python;
+  if (o.anchors) {
+    if (auto before = bench.run_python(report, "before ortfleet's rows")) python.push_back(std::move(*before));
+  }
   bench.say(fmt::format("one ONNX Runtime session, {}", what));
   // Its steady p50 on the stream's first shape is the in-process call overhead's measure.
   const StreamRun one_run = bench.run(fmt::format("one session, {}", what), one, {});
   report.rows.push_back(one_run.row);
-  if (!one_run.row.error.empty()) return report;
+  if (!one_run.row.error.empty()) {
+    for (const auto& p : python) report.rows.push_back(p.row);
+    return report;
+  }
 
   bench.say(fmt::format("ortfleet's default shape policy, {}", what));
   RunConfig policy = o.config;
@@ -416,9 +465,10 @@ ThroughputReport run_shape_stream(const ThroughputOptions& o) {
   const std::optional<BucketRun> bucket_run = bench.run_buckets();
   if (bucket_run) report.rows.push_back(bucket_run->run.row);
 
-  std::optional<PythonRun> python;
-  if (o.anchors) python = bench.run_python(report);
-  if (python) report.rows.push_back(python->row);
+  if (!python.empty() && python.front().row.error.empty()) {
+    if (auto after = bench.run_python(report, "after ortfleet's rows")) python.push_back(std::move(*after));
+  }
+  for (const auto& p : python) report.rows.push_back(p.row);
 
   add_notes(report, bench.calls(), one_run, policy_run, bucket_run, python);
   return report;

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "ortfleet/base/error.hpp"
@@ -9,6 +11,7 @@
 #include "test_support.hpp"
 
 namespace ortfleet {
+namespace fs = std::filesystem;
 
 namespace {
 ThroughputOptions on_one_cpu(const std::string& model, double seconds) {
@@ -163,6 +166,57 @@ TEST(Throughput, AShapeStreamRowKeepsEveryCallsTimeInOrder) {
   EXPECT_NE(notes.find("(each of 2 rounds: "), std::string::npos) << notes;
   EXPECT_NE(notes.find("the steady calls of its bucket shapes alone: p99"), std::string::npos) << notes;
   EXPECT_NE(notes.find("the slowest padded call ("), std::string::npos) << notes;
+  EXPECT_NE(notes.find("the stream's calls, each repeated in a row (no move to another bucket's session between them): p50 "), std::string::npos)
+      << notes;
+}
+
+// onnxruntime's Python API runs before ortfleet's rows and after them, and the notes set ortfleet
+// against the two runs' mean. A stand-in interpreter answers as the anchor does: a first run 100 ms
+// a call (steady 2 ms), a second 300 ms (steady 4 ms).
+TEST(Throughput, AShapeStreamBracketsOrtfleetsRowsWithTwoPythonRuns) {
+  const fs::path dir = test::fresh_dir("python-brackets");
+  const fs::path python = dir / "python";
+  {
+    std::ofstream script(python);
+    script << "#!/bin/sh\n"
+              "[ \"$1\" = -c ] && { echo 1.30.0; exit 0; }\n"
+              "while [ $# -gt 0 ]; do [ \"$1\" = --shape-stream ] && stream=$2; shift; done\n"
+              "n=$(grep -o '{' \"$stream\" | wc -l)\n"
+              "ms=100; steady=2; [ -e \"" << (dir / "ran").string() << "\" ] && { ms=300; steady=4; }\n"
+              "touch \"" << (dir / "ran").string() << "\"\n"
+              "list=$ms; i=1; while [ $i -lt $n ]; do list=\"$list,$ms\"; i=$((i+1)); done\n"
+              "echo \"{\\\"ortfleet_stream_row\\\": 1, \\\"ms\\\": [$list], \\\"steady_p50_ms\\\": $steady}\"\n";
+  }
+  fs::permissions(python, fs::perms::owner_all);
+  ThroughputOptions o;
+  o.model = test::segmenter_model();
+  o.devices = {Device::cpu()};
+  o.shape_stream = "image=1x3x[16:48:8]x[16:48:8]";
+  o.stream_count = 4;
+  o.stream_rounds = 1;
+  o.python = python.string();
+  const ThroughputReport r = run_throughput(o);
+  std::vector<std::string> python_rows;
+  for (const auto& row : r.rows) {
+    if (row.label.rfind("python onnxruntime", 0) != 0) continue;
+    EXPECT_EQ(row.error, "") << row.label;
+    python_rows.push_back(row.label);
+  }
+  ASSERT_EQ(python_rows.size(), 2u) << r.to_json();
+  EXPECT_NE(python_rows[0].find("(before ortfleet's rows)"), std::string::npos) << python_rows[0];
+  EXPECT_NE(python_rows[1].find("(after ortfleet's rows)"), std::string::npos) << python_rows[1];
+  const std::string notes = nlohmann::json(r.notes).dump();
+  EXPECT_NE(notes.find("the stream took 400 ms and 1200 ms (before and after ortfleet's rows)"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("than their mean"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("2 ms and 4 ms (before and after ortfleet's rows) in onnxruntime's Python API"), std::string::npos) << notes;
+  // The ratio is to the mean, 3 ms: whatever ortfleet's steady call took, the note's ratio is it over 3.
+  const auto at = notes.find("call overhead: a steady call of ");
+  ASSERT_NE(at, std::string::npos) << notes;
+  const auto takes = notes.find(" takes ", at) + 7;
+  const double ours = std::stod(notes.substr(takes));
+  const auto colon = notes.find("settings: ", at) + 10;
+  EXPECT_NEAR(std::stod(notes.substr(colon)), ours / 3.0, 0.0006 + ours / 3.0 * 0.01) << notes;
+  fs::remove_all(dir);
 }
 
 TEST(Throughput, AShapeMixNeedsAModelWithADynamicBatch) {
