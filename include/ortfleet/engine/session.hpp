@@ -57,10 +57,7 @@ struct BucketCallCosts {
   double run_ms = 0;
   double crop_ms = 0;
   double copy_down_ms = 0;
-  double max_pad_ms = 0;  ///< the slowest call's part of each: where a stream's p99 comes from
-  double max_run_ms = 0;
-  double max_crop_ms = 0;
-  BucketCallTime slowest;  ///< the slowest call, whole
+  BucketCallTime slowest;  ///< the slowest call, whole: where a stream's p99 comes from
 };
 
 class Session {

@@ -62,9 +62,6 @@ void BucketedCalls::record(BucketCallTime call) {
   c.run_ms += call.run_ms;
   c.crop_ms += call.crop_ms;
   c.copy_down_ms += call.copy_down_ms;
-  c.max_pad_ms = std::max(c.max_pad_ms, call.pad_ms);
-  c.max_run_ms = std::max(c.max_run_ms, call.run_ms);
-  c.max_crop_ms = std::max(c.max_crop_ms, call.crop_ms);
   if (call.total_ms() > c.slowest.total_ms()) c.slowest = std::move(call);
 }
 

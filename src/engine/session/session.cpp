@@ -29,7 +29,6 @@
 #include "engine/cuda/shared_weights.hpp"
 #include "engine/cache/output_compare.hpp"
 #include "engine/shapes/shape_policy.hpp"
-#include "engine/shapes/tensor_padding.hpp"
 #include "engine/session/bucketed_calls.hpp"
 #include "engine/session/host_buffer_pool.hpp"
 #include "engine/session/warmup_inputs.hpp"
