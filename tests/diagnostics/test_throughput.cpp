@@ -21,6 +21,16 @@ ThroughputOptions on_one_cpu(const std::string& model, double seconds) {
   o.seconds = seconds;
   return o;
 }
+
+/// A stream of the test segmenter's image sizes on the CPU: `count` calls, the buckets row in `rounds`.
+ThroughputOptions segmenter_stream(int count, int rounds) {
+  ThroughputOptions o = on_one_cpu(test::segmenter_model(), ThroughputOptions{}.seconds);
+  o.shape_stream = "image=1x3x[16:48:8]x[16:48:8]";
+  o.stream_count = count;
+  o.stream_rounds = rounds;
+  return o;
+}
+
 }  // namespace
 
 TEST(Throughput, OverDevicesAndThreadsInThisProcessAndInWorkers) {
@@ -133,12 +143,7 @@ TEST(Throughput, AShapeMixThroughOneSessionAndThroughShapeAwareSessions) {
 }
 
 TEST(Throughput, AShapeStreamRowKeepsEveryCallsTimeInOrder) {
-  ThroughputOptions o;
-  o.model = test::segmenter_model();
-  o.devices = {Device::cpu()};
-  o.shape_stream = "image=1x3x[16:48:8]x[16:48:8]";
-  o.stream_count = 6;
-  o.stream_rounds = 2;
+  ThroughputOptions o = segmenter_stream(6, 2);
   o.config.shapes.buckets = {parse_buckets("image.2=32,48"), parse_buckets("image.3=32,48")};
   o.anchors = false;
   const ThroughputReport r = run_throughput(o);
@@ -188,12 +193,7 @@ TEST(Throughput, AShapeStreamBracketsOrtfleetsRowsWithTwoPythonRuns) {
               "echo \"{\\\"ortfleet_stream_row\\\": 1, \\\"ms\\\": [$list], \\\"steady_p50_ms\\\": $steady}\"\n";
   }
   fs::permissions(python, fs::perms::owner_all);
-  ThroughputOptions o;
-  o.model = test::segmenter_model();
-  o.devices = {Device::cpu()};
-  o.shape_stream = "image=1x3x[16:48:8]x[16:48:8]";
-  o.stream_count = 4;
-  o.stream_rounds = 1;
+  ThroughputOptions o = segmenter_stream(4, 1);
   o.python = python.string();
   const ThroughputReport r = run_throughput(o);
   std::vector<std::string> python_rows;
