@@ -243,12 +243,8 @@ TEST(Profile, WorksInAPrivateFolderThatItRemovesUnlessAskedToKeepIt) {
   fs::create_directories(open);
   fs::permissions(open, fs::perms::all);
   o.work_dir = open.string();
-  try {
-    run_profile(o);
-    FAIL() << "a --keep folder anyone can write was used";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(open.string() + " can be written by other users"), std::string::npos) << e.what();
-  }
+  const std::string refused = test::error_from([&] { run_profile(o); }).what();
+  EXPECT_NE(refused.find(open.string() + " can be written by other users"), std::string::npos) << refused;
 }
 
 }  // namespace ortfleet
