@@ -43,6 +43,7 @@ struct StreamRun {
 };
 
 double median_of(std::vector<double> v) { return v.empty() ? 0 : percentile(v, 50); }
+double mean_of(const std::vector<double>& v) { return v.empty() ? 0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size()); }
 
 /// `ms`: the calls of `stream`, once or round after round (the stream's time is then a round's mean).
 void fill_row(ThroughputRow& row, const std::vector<double>& ms, const std::vector<InputShapes>& stream) {
@@ -351,10 +352,11 @@ void add_bucket_ratio_notes(ThroughputReport& report, const BucketRun& buckets, 
                                        "cropping make it {:.2f}x the steady p50 of the bucket shapes",
                                        repeated_p50, bucketed.row.p50_ms / repeated_p50, repeated_p50 / reference_p50));
   }
+  const double reference_p99 = percentile(references, 99);
   report.notes.push_back(fmt::format("buckets: the stream's p99 {:.3g} ms is {:.2f}x its p50; the steady calls of its bucket shapes alone: p99 "
                                      "{:.3g} ms, {:.2f}x their p50; the stream's p99 is {:.2f}x theirs",
-                                     bucketed.row.p99_ms, bucketed.row.p99_ms / bucketed.row.p50_ms, percentile(references, 99),
-                                     percentile(references, 99) / reference_p50, bucketed.row.p99_ms / percentile(references, 99)));
+                                     bucketed.row.p99_ms, bucketed.row.p99_ms / bucketed.row.p50_ms, reference_p99, reference_p99 / reference_p50,
+                                     bucketed.row.p99_ms / reference_p99));
 }
 
 /// One ortfleet session against onnxruntime's Python API, run before ortfleet's rows and after them:
@@ -374,7 +376,7 @@ void add_python_notes(ThroughputReport& report, const std::vector<InputShapes>& 
     for (size_t i = 0; i < v.size(); ++i) out += (i == 0 ? "" : i + 1 == v.size() ? " and " : ", ") + fmt::format(fmt::runtime(format), v[i]);
     return v.size() > 1 ? out + " (before and after ortfleet's rows)" : out;
   };
-  const double stream = std::accumulate(streams.begin(), streams.end(), 0.0) / static_cast<double>(streams.size());
+  const double stream = mean_of(streams);
   report.notes.push_back(fmt::format("onnxruntime Python, one session: the stream took {}; one ortfleet session ({:.0f} ms) is {} {}",
                                      listed(streams, "{:.0f} ms"), one.row.stream_ms, times(one.row.stream_ms / stream),
                                      streams.size() > 1 ? "their mean" : "it"));
@@ -382,7 +384,7 @@ void add_python_notes(ThroughputReport& report, const std::vector<InputShapes>& 
   const auto& policy_steady = policy.steady_p50_ms.empty() ? none : policy.steady_p50_ms.front();
   const auto ours = policy_steady.find(to_string(calls.front()));
   if (steadies.empty() || ours == policy_steady.end()) return;
-  const double steady = std::accumulate(steadies.begin(), steadies.end(), 0.0) / static_cast<double>(steadies.size());
+  const double steady = mean_of(steadies);
   report.notes.push_back(fmt::format("call overhead: a steady call of {} takes {:.3g} ms in an ortfleet session in this process and {} in "
                                      "onnxruntime's Python API with the same settings: {:.3f}x{}",
                                      ours->first, ours->second, listed(steadies, "{:.3g} ms"), ours->second / steady,
