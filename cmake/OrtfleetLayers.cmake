@@ -18,3 +18,25 @@ function(ortfleet_check_layer layer allowed all_layers)
     endforeach()
   endforeach()
 endfunction()
+
+# Inside a layer, rooms (sub-folders) stand on each other in the order given, lowest first: a file of
+# room R may include "layer/S/..." only for S = R or a room listed before R, so that no two rooms
+# include each other. Checked when CMake configures, like the layers.
+function(ortfleet_check_rooms layer rooms)
+  set(below "")
+  foreach(room IN LISTS rooms)
+    list(APPEND below ${room})
+    file(GLOB files ${CMAKE_CURRENT_SOURCE_DIR}/${layer}/${room}/*.cpp ${CMAKE_CURRENT_SOURCE_DIR}/${layer}/${room}/*.hpp)
+    foreach(file IN LISTS files)
+      file(STRINGS ${file} includes REGEX "^#include \"${layer}/[a-z_]+/")
+      foreach(line IN LISTS includes)
+        string(REGEX REPLACE "^#include \"${layer}/([a-z_]+)/.*" "\\1" target_room "${line}")
+        if(NOT target_room IN_LIST below)
+          file(RELATIVE_PATH rel ${PROJECT_SOURCE_DIR} ${file})
+          message(FATAL_ERROR "${rel}: '${line}' reaches up from room '${layer}/${room}' to '${layer}/${target_room}' "
+                              "('${layer}/${room}' may use: ${below}). Move the declaration down, or the file up.")
+        endif()
+      endforeach()
+    endforeach()
+  endforeach()
+endfunction()

@@ -21,7 +21,7 @@
 #include "engine/shapes/shape_policy.hpp"
 #include "engine/shapes/shapes.hpp"
 #include "engine/shapes/tensor_padding.hpp"
-#include "fleet/local_start.hpp"
+#include "fleet/local/local_start.hpp"
 #include "ortfleet/base/clock.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/cuda_provider.hpp"

@@ -1,7 +1,7 @@
 #pragma once
 // Talking to another process: JSON messages over a SOCK_SEQPACKET socket (message boundaries kept,
 // file descriptors passed along), and shared memory (memfd) that the receiver maps instead of
-// copying bytes through the socket. What the messages mean is the fleet's business (fleet/wire.hpp).
+// copying bytes through the socket. What the messages mean is the fleet's business (fleet/worker/wire.hpp).
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>

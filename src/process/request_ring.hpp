@@ -8,7 +8,7 @@
 // passed over the socket once. Wake-ups are futexes on counters in the shared header, after a short
 // spin; every wait has a deadline and asks a liveness callback in slices, so a peer that died or
 // stopped never leaves a waiter hanging. What the payload bytes mean is the caller's business (the
-// fleet encodes tensors in them, fleet/wire.hpp).
+// fleet encodes tensors in them, fleet/worker/wire.hpp).
 //
 // A slot's life: free -> (client) submitted -> (server) working -> (server) done -> (client) free.
 #include <atomic>

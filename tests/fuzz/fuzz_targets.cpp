@@ -11,7 +11,7 @@
 
 #include "engine/runtime/ort_errors.hpp"
 #include "engine/files/ort_format_file.hpp"
-#include "fleet/wire.hpp"
+#include "fleet/worker/wire.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/diagnostics/profile.hpp"
 #include "ortfleet/engine/model_file.hpp"

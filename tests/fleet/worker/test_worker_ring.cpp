@@ -1,4 +1,4 @@
-// Runs on worker processes through the request ring (fleet/worker_ring.hpp): outputs, large inputs
+// Runs on worker processes through the request ring (fleet/worker/worker_ring.hpp): outputs, large inputs
 // and outputs, pipelining, many threads, and workers that die or stop with runs in flight.
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -7,7 +7,7 @@
 #include <future>
 #include <thread>
 
-#include "fleet/worker_channel.hpp"
+#include "fleet/worker/worker_channel.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/session.hpp"
 #include "ortfleet/fleet/fleet.hpp"

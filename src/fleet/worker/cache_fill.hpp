@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "engine/cache/cache_use.hpp"
-#include "fleet/local_start.hpp"
+#include "fleet/local/local_start.hpp"
 
 namespace ortfleet::detail {
 

@@ -1,4 +1,4 @@
-#include "fleet/pool_daemon.hpp"
+#include "fleet/pool/pool_daemon.hpp"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -20,7 +20,8 @@
 #include "base/private_dir.hpp"
 #include "base/slurm.hpp"
 #include "base/unique_fd.hpp"
-#include "fleet/wire.hpp"
+#include "fleet/worker/wire.hpp"
+#include "ortfleet/fleet/worker.hpp"
 #include "ortfleet/base/error.hpp"
 #include "process/spawn.hpp"
 
@@ -210,3 +211,4 @@ int pool_daemon_main(const std::string& request_file, bool detached) {
 }  // namespace ortfleet::detail
 
 int ortfleet::serve_pool(const ServeOptions& options, bool quiet) { return detail::serve_until_stopped(options, std::nullopt, quiet); }
+int ortfleet::run_pool_daemon(const std::string& request_file, bool detached) { return detail::pool_daemon_main(request_file, detached); }

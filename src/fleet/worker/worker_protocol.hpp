@@ -1,6 +1,6 @@
 #pragma once
-// The worker protocol: what a worker's parent (fleet/worker_channel.hpp) and the worker's server
-// (fleet/worker_server.hpp) say to each other, and what a pool server's clients ask it
+// The worker protocol: what a worker's parent (fleet/worker/worker_channel.hpp) and the worker's server
+// (fleet/worker/worker_server.hpp) say to each other, and what a pool server's clients ask it
 // (ortfleet/fleet/pool_server.hpp). JSON messages, answered in order on each channel:
 //   {"op":"init", plan, prime}          -> {"event":"initialised", timeline}   runtime, EP, cuInit, context,
 //                                                                             (prime) cuDNN and cuBLAS
@@ -16,7 +16,7 @@
 //   {"op":"open", plan, timeout_s}      -> {"event":"opened", devices} + a channel per started device
 // Any request may be answered {"event":"failed", error} instead.
 // Once a channel has a request ring (sent before its first run, and again, bigger, when a run does
-// not fit), its runs go through the ring (fleet/worker_ring.hpp), not through "run" messages.
+// not fit), its runs go through the ring (fleet/worker/worker_ring.hpp), not through "run" messages.
 #include <nlohmann/json.hpp>
 #include <string>
 

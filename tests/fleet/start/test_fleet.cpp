@@ -13,7 +13,7 @@
 #include "base/private_dir.hpp"
 #include "ortfleet/fleet/fleet.hpp"
 #include "ortfleet/fleet/start_record.hpp"
-#include "fleet/worker_channel.hpp"
+#include "fleet/worker/worker_channel.hpp"
 #include "ortfleet/fleet/start_report.hpp"
 #include "synth/onnx_writer.hpp"
 #include "test_support.hpp"
@@ -237,7 +237,7 @@ TEST(Fleet, MisuseIsReported) {
   EXPECT_EQ(fleet.status()[0].state, DeviceState::stopped);
 }
 
-/// Sets the worker start-delay test hook (fleet/worker_protocol.hpp) for the fleets made while it lives.
+/// Sets the worker start-delay test hook (fleet/worker/worker_protocol.hpp) for the fleets made while it lives.
 class DelayedWorkerStart {
  public:
   explicit DelayedWorkerStart(const std::string& setting) { ::setenv(detail::kTestStartDelayVariable, setting.c_str(), 1); }
@@ -404,7 +404,7 @@ TEST(Fleet, StartReportsRoundTripAndRejectMalformedInput) {
 
 }  // namespace ortfleet
 
-#include "fleet/local_start.hpp"
+#include "fleet/local/local_start.hpp"
 
 namespace ortfleet {
 

@@ -1,4 +1,4 @@
-#include "fleet/wire.hpp"
+#include "fleet/worker/wire.hpp"
 
 #include <cstring>
 

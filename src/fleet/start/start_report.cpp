@@ -5,7 +5,7 @@
 
 #include "ortfleet/base/error.hpp"
 #include "base/system_paths.hpp"
-#include "fleet/wire.hpp"
+#include "fleet/worker/wire.hpp"
 #include "process/spawn.hpp"
 
 namespace ortfleet {

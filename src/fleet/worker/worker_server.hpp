@@ -1,6 +1,6 @@
 #pragma once
-// The worker's side of the worker protocol (fleet/worker_protocol.hpp): the ortfleet-worker process
-// serves one device's sessions to its parent (fleet/worker_channel.hpp) and to the channels its parent
+// The worker's side of the worker protocol (fleet/worker/worker_protocol.hpp): the ortfleet-worker process
+// serves one device's sessions to its parent (fleet/worker/worker_channel.hpp) and to the channels its parent
 // attaches (a pool server's clients), one thread a channel.
 #include "ortfleet/engine/devices.hpp"
 

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "engine/cuda/cuda_driver.hpp"
-#include "fleet/wire.hpp"
+#include "fleet/worker/wire.hpp"
 #include "ortfleet/fleet/fleet.hpp"
 
 namespace ortfleet::detail {

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "fleet/local_start.hpp"
-#include "fleet/worker_channel.hpp"
+#include "fleet/local/local_start.hpp"
+#include "fleet/worker/worker_channel.hpp"
 #include "process/ipc.hpp"
 
 namespace ortfleet::detail {

@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "base/private_dir.hpp"
-#include "fleet/worker_channel.hpp"
+#include "fleet/worker/worker_channel.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/session.hpp"
 #include "ortfleet/fleet/fleet.hpp"

@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "fleet/wire.hpp"
+#include "fleet/worker/wire.hpp"
 #include "ortfleet/engine/tensor.hpp"
 #include "process/request_ring.hpp"
 

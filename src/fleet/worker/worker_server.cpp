@@ -1,4 +1,4 @@
-#include "fleet/worker_server.hpp"
+#include "fleet/worker/worker_server.hpp"
 
 #include <poll.h>
 #include <signal.h>
@@ -22,13 +22,12 @@
 #include "engine/cache/content_hash.hpp"
 #include "engine/cuda/cuda_driver.hpp"
 #include "engine/cache/model_digest.hpp"
-#include "fleet/cache_fill.hpp"
-#include "fleet/device_tensors.hpp"
-#include "fleet/local_start.hpp"
-#include "fleet/pool_daemon.hpp"
-#include "fleet/wire.hpp"
-#include "fleet/worker_protocol.hpp"
-#include "fleet/worker_ring.hpp"
+#include "fleet/worker/cache_fill.hpp"
+#include "fleet/worker/device_tensors.hpp"
+#include "fleet/local/local_start.hpp"
+#include "fleet/worker/wire.hpp"
+#include "fleet/worker/worker_protocol.hpp"
+#include "fleet/worker/worker_ring.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/cache.hpp"
 #include "ortfleet/engine/runtime.hpp"
@@ -502,8 +501,6 @@ int worker_main(int channel_fd, const Device& device, bool narrowed) {
 }
 
 }  // namespace ortfleet::detail
-
-int ortfleet::run_pool_daemon(const std::string& request_file, bool detached) { return detail::pool_daemon_main(request_file, detached); }
 
 int ortfleet::run_worker_process(int channel_fd, const std::string& device, bool narrowed) {
   return detail::worker_main(channel_fd, Device::parse(device), narrowed);

@@ -1,4 +1,4 @@
-#include "fleet/device_tensors.hpp"
+#include "fleet/worker/device_tensors.hpp"
 
 #include <spdlog/spdlog.h>
 

@@ -1,4 +1,4 @@
-#include "fleet/local_start.hpp"
+#include "fleet/local/local_start.hpp"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "fleet/worker_channel.hpp"
+#include "fleet/worker/worker_channel.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -17,9 +17,9 @@
 
 #include "base/crash_report.hpp"
 #include "base/system_paths.hpp"
-#include "fleet/device_tensors.hpp"
-#include "fleet/wire.hpp"
-#include "fleet/worker_protocol.hpp"
+#include "fleet/worker/device_tensors.hpp"
+#include "fleet/worker/wire.hpp"
+#include "fleet/worker/worker_protocol.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/runtime.hpp"
 #include "process/spawn.hpp"

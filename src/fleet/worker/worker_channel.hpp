@@ -1,7 +1,7 @@
 #pragma once
-// The parent's side of the worker protocol (fleet/worker_protocol.hpp): worker processes, one per
+// The parent's side of the worker protocol (fleet/worker/worker_protocol.hpp): worker processes, one per
 // device, for the processes and fleet strategies and for worker pools. The parent spawns the
-// ortfleet-worker executable (its side: fleet/worker_server.hpp) with one end of a socket pair (the
+// ortfleet-worker executable (its side: fleet/worker/worker_server.hpp) with one end of a socket pair (the
 // control channel) and talks to it through a WorkerChannel; a pool server hands its clients channels
 // of their own to the same worker.
 // A worker keeps every session it started, keyed by the model's content, the plan and the runtime: a
@@ -18,10 +18,10 @@
 #include <vector>
 
 #include "base/unique_fd.hpp"
-#include "fleet/device_tensors.hpp"
-#include "fleet/local_start.hpp"
-#include "fleet/worker_protocol.hpp"
-#include "fleet/worker_ring.hpp"
+#include "fleet/worker/device_tensors.hpp"
+#include "fleet/local/local_start.hpp"
+#include "fleet/worker/worker_protocol.hpp"
+#include "fleet/worker/worker_ring.hpp"
 #include "ortfleet/base/error.hpp"
 #include "process/ipc.hpp"
 
@@ -71,7 +71,7 @@ class WorkerChannel {
   /// Throws ortfleet::Error with the worker's error, how it died, or that it did not answer in time.
   WorkerReady start(const LocalStartPlan& plan, double timeout_s);
   /// One inference on `session`; a worker that does not answer within `timeout_s` fails the channel.
-  /// Device tensors on the worker's GPU cross in place (fleet/device_tensors.hpp), and so do the
+  /// Device tensors on the worker's GPU cross in place (fleet/worker/device_tensors.hpp), and so do the
   /// outputs with `outputs_on_device`.
   std::vector<Tensor> run(const std::string& session, const std::vector<Tensor>& inputs, double timeout_s, bool outputs_on_device = false);
   /// The same, submitted without waiting for it: several runs may be in flight at once (through the

@@ -1,4 +1,4 @@
-#include "fleet/cache_fill.hpp"
+#include "fleet/worker/cache_fill.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -6,7 +6,7 @@
 #include <chrono>
 #include <limits>
 
-#include "fleet/worker_channel.hpp"
+#include "fleet/worker/worker_channel.hpp"
 #include "ortfleet/base/clock.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/session.hpp"

@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "fleet/local_start.hpp"
+#include "fleet/local/local_start.hpp"
 #include "ortfleet/fleet/pool_server.hpp"
 
 namespace ortfleet::detail {

@@ -6,9 +6,9 @@
 #include <thread>
 
 #include "engine/cache/cache_use.hpp"
-#include "fleet/cache_fill.hpp"
-#include "fleet/worker_channel.hpp"
-#include "fleet/worker_protocol.hpp"
+#include "fleet/worker/cache_fill.hpp"
+#include "fleet/worker/worker_channel.hpp"
+#include "fleet/worker/worker_protocol.hpp"
 #include "ortfleet/engine/cache.hpp"
 #include "ortfleet/fleet/fleet.hpp"
 #include "test_support.hpp"

@@ -1,9 +1,9 @@
-#include "fleet/worker_ring.hpp"
+#include "fleet/worker/worker_ring.hpp"
 
 #include <algorithm>
 #include <cstring>
 
-#include "fleet/wire.hpp"
+#include "fleet/worker/wire.hpp"
 #include "ortfleet/base/clock.hpp"
 #include "ortfleet/base/error.hpp"
 #include "process/ipc.hpp"

@@ -3,7 +3,7 @@
 
 #include <cstring>
 
-#include "fleet/wire.hpp"
+#include "fleet/worker/wire.hpp"
 #include "ortfleet/base/error.hpp"
 
 namespace ortfleet::detail {

@@ -11,8 +11,8 @@
 #include <thread>
 
 #include "engine/cache/crash_records.hpp"
-#include "fleet/worker_channel.hpp"
-#include "fleet/worker_protocol.hpp"
+#include "fleet/worker/worker_channel.hpp"
+#include "fleet/worker/worker_protocol.hpp"
 #include "ortfleet/base/clock.hpp"
 #include "ortfleet/base/error.hpp"
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "engine/runtime/ort_environment.hpp"
-#include "fleet/local_start.hpp"
+#include "fleet/local/local_start.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/tensor.hpp"
 #include "ortfleet/fleet/fleet.hpp"
