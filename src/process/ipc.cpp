@@ -55,7 +55,7 @@ void MessageChannel::send(const json& body, const std::vector<int>& fds) {
   do {
     sent = ::sendmsg(socket_.get(), &msg, MSG_NOSIGNAL);
   } while (sent < 0 && errno == EINTR);
-  if (sent < 0) throw Error(std::string("sending to the worker process failed: ") + std::strerror(errno));
+  if (sent < 0) throw Error("sending to " + peer_ + " failed: " + std::strerror(errno));
 }
 
 int64_t deadline_in(double seconds, int64_t from_ns) {
@@ -65,7 +65,7 @@ int64_t deadline_in(double seconds, int64_t from_ns) {
 
 namespace {
 /// Waits until `fd` is readable (a message or the closed end) or the deadline passes; false then.
-bool readable_before(int fd, int64_t deadline_ns) {
+bool readable_before(int fd, int64_t deadline_ns, const std::string& peer) {
   while (true) {
     int timeout_ms = -1;
     if (deadline_ns != kNoDeadline) {
@@ -77,7 +77,7 @@ bool readable_before(int fd, int64_t deadline_ns) {
     const int n = ::poll(&p, 1, timeout_ms);
     if (n > 0) return true;  // readable, hung up or in error: the recv below tells which
     if (n < 0 && errno != EINTR) {
-      throw Error(std::string("waiting for the worker process failed: ") + std::strerror(errno));
+      throw Error("waiting for " + peer + " failed: " + std::strerror(errno));
     }
     if (n == 0 && deadline_ns != kNoDeadline && monotonic_ns() >= deadline_ns) return false;
   }
@@ -86,7 +86,7 @@ bool readable_before(int fd, int64_t deadline_ns) {
 
 Received MessageChannel::receive(int64_t deadline_ns) {
   Received result;
-  if (!readable_before(socket_.get(), deadline_ns)) {
+  if (!readable_before(socket_.get(), deadline_ns, peer_)) {
     result.kind = Received::Kind::timed_out;
     return result;
   }
@@ -98,7 +98,7 @@ Received MessageChannel::receive(int64_t deadline_ns) {
   if (length == 0) return result;
   if (length < 0) {
     if (errno == ECONNRESET) return result;
-    throw Error(std::string("receiving from the worker process failed: ") + std::strerror(errno));
+    throw Error("receiving from " + peer_ + " failed: " + std::strerror(errno));
   }
   std::string buffer(static_cast<size_t>(length), '\0');
   iovec iov{buffer.data(), buffer.size()};
@@ -115,7 +115,7 @@ Received MessageChannel::receive(int64_t deadline_ns) {
   if (got == 0) return result;
   if (got < 0) {
     if (errno == ECONNRESET) return result;
-    throw Error(std::string("receiving from the worker process failed: ") + std::strerror(errno));
+    throw Error("receiving from " + peer_ + " failed: " + std::strerror(errno));
   }
   Message& m = result.message;
   for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
@@ -127,14 +127,30 @@ Received MessageChannel::receive(int64_t deadline_ns) {
       m.fds.emplace_back(fd);
     }
   }
-  if ((msg.msg_flags & MSG_TRUNC) != 0) throw Error("a worker message was truncated");
-  try {
-    m.body = json::parse(buffer.begin(), buffer.begin() + got);
-  } catch (const json::parse_error& e) {
-    throw Error(std::string("malformed message from the worker process: ") + e.what());
+  if ((msg.msg_flags & MSG_TRUNC) != 0) {
+    result.kind = Received::Kind::malformed;
+    result.problem = "it was cut short";
+    return result;  // its descriptors close with it
   }
-  result.kind = Received::Kind::message;
+  std::vector<UniqueFd> fds = std::move(m.fds);
+  result = read_message(buffer.data(), static_cast<size_t>(got));
+  result.message.fds = std::move(fds);  // closed with it when nobody takes them
   return result;
+}
+
+Received read_message(const char* bytes, size_t size) {
+  Received read;
+  read.kind = Received::Kind::malformed;
+  json body = json::parse(bytes, bytes + size, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded()) {
+    read.problem = "it is not JSON (" + std::to_string(size) + " bytes)";
+  } else if (!body.is_object()) {
+    read.problem = std::string("it is JSON but not an object (a ") + body.type_name() + ")";
+  } else {
+    read.kind = Received::Kind::message;
+    read.message.body = std::move(body);
+  }
+  return read;
 }
 
 bool MessageChannel::peer_closed() const {

@@ -44,30 +44,40 @@ bool wait_until(std::condition_variable& changed, std::unique_lock<std::mutex>& 
   return true;
 }
 
-/// What a receive got: a message, the peer's closed end (it exited), or nothing before the deadline
-/// (the peer is alive but silent: stopped, hung, or still busy).
+/// What a receive got: a message, the peer's closed end (it exited), nothing before the deadline (the
+/// peer is alive but silent: stopped, hung, or still busy), or a message that is not one of ours (not
+/// a JSON object, cut short): a server refuses it and goes on serving, a client treats it as an error.
 struct Received {
-  enum class Kind { message, closed, timed_out };
+  enum class Kind { message, closed, timed_out, malformed };
   Kind kind = Kind::closed;
-  Message message;  ///< when kind is message
+  Message message;      ///< when kind is message
+  std::string problem;  ///< when kind is malformed: what is wrong with it, in words
 };
+
+/// The bytes of one message read as a message: a JSON object (Kind::message), or why it is not one
+/// (Kind::malformed). What every receive() does with what arrived; never throws.
+Received read_message(const char* bytes, size_t size);
 
 class MessageChannel {
  public:
-  explicit MessageChannel(UniqueFd socket) : socket_(std::move(socket)) {}
+  /// `peer` names the other end in errors ("the worker process", "the pool server at /run/...").
+  explicit MessageChannel(UniqueFd socket, std::string peer = "the worker process") : socket_(std::move(socket)), peer_(std::move(peer)) {}
   /// A connected pair: [0] for this process, [1] for the child.
   static std::pair<UniqueFd, UniqueFd> socket_pair();
 
   void send(const nlohmann::json& body, const std::vector<int>& fds = {});
   /// Waits for the next message until `deadline_ns` (monotonic clock), polling the socket: a peer that
-  /// never answers cannot hold the caller past it.
+  /// never answers cannot hold the caller past it. What a peer sends never makes it throw (a malformed
+  /// message is Kind::malformed); only a failing socket does.
   Received receive(int64_t deadline_ns = kNoDeadline);
   int fd() const { return socket_.get(); }
+  const std::string& peer() const { return peer_; }
   /// Whether the other end has closed (its process exited), without reading: safe beside a receive.
   bool peer_closed() const;
 
  private:
   UniqueFd socket_;
+  std::string peer_;
 };
 
 /// Anonymous shared memory (memfd) mapped read-write into this process.

@@ -11,7 +11,10 @@
 
 #include "engine/runtime/ort_errors.hpp"
 #include "engine/files/ort_format_file.hpp"
+#include "fleet/pool/pool_requests.hpp"
 #include "fleet/worker/wire.hpp"
+#include "fleet/worker/worker_protocol.hpp"
+#include "process/ipc.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/diagnostics/profile.hpp"
 #include "ortfleet/engine/model_file.hpp"
@@ -24,7 +27,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-/// The wire messages arrive as JSON (MessageChannel turns unparsable text into an ortfleet::Error):
+/// The wire messages arrive as JSON (MessageChannel reports unparsable text as a malformed message):
 /// bytes that are not JSON do not reach these parsers.
 template <class Parse>
 void with_json(std::string_view bytes, Parse parse) {
@@ -176,7 +179,24 @@ std::string tensors_seed() {
       .dump();
 }
 
+/// What a pool server does with a client's message: read it (never throws), then read the request it
+/// names field by field. Anything but an ortfleet::Error escaping here would end the server's thread.
+void pool_request(std::string_view bytes) {
+  detail::Received received = detail::read_message(bytes.data(), bytes.size());
+  if (received.kind != detail::Received::Kind::message) return;  // refused as malformed
+  const std::string op = detail::op_of(received.message.body);
+  if (detail::is_request(op, detail::message::open)) detail::read_open_request(received.message.body);
+  if (detail::is_request(op, detail::message::hand_over)) detail::read_hand_over_request(received.message.body);
+}
+
+std::vector<std::string> pool_request_seeds() {
+  return {detail::request_of(detail::message::open, {{"plan", json::parse(plan_seed())}, {"timeout_s", 60}}).dump(),
+          detail::request_of(detail::message::hand_over, {{"pid", 4242}, {"device", "cuda:1"}, {"visible_devices", "1"}, {"model", "/m.onnx"}}).dump(),
+          detail::request_of(detail::message::status).dump(), "hello", "[1,2]", R"({"op":5})"};
+}
+
 const std::vector<Target> kTargets = {
+    {"pool_request", pool_request, pool_request_seeds},
     {"config", [](std::string_view b) { RunConfig::from_json(std::string(b), "fuzz.json"); },
      [] { return std::vector<std::string>{config_seed(), RunConfig{}.to_json()}; }},
     {"plan", [](std::string_view b) { with_json(b, [](const json& j) { detail::plan_from_json(j); }); },

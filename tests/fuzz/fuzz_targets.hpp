@@ -15,7 +15,7 @@ struct Target {
   std::vector<std::string> (*seeds)();       ///< valid inputs the mutations start from
 };
 
-/// Every target: config, plan, status, error, specs, tensors, start_report, timeline, ort_profile,
+/// Every target: pool_request, config, plan, status, error, specs, tensors, start_report, timeline, ort_profile,
 /// ort_log, ort_error_text, ort_format, model.
 const std::vector<Target>& targets();
 const Target& target(std::string_view name);  ///< throws std::invalid_argument for an unknown name

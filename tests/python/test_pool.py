@@ -95,7 +95,7 @@ def test_pool_misuse_is_one_clear_error(models, tmp_path):
         ortfleet.Fleet(models["mlp"], devices="cpu", pool=True)
     with ortfleet.Fleet(models["mlp"], devices="cpu", pool=str(tmp_path / "none.sock")) as fleet:
         assert not fleet.start().wait(60)
-        assert "no pool server listens on" in fleet.status()[0]["error"]
+        assert "no warm pool runs on" in fleet.status()[0]["error"]
 
 
 def test_a_first_start_leaves_a_warm_pool_and_the_next_job_finds_its_model_resident(models, tmp_path, monkeypatch):

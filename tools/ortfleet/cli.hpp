@@ -96,6 +96,7 @@ struct RunConfigFlags {
   std::string model_cache_fill;        ///< "" (the config's), background, inline or off
   std::string model_cache_shared;      ///< "" (the config's, else $ORTFLEET_CACHE_SHARED)
   double warm_pool_idle = -1;          ///< < 0: the config's (or the environment's)
+  double warm_pool_park = -1;          ///< < 0: the config's (or the environment's)
   std::vector<std::string> session_config;  ///< KEY=VALUE ONNX Runtime session config entries
   std::vector<std::string> custom_ops;      ///< custom-op libraries
   std::string shapes;

@@ -22,6 +22,7 @@ struct ServeFlags {
   bool no_prime = false;
   bool no_isolation = false;
   double idle_exit_s = 0;
+  double park_after_s = WarmPoolOptions::kDefaultParkAfterS;
   RunConfigFlags config;
 };
 
@@ -38,6 +39,7 @@ int run_serve(const ServeFlags& f, const Globals& g) {
   options.pool.isolate_new_models = !f.no_isolation;
   options.socket_path = f.socket;
   options.idle_exit_s = f.idle_exit_s;
+  options.park_after_s = f.park_after_s;
   return serve_pool(options, g.quiet);
 }
 
@@ -51,16 +53,25 @@ void print_pool_status(const nlohmann::json& j) {
   }
   if (const std::string job = j.value("slurm_job", ""); !job.empty()) std::cout << "; ends with Slurm job " << job;
   std::cout << "\n";
+  if (const std::string parking = j.value("parking", ""); parking == "on") {
+    std::cout << fmt::format("idle workers park after {:g} s: the driver holds their GPU state in host memory until the next job\n",
+                             j.value("park_after_s", 0.0));
+  } else if (!parking.empty()) {
+    std::cout << "workers do not park: " << parking << "\n";
+  }
   for (const auto& model : j.value("cache_fills", nlohmann::json::array())) {
     std::cout << "making the model cache entry of " << model.get<std::string>() << " in the background\n";
   }
   std::cout << "\n";
-  Table workers({"device", "worker", "state", "worker pid", "visible", "memory in use", "sessions", "error"},
-                {false, false, false, true, false, true, true, false});
+  Table workers({"device", "worker", "state", "worker pid", "visible", "GPU memory", "host memory", "sessions", "error"},
+                {false, false, false, true, false, true, true, true, false});
   Table sessions({"device", "model", "holders", "idle", "memory at ready"}, {false, false, true, true, true});
   for (const auto& d : j.at("devices")) {
-    workers.add({d.value("device", ""), d.value("role", "shared"), d.value("state", ""), std::to_string(d.value("pid", 0)), d.value("visible_devices", ""),
-                 format_bytes(d.value("memory_bytes", uint64_t{0})), std::to_string(d.at("sessions").size()), d.value("error", "")});
+    const bool parked = d.value("parked", false);
+    const std::string state = parked ? fmt::format("parked {:.0f} s", d.value("parked_s", 0.0)) : d.value("state", "");
+    workers.add({d.value("device", ""), d.value("role", "shared"), state, std::to_string(d.value("pid", 0)), d.value("visible_devices", ""),
+                 format_bytes(d.value("memory_bytes", uint64_t{0})), format_bytes(d.value("host_memory_bytes", uint64_t{0})),
+                 std::to_string(d.at("sessions").size()), d.value("error", "")});
     for (const auto& s : d.at("sessions")) {
       sessions.add({d.value("device", ""), s.value("model", ""), std::to_string(s.value("holders", 0)),
                     format_ms(s.value("idle_s", 0.0) * 1000), format_bytes(s.value("memory_bytes", uint64_t{0}))});
@@ -89,6 +100,11 @@ void register_serve(CLI::App& app, Globals& globals, Action& action) {
   in_range(cmd->add_option("--idle-exit", f->idle_exit_s,
                            "Exit after this many seconds with no job attached and nothing in the making (default 0: never; the pool a start "
                            "leaves behind uses --warm-pool-idle)"),
+           {.lo = 0, .hi = kMaxTimeoutS, .unit = "seconds", .whole = false});
+  in_range(cmd->add_option("--park-after", f->park_after_s,
+                           "Park the GPU workers after this many seconds with no job attached: the driver moves their GPU state into host "
+                           "memory (no GPU memory held) and restores it on the next job's request, sessions intact (NVIDIA driver r570+; "
+                           "default 30, 0: never)"),
            {.lo = 0, .hi = kMaxTimeoutS, .unit = "seconds", .whole = false});
   f->config.add_to(cmd);
   cmd->callback([&globals, &action, f] { action = [&globals, f] { return run_serve(*f, globals); }; });

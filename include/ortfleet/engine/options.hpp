@@ -157,12 +157,20 @@ std::pair<std::string, ValueRange> parse_input_range(const std::string& text);
 /// The warm pool a start leaves behind on its node (ortfleet/fleet/fleet.hpp, FleetOptions::auto_pool).
 struct WarmPoolOptions {
   /// Seconds the pool waits with nobody attached before it exits; 0 leaves no pool. Unset: the
-  /// environment's ORTFLEET_WARM_POOL_IDLE, else kDefaultIdleExitS.
+  /// environment's ORTFLEET_WARM_POOL_IDLE, else the pool's default: kDefaultParkedIdleExitS where its
+  /// workers park (an idle pool then holds host memory only), kDefaultIdleExitS where they cannot.
   std::optional<double> idle_exit_s;
   static constexpr double kDefaultIdleExitS = 300;
-  /// idle_exit_s, else ORTFLEET_WARM_POOL_IDLE (seconds), else the default. Throws ortfleet::Error for
-  /// a variable that is not a number of seconds.
-  double resolved_idle_exit_s() const;
+  static constexpr double kDefaultParkedIdleExitS = 1800;
+  /// idle_exit_s, else ORTFLEET_WARM_POOL_IDLE (seconds), else nothing (the pool's default). Throws
+  /// ortfleet::Error for a variable that is not a number of seconds.
+  std::optional<double> chosen_idle_exit_s() const;
+  /// Seconds with nobody attached after which the pool's GPU workers park (their GPU memory released
+  /// by the driver's checkpoint, restored on the next job's request); 0: never. Unset: the
+  /// environment's ORTFLEET_WARM_POOL_PARK, else kDefaultParkAfterS.
+  std::optional<double> park_after_s;
+  static constexpr double kDefaultParkAfterS = 30;
+  double resolved_park_after_s() const;
   bool operator==(const WarmPoolOptions&) const = default;
 };
 

@@ -28,6 +28,10 @@ struct ServeOptions {
   std::string socket_path;  ///< empty: default_pool_socket()
   /// Seconds with no client attached and nothing in the making after which serve() returns; 0: never.
   double idle_exit_s = 0;
+  /// Seconds with no client attached after which the workers park: the driver checkpoints their GPU
+  /// state into their host memory (NVIDIA driver r570+), so the idle pool holds no GPU memory; a job's
+  /// request restores them first. 0: never park.
+  double park_after_s = 0;
   /// A Slurm job the server ends with: serve() returns within a second once no step of that job runs
   /// on this node any more, so that a pool started in a job never outlives its allocation (Slurm's
   /// process tracking may not end a daemon in a session of its own). Unset: the job this process runs
@@ -51,10 +55,10 @@ class PoolServer {
   /// Makes serve() return (from any thread). Clients attached to workers keep their channels until
   /// the pool stops.
   void stop();
-  /// Has the plan's model ready for the next job, in the background: its cache entry made first (by a
-  /// low-priority worker, when the cache misses it), then its session started on every device of the
-  /// plan and kept resident, held by nobody. What a job that leaves this pool behind asks of it.
-  void prepare(const detail::LocalStartPlan& plan);
+  /// Makes the plan's model cache entry in the background (a low-priority worker), for later starts
+  /// that do not find the model resident: what a job whose start missed the cache asks of the pool it
+  /// leaves. The job's own workers, sessions loaded, come to the pool as the job ends (hand-over).
+  void make_entry_in_background(const detail::LocalStartPlan& plan);
 
  private:
   struct Impl;
@@ -63,7 +67,7 @@ class PoolServer {
 
 /// Serves `options` in this process until a stop signal (SIGTERM, SIGINT), `ortfleet pool stop`, or
 /// (options.idle_exit_s) until nobody used it for that long; says on stderr what it does, unless
-/// `quiet`: the workers, the GPU memory the pool holds while idle, why it ends. `ortfleet serve`.
+/// `quiet`: the workers, the GPU memory the pool holds while idle, parking, why it ends. `ortfleet serve`.
 int serve_pool(const ServeOptions& options, bool quiet);
 
 /// The pool server's status: {"ortfleet_pool": 1, "socket", "pid", "clients", "slurm_job", "devices": [{device,

@@ -16,6 +16,7 @@
 namespace ortfleet {
 namespace detail {
 class WorkerProcess;
+struct AdoptedWorker;
 }
 
 struct PoolOptions {
@@ -48,6 +49,13 @@ struct PoolWorkerStatus {
   int restarts = 0;           ///< times a dead worker was started again
 };
 
+/// What one round of parking did (WorkerPool::park_workers).
+struct ParkOutcome {
+  size_t parked = 0;              ///< workers whose GPU state the driver now holds in host memory
+  std::vector<std::string> kept;  ///< "cuda:0 (pid 812): why it stays", per worker that did not park
+  double wall_ms = 0;             ///< all of them, parked at once
+};
+
 class WorkerPool {
  public:
   /// Spawns and initialises a worker per device in the background, and returns at once.
@@ -78,6 +86,22 @@ class WorkerPool {
   std::shared_ptr<detail::WorkerProcess> worker_for(const Device& device, const std::string& model, double timeout_s);
   /// `model` made its sessions and ran: its later starts share the device's worker.
   void mark_proven(const std::string& model);
+  /// A start of `model` on `worker` (from worker_for) failed: a worker of its own that holds nothing
+  /// else is stopped, so that a failed start leaves nothing running.
+  void start_failed(const std::shared_ptr<detail::WorkerProcess>& worker, const std::string& model, const Device& device);
+
+  /// Takes over a worker another process spawned (a job's own, handed over as the job ends), with its
+  /// resident session of `model`: later starts of the model on its device find that session. Its output
+  /// goes to `log_fd` from now on. Throws ortfleet::Error when its device is not in this pool or it does
+  /// not answer.
+  void adopt(detail::AdoptedWorker worker, const std::string& model, int log_fd);
+
+  /// Parks every worker that can (ortfleet/fleet/pool_server.hpp, ServeOptions::park_after_s): its GPU
+  /// state moves into its host memory and the GPU's memory is released; a worker is restored before it
+  /// is handed out again. `lock_timeout_s`: how long the GPU work a worker has submitted may take.
+  ParkOutcome park_workers(double lock_timeout_s = 10);
+  /// How many workers are parked now.
+  size_t parked_workers() const;
 
  private:
   struct Impl;

@@ -27,6 +27,7 @@ CudaDriver::CudaDriver() {
     error_ = std::string("libcuda.so.1 (the NVIDIA driver) is not loadable: ") + (reason ? reason : "not found");
     return;
   }
+  library_ = lib;
   link_map* map = nullptr;
   if (dlinfo(lib, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr) path_ = map->l_name;
 
@@ -88,6 +89,8 @@ std::string CudaDriver::describe(CUresult r) const {
   }
   return "CUDA error " + std::to_string(r);
 }
+
+void* CudaDriver::optional_entry_point(const char* name) const { return library_ == nullptr ? nullptr : dlsym(library_, name); }
 
 void CudaDriver::check(CUresult r, const char* call, int ordinal) const {
   if (r == 0) return;

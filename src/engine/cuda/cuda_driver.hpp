@@ -99,6 +99,8 @@ class CudaDriver {
   std::pair<uint64_t, uint64_t> memory_info(int ordinal) const;
 
   std::string describe(CUresult r) const;
+  /// An entry point this class does not bind (a newer driver's), or null when the driver lacks it.
+  void* optional_entry_point(const char* name) const;
 
   /// What another process needs to reach device memory in place (cuIpcGetMemHandle): the handle of
   /// the allocation that holds a pointer, and where in that allocation the pointer lies.
@@ -186,6 +188,7 @@ class CudaDriver {
   bool ok_ = false;
   std::string error_;
   std::string path_;
+  void* library_ = nullptr;  // libcuda.so.1, never closed
   double init_ms_ = 0;
 
   CUresult (*cuInit_)(unsigned) = nullptr;

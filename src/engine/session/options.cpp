@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
+#include <cstring>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -128,17 +130,31 @@ ModelCacheFill parse_model_cache_fill(const std::string& s) {
   throw Error("unknown model cache fill '" + s + "'", "Use background (after ready), inline (during the start) or off (never write entries)");
 }
 
-double WarmPoolOptions::resolved_idle_exit_s() const {
-  if (idle_exit_s) return *idle_exit_s;
-  const char* env = std::getenv("ORTFLEET_WARM_POOL_IDLE");
-  if (env == nullptr || *env == '\0') return kDefaultIdleExitS;
-  char* end = nullptr;
-  const double seconds = std::strtod(env, &end);
-  if (end == env || *end != '\0' || !(seconds >= 0) || seconds > 7 * 24 * 3600) {
-    throw Error(std::string("ORTFLEET_WARM_POOL_IDLE='") + env + "' is not a number of seconds from 0 to 604800",
-                "Set it to the seconds a warm pool waits idle before it exits (e.g. 300), or 0 to leave no pool");
+namespace {
+/// A number of seconds from 0 to a week in environment variable `name`, or nothing when it is unset.
+std::optional<double> seconds_from_environment(const char* name, const char* what_it_sets) {
+  const char* env = std::getenv(name);
+  if (env == nullptr || *env == '\0') return std::nullopt;
+  // Plain decimal only (from_chars takes no hex, no "inf", no spaces): "0x10" is refused, not read as 16.
+  double seconds = -1;
+  const char* end = env + std::strlen(env);
+  const auto [stop, error] = std::from_chars(env, end, seconds, std::chars_format::general);
+  if (error != std::errc() || stop != end || !(seconds >= 0) || seconds > 7 * 24 * 3600) {
+    throw Error(std::string(name) + "='" + env + "' is not a number of seconds from 0 to 604800", std::string("Set it to ") + what_it_sets);
   }
   return seconds;
+}
+}  // namespace
+
+std::optional<double> WarmPoolOptions::chosen_idle_exit_s() const {
+  if (idle_exit_s) return *idle_exit_s;
+  return seconds_from_environment("ORTFLEET_WARM_POOL_IDLE", "the seconds a warm pool waits idle before it exits (e.g. 300), or 0 to leave no pool");
+}
+
+double WarmPoolOptions::resolved_park_after_s() const {
+  if (park_after_s) return *park_after_s;
+  return seconds_from_environment("ORTFLEET_WARM_POOL_PARK", "the seconds after which an idle pool parks its workers (e.g. 30), or 0 never to park")
+      .value_or(kDefaultParkAfterS);
 }
 
 std::vector<std::pair<std::string, std::string>> CudaOptions::provider_options() const {
@@ -398,7 +414,8 @@ json shapes_json(const ShapeOptions& s) {
 }
 
 json warm_pool_json(const WarmPoolOptions& w) {
-  return {{"idle_exit_s", w.idle_exit_s ? json(*w.idle_exit_s) : json(nullptr)}};
+  return {{"idle_exit_s", w.idle_exit_s ? json(*w.idle_exit_s) : json(nullptr)},
+          {"park_after_s", w.park_after_s ? json(*w.park_after_s) : json(nullptr)}};
 }
 
 json warmup_json(const WarmupOptions& w) {
@@ -519,8 +536,9 @@ void read_warmup_section(const json& section, const std::string& source, WarmupO
 void read_warm_pool_section(const json& section, const std::string& source, WarmPoolOptions& o) {
   Section w(section, "warm_pool", source);
   w.read_optional("idle_exit_s", o.idle_exit_s, "a number of seconds (0 leaves no pool) or null");
-  if (const auto s = o.idle_exit_s; s && !(*s >= 0 && *s <= 7 * 24 * 3600)) {
-    w.fail("warm_pool.idle_exit_s", fmt::format("must be from 0 to 604800 seconds (got {})", *s));
+  w.read_optional("park_after_s", o.park_after_s, "a number of seconds (0 never parks) or null");
+  for (const auto& [key, value] : {std::pair{"warm_pool.idle_exit_s", o.idle_exit_s}, std::pair{"warm_pool.park_after_s", o.park_after_s}}) {
+    if (value && !(*value >= 0 && *value <= 7 * 24 * 3600)) w.fail(key, fmt::format("must be from 0 to 604800 seconds (got {})", *value));
   }
   w.finish();
 }
@@ -589,6 +607,7 @@ std::string RunConfig::summary() const {
   if (session.model_cache_fill != d.session.model_cache_fill) parts.push_back("cache_fill=" + to_string(session.model_cache_fill));
   if (!session.model_cache_shared.empty()) parts.push_back("cache_shared=" + session.model_cache_shared);
   if (warm_pool.idle_exit_s) parts.push_back(fmt::format("warm_pool_idle={}", *warm_pool.idle_exit_s));
+  if (warm_pool.park_after_s) parts.push_back(fmt::format("warm_pool_park={}", *warm_pool.park_after_s));
   if (!session.cuda_module_loading.empty()) parts.push_back("module_loading=" + session.cuda_module_loading);
   if (session.cuda_max_connections != 0) parts.push_back("connections=" + std::to_string(session.cuda_max_connections));
   for (const auto& [k, v] : session.config_entries) parts.push_back(k + "=" + v);

@@ -1,6 +1,7 @@
 #include "fleet/pool/pool_daemon.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -20,8 +21,12 @@
 #include "base/private_dir.hpp"
 #include "base/slurm.hpp"
 #include "base/unique_fd.hpp"
+#include "fleet/pool/worker_parking.hpp"
 #include "fleet/worker/wire.hpp"
+#include "fleet/worker/worker_channel.hpp"
+#include "fleet/worker/worker_protocol.hpp"
 #include "ortfleet/fleet/worker.hpp"
+#include "ortfleet/base/clock.hpp"
 #include "ortfleet/base/error.hpp"
 #include "process/spawn.hpp"
 
@@ -31,16 +36,19 @@ using nlohmann::json;
 
 namespace {
 
-constexpr int kListenWaitSteps = 250;  // of 20 ms: 5 s at most
+/// The descriptor on which a launched daemon says it listens (the launcher passes it on).
+constexpr int kReadyFd = 3;
+/// How long a job waits for the pool it leaves to listen (it is a fraction of a second).
+constexpr double kListenWaitS = 10;
 
 std::string gigabytes(uint64_t bytes) { return fmt::format("{:.2f} GB", static_cast<double>(bytes) / 1e9); }
 
 /// One line per worker, and the device memory the pool holds while idle (GPU workers: contexts,
-/// primed libraries, spare workers).
-void announce(PoolServer& server, bool ready) {
+/// primed libraries, spare workers) until they park.
+void announce(PoolServer& server, bool ready, double park_after_s) {
   const json status = json::parse(server.pool().status_json());
   std::map<std::string, uint64_t> memory;
-  for (const auto& d : status.at("devices")) memory[d.value("device", "")] = std::max(memory[d.value("device", "")], d.value("memory_bytes", uint64_t{0}));
+  for (const auto& d : status.at("devices")) memory[d.value("device", "")] += d.value("memory_bytes", uint64_t{0});
   for (const auto& w : server.pool().status()) {
     std::cerr << fmt::format("  {}: {} (worker pid {}{}{})\n", w.device.to_string(), w.state, w.pid,
                              w.visible_devices.empty() ? "" : ", CUDA_VISIBLE_DEVICES=" + w.visible_devices, w.error.empty() ? "" : ": " + w.error);
@@ -50,11 +58,15 @@ void announce(PoolServer& server, bool ready) {
     if (device.rfind("cuda:", 0) == 0) held += fmt::format("{}{} {}", held.empty() ? "" : ", ", device, gigabytes(bytes));
   }
   std::cerr << (ready ? "pool ready; " : "pool started with failures; ") << "serving on " << server.socket_path();
-  if (!held.empty()) std::cerr << "; GPU memory in use while idle: " << held;
+  if (!held.empty()) {
+    std::cerr << "; GPU memory in use: " << held;
+    if (park_after_s > 0) std::cerr << fmt::format(" until its workers park after {:g} s idle", park_after_s);
+  }
   std::cerr << " (SIGTERM, Ctrl-C or `ortfleet pool stop` stops it)" << std::endl;
 }
 
-json request_json(const ServeOptions& o, const std::optional<LocalStartPlan>& prepare) {
+json request_json(const LeftPool& left) {
+  const ServeOptions& o = left.serve;
   json devices = json::array();
   for (const auto& d : o.pool.devices) devices.push_back(d.to_string());
   return {{"socket", o.socket_path},
@@ -65,15 +77,68 @@ json request_json(const ServeOptions& o, const std::optional<LocalStartPlan>& pr
           {"narrow_workers", o.pool.narrow_workers},
           {"prime_libraries", o.pool.prime_libraries},
           {"isolate_new_models", o.pool.isolate_new_models},
-          {"idle_exit_s", o.idle_exit_s},
-          {"prepare", prepare ? plan_to_json(*prepare) : json(nullptr)}};
+          {"idle_exit_s", left.default_idle_exit ? json(nullptr) : json(o.idle_exit_s)},
+          {"park_after_s", o.park_after_s},
+          {"make_entry", left.make_entry ? plan_to_json(*left.make_entry) : json(nullptr)},
+          {"ready_fd", kReadyFd}};
+}
+
+LeftPool left_pool_from_json(const json& request) {
+  LeftPool left;
+  ServeOptions& options = left.serve;
+  options.socket_path = request.at("socket").get<std::string>();
+  for (const auto& d : request.at("devices")) options.pool.devices.push_back(Device::parse(d.get<std::string>()));
+  options.pool.ort_library = request.at("ort_library").get<std::string>();
+  options.pool.worker_executable = request.value("worker_executable", "");
+  options.pool.config = RunConfig::from_json(request.at("config").dump(), "the warm pool's request");
+  options.pool.narrow_workers = request.value("narrow_workers", true);
+  options.pool.prime_libraries = request.value("prime_libraries", true);
+  options.pool.isolate_new_models = request.value("isolate_new_models", true);
+  left.default_idle_exit = request.at("idle_exit_s").is_null();
+  options.idle_exit_s = left.default_idle_exit ? 0.0 : request.at("idle_exit_s").get<double>();
+  options.park_after_s = request.value("park_after_s", 0.0);
+  if (!request.at("make_entry").is_null()) left.make_entry = plan_from_json(request.at("make_entry"));
+  return left;
+}
+
+/// Writes `line` (one line of JSON) to `fd` and closes it; a reader that went away is no error.
+void say_once(int fd, const json& line) {
+  if (fd < 0) return;
+  const std::string text = line.dump() + "\n";
+  [[maybe_unused]] const auto written = ::write(fd, text.data(), text.size());
+  ::close(fd);
+}
+
+/// What `fd` (a pipe) carries up to its first newline, or its end, read for at most `seconds`.
+std::string read_line_before(int fd, double seconds) {
+  std::string line;
+  const int64_t deadline = deadline_in(seconds, monotonic_ns());
+  char c = 0;
+  while (line.find('\n') == std::string::npos) {
+    const int64_t left_ms = (deadline - monotonic_ns()) / 1'000'000;
+    pollfd p{fd, POLLIN, 0};
+    if (left_ms <= 0 || ::poll(&p, 1, static_cast<int>(left_ms)) <= 0) break;
+    const ssize_t n = ::read(fd, &c, 1);
+    if (n <= 0) break;
+    line.push_back(c);
+  }
+  return line;
+}
+
+/// Whether the workers of `devices` can park here, or why not.
+std::string parking_on(const std::vector<Device>& devices, double park_after_s) {
+  if (!(park_after_s > 0)) return "off";
+  for (const auto& d : devices) {
+    if (auto no = WorkerParking::unavailable(d)) return *no;
+  }
+  return "on";
 }
 
 }  // namespace
 
 std::string pool_log_path(const std::string& socket_path) { return socket_path + ".log"; }
 
-int serve_until_stopped(const ServeOptions& options, const std::optional<LocalStartPlan>& prepare, bool quiet) {
+int serve_until_stopped(const LeftPool& left_in, bool quiet, int ready_fd) {
   // SIGTERM and SIGINT are taken by one thread that stops the server: blocked here, before any other
   // thread exists, so that every thread inherits the mask.
   sigset_t stop_signals;
@@ -82,20 +147,34 @@ int serve_until_stopped(const ServeOptions& options, const std::optional<LocalSt
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  PoolServer server(options);  // refuses a socket it cannot take before a word is said
-  if (!quiet) std::cerr << "starting workers for " << to_string(options.pool.devices) << " ..." << std::endl;
+  LeftPool left = left_in;
+  const std::string parking = parking_on(left.serve.pool.devices, left.serve.park_after_s);
+  if (left.default_idle_exit) {
+    left.serve.idle_exit_s = parking == "on" ? WarmPoolOptions::kDefaultParkedIdleExitS : WarmPoolOptions::kDefaultIdleExitS;
+  }
+  std::optional<PoolServer> made;
+  try {
+    made.emplace(left.serve);  // refuses a socket it cannot take before a word is said
+  } catch (const std::exception& e) {
+    say_once(ready_fd, {{"error", error_to_json(e)}});
+    throw;
+  }
+  PoolServer& server = *made;
+  say_once(ready_fd, {{"listening", true}, {"idle_exit_s", left.serve.idle_exit_s}, {"park_after_s", left.serve.park_after_s}, {"parking", parking}});
+  if (!quiet) std::cerr << "starting workers for " << to_string(left.serve.pool.devices) << " ..." << std::endl;
   std::thread stopper([&server, stop_signals] {
     int signal = 0;
     sigwait(&stop_signals, &signal);
     server.stop();
   });
-  std::thread announcer([&server, quiet] {
+  std::thread announcer([&server, quiet, park_after_s = parking == "on" ? left.serve.park_after_s : 0.0] {
     const bool ready = server.pool().wait(server.pool().options().start_timeout_s);
-    if (!quiet) announce(server, ready);
+    if (!quiet) announce(server, ready, park_after_s);
   });
-  if (prepare) server.prepare(*prepare);
-  if (!quiet && options.idle_exit_s > 0) {
-    std::cerr << fmt::format("it exits after {:g} s with nobody attached", options.idle_exit_s) << std::endl;
+  if (left.make_entry) server.make_entry_in_background(*left.make_entry);
+  if (!quiet) {
+    if (left.serve.idle_exit_s > 0) std::cerr << fmt::format("it exits after {:g} s with nobody attached", left.serve.idle_exit_s) << std::endl;
+    if (parking != "on" && parking != "off") std::cerr << "its workers do not park: " << parking << std::endl;
   }
   server.serve();
   announcer.join();
@@ -106,8 +185,9 @@ int serve_until_stopped(const ServeOptions& options, const std::optional<LocalSt
   return 0;
 }
 
-std::string launch_pool_daemon(const ServeOptions& options, const std::optional<LocalStartPlan>& prepare, const std::string& worker_executable) {
-  std::string audience = "the next job on this node";
+LaunchedPool launch_pool_daemon(const LeftPool& left, const std::string& worker_executable) {
+  const ServeOptions& options = left.serve;
+  LaunchedPool launched{"the next job on this node"};
   if (const auto slurm = slurm_allocation()) {
     // The daemon ends with the job (PoolServer watches its steps): refuse here, where the start can
     // say so, rather than leave a daemon that stops at once.
@@ -115,93 +195,86 @@ std::string launch_pool_daemon(const ServeOptions& options, const std::optional<
       throw Error("no warm pool under Slurm job " + slurm->job_id + ": none of its slurmstepd processes is visible in /proc, so a pool "
                   "could not tell when the job ends");
     }
-    audience = "the later steps of Slurm job " + slurm->job_id + " on this node until the job ends";
+    launched.audience = "the later steps of Slurm job " + slurm->job_id + " on this node until the job ends";
   }
   const fs::path socket(options.socket_path);
   ensure_private_dir(socket.parent_path(), "Set XDG_RUNTIME_DIR to a folder only you can write");
   const std::string request = socket.string() + ".request-" + std::to_string(::getpid()) + ".json";
-  write_private_file(request, request_json(options, prepare).dump(), /*durable=*/false);
+  write_private_file(request, request_json(left).dump(), /*durable=*/false);
   const UniqueFd null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   const UniqueFd log(::open(pool_log_path(options.socket_path).c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600));  // appended: two launches at once share it
-  if (!null || !log) {
+  int ready_pipe[2] = {-1, -1};
+  if (!null || !log || ::pipe2(ready_pipe, O_CLOEXEC) != 0) {
     ::unlink(request.c_str());
     throw Error("cannot open the warm pool's log " + pool_log_path(options.socket_path) + ": " + std::strerror(errno));
   }
+  const UniqueFd ready_reader(ready_pipe[0]);
+  UniqueFd ready_writer(ready_pipe[1]);
   SpawnRequest spawn;
   spawn.argv = {worker_executable, "--pool-daemon=" + request};
   // Its own session: a terminal's Ctrl-C to the job does not reach it, and no stdout of the job's stays
   // open in it (a parent reading the job's output to its end would wait for the daemon).
   spawn.new_session = true;
-  spawn.descriptors = {{null.get(), 0}, {log.get(), 1}, {log.get(), 2}};
+  spawn.descriptors = {{null.get(), 0}, {log.get(), 1}, {log.get(), 2}, {ready_writer.get(), kReadyFd}};
   spawn.unset_environment = {"ORTFLEET_CRASH_FD"};
-  Spawned launched;
+  Spawned started;
   try {
-    launched = spawn_process(spawn);
+    started = spawn_process(spawn);
   } catch (const Error&) {
     ::unlink(request.c_str());
     throw;
   }
+  ready_writer = UniqueFd();  // only the daemon holds it now: its end of the line, or its exit, ends the read
   // It starts the daemon proper and exits at once: reaped here, so no zombie stays with the job.
-  // A caller that ignores SIGCHLD has its children reaped by the kernel: waitpid then fails (ECHILD)
-  // and only the socket can tell whether the daemon came up.
+  // A caller that ignores SIGCHLD has its children reaped by the kernel: waitpid then fails (ECHILD).
   int status = 0;
-  int reaped = -1;
-  while ((reaped = ::waitpid(launched.pid, &status, 0)) < 0 && errno == EINTR) {
+  while (::waitpid(started.pid, &status, 0) < 0 && errno == EINTR) {
   }
-  if (reaped >= 0 && (!WIFEXITED(status) || WEXITSTATUS(status) != 0)) {
-    throw Error("the warm pool did not start: its launcher " + describe_exit_status(status) + " (its log: " + pool_log_path(options.socket_path) + ")");
+  const std::string said = read_line_before(ready_reader.get(), kListenWaitS);
+  json line = json::parse(said, nullptr, /*allow_exceptions=*/false);
+  if (line.is_object() && line.contains("error")) throw error_from_json(line.at("error"), "the warm pool");
+  if (!line.is_object() || !line.value("listening", false)) {
+    throw Error("the warm pool did not start: it said nothing within " + seconds_text(kListenWaitS) + " (its log: " +
+                pool_log_path(options.socket_path) + ")");
   }
-  // Until it listens (a fraction of a second; never on the path to ready): the job's next step, which
-  // may follow at once, then finds it rather than start cold beside it.
-  std::error_code ec;
-  for (int i = 0; i < kListenWaitSteps && !fs::is_socket(options.socket_path, ec); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  if (reaped < 0 && !fs::is_socket(options.socket_path, ec)) {
-    throw Error("the warm pool did not start: its launcher's outcome is unknown (" + std::string(std::strerror(errno)) +
-                ") and nothing listens on " + options.socket_path + " (its log: " + pool_log_path(options.socket_path) + ")");
-  }
-  return audience;
+  launched.idle_exit_s = line.value("idle_exit_s", 0.0);
+  launched.park_after_s = line.value("park_after_s", 0.0);
+  launched.parking = text_field(line, "parking");
+  return launched;
 }
 
 int pool_daemon_main(const std::string& request_file, bool detached) {
   if (!detached) {
-    // The launcher: the daemon proper is its child, and it ends now so that it is nobody's child.
+    // The launcher: the daemon proper is its child, and it ends now so that it is nobody's child. The
+    // job's ready descriptor goes on to the daemon.
     SpawnRequest spawn;
     spawn.argv = {fs::read_symlink("/proc/self/exe").string(), "--pool-daemon=" + request_file, "--detached"};
+    if (::fcntl(kReadyFd, F_GETFD) >= 0) spawn.descriptors = {{kReadyFd, kReadyFd}};
     try {
       spawn_process(spawn);
     } catch (const std::exception& e) {
       std::cerr << "could not start the warm pool: " << e.what() << std::endl;
+      say_once(::fcntl(kReadyFd, F_GETFD) >= 0 ? kReadyFd : -1, {{"error", error_to_json(e)}});
       ::unlink(request_file.c_str());
       return 1;
     }
     return 0;
   }
+  const int ready_fd = ::fcntl(kReadyFd, F_GETFD) >= 0 ? kReadyFd : -1;
+  if (ready_fd >= 0) ::fcntl(ready_fd, F_SETFD, FD_CLOEXEC);  // the workers it spawns must not hold the job's pipe
   json request;
   try {
     std::ifstream in(request_file);
     request = json::parse(in);
   } catch (const std::exception& e) {
     std::cerr << "the warm pool's request " << request_file << " is unreadable: " << e.what() << std::endl;
+    say_once(ready_fd, {{"error", error_to_json(Error("the warm pool's request " + request_file + " is unreadable"))}});
     ::unlink(request_file.c_str());
     return 1;
   }
   ::unlink(request_file.c_str());
   try {
-    ServeOptions options;
-    options.socket_path = request.at("socket").get<std::string>();
-    for (const auto& d : request.at("devices")) options.pool.devices.push_back(Device::parse(d.get<std::string>()));
-    options.pool.ort_library = request.at("ort_library").get<std::string>();
-    options.pool.worker_executable = request.value("worker_executable", "");
-    options.pool.config = RunConfig::from_json(request.at("config").dump(), "the warm pool's request");
-    options.pool.narrow_workers = request.value("narrow_workers", true);
-    options.pool.prime_libraries = request.value("prime_libraries", true);
-    options.pool.isolate_new_models = request.value("isolate_new_models", true);
-    options.idle_exit_s = request.value("idle_exit_s", 0.0);
-    std::optional<LocalStartPlan> prepare;
-    if (!request.at("prepare").is_null()) prepare = plan_from_json(request.at("prepare"));
-    return serve_until_stopped(options, prepare, /*quiet=*/false);
+    return serve_until_stopped(left_pool_from_json(request), /*quiet=*/false, ready_fd);
   } catch (const std::exception& e) {
     std::cerr << "the warm pool stopped: " << e.what() << std::endl;
     return 1;
@@ -210,5 +283,5 @@ int pool_daemon_main(const std::string& request_file, bool detached) {
 
 }  // namespace ortfleet::detail
 
-int ortfleet::serve_pool(const ServeOptions& options, bool quiet) { return detail::serve_until_stopped(options, std::nullopt, quiet); }
+int ortfleet::serve_pool(const ServeOptions& options, bool quiet) { return detail::serve_until_stopped({options, std::nullopt, false}, quiet); }
 int ortfleet::run_pool_daemon(const std::string& request_file, bool detached) { return detail::pool_daemon_main(request_file, detached); }

@@ -3,7 +3,8 @@
 // leaves behind on its node (FleetOptions::auto_pool) so that the next job's start is a pool start:
 // `ortfleet-worker --pool-daemon=FILE`, in a session of its own, that exits once nobody used it for
 // its idle time. Build tools' daemons are the model: the client starts it, it outlives the client,
-// it ends itself when idle.
+// it ends itself when idle. The job that left it hands its own workers over as it ends, sessions
+// loaded (pool_client.hpp, hand_over_to_pool), so that the next job finds its model resident.
 #include <optional>
 #include <string>
 
@@ -12,17 +13,37 @@
 
 namespace ortfleet::detail {
 
-/// Serves `options` until a stop signal (SIGTERM, SIGINT), `ortfleet pool stop`, or (idle_exit_s) until
-/// nobody used the pool for that long; first, `prepare`'s model is made ready (PoolServer::prepare).
-/// Says what it does on stderr (unless `quiet`): the workers, their GPU memory once ready, why it ends.
-int serve_until_stopped(const ServeOptions& options, const std::optional<LocalStartPlan>& prepare, bool quiet);
+/// What a daemon serving a pool left by a job is asked to do besides serving.
+struct LeftPool {
+  ServeOptions serve;
+  /// The model whose cache entry the job's start missed: made in the background (PoolServer::
+  /// make_entry_in_background).
+  std::optional<LocalStartPlan> make_entry;
+  /// The idle exit was not set by the user: the daemon picks it (longer where its workers park, since
+  /// a parked pool holds no GPU memory).
+  bool default_idle_exit = false;
+};
 
-/// Leaves a pool daemon serving `options` (and preparing `prepare`) behind: returns once the daemon
-/// runs on its own, without waiting for its workers, and says whom it is left for ("the next job on
-/// this node", or under Slurm "the later steps of Slurm job 123 on this node until the job ends").
-/// Its output goes to pool_log_path(). Throws ortfleet::Error when it cannot be launched, or under
-/// Slurm when it could not tell when the job ends (no slurmstepd of the job visible in /proc).
-std::string launch_pool_daemon(const ServeOptions& options, const std::optional<LocalStartPlan>& prepare, const std::string& worker_executable);
+/// Serves `left.serve` until a stop signal (SIGTERM, SIGINT), `ortfleet pool stop`, or (idle_exit_s)
+/// until nobody used the pool for that long. Says what it does on stderr (unless `quiet`): the
+/// workers, their GPU memory once ready, parking, why it ends. `ready_fd` (>= 0): once it listens, or
+/// failed to, one line of JSON goes there ({"listening": true, idle_exit_s, park_after_s, parking} or
+/// {"error": ...}) and the descriptor is closed.
+int serve_until_stopped(const LeftPool& left, bool quiet, int ready_fd = -1);
+
+/// What launch_pool_daemon's pool said once it listened.
+struct LaunchedPool {
+  std::string audience;  ///< "the next job on this node", or under Slurm "the later steps of Slurm job 123 ..."
+  double idle_exit_s = 0;
+  double park_after_s = 0;
+  std::string parking;   ///< "on", or why its workers do not park
+};
+
+/// Leaves a pool daemon serving `left` behind: returns once it listens (within seconds; never on the
+/// path to ready), with what it said. Its output goes to pool_log_path(). Throws ortfleet::Error when it
+/// could not start (another program on the socket, a folder it may not use...), or under Slurm when it
+/// could not tell when the job ends (no slurmstepd of the job visible in /proc).
+LaunchedPool launch_pool_daemon(const LeftPool& left, const std::string& worker_executable);
 
 /// `ortfleet-worker --pool-daemon=FILE`: reads and removes the request FILE, then (unless `detached`)
 /// starts itself again detached and returns, so that nobody waits for the daemon; detached, it serves.

@@ -1,5 +1,8 @@
 #include "ortfleet/fleet/worker_pool.hpp"
 
+#include <fcntl.h>
+
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -11,6 +14,7 @@
 #include <thread>
 
 #include "engine/cache/crash_records.hpp"
+#include "fleet/pool/worker_parking.hpp"
 #include "fleet/worker/worker_channel.hpp"
 #include "fleet/worker/worker_protocol.hpp"
 #include "ortfleet/base/clock.hpp"
@@ -18,6 +22,14 @@
 
 namespace ortfleet {
 using nlohmann::json;
+
+namespace {
+/// What tells one model file from another for the pool: its path and identity (a changed file is new).
+std::string model_identity(const std::string& model) {
+  const std::string record = detail::crash_record_path(model, /*make_folder=*/false);
+  return record.empty() ? model : record;
+}
+}  // namespace
 
 struct WorkerPool::Impl {
   PoolOptions options;
@@ -40,6 +52,35 @@ struct WorkerPool::Impl {
   /// Where a model first ran (identity@device): its resident sessions are there, so later starts go there.
   std::map<std::string, std::weak_ptr<detail::WorkerProcess>> home;
   bool stopping = false;
+  detail::WorkerParking parking;
+
+  /// Every worker that runs: shared, spare and isolated.
+  std::vector<std::shared_ptr<detail::WorkerProcess>> all_workers() const {
+    std::lock_guard lock(mutex);
+    std::vector<std::shared_ptr<detail::WorkerProcess>> out;
+    for (const auto* list : {&slots, &spares}) {
+      for (const auto& slot : *list) {
+        if (slot.worker && slot.worker->alive()) out.push_back(slot.worker);
+      }
+    }
+    for (const auto& w : isolated) {
+      if (w->alive()) out.push_back(w);
+    }
+    return out;
+  }
+
+  /// `worker`, restored first if it is parked. A worker the driver cannot restore is ended (the pool
+  /// replaces it) and the error thrown.
+  void restore(const std::shared_ptr<detail::WorkerProcess>& worker) {
+    try {
+      parking.unpark(*worker);
+    } catch (const Error& e) {
+      spdlog::warn("{}: {}; ending that worker (pid {})", worker->device().to_string(), e.what(), worker->pid());
+      worker->terminate(0.5);
+      parking.forget(*worker);
+      throw;
+    }
+  }
 
   size_t index_of(const Device& d) const {
     for (size_t i = 0; i < slots.size(); ++i) {
@@ -144,10 +185,13 @@ WorkerPool::~WorkerPool() {
     }
     for (auto& w : s.isolated) workers.push_back(std::move(w));
   }
-  // Stopped in parallel: each gives its worker time to free its GPU memory.
+  // Stopped in parallel: each gives its worker time to free its GPU memory. A parked worker holds no
+  // GPU memory and would block in its first CUDA call: it is ended by signal.
   std::vector<std::thread> stops;
   for (auto& w : workers) {
-    if (w) stops.emplace_back([w] { w->stop(); });
+    if (!w) continue;
+    if (s.parking.seen(*w).parked) stops.emplace_back([w] { w->terminate(2); });
+    else stops.emplace_back([w] { w->stop(); });
   }
   for (auto& t : stops) t.join();
 }
@@ -174,8 +218,20 @@ std::vector<PoolWorkerStatus> WorkerPool::status() const {
 }
 
 namespace {
-/// A worker's own sessions and memory into `d` (its "status" answer).
-void add_worker_status(json& d, detail::WorkerProcess& worker) {
+/// A worker's own sessions and GPU memory into `d`: its "status" answer, or while it is parked what it
+/// said just before (it would not answer: its CUDA calls are locked), with no GPU memory held.
+void add_worker_status(json& d, detail::WorkerProcess& worker, const detail::WorkerParking& parking) {
+  const auto seen = parking.seen(worker);
+  d["parked"] = seen.parked;
+  d["park_note"] = seen.note;
+  d["host_memory_bytes"] = detail::resident_bytes(worker.pid());
+  if (seen.parked) {
+    d["parked_s"] = seen.parked_s;
+    d["sessions"] = seen.status.value("sessions", json::array());
+    d["max_resident_sessions"] = seen.status.value("max_resident_sessions", 0);
+    d["memory_bytes"] = 0;
+    return;
+  }
   try {
     const json answer = worker.channel().call(detail::message::status, nullptr, 10).body;
     d["sessions"] = answer.at("sessions");
@@ -185,36 +241,62 @@ void add_worker_status(json& d, detail::WorkerProcess& worker) {
     d["error"] = Error::from(e).what();
   }
 }
+
+json worker_entry(const PoolWorkerStatus& st, const char* role) {
+  return {{"device", st.device.to_string()}, {"role", role}, {"state", st.state}, {"pid", st.pid}, {"error", st.error},
+          {"visible_devices", st.visible_devices}, {"ready_ms", st.ready_ms}, {"restarts", st.restarts},
+          {"sessions", json::array()}, {"memory_bytes", 0}, {"parked", false}};
+}
 }  // namespace
 
 std::string WorkerPool::status_json() const {
+  auto& s = *impl_;
   json devices = json::array();
-  for (const auto& st : status()) {
-    json d = {{"device", st.device.to_string()}, {"role", "shared"}, {"state", st.state}, {"pid", st.pid}, {"error", st.error},
-              {"visible_devices", st.visible_devices}, {"ready_ms", st.ready_ms}, {"restarts", st.restarts},
-              {"sessions", json::array()}, {"memory_bytes", 0}};
-    std::shared_ptr<detail::WorkerProcess> worker;
-    {
-      std::lock_guard lock(impl_->mutex);
-      worker = impl_->slots[impl_->index_of(st.device)].worker;
-    }
-    if (worker && st.state == "ready") add_worker_status(d, *worker);
-    devices.push_back(std::move(d));
-  }
-  // Workers of models new to the pool, isolated from the shared ones (options.isolate_new_models).
-  std::vector<std::shared_ptr<detail::WorkerProcess>> isolated;
+  // The shared worker of each device, then its spare (a model new to the pool starts there), then the
+  // workers that keep the sessions of the models first started on a spare or handed over by a job.
+  std::vector<std::pair<json, std::shared_ptr<detail::WorkerProcess>>> rows;
   {
-    std::lock_guard lock(impl_->mutex);
-    isolated = impl_->isolated;
+    std::lock_guard lock(s.mutex);
+    for (const auto& [list, role] : {std::pair{&s.slots, "shared"}, std::pair{&s.spares, "spare"}}) {
+      for (const auto& slot : *list) rows.emplace_back(worker_entry(slot.status, role), slot.status.state == "ready" ? slot.worker : nullptr);
+    }
+    for (const auto& w : s.isolated) {
+      PoolWorkerStatus st;
+      st.device = w->device();
+      st.state = w->alive() ? "ready" : "stopped";
+      st.pid = w->pid();
+      st.visible_devices = w->visible_devices();
+      rows.emplace_back(worker_entry(st, "isolated"), w);
+    }
   }
-  for (const auto& w : isolated) {
-    json d = {{"device", w->device().to_string()}, {"role", "isolated"}, {"state", w->alive() ? "ready" : "stopped"}, {"pid", w->pid()},
-              {"error", ""}, {"visible_devices", w->visible_devices()}, {"ready_ms", 0}, {"restarts", 0}, {"sessions", json::array()},
-              {"memory_bytes", 0}};
-    if (w->alive()) add_worker_status(d, *w);
+  for (auto& [d, worker] : rows) {
+    if (worker && worker->alive()) add_worker_status(d, *worker, s.parking);
     devices.push_back(std::move(d));
   }
   return json{{"ortfleet_pool", 1}, {"devices", devices}}.dump();
+}
+
+void WorkerPool::start_failed(const std::shared_ptr<detail::WorkerProcess>& worker, const std::string& model, const Device& device) {
+  auto& s = *impl_;
+  {
+    std::lock_guard lock(s.mutex);
+    if (std::find(s.isolated.begin(), s.isolated.end(), worker) == s.isolated.end()) return;  // shared: others' sessions live there
+  }
+  bool holds_nothing = !worker->alive();
+  if (!holds_nothing) {
+    try {
+      holds_nothing = worker->channel().call(detail::message::status, nullptr, 10).body.at("sessions").empty();
+    } catch (const std::exception&) {
+      holds_nothing = true;  // not answering after a failed start: of no use to anyone
+    }
+  }
+  if (!holds_nothing) return;
+  spdlog::info("{}: the worker (pid {}) that failed to start {} holds nothing: stopping it", device.to_string(), worker->pid(), model);
+  worker->stop();
+  std::lock_guard lock(s.mutex);
+  s.isolated.erase(std::remove(s.isolated.begin(), s.isolated.end(), worker), s.isolated.end());
+  s.home.erase(model_identity(model) + "@" + device.to_string());
+  s.parking.forget(*worker);
 }
 
 size_t WorkerPool::evict() {
@@ -225,7 +307,9 @@ size_t WorkerPool::evict() {
       std::lock_guard lock(impl_->mutex);
       worker = impl_->slots[impl_->index_of(d)].worker;
     }
-    if (worker && worker->alive()) dropped += worker->channel().call(detail::message::evict, nullptr, 60).body.value("count", size_t{0});
+    if (!worker || !worker->alive()) continue;
+    impl_->restore(worker);  // a parked worker frees its sessions' memory in its own CUDA calls
+    dropped += worker->channel().call(detail::message::evict, nullptr, 60).body.value("count", size_t{0});
   }
   // An isolated worker whose sessions are all gone (its job ended) goes too.
   std::vector<std::shared_ptr<detail::WorkerProcess>> isolated;
@@ -237,6 +321,7 @@ size_t WorkerPool::evict() {
     bool idle = !w->alive();
     if (!idle) {
       try {
+        impl_->restore(w);
         dropped += w->channel().call(detail::message::evict, nullptr, 60).body.value("count", size_t{0});
         idle = w->channel().call(detail::message::status, nullptr, 10).body.at("sessions").empty();
       } catch (const std::exception& e) {
@@ -251,13 +336,6 @@ size_t WorkerPool::evict() {
   return dropped;
 }
 
-namespace {
-/// What tells one model file from another for the pool: its path and identity (a changed file is new).
-std::string model_identity(const std::string& model) {
-  const std::string record = detail::crash_record_path(model, /*make_folder=*/false);
-  return record.empty() ? model : record;
-}
-}  // namespace
 
 void WorkerPool::mark_proven(const std::string& model) {
   std::lock_guard lock(impl_->mutex);
@@ -273,15 +351,28 @@ std::shared_ptr<detail::WorkerProcess> WorkerPool::worker_for(const Device& devi
   const std::string identity = model_identity(model);
   const std::string at = identity + "@" + device.to_string();
   bool shared = false;
+  std::shared_ptr<detail::WorkerProcess> home;
   {
     std::lock_guard lock(s.mutex);
     const bool proven = s.proven.count(identity) != 0;
     if (const auto first = s.home.find(at); proven && first != s.home.end()) {
       // Its first worker keeps its sessions (resident for this start) as long as it lives.
-      if (auto w = first->second.lock(); w && w->alive()) return w;
-      s.home.erase(first);
+      home = first->second.lock();
+      if (!home || !home->alive()) {
+        home.reset();
+        s.home.erase(first);
+      }
     }
     shared = proven || s.spares.empty();
+  }
+  if (home) {
+    try {
+      s.restore(home);
+      return home;
+    } catch (const Error&) {
+      std::lock_guard lock(s.mutex);
+      s.home.erase(at);  // its sessions are gone with it: the shared worker starts the model anew
+    }
   }
   if (shared) return worker(device, timeout_s);
   std::unique_lock lock(s.mutex);
@@ -299,7 +390,81 @@ std::shared_ptr<detail::WorkerProcess> WorkerPool::worker_for(const Device& devi
   s.isolated.push_back(taken);
   s.home[at] = taken;
   if (!s.stopping) s.launch(i, &s.spares);
+  lock.unlock();
+  s.restore(taken);
   return taken;
+}
+
+namespace {
+/// The pid a worker behind `channel_fd` says it has (its status answer), or -1 when nothing answers
+/// as a worker does within a few seconds.
+int pid_behind(int channel_fd) {
+  try {
+    detail::MessageChannel probe(detail::UniqueFd(::fcntl(channel_fd, F_DUPFD_CLOEXEC, 0)), "the handed-over worker");
+    probe.send(detail::request_of(detail::message::status));
+    const detail::Received reply = probe.receive(detail::deadline_in(10, monotonic_ns()));
+    if (reply.kind != detail::Received::Kind::message || detail::event_of(reply.message.body) != detail::message::status.answer) return -1;
+    const auto pid = reply.message.body.find("pid");
+    return pid != reply.message.body.end() && pid->is_number_integer() ? pid->get<int>() : -1;
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+}  // namespace
+
+void WorkerPool::adopt(detail::AdoptedWorker adopted, const std::string& model, int log_fd) {
+  auto& s = *impl_;
+  const Device device = adopted.device;
+  {
+    std::lock_guard lock(s.mutex);
+    s.index_of(device);  // a device of this pool, or refused
+  }
+  // The channel must lead to the very process the job named: a hand-over never makes this pool watch,
+  // or one day signal, any other process.
+  const int says = pid_behind(adopted.channel.get());
+  if (adopted.pid <= 1 || says != adopted.pid) {
+    throw Error(fmt::format("the handed-over channel leads to {}, not to worker pid {}", says > 0 ? "pid " + std::to_string(says) : "no worker",
+                            adopted.pid),
+                "Hand over your own workers", device.to_string());
+  }
+  auto worker = std::make_shared<detail::WorkerProcess>(std::move(adopted));
+  try {
+    worker->channel().call(detail::message::adopt, nullptr, 10, {log_fd});
+  } catch (const Error&) {
+    worker->handed_over();  // not ours after all: closed, never signalled
+    throw;
+  }
+  const std::string identity = model_identity(model);
+  std::lock_guard lock(s.mutex);
+  s.proven.insert(identity);  // it ran in the job that handed it over
+  s.home[identity + "@" + device.to_string()] = worker;
+  s.isolated.push_back(worker);
+  spdlog::info("{}: took over the job's worker (pid {}) with {} loaded", device.to_string(), worker->pid(), model);
+}
+
+ParkOutcome WorkerPool::park_workers(double lock_timeout_s) {
+  auto& s = *impl_;
+  std::vector<std::shared_ptr<detail::WorkerProcess>> workers;
+  std::vector<json> statuses;
+  for (auto& w : s.all_workers()) {
+    if (s.parking.seen(*w).parked) continue;
+    json said;
+    try {
+      said = w->channel().call(detail::message::status, nullptr, 10).body;
+    } catch (const std::exception& e) {
+      continue;  // busy or gone: not parked this time
+    }
+    workers.push_back(std::move(w));
+    statuses.push_back(std::move(said));
+  }
+  const auto done = s.parking.park(workers, statuses, lock_timeout_s);
+  return ParkOutcome{done.parked, done.kept, done.wall_ms};
+}
+
+size_t WorkerPool::parked_workers() const {
+  size_t n = 0;
+  for (const auto& w : impl_->all_workers()) n += impl_->parking.seen(*w).parked ? 1 : 0;
+  return n;
 }
 
 int WorkerPool::restart_dead_workers() {
@@ -324,13 +489,24 @@ int WorkerPool::restart_dead_workers() {
 
 std::shared_ptr<detail::WorkerProcess> WorkerPool::worker(const Device& device, double timeout_s) {
   auto& s = *impl_;
-  restart_dead_workers();
-  std::unique_lock lock(s.mutex);
-  const size_t i = s.index_of(device);
-  s.await_settled(lock, s.slots, i, timeout_s, "worker");
-  if (s.slots[i].error) throw Error("the pool's worker for " + device.to_string() + " failed: " + s.slots[i].error->what_failed(),
-                                    s.slots[i].error->hint(), device.to_string());
-  return s.slots[i].worker;
+  for (int attempt = 0;; ++attempt) {
+    restart_dead_workers();
+    std::shared_ptr<detail::WorkerProcess> chosen;
+    {
+      std::unique_lock lock(s.mutex);
+      const size_t i = s.index_of(device);
+      s.await_settled(lock, s.slots, i, timeout_s, "worker");
+      if (s.slots[i].error) throw Error("the pool's worker for " + device.to_string() + " failed: " + s.slots[i].error->what_failed(),
+                                        s.slots[i].error->hint(), device.to_string());
+      chosen = s.slots[i].worker;
+    }
+    try {
+      s.restore(chosen);
+      return chosen;
+    } catch (const Error&) {
+      if (attempt > 0) throw;  // a new worker is started in its place once
+    }
+  }
 }
 
 }  // namespace ortfleet

@@ -16,7 +16,7 @@
 #include "fleet/worker/cache_fill.hpp"
 #include "fleet/local/local_start.hpp"
 #include "fleet/pool/pool_daemon.hpp"
-#include "fleet/pool/pool_server.hpp"
+#include "fleet/pool/pool_client.hpp"
 #include "fleet/worker/worker_channel.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/runtime.hpp"
@@ -104,8 +104,10 @@ struct Fleet::Impl {
   template <class Call>
   auto on_worker(const Device& device, detail::WorkerChannel& worker, Call call) -> decltype(call());
   std::unique_ptr<detail::MessageChannel> pool_connection;  // to the `ortfleet serve` daemon
-  /// Auto found no pool it could use on the default socket: a start may leave one there.
-  bool default_socket_free = false;
+  /// Auto found no pool on the default socket and will leave one there: its sessions start in workers
+  /// of its own (even on one device), which it hands over to that pool as it ends.
+  bool leaves_pool = false;
+  std::string left_pool_socket;  // the pool it left, once it listens
   std::unique_ptr<detail::BackgroundFill> cache_fill;  // the entry a cold start missed, made after ready
   std::vector<std::string> left_behind;                 // what runs on after ready, in words
   /// Once every device is done: what a cold start leaves for later starts, never on the path to ready.
@@ -260,16 +262,35 @@ struct Fleet::Impl {
     for_each_device([&](size_t i) {
       Remote remote;
       remote.process = options.pool->worker_for(options.devices[i], model, options.start_timeout_s);
-      // A channel of this fleet's own: its runs do not queue behind other fleets', and closing it lets
-      // go of the session.
-      remote.attached = std::make_unique<detail::WorkerChannel>(remote.process->attach({}, options.start_timeout_s),
-                                                                options.devices[i], remote.process->pid(), remote.process->observer_hooks());
-      auto plan = plan_for({options.devices[i]}, detail::LocalMode::overlapped);
-      plan.ort_library = options.pool->options().ort_library;
-      auto ready = remote.attached->start(plan, options.start_timeout_s);
-      options.pool->mark_proven(model);
-      adopt(i, std::move(remote), std::move(ready));
+      try {
+        // A channel of this fleet's own: its runs do not queue behind other fleets', and closing it
+        // lets go of the session.
+        remote.attached = std::make_unique<detail::WorkerChannel>(remote.process->attach({}, options.start_timeout_s),
+                                                                  options.devices[i], remote.process->pid(), remote.process->observer_hooks());
+        auto plan = plan_for({options.devices[i]}, detail::LocalMode::overlapped);
+        plan.ort_library = options.pool->options().ort_library;
+        auto ready = remote.attached->start(plan, options.start_timeout_s);
+        options.pool->mark_proven(model);
+        adopt(i, std::move(remote), std::move(ready));
+      } catch (const std::exception&) {
+        remote.attached.reset();
+        options.pool->start_failed(remote.process, model, options.devices[i]);  // nothing of a failed start stays running
+        throw;
+      }
     });
+  }
+
+  /// As the fleet ends: its own workers of ready devices, sessions loaded, to the pool it left.
+  void hand_over_workers() {
+    if (left_pool_socket.empty()) return;
+    std::vector<detail::HandedWorker> handed;
+    for (size_t i = 0; i < remotes.size(); ++i) {
+      const Remote& r = remotes[i];
+      if (r.process && !r.attached && status[i].state == DeviceState::ready && r.process->alive()) handed.push_back({r.process.get(), model});
+    }
+    if (handed.empty()) return;
+    const size_t taken = detail::hand_over_to_pool(left_pool_socket, handed, 10);
+    spdlog::debug("handed {} of {} worker(s), {} loaded, to the warm pool on {}", taken, handed.size(), model, left_pool_socket);
   }
 
   void run_on_pool_server() {
@@ -327,33 +348,42 @@ void Fleet::Impl::after_ready() {
     std::lock_guard lock(mutex);
     left_behind.push_back(std::move(note));
   };
-  std::optional<detail::LocalStartPlan> prepare;
-  if (fill) prepare = plan_for({*missed}, detail::LocalMode::overlapped);
+  std::optional<detail::LocalStartPlan> entry;
+  if (fill) entry = plan_for({*missed}, detail::LocalMode::overlapped);
   try {
     std::string executable = detail::find_worker_executable(options.worker_executable);
-    const double idle_s = options.config.warm_pool.resolved_idle_exit_s();
-    if (options.strategy == Strategy::automatic && default_socket_free && idle_s > 0 && auto_pool_allowed(options)) {
-      ServeOptions pool;
-      pool.socket_path = default_pool_socket();
-      pool.pool.devices = options.devices;
-      pool.pool.ort_library = detail::resolve_ort_library(options.ort_library);
-      pool.pool.worker_executable = executable;
-      pool.pool.config = options.config;
-      pool.pool.narrow_workers = options.narrow_workers;
-      pool.idle_exit_s = idle_s;
-      if (prepare) {
-        prepare->devices = options.devices;  // every device gets the model resident, the entry first
-        prepare->ort_library = pool.pool.ort_library;
+    if (leaves_pool) {
+      detail::LeftPool left;
+      left.serve.socket_path = default_pool_socket();
+      left.serve.pool.devices = options.devices;
+      left.serve.pool.ort_library = detail::resolve_ort_library(options.ort_library);
+      left.serve.pool.worker_executable = executable;
+      left.serve.pool.config = options.config;
+      left.serve.pool.narrow_workers = options.narrow_workers;
+      const auto chosen_idle = options.config.warm_pool.chosen_idle_exit_s();
+      left.default_idle_exit = !chosen_idle;
+      left.serve.idle_exit_s = chosen_idle.value_or(0);
+      left.serve.park_after_s = options.config.warm_pool.resolved_park_after_s();
+      if (entry) {
+        entry->ort_library = left.serve.pool.ort_library;
+        left.make_entry = entry;  // later starts that do not find the model resident load it
       }
-      const std::string audience = detail::launch_pool_daemon(pool, prepare, executable);
-      say(fmt::format("left a warm pool for {} ({}; it exits after {:g} s unused, its log {}){}; "
-                                        "ORTFLEET_WARM_POOL_IDLE=0 or --warm-pool-idle 0 leaves none",
-                                        audience, pool.socket_path, idle_s, detail::pool_log_path(pool.socket_path),
-                                        prepare ? ", which makes the model's cache entry in the background and keeps the model loaded" : ""));
+      const detail::LaunchedPool launched = detail::launch_pool_daemon(left, executable);
+      {
+        std::lock_guard lock(mutex);
+        left_pool_socket = left.serve.socket_path;
+      }
+      const std::string parking = launched.parking == "on" ? fmt::format("its workers park after {:g} s unused (no GPU memory held), ", launched.park_after_s)
+                                  : launched.parking == "off" ? std::string()
+                                                              : "its workers do not park (" + launched.parking + "), ";
+      say(fmt::format("left a warm pool for {} ({}): this job's workers go to it as the job ends, {} loaded{}; {}it exits after {:g} s "
+                      "unused (its log {}); ORTFLEET_WARM_POOL_IDLE=0 or --warm-pool-idle 0 leaves none",
+                      launched.audience, left.serve.socket_path, model, entry ? ", and it makes the model's cache entry in the background" : "",
+                      parking, launched.idle_exit_s, detail::pool_log_path(left.serve.socket_path)));
       return;
     }
     if (fill) {
-      cache_fill = std::make_unique<detail::BackgroundFill>(*prepare, executable, options.narrow_workers);
+      cache_fill = std::make_unique<detail::BackgroundFill>(*entry, executable, options.narrow_workers);
       say("making the model cache entry of " + model + " in the background (a low-priority worker; later starts load it)");
     }
   } catch (const std::exception& e) {
@@ -371,20 +401,27 @@ std::string Fleet::Impl::choose_automatically(long gpus) {
   std::string pool_note;
   if (auto_pool_allowed(s.options)) {
     const std::string socket = default_pool_socket();
-    const auto served = detail::live_pool_devices(socket, 2.0);
-    s.default_socket_free = !served;
-    if (served) {
+    const detail::PoolProbe found = detail::probe_pool(socket, 2.0);
+    if (found.kind == detail::PoolProbe::Kind::ours) {
       std::vector<std::string> missing;
       for (const auto& d : s.options.devices) {
-        if (std::find(served->begin(), served->end(), d.to_string()) == served->end()) missing.push_back(d.to_string());
+        if (std::find(found.devices.begin(), found.devices.end(), d.to_string()) == found.devices.end()) missing.push_back(d.to_string());
       }
       if (missing.empty()) {
         s.options.pool_socket = socket;
-        return fmt::format("auto chose the warm worker pool of `ortfleet serve` on {}: it answered and serves {}, so no worker process, "
-                           "runtime load, cuInit or context is paid (ORTFLEET_AUTO_POOL=0 starts cold)",
+        return fmt::format("auto chose the warm worker pool on {}: it answered and serves {}, so no worker process, runtime load, cuInit "
+                           "or context is paid, and a model it holds is handed over at once (ORTFLEET_AUTO_POOL=0 starts cold)",
                            socket, to_string(s.options.devices));
       }
-      pool_note = fmt::format(" (the pool server on {} does not serve {})", socket, fmt::join(missing, ", "));
+      pool_note = fmt::format(" (the warm pool on {} does not serve {})", socket, fmt::join(missing, ", "));
+    } else if (found.kind == detail::PoolProbe::Kind::unusable) {
+      pool_note = fmt::format(" (the default pool socket {} is not usable: {})", socket, found.why);
+    } else if (s.options.config.warm_pool.chosen_idle_exit_s().value_or(WarmPoolOptions::kDefaultIdleExitS) > 0) {
+      // Nobody there: this start leaves a pool, and its sessions start in workers that the pool then
+      // takes over, loaded, as the job ends (the next job finds its model resident).
+      s.leaves_pool = true;
+      return "auto chose fleet: " + floor + "; a worker process per device, which the warm pool this start leaves takes over, model " +
+             "loaded, for the next job (--warm-pool-idle 0 leaves none)";
     }
   }
   if (gpus <= 1) return "auto chose fleet: " + floor + "; one process" + pool_note;
@@ -440,7 +477,8 @@ Fleet::Fleet(std::string model_path, FleetOptions options) : impl_(std::make_uni
   // cuDNN/cuBLAS handle creation, allocation): the fleet gives each GPU its own process, unless this
   // machine's bench found one process faster.
   const bool on_pool = s.on_pool();
-  s.use_workers = s.strategy == Strategy::processes || (s.strategy == Strategy::fleet && gpus > 1 && !s.options.one_process) || on_pool;
+  s.use_workers = s.strategy == Strategy::processes || (s.strategy == Strategy::fleet && gpus > 1 && !s.options.one_process) || on_pool ||
+                  s.leaves_pool;
   if (s.options.strategy == Strategy::automatic && !on_pool) {
     if (const auto crash = detail::known_crash(s.model)) {
       // A crash inside ONNX Runtime in this process would end the caller's job: contain it.
@@ -632,7 +670,8 @@ void Fleet::shutdown() {
   for (auto& r : s.remotes) {
     if (r.attached && r.attached->alive()) r.attached->release(r.session);
   }
-  s.remotes.clear();  // own workers stop; channels to a pool close
+  s.hand_over_workers();  // to the pool this start left, loaded: the next job finds the model there
+  s.remotes.clear();  // own workers stop (unless handed over); channels to a pool close
   s.pool_connection.reset();
   s.cache_fill.reset();  // an entry still in the making is abandoned: its worker removes what it wrote
   for (auto& st : s.status) {

@@ -12,7 +12,9 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <cmath>
 #include <filesystem>
+#include <limits>
 #include <thread>
 
 #include "base/crash_report.hpp"
@@ -34,6 +36,8 @@ constexpr const char* kWorkerName = "ortfleet-worker";
 constexpr double kControlTimeoutS = 60;
 // Letting go of a session at shutdown: not worth holding up a job's exit for long.
 constexpr double kReleaseTimeoutS = 10;
+// How a worker ended when this process could not wait for it (an adopted one, or one reaped elsewhere).
+constexpr int kUnknownStatus = -1;
 
 const char* kTimeoutHint =
     "The worker was killed. If this is expected to take that long, raise the timeout (ortfleet start --timeout, "
@@ -135,13 +139,16 @@ Message WorkerChannel::expect(Received reply, const char* expected, const std::s
                               const std::string& timeout_hint) {
   if (reply.kind == Received::Kind::timed_out) unresponsive(timed_out, timeout_hint);
   if (reply.kind == Received::Kind::closed) gone(doing);
-  if (!reply.message.body.is_object()) throw Error("the worker process sent a message that is not an object", {}, device_.to_string());
+  if (reply.kind == Received::Kind::malformed) {
+    throw Error("the worker process (pid " + std::to_string(pid_) + ") sent a malformed message while " + doing + ": " + reply.problem,
+                "The worker and its parent come from different ortfleet builds?", device_.to_string());
+  }
   // ONNX Runtime's warnings in the worker, counted here with this process's: said once, not per worker.
   if (const auto warnings = reply.message.body.find("ort_warnings"); warnings != reply.message.body.end()) {
     add_ort_warnings(ort_warnings_from_json(*warnings));
     reply.message.body.erase(warnings);
   }
-  if (reply.message.body.value("event", "") != expected) {
+  if (event_of(reply.message.body) != expected) {
     throw error_from_json(reply.message.body.value("error", json()), device_.to_string());
   }
   return std::move(reply.message);
@@ -299,6 +306,15 @@ WorkerProcess::WorkerProcess(const std::string& executable, const Device& device
   channel_ = std::make_unique<WorkerChannel>(std::move(mine), device, pid_, std::move(hooks));
 }
 
+WorkerProcess::WorkerProcess(AdoptedWorker adopted)
+    : device_(adopted.device), visible_(std::move(adopted.visible_devices)), pid_(adopted.pid), crash_reports_(std::move(adopted.crash_reports)) {
+  adopted_ = std::make_unique<PidFd>(pid_);
+  WorkerChannel::Hooks hooks;
+  hooks.how_it_ended = [this] { return how_it_ended(); };
+  hooks.kill = [this] { kill_now(); };
+  channel_ = std::make_unique<WorkerChannel>(std::move(adopted.channel), device_, pid_, std::move(hooks));
+}
+
 WorkerProcess::~WorkerProcess() { stop(); }
 
 WorkerChannel::Hooks WorkerProcess::observer_hooks() {
@@ -316,7 +332,7 @@ WorkerChannel::Hooks WorkerProcess::observer_hooks() {
 }
 
 std::string WorkerProcess::describe_end(int status) {
-  std::string how = describe_exit_status(status);
+  std::string how = status == kUnknownStatus ? std::string("exited") : describe_exit_status(status);
   std::string lines;
   char buffer[4096];
   for (ssize_t n = 0; crash_reports_ && (n = ::read(crash_reports_.get(), buffer, sizeof buffer)) > 0;) lines.append(buffer, static_cast<size_t>(n));
@@ -328,13 +344,41 @@ std::string WorkerProcess::describe_end(int status) {
   return how + " (" + line + ")";
 }
 
+bool WorkerProcess::ended_after(double wait_s) {
+  if (pid_ <= 0) return true;
+  if (adopted_) {
+    // Not our child: its new parent reaps it; the pidfd says when it has exited, not how.
+    if (!adopted_->exited(std::isinf(wait_s) ? -1 : wait_s)) return false;
+    ended_ = describe_end(kUnknownStatus);
+    pid_ = -1;
+    return true;
+  }
+  int status = 0;
+  const int64_t deadline = deadline_in(wait_s, monotonic_ns());
+  while (true) {
+    const pid_t reaped = ::waitpid(pid_, &status, std::isinf(wait_s) ? 0 : WNOHANG);
+    if (reaped == pid_) break;
+    if (reaped < 0 && errno == ECHILD) {  // reaped by someone else (SIGCHLD ignored): gone, how unknown
+      status = kUnknownStatus;
+      break;
+    }
+    if (std::isinf(wait_s) || monotonic_ns() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ended_ = describe_end(status);
+  pid_ = -1;
+  return true;
+}
+
+void WorkerProcess::send_signal(int signal) const {
+  if (pid_ <= 0) return;
+  if (adopted_) adopted_->signal(signal);
+  else ::kill(pid_, signal);
+}
+
 std::string WorkerProcess::how_it_ended() {
   std::lock_guard lock(process_mutex_);
-  int status = 0;
-  if (pid_ > 0 && ::waitpid(pid_, &status, 0) == pid_) {
-    ended_ = describe_end(status);
-    pid_ = -1;
-  }
+  ended_after(std::numeric_limits<double>::infinity());
   return ended_.empty() ? "closed its connection" : ended_;
 }
 
@@ -342,20 +386,14 @@ void WorkerProcess::kill_now() {
   std::lock_guard lock(process_mutex_);
   // SIGKILL ends a stopped process too.
   if (pid_ <= 0) return;
-  ::kill(pid_, SIGKILL);
-  int status = 0;
-  ::waitpid(pid_, &status, 0);
+  send_signal(SIGKILL);
+  ended_after(std::numeric_limits<double>::infinity());
   ended_ = "was killed for not answering";
-  pid_ = -1;
 }
 
 std::string WorkerProcess::exited() {
   std::lock_guard lock(process_mutex_);
-  int status = 0;
-  if (pid_ > 0 && ::waitpid(pid_, &status, WNOHANG) == pid_) {
-    ended_ = describe_end(status);
-    pid_ = -1;
-  }
+  ended_after(0);
   return pid_ > 0 ? std::string() : (ended_.empty() ? "stopped" : ended_);
 }
 
@@ -383,21 +421,11 @@ void WorkerProcess::terminate(double grace_s) {
   channel_->close_ring();
   std::lock_guard lock(process_mutex_);
   if (pid_ <= 0) return;
-  ::kill(pid_, SIGTERM);
-  int status = 0;
-  const int64_t deadline = deadline_in(grace_s, monotonic_ns());
-  while (monotonic_ns() < deadline) {
-    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-      ended_ = describe_end(status);
-      pid_ = -1;
-      return;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  ::kill(pid_, SIGKILL);
-  ::waitpid(pid_, &status, 0);
+  send_signal(SIGTERM);
+  if (ended_after(grace_s)) return;
+  send_signal(SIGKILL);
+  ended_after(std::numeric_limits<double>::infinity());
   ended_ = "was killed: it did not stop within " + seconds_text(grace_s) + " of SIGTERM";
-  pid_ = -1;
 }
 
 void WorkerProcess::stop() {
@@ -412,19 +440,21 @@ void WorkerProcess::stop() {
     // already gone, or not answering: reaped below
   }
   std::lock_guard lock(process_mutex_);
-  if (pid_ <= 0) return;
   // Give it time to release its GPU memory cleanly, then insist.
-  int status = 0;
-  for (int i = 0; i < 200; ++i) {
-    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-      pid_ = -1;
-      return;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  ::kill(pid_, SIGKILL);
-  ::waitpid(pid_, &status, 0);
-  pid_ = -1;
+  if (ended_after(10)) return;
+  send_signal(SIGKILL);
+  ended_after(std::numeric_limits<double>::infinity());
+}
+
+std::pair<int, int> WorkerProcess::handover_fds() {
+  channel_->close_ring();
+  return {channel_->fd(), crash_reports_.get()};
+}
+
+void WorkerProcess::handed_over() {
+  std::lock_guard lock(process_mutex_);
+  pid_ = -1;  // this object no longer owns it: stop() and the destructor leave it running
+  ended_ = "was handed over to the warm pool";
 }
 
 }  // namespace ortfleet::detail

@@ -24,6 +24,7 @@
 #include "fleet/worker/worker_ring.hpp"
 #include "ortfleet/base/error.hpp"
 #include "process/ipc.hpp"
+#include "process/pidfd.hpp"
 
 namespace ortfleet::detail {
 
@@ -128,6 +129,16 @@ class WorkerChannel {
   std::shared_ptr<RingClient> ring_;  // declared last: it goes first, while what its hooks use is there
 };
 
+/// A worker another process spawned and handed over (a job's own, to the warm pool it leaves): its
+/// control channel and crash pipe, as received, and who it is.
+struct AdoptedWorker {
+  UniqueFd channel;
+  UniqueFd crash_reports;
+  int pid = -1;
+  Device device;
+  std::string visible_devices;
+};
+
 class WorkerProcess {
  public:
   /// Spawns the worker (posix_spawn; fork would copy a parent that may hold CUDA or Python state).
@@ -136,7 +147,10 @@ class WorkerProcess {
   /// `background`: work no job waits for (a cache entry made after ready): the worker lowers its CPU
   /// and I/O priority before it starts any thread, so that the jobs' processes come first.
   WorkerProcess(const std::string& executable, const Device& device, bool narrow = true, bool background = false);
-  ~WorkerProcess();  ///< stops the worker
+  /// A worker this process did not spawn: watched through a pidfd (only its parent may wait for it).
+  /// Throws ortfleet::Error when it is gone already.
+  explicit WorkerProcess(AdoptedWorker adopted);
+  ~WorkerProcess();  ///< stops the worker (unless it was handed over)
   WorkerProcess(const WorkerProcess&) = delete;
   WorkerProcess& operator=(const WorkerProcess&) = delete;
 
@@ -163,6 +177,11 @@ class WorkerProcess {
   /// A new channel to this worker for another process, holding `sessions` for as long as it is open.
   UniqueFd attach(const std::vector<std::string>& sessions, double timeout_s);
   void stop();
+  /// What another process needs to take this worker over: its control channel and crash pipe (to
+  /// send with SCM_RIGHTS, which duplicates them). The channel's request ring is closed first.
+  std::pair<int, int> handover_fds();
+  /// The worker now belongs to the process it was handed to: this object no longer stops it.
+  void handed_over();
   /// Stops it now, whatever it is doing: SIGTERM (a worker removes the files it was writing, base/
   /// termination_cleanup.hpp), then SIGKILL after `grace_s`. For work nobody waits for.
   void terminate(double grace_s = 2);
@@ -182,6 +201,12 @@ class WorkerProcess {
   int64_t spawn_ns_ = 0;
   std::string ended_;
   UniqueFd crash_reports_;  // the read end of the worker's crash-line pipe
+  std::unique_ptr<PidFd> adopted_;  // set when another process spawned it: watched, never waited for
+  /// Whether it has ended, after at most `wait_s` (infinity: until it does); reaps a child of ours and
+  /// records how it ended. process_mutex_ held.
+  bool ended_after(double wait_s);
+  /// Sends `signal` to it, whoever spawned it. process_mutex_ held.
+  void send_signal(int signal) const;
   std::unique_ptr<WorkerChannel> channel_;
   mutable std::mutex process_mutex_;  // pid_ and ended_
 };

@@ -12,8 +12,13 @@
 //   {"op":"status"}                     -> {"event":"status", sessions, memory_bytes}
 //   {"op":"stop"}                       -> {"event":"stopping"}, and the worker exits (control channel only)
 //   {"op":"ring"} + fd                  -> {"event":"ring"}   a request ring for this channel's runs
+//   {"op":"adopt"} + fd                 -> {"event":"adopted"}   a pool takes over this worker from the job
+//                                          that spawned it (control channel only): its output goes to fd,
+//                                          it leaves the job's session, and drops the job's ring and holds
 // A pool server answers "status" and "evict" for all its workers, and
 //   {"op":"open", plan, timeout_s}      -> {"event":"opened", devices} + a channel per started device
+//   {"op":"hand_over", workers} + fds   -> {"event":"taken", taken}   a job's own workers, sessions loaded,
+//                                          become the pool's (each: control channel and crash pipe)
 // Any request may be answered {"event":"failed", error} instead.
 // Once a channel has a request ring (sent before its first run, and again, bigger, when a run does
 // not fit), its runs go through the ring (fleet/worker/worker_ring.hpp), not through "run" messages.
@@ -39,7 +44,9 @@ inline constexpr MessageKind evict{"evict", "evicted"};
 inline constexpr MessageKind status{"status", "status"};
 inline constexpr MessageKind stop{"stop", "stopping"};
 inline constexpr MessageKind ring{"ring", "ring"};
-inline constexpr MessageKind open{"open", "opened"};  ///< a pool server's
+inline constexpr MessageKind adopt{"adopt", "adopted"};
+inline constexpr MessageKind open{"open", "opened"};            ///< a pool server's
+inline constexpr MessageKind hand_over{"hand_over", "taken"};  ///< a pool server's
 /// The event of a reply to any request that failed: {"event":"failed", error}.
 inline constexpr const char* kFailed = "failed";
 }  // namespace message
@@ -58,8 +65,19 @@ inline nlohmann::json answer_to(const MessageKind& kind, nlohmann::json fields =
   return fields;
 }
 
+/// A message's string field `name`, or `missing` when it has none or it is not a string: what a
+/// process reads of a peer's message never throws, whatever the peer sent.
+inline std::string text_field(const nlohmann::json& message, const char* name, const char* missing = "") {
+  if (!message.is_object()) return missing;
+  const auto it = message.find(name);
+  return it != message.end() && it->is_string() ? it->get<std::string>() : std::string(missing);
+}
+
 /// The request's kind name ("op"), or `missing` when it has none.
-inline std::string op_of(const nlohmann::json& request, const char* missing = "") { return request.value("op", missing); }
+inline std::string op_of(const nlohmann::json& request, const char* missing = "") { return text_field(request, "op", missing); }
+
+/// The reply's event ("ready", "failed", ...), or "" when it has none.
+inline std::string event_of(const nlohmann::json& reply) { return text_field(reply, "event"); }
 
 /// True when `request` is a request of `kind`.
 inline bool is_request(const std::string& op, const MessageKind& kind) { return op == kind.op; }

@@ -353,6 +353,17 @@ class WorkerState {
   bool initialised_ = false;
 };
 
+/// A pool took this worker over from the job that spawned it: the job's stdout and stderr are let go
+/// (a parent reading the job's output to its end must not wait for the pool), and the job's session
+/// and process group too (a terminal's Ctrl-C to the job must not reach the pool's worker).
+void become_pools(int log_fd) {
+  std::fflush(nullptr);
+  if (::dup2(log_fd, STDOUT_FILENO) < 0 || ::dup2(log_fd, STDERR_FILENO) < 0) {
+    throw Error(std::string("cannot send the worker's output to the pool's log: ") + std::strerror(errno));
+  }
+  if (::setsid() < 0 && errno != EPERM) spdlog::debug("setsid: {}", std::strerror(errno));  // EPERM: a group leader already
+}
+
 /// Serves one channel until it closes (or, on the control channel, a stop request). What this channel
 /// holds is let go when it ends. Returns true when the worker should exit.
 bool serve_channel(MessageChannel& channel, WorkerState& state, bool control, std::vector<std::thread>& clients,
@@ -373,6 +384,13 @@ bool serve_channel(MessageChannel& channel, WorkerState& state, bool control, st
     std::optional<Message> request;
     try {
       Received received = channel.receive();
+      if (received.kind == Received::Kind::malformed) {
+        // Not one of ours (a pool client's channel may be anyone's of this user): refused, and the
+        // channel, this worker and the sessions other channels hold go on.
+        spdlog::warn("{}: refused a malformed request ({})", state.device().to_string(), received.problem);
+        reply(failure(Error("malformed request: " + received.problem, "Send the worker protocol's JSON requests (fleet/worker/worker_protocol.hpp)")));
+        continue;
+      }
       if (received.kind != Received::Kind::message) break;  // the peer went away
       request = std::move(received.message);
     } catch (const std::exception&) {
@@ -412,6 +430,13 @@ bool serve_channel(MessageChannel& channel, WorkerState& state, bool control, st
         }
         ring_server->serve(std::move(ring));
         reply(answer_to(message::ring));
+      } else if (is_request(op, message::adopt) && control) {
+        if (request->fds.empty()) throw Error("an adopt request came without the pool's log");
+        become_pools(request->fds.front().get());
+        ring_server.reset();  // the job's ring and the outputs it leased go with the job
+        transfers = std::make_shared<DeviceTensorsServer>(state.device());
+        state.release_all(held);
+        reply(answer_to(message::adopt));
       } else if (is_request(op, message::release)) {
         state.release(request->body.value("session", ""), held);
         reply(answer_to(message::release));

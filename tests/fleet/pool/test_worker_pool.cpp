@@ -292,7 +292,7 @@ TEST(PoolServer, ClientsWithoutAServerOrOfAnotherUserGetOneClearError) {
     pool_status((dir.path() / "none.sock").string());
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("no pool server listens on"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("no warm pool runs on"), std::string::npos) << e.what();
     EXPECT_NE(e.hint().find("ortfleet serve"), std::string::npos);
   }
   EXPECT_NO_THROW(check_pool_client(1000, 1000, "/run/user/1000/ortfleet/pool.sock"));
@@ -392,7 +392,7 @@ TEST(PoolServer, AutoStartsOnALivePoolServerOnTheDefaultSocket) {
   o.devices = {Device::cpu(0), Device::cpu(1)};
   {
     auto fleet = ready_fleet(model, o);
-    EXPECT_EQ(fleet->strategy_reason().rfind("auto chose the warm worker pool of `ortfleet serve` on " + default_pool_socket(), 0), 0u)
+    EXPECT_EQ(fleet->strategy_reason().rfind("auto chose the warm worker pool on " + default_pool_socket(), 0), 0u)
         << fleet->strategy_reason();
     const auto workers = server.pool().status();
     const auto status = fleet->status();

@@ -1,0 +1,246 @@
+#include "fleet/pool/pool_client.hpp"
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include "base/slurm.hpp"
+#include "base/system_paths.hpp"
+#include "fleet/worker/wire.hpp"
+#include "fleet/worker/worker_protocol.hpp"
+#include "ortfleet/base/clock.hpp"
+#include "ortfleet/base/error.hpp"
+#include "ortfleet/fleet/pool_server.hpp"
+
+namespace ortfleet {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace detail {
+namespace {
+constexpr const char* kNoPoolHint =
+    "A start leaves a warm pool on the default socket for the next job (ortfleet start, ortfleet.Fleet); "
+    "`ortfleet serve --devices all` runs one for every job";
+
+UniqueFd unix_socket() {
+  UniqueFd fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  if (!fd) throw Error(std::string("cannot make a Unix socket: ") + std::strerror(errno), "Check the file-descriptor limit (ulimit -n)");
+  return fd;
+}
+
+/// What a file that is not a socket is, in words ("a regular file of 12 bytes", "a folder").
+std::string file_kind(const struct stat& st) {
+  if (S_ISREG(st.st_mode)) return "a regular file of " + std::to_string(st.st_size) + " bytes";
+  if (S_ISDIR(st.st_mode)) return "a folder";
+  if (S_ISLNK(st.st_mode)) return "a symbolic link";
+  if (S_ISFIFO(st.st_mode)) return "a named pipe";
+  if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) return "a device";
+  return "not a socket";
+}
+
+std::string server_at(const std::string& path) { return "the pool server at " + path; }
+
+/// connect(2) on `path`: 0, or the errno.
+int try_connect(const std::string& path, UniqueFd& fd) {
+  fd = unix_socket();
+  const sockaddr_un address = pool_socket_address(path);
+  return ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0 ? 0 : errno;
+}
+}  // namespace
+
+sockaddr_un pool_socket_address(const std::string& path) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (path.empty()) throw Error("the pool socket path is empty", "Give --socket a path, or leave it out for the default socket");
+  if (path.size() >= sizeof(address.sun_path)) {
+    throw Error("the pool socket path is too long (" + std::to_string(path.size()) + " bytes, at most " +
+                    std::to_string(sizeof(address.sun_path) - 1) + "): " + path,
+                "Use a shorter path with --socket");
+  }
+  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+  return address;
+}
+
+SocketFound look_at_socket(const std::string& path, bool follow) {
+  struct stat st {};
+  if ((follow ? ::stat(path.c_str(), &st) : ::lstat(path.c_str(), &st)) != 0) {
+    if (errno == ENOENT) return SocketFound::nothing;
+    throw Error("cannot look at the pool socket " + path + ": " + std::strerror(errno), "Give --socket a path in a folder you can read");
+  }
+  if (!S_ISSOCK(st.st_mode)) {
+    throw Error(path + " exists and is not a socket (it is " + file_kind(st) + "); ortfleet leaves it as it is",
+                "Give --socket a path that is free or holds a pool socket");
+  }
+  UniqueFd fd;
+  const int error = try_connect(path, fd);
+  if (error == ECONNREFUSED) return SocketFound::stale;
+  if (error == ENOENT) return SocketFound::nothing;  // gone meanwhile
+  // Connected, or refused for who we are or what we speak: somebody listens, and it stays.
+  return SocketFound::live;
+}
+
+UniqueFd connect_to_pool(const std::string& path) {
+  if (look_at_socket(path, /*follow=*/true) == SocketFound::nothing) throw Error("no warm pool runs on " + path + " (no such socket)", kNoPoolHint);
+  UniqueFd fd;
+  const int error = try_connect(path, fd);
+  if (error == 0) return fd;
+  if (error == ENOENT || error == ECONNREFUSED) {
+    throw Error("no warm pool runs on " + path + (error == ENOENT ? " (no such socket)" : " (a stale socket: its server is gone)"), kNoPoolHint);
+  }
+  if (error == EACCES || error == EPERM) {
+    throw Error("permission denied on the pool socket " + path + ": it belongs to another user",
+                "Use your own pool (ortfleet serve, or the one a start of yours leaves), or run as the user who started it");
+  }
+  if (error == EPROTOTYPE) {
+    throw Error("something that is not an ortfleet pool listens on " + path + " (a stream socket); ortfleet leaves it as it is",
+                "Give --socket a path of your own");
+  }
+  throw Error("cannot connect to the pool server at " + path + ": " + std::strerror(error), kNoPoolHint);
+}
+
+Message ask_pool(MessageChannel& channel, const MessageKind& kind, json fields, double timeout_s, const std::vector<int>& fds) {
+  const std::string& who = channel.peer();
+  try {
+    channel.send(request_of(kind, std::move(fields)), fds);
+  } catch (const Error& e) {
+    // A server that refuses this client (another user's pool) says why first and then closes: that
+    // refusal is still waiting to be read.
+    Received said = channel.receive(deadline_in(1.0, monotonic_ns()));
+    if (said.kind == Received::Kind::message && event_of(said.message.body) == message::kFailed) {
+      throw error_from_json(said.message.body.value("error", json()), who);
+    }
+    throw Error(who + " closed the connection before the request reached it (" + e.what_failed() + ")",
+                "Its log (the socket's path + .log) says why; `ortfleet pool status` shows whether it runs");
+  }
+  Received reply = channel.receive(deadline_in(timeout_s, monotonic_ns()));
+  switch (reply.kind) {
+    case Received::Kind::timed_out:
+      throw Error(who + " did not answer within " + seconds_text(timeout_s), "Check that it runs (`ortfleet pool status`) and is not stopped");
+    case Received::Kind::closed:
+      throw Error(who + " closed the connection", "Its log (the socket's path + .log) says why; a start leaves a new pool, or run ortfleet serve");
+    case Received::Kind::malformed:
+      throw Error(who + " answered with something that is not an ortfleet pool's message (" + reply.problem + ")",
+                  "Another program listens there? Give --socket a path of your own");
+    case Received::Kind::message: break;
+  }
+  const std::string event = event_of(reply.message.body);
+  if (event == kind.answer) return std::move(reply.message);
+  if (event == message::kFailed) throw error_from_json(reply.message.body.value("error", json()), who);
+  throw Error(who + " answered '" + event + "' to '" + kind.op + "': it is not an ortfleet pool of this version",
+              "Stop it (ortfleet pool stop) and let a start leave a new one, or give --socket another path");
+}
+
+OpenedOnPool open_on_pool_server(const std::string& socket_path, const LocalStartPlan& plan, double timeout_s) {
+  OpenedOnPool opened;
+  opened.connection = std::make_unique<MessageChannel>(connect_to_pool(socket_path), server_at(socket_path));
+  LocalStartPlan absolute = plan;
+  absolute.model_path = fs::absolute(plan.model_path).string();  // the server runs elsewhere
+  if (!absolute.cache_dir.empty()) absolute.cache_dir = fs::absolute(plan.cache_dir).string();
+  if (!absolute.profile_dir.empty()) absolute.profile_dir = fs::absolute(plan.profile_dir).string();
+  Message reply = ask_pool(*opened.connection, message::open, {{"plan", plan_to_json(absolute)}, {"timeout_s", timeout_s}}, timeout_s + 60);
+  size_t next_fd = 0;
+  for (const auto& d : reply.body.at("devices")) {
+    OpenedDevice device;
+    const Device which = Device::parse(d.at("device").get<std::string>());
+    if (d.contains("error")) {
+      device.error = error_from_json(d.at("error"), which.to_string());
+    } else {
+      if (next_fd >= reply.fds.size()) throw Error("the pool server sent fewer channels than devices", {}, which.to_string());
+      device.ready = ready_from_json(d.at("ready"));
+      device.channel = std::make_unique<WorkerChannel>(std::move(reply.fds[next_fd++]), which, device.ready->status.pid);
+    }
+    opened.devices.push_back(std::move(device));
+  }
+  if (opened.devices.size() != plan.devices.size()) throw Error("the pool server answered for other devices than asked");
+  return opened;
+}
+
+PoolProbe probe_pool(const std::string& socket_path, double timeout_s) {
+  PoolProbe probe;
+  try {
+    if (look_at_socket(socket_path, /*follow=*/true) != SocketFound::live) return probe;  // none, or stale: a start may leave one there
+    const json status = json::parse(pool_status(socket_path, timeout_s));
+    for (const auto& d : status.at("devices")) {
+      const std::string device = d.at("device").get<std::string>();
+      if (std::find(probe.devices.begin(), probe.devices.end(), device) == probe.devices.end()) probe.devices.push_back(device);
+    }
+    probe.kind = PoolProbe::Kind::ours;
+  } catch (const std::exception& e) {
+    probe.kind = PoolProbe::Kind::unusable;
+    probe.why = Error::from(e).what_failed();
+  }
+  return probe;
+}
+
+size_t hand_over_to_pool(const std::string& socket_path, const std::vector<HandedWorker>& workers, double timeout_s) {
+  size_t taken = 0;
+  try {
+    MessageChannel channel(connect_to_pool(socket_path), server_at(socket_path));
+    for (const auto& w : workers) {
+      const auto [channel_fd, crash_fd] = w.process->handover_fds();
+      const json fields = {{"device", w.process->device().to_string()},
+                           {"pid", w.process->pid()},
+                           {"visible_devices", w.process->visible_devices()},
+                           {"model", fs::absolute(w.model).string()}};
+      try {
+        ask_pool(channel, message::hand_over, fields, timeout_s, {channel_fd, crash_fd});
+        w.process->handed_over();
+        ++taken;
+      } catch (const Error& e) {
+        spdlog::debug("the warm pool did not take the worker of {}: {}", w.process->device().to_string(), e.what());
+      }
+    }
+  } catch (const Error& e) {
+    spdlog::debug("no warm pool to hand the workers to: {}", e.what());
+  }
+  return taken;
+}
+
+}  // namespace detail
+
+std::string default_pool_socket() {
+  const auto slurm = detail::slurm_allocation();
+  const std::string name = slurm ? "pool-job" + slurm->job_id + ".sock" : "pool.sock";
+  std::error_code ec;
+  if (auto runtime = detail::env_var("XDG_RUNTIME_DIR"); runtime && fs::is_directory(*runtime, ec)) {
+    return (fs::path(*runtime) / "ortfleet" / name).string();
+  }
+  return (fs::path("/tmp") / ("ortfleet-" + std::to_string(::getuid())) / name).string();
+}
+
+std::string pool_status(const std::string& socket_path, double timeout_s) {
+  detail::MessageChannel channel(detail::connect_to_pool(socket_path), detail::server_at(socket_path));
+  json status = detail::ask_pool(channel, detail::message::status, nullptr, timeout_s).body;
+  status.erase("event");
+  return status.dump();
+}
+
+void pool_stop(const std::string& socket_path, double timeout_s) {
+  {
+    detail::MessageChannel channel(detail::connect_to_pool(socket_path), detail::server_at(socket_path));
+    detail::ask_pool(channel, detail::message::stop, nullptr, timeout_s);
+  }
+  const int64_t deadline = detail::deadline_in(timeout_s, monotonic_ns());
+  std::error_code ec;
+  while (fs::exists(fs::symlink_status(socket_path, ec))) {
+    if (monotonic_ns() > deadline) {
+      throw Error("the pool server on " + socket_path + " was asked to stop and is still there after " + detail::seconds_text(timeout_s),
+                  "Its workers may be busy; `ortfleet pool status` shows them, SIGTERM to its pid stops it");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+size_t pool_evict(const std::string& socket_path, double timeout_s) {
+  detail::MessageChannel channel(detail::connect_to_pool(socket_path), detail::server_at(socket_path));
+  return detail::ask_pool(channel, detail::message::evict, nullptr, timeout_s).body.value("count", size_t{0});
+}
+
+}  // namespace ortfleet

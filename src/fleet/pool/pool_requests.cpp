@@ -1,0 +1,58 @@
+#include "fleet/pool/pool_requests.hpp"
+
+#include <fmt/format.h>
+
+#include "fleet/worker/wire.hpp"
+#include "ortfleet/base/error.hpp"
+
+namespace ortfleet::detail {
+namespace {
+constexpr double kMaxTimeoutS = 7 * 24 * 3600.0;
+constexpr const char* kProtocolHint = "Send the pool protocol's requests (fleet/worker/worker_protocol.hpp)";
+
+[[noreturn]] void malformed(const std::string& request, const std::string& why) {
+  throw Error("malformed " + request + " request: " + why, kProtocolHint);
+}
+
+const nlohmann::json& field(const nlohmann::json& body, const char* name, const std::string& request) {
+  const auto it = body.find(name);
+  if (it == body.end()) malformed(request, std::string("it has no ") + name);
+  return *it;
+}
+
+std::string text(const nlohmann::json& body, const char* name, const std::string& request) {
+  const auto& value = field(body, name, request);
+  if (!value.is_string()) malformed(request, std::string(name) + " must be a string (got " + value.dump() + ")");
+  return value.get<std::string>();
+}
+}  // namespace
+
+OpenRequest read_open_request(const nlohmann::json& body) {
+  OpenRequest open;
+  if (const auto it = body.find("timeout_s"); it != body.end()) {
+    if (!it->is_number() || !(it->get<double>() > 0) || !(it->get<double>() <= kMaxTimeoutS)) {
+      malformed("open", fmt::format("timeout_s must be a number of seconds above 0 and at most {:g} (got {})", kMaxTimeoutS, it->dump()));
+    }
+    open.timeout_s = it->get<double>();
+  }
+  open.plan = plan_from_json(field(body, "plan", "open"));  // throws ortfleet::Error naming what is wrong
+  if (open.plan.devices.empty()) malformed("open", "its plan names no device");
+  if (open.plan.model_path.empty()) malformed("open", "its plan names no model");
+  return open;
+}
+
+HandOverRequest read_hand_over_request(const nlohmann::json& body) {
+  HandOverRequest hand;
+  const auto& pid = field(body, "pid", "hand_over");
+  if (!pid.is_number_integer() || pid.get<int64_t>() <= 1 || pid.get<int64_t>() > (int64_t{1} << 22)) {
+    malformed("hand_over", "pid must be a process id (got " + pid.dump() + ")");
+  }
+  hand.pid = pid.get<int>();
+  hand.device = Device::parse(text(body, "device", "hand_over"));
+  if (const auto it = body.find("visible_devices"); it != body.end()) hand.visible_devices = text(body, "visible_devices", "hand_over");
+  hand.model = text(body, "model", "hand_over");
+  if (hand.model.empty()) malformed("hand_over", "it names no model");
+  return hand;
+}
+
+}  // namespace ortfleet::detail

@@ -1,0 +1,30 @@
+#pragma once
+// A pool server's requests as read from a client's message (fleet/worker/worker_protocol.hpp): what a
+// client of any kind may send is checked here, field by field, and refused with one line that says
+// what is wrong, so that the server answers that client and goes on serving everyone else. Fuzzed
+// (tests/fuzz: "pool_request").
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "fleet/local/local_start.hpp"
+
+namespace ortfleet::detail {
+
+/// {"op":"open", plan, timeout_s}: a model to start on the pool's devices.
+struct OpenRequest {
+  LocalStartPlan plan;
+  double timeout_s = 2.0 * 60 * 60;  ///< how long the client waits for the start; a positive number of seconds, a week at most
+};
+OpenRequest read_open_request(const nlohmann::json& body);
+
+/// {"op":"hand_over", pid, device, visible_devices, model}: a job's own worker (its channel and crash
+/// pipe come as the message's two descriptors).
+struct HandOverRequest {
+  int pid = -1;
+  Device device;
+  std::string visible_devices;
+  std::string model;
+};
+HandOverRequest read_hand_over_request(const nlohmann::json& body);
+
+}  // namespace ortfleet::detail

@@ -1,0 +1,305 @@
+// The pool server's wire and its next-job behaviour, on the CPU: whatever a client of this user sends,
+// the server answers that client and goes on serving everyone else; a failed start leaves nothing
+// running; the workers of a job that left the pool are taken over, model loaded, as it ends, so that
+// the next job finds the model resident.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+
+#include "base/private_dir.hpp"
+#include "fleet/pool/pool_client.hpp"
+#include "fleet/worker/wire.hpp"
+#include "fleet/worker/worker_protocol.hpp"
+#include "ortfleet/base/error.hpp"
+#include "ortfleet/engine/session.hpp"
+#include "ortfleet/fleet/fleet.hpp"
+#include "ortfleet/fleet/pool_server.hpp"
+#include "ortfleet/fleet/worker_pool.hpp"
+#include "test_support.hpp"
+
+namespace ortfleet {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+/// Sends raw `bytes` with `fds` attached on socket `fd` and reads the one answer.
+json ask_raw(int fd, const std::string& bytes, const std::vector<int>& fds = {}) {
+  iovec iov{const_cast<char*>(bytes.data()), bytes.size()};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)] = {};
+  if (!fds.empty()) {
+    msg.msg_control = control;
+    msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+  }
+  if (::sendmsg(fd, &msg, MSG_NOSIGNAL) < 0) return nullptr;
+  detail::MessageChannel channel(detail::UniqueFd(::fcntl(fd, F_DUPFD_CLOEXEC, 0)));
+  const detail::Received reply = channel.receive(detail::deadline_in(30, monotonic_ns()));
+  return reply.kind == detail::Received::Kind::message ? reply.message.body : json(nullptr);
+}
+
+detail::UniqueFd connect_raw(const std::string& path) {
+  detail::UniqueFd fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  const sockaddr_un address = detail::pool_socket_address(path);
+  EXPECT_EQ(::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 0) << path;
+  return fd;
+}
+
+PoolOptions cpu_pool(int n, bool isolate) {
+  PoolOptions o;
+  for (int i = 0; i < n; ++i) o.devices.push_back(Device::cpu(i));
+  o.isolate_new_models = isolate;
+  return o;
+}
+
+/// A pool server on a private socket, served on a thread of this test.
+class Served {
+ public:
+  explicit Served(PoolOptions pool, double park_after_s = 0) {
+    ServeOptions o;
+    o.pool = std::move(pool);
+    o.socket_path = (dir_.path() / "pool.sock").string();
+    o.park_after_s = park_after_s;
+    server_ = std::make_unique<PoolServer>(o);
+    serving_ = std::thread([this] { server_->serve(); });
+    EXPECT_TRUE(server_->pool().wait(120));
+  }
+  ~Served() {
+    server_->stop();
+    serving_.join();
+  }
+  const std::string& socket() const { return server_->socket_path(); }
+  PoolServer& server() { return *server_; }
+  json status() const { return json::parse(pool_status(server_->socket_path())); }
+  FleetOptions client() const {
+    FleetOptions o;
+    o.devices = server_->pool().devices();
+    o.pool_socket = server_->socket_path();
+    return o;
+  }
+
+ private:
+  detail::PrivateDir dir_ = detail::PrivateDir::temporary("ortfleet-test");
+  std::unique_ptr<PoolServer> server_;
+  std::thread serving_;
+};
+
+std::vector<float> first_output(const std::vector<Tensor>& out) {
+  return {out[0].values<float>(), out[0].values<float>() + out[0].element_count()};
+}
+
+std::vector<float> in_process_output(const std::string& model, const std::vector<Tensor>& inputs) {
+  SessionSpec spec;
+  spec.model_path = model;
+  return first_output(Session(spec).run(inputs));
+}
+
+/// A started plan of `model` on the CPU, as a client's open request carries it.
+json open_request(const std::string& model, double timeout_s = 60) {
+  detail::LocalStartPlan plan;
+  plan.model_path = model;
+  plan.devices = {Device::cpu(0)};
+  return detail::request_of(detail::message::open, {{"plan", detail::plan_to_json(plan)}, {"timeout_s", timeout_s}});
+}
+
+/// The workers of each role in a pool status ({"shared": 1, "spare": 1, ...}).
+std::map<std::string, int> roles(const json& status) {
+  std::map<std::string, int> out;
+  for (const auto& d : status.at("devices")) ++out[d.at("role").get<std::string>()];
+  return out;
+}
+
+std::string failure_of(const json& reply) {
+  if (!reply.is_object() || detail::event_of(reply) != detail::message::kFailed) return "(no refusal: " + reply.dump() + ")";
+  return detail::error_from_json(reply.value("error", json()), "").what_failed();
+}
+
+}  // namespace
+
+TEST(PoolServerWire, MalformedRequestsAreRefusedToTheirSenderAndTheServerGoesOn) {
+  Served pool(cpu_pool(1, /*isolate=*/false));
+  std::mt19937 random(7);
+  std::string noise(4096, '\0');
+  for (auto& c : noise) c = static_cast<char>(random());
+  detail::LocalStartPlan plan;
+  plan.model_path = test::mlp_model();
+  plan.devices = {Device::cpu(0)};
+  const std::string plan_text = detail::plan_to_json(plan).dump();
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"hello", "malformed request: it is not JSON"},
+      {noise, "malformed request: it is not JSON"},
+      {std::string("\xff\xff\xff\xff", 4), "malformed request"},
+      {"[1,2]", "not an object"},
+      {"5", "not an object"},
+      {R"({"op":5})", "unknown request"},
+      {R"({"op":"nope"})", "unknown request 'nope'"},
+      {R"({"op":"open"})", "it has no plan"},
+      {R"({"op":"open","plan":5})", "malformed"},
+      {R"({"op":"open","plan":)" + plan_text + R"(,"timeout_s":"x"})", "timeout_s must be"},
+      {R"({"op":"open","plan":)" + plan_text + R"(,"timeout_s":-1})", "timeout_s must be"},
+      {R"({"op":"open","plan":)" + plan_text + R"(,"timeout_s":1e300})", "timeout_s must be"},
+      {R"({"op":"hand_over","pid":42,"device":"cpu:0","model":"m"})", "2 descriptors"},
+  };
+  const auto fd = connect_raw(pool.socket());
+  for (const auto& [bytes, said] : cases) {
+    const std::string why = failure_of(ask_raw(fd.get(), bytes));
+    EXPECT_NE(why.find(said), std::string::npos) << "sent " << bytes.substr(0, 60) << "; got: " << why;
+  }
+  // A hand-over of a process that is not a worker (this test's own, with descriptors that lead
+  // nowhere) is refused, and nothing is signalled.
+  const detail::UniqueFd null1(::open("/dev/null", O_RDONLY | O_CLOEXEC)), null2(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  const std::string me = R"({"op":"hand_over","pid":)" + std::to_string(::getpid()) + R"(,"device":"cpu:0","model":"m"})";
+  EXPECT_NE(failure_of(ask_raw(fd.get(), me, {null1.get(), null2.get()})).find("leads to no worker"), std::string::npos);
+  // The same connection, a new one, and a real job are all still served.
+  EXPECT_EQ(detail::event_of(ask_raw(fd.get(), R"({"op":"status"})")), "status");
+  EXPECT_EQ(pool.status().at("clients"), 1);
+  Fleet fleet(test::mlp_model(), pool.client());
+  fleet.start();
+  ASSERT_TRUE(fleet.wait(120));
+  const auto inputs = random_inputs(fleet.inputs(), 3);
+  EXPECT_EQ(first_output(fleet.run(Device::cpu(0), inputs)), in_process_output(test::mlp_model(), inputs));
+}
+
+TEST(PoolServerWire, MutatedRequestsNeverStopTheServer) {
+  Served pool(cpu_pool(1, /*isolate=*/false));
+  const std::vector<std::string> seeds = {R"({"op":"status"})", R"({"op":"evict"})", open_request("/nonexistent/m.onnx", 5).dump(),
+                                          R"({"op":"hand_over","pid":42,"device":"cpu:0","model":"m"})"};
+  std::mt19937 random(11);
+  const auto fd = connect_raw(pool.socket());
+  int answered = 0;
+  for (int i = 0; i < 300; ++i) {
+    std::string bytes = seeds[random() % seeds.size()];
+    for (int edits = 1 + static_cast<int>(random() % 4); edits > 0 && !bytes.empty(); --edits) {
+      const size_t at = random() % bytes.size();
+      switch (random() % 3) {
+        case 0: bytes[at] = static_cast<char>(random()); break;
+        case 1: bytes.erase(at, 1 + random() % 8); break;
+        default: bytes.insert(at, 1, "{}[]\":,0a"[random() % 9]); break;
+      }
+    }
+    const json parsed = json::parse(bytes, nullptr, false);
+    if (parsed.is_object() && detail::op_of(parsed) == "stop") continue;  // a real request to stop: not what this is about
+    const json reply = ask_raw(fd.get(), bytes);
+    ASSERT_TRUE(reply.is_object()) << "no answer to mutation " << i << ": " << bytes;
+    ++answered;
+  }
+  EXPECT_GT(answered, 250);
+  EXPECT_EQ(pool.status().at("devices")[0].at("state"), "ready");
+}
+
+TEST(PoolServerWire, AGarbledRequestOnAWorkersChannelIsRefusedAndTheWorkerGoesOn) {
+  Served pool(cpu_pool(1, /*isolate=*/false));
+  detail::LocalStartPlan plan;
+  plan.model_path = test::mlp_model();
+  plan.devices = {Device::cpu(0)};
+  auto opened = detail::open_on_pool_server(pool.socket(), plan, 60);
+  ASSERT_EQ(opened.devices.size(), 1u);
+  ASSERT_TRUE(opened.devices[0].channel) << (opened.devices[0].error ? opened.devices[0].error->what() : "");
+  auto& channel = *opened.devices[0].channel;
+  EXPECT_NE(failure_of(ask_raw(channel.fd(), "hello")).find("malformed request"), std::string::npos);
+  EXPECT_NE(failure_of(ask_raw(channel.fd(), R"({"op":"run","session":5})")), "(no refusal");
+  const auto specs = opened.devices[0].ready->inputs;
+  const auto inputs = random_inputs(specs, 5);
+  EXPECT_EQ(first_output(channel.run(opened.devices[0].ready->session, inputs, 60)), in_process_output(test::mlp_model(), inputs));
+}
+
+TEST(PoolServerStart, AFailedStartLeavesNoWorkerOfItsOwn) {
+  Served pool(cpu_pool(1, /*isolate=*/true));
+  const auto dir = test::fresh_dir("failed-starts");
+  for (int i = 0; i < 3; ++i) {
+    const std::string model = (dir / ("broken" + std::to_string(i) + ".onnx")).string();
+    std::ofstream(model) << "not a model " << i;
+    detail::LocalStartPlan plan;
+    plan.model_path = model;
+    plan.devices = {Device::cpu(0)};
+    const auto opened = detail::open_on_pool_server(pool.socket(), plan, 60);  // as a client that skipped its own checks
+    ASSERT_EQ(opened.devices.size(), 1u);
+    EXPECT_TRUE(opened.devices[0].error.has_value());
+  }
+  ASSERT_TRUE(pool.server().pool().wait(120));
+  const auto kinds = roles(pool.status());
+  EXPECT_EQ(kinds.count("isolated"), 0u) << pool.status().dump();
+  EXPECT_EQ(kinds.at("shared"), 1);
+  EXPECT_EQ(kinds.at("spare"), 1);
+}
+
+TEST(PoolServerParking, ACpuPoolDoesNotParkAndSaysWhy) {
+  Served pool(cpu_pool(1, /*isolate=*/false), /*park_after_s=*/0.2);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // idle past the park time, a tick or two
+  const json status = pool.status();
+  EXPECT_EQ(status.at("parking"), "a CPU worker holds no GPU memory to release");
+  for (const auto& d : status.at("devices")) EXPECT_FALSE(d.at("parked").get<bool>()) << d.dump();
+  Fleet fleet(test::mlp_model(), pool.client());
+  fleet.start();
+  EXPECT_TRUE(fleet.wait(120));
+}
+
+// The next job right after the first (issue 42), on the CPU: the first job's start leaves a pool and
+// hands its own worker to it as it ends; the second finds the model resident in that very worker.
+TEST(NextJob, AJobRightAfterTheFirstFindsItsModelResidentInTheWorkerTheFirstHandedOver) {
+  const std::string model = test::mlp_model();  // first: the test set-up sets ORTFLEET_AUTO_POOL=0 when it runs
+  const detail::PrivateDir runtime = detail::PrivateDir::temporary("ortfleet-test-runtime");
+  const test::ScopedEnv xdg("XDG_RUNTIME_DIR", runtime.path().string());
+  const test::ScopedEnv allowed("ORTFLEET_AUTO_POOL", std::nullopt);
+  FleetOptions o;
+  o.devices = {Device::cpu(0)};
+  o.config.warm_pool.idle_exit_s = 120;
+  int first_pid = 0;
+  std::vector<Tensor> inputs;
+  std::vector<float> want;
+  {
+    Fleet first(model, o);
+    EXPECT_NE(first.strategy_reason().find("takes over"), std::string::npos) << first.strategy_reason();
+    first.start();
+    ASSERT_TRUE(first.wait(120));
+    first_pid = first.status()[0].pid;
+    EXPECT_NE(first_pid, ::getpid()) << "a job that leaves a pool starts in a worker, to hand it over";
+    inputs = random_inputs(first.inputs(), 9);
+    want = first_output(first.run(Device::cpu(0), inputs));
+    (void)first.wait_for_cache_fill(0);  // after_ready has run: the pool listens
+    const auto notes = first.left_behind();
+    ASSERT_FALSE(notes.empty());
+    EXPECT_NE(notes[0].find("left a warm pool"), std::string::npos) << notes[0];
+  }  // the first job ends: its worker goes to the pool
+  ASSERT_EQ(::kill(first_pid, 0), 0) << "the handed-over worker outlives the job that spawned it";
+  {
+    Fleet second(model, o);
+    EXPECT_EQ(second.strategy_reason().rfind("auto chose the warm worker pool on " + default_pool_socket(), 0), 0u) << second.strategy_reason();
+    second.start();
+    ASSERT_TRUE(second.wait(120));
+    EXPECT_TRUE(second.status()[0].resident) << "the model is resident in the worker the first job handed over";
+    EXPECT_EQ(second.status()[0].pid, first_pid);
+    EXPECT_EQ(first_output(second.run(Device::cpu(0), inputs)), want);
+  }
+  pool_stop(default_pool_socket());
+  // The pool stopped the worker it took over; it is this test process's child, so reap it here.
+  int status = 0;
+  pid_t reaped = 0;
+  for (int i = 0; i < 500 && reaped == 0; ++i) {
+    reaped = ::waitpid(first_pid, &status, WNOHANG);
+    if (reaped == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(reaped, first_pid) << "pool stop ends the worker it took over";
+}
+
+}  // namespace ortfleet
