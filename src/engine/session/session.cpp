@@ -316,7 +316,7 @@ void Session::Impl::create() {
   Ort::SessionOptions so = make_options(/*first=*/true);
   // Nodes assigned to an EP by name (a crash's work-around, doctor --locate-crash) ran on the CUDA EP
   // again whenever the session also wrote or loaded an optimised copy (1 x H100, ONNX Runtime 1.29,
-  // bench/device/pin_modes.sh): such a model runs from its own graph, without the cache.
+  // docs/results/2026-11-25/1xH100-shapes/pin_modes.sh): such a model runs from its own graph, without the cache.
   const bool use_cache = spec.config.session.optimized_model_cache.value_or(false) && !spec.config.session.assigns_nodes();
   auto cache = use_cache ? std::make_unique<detail::CacheUse>(spec.cache_dir, model, spec.device, spec.config, so)
                          : std::make_unique<detail::CacheUse>(model);
@@ -780,7 +780,7 @@ void Session::Impl::prime(ShapeSession& s, const std::vector<Tensor>& given) {
   // it to the working set it needs, so that its next run is already a steady one. A captured CUDA
   // graph replays fixed addresses, which shrinking would free: graph sessions keep their arena.
   // The plain start of one shape (nothing declared) is left as it was: the shrink and regrow cost
-  // it ~20 ms on an H100 (bench/device/shapes2.plan), for memory a single session rarely misses.
+  // it ~20 ms on an H100 (docs/results/2026-11-23/1xH100-shapes-2/shapes2.plan), for memory a single session rarely misses.
   if (graph_mode() || (s.first && declared.empty())) return;
   run_plain(s, given, /*outputs_on_device=*/false);
   if (!arena_shrinks) return;
