@@ -26,7 +26,7 @@ constexpr size_t kPage = 4096;
 // sets it. Waking a thread that slept costs up to ~0.1 ms on a server whose idle cores sleep deeply:
 // on 2 × H200 a ResNet-50 call at batch 1 through a worker was 0.84–0.93x a call in this process with
 // sleeping waiters, and 0.97–1.01x with waiters that polled through the call
-// (bench/device/final-d.plan). Polling pays only where a core is free for it: on a busy 2-core machine
+// (docs/results/2026-11-23/2xH200-final/d/final-d.plan). Polling pays only where a core is free for it: on a busy 2-core machine
 // a 20 µs poll made the identity round trip 5x slower (p50 53 µs against 10.5 µs without), as both
 // sides took the CPU the other needed. So machines with a few cores to spare poll for up to 2 ms
 // (past it, a call is long enough for a wake-up not to matter, and an idle worker stops burning a

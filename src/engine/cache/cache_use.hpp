@@ -192,7 +192,7 @@ std::optional<EntryGain> gain_of(const std::string& entry);
 std::string model_of(const std::string& entry);
 
 /// Removes the staging folders that imports into `dir` killed before their end left there: this host's
-/// only, whose process is gone (engine/cache/bundle.cpp).
+/// only, whose process is gone (engine/cache/bundle_import.cpp).
 void sweep_import_staging(const std::string& dir);
 
 /// The reason recorded for the rejected entry `entry` (in ENTRY.rejected.json), or "" when it has none.

@@ -1,0 +1,79 @@
+// ONNX Runtime's own outputs that profile reads: its profiler's trace events and the JSON lines of
+// its log (start --ort-log), parsed with the malformed part named.
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "ortfleet/base/error.hpp"
+#include "ortfleet/diagnostics/profile.hpp"
+
+namespace ortfleet {
+using nlohmann::json;
+
+std::vector<OrtProfileEvent> parse_ort_profile(const std::string& text, const std::string& source) {
+  auto bad = [&](const std::string& why) {
+    return Error("malformed ONNX Runtime profile " + source + ": " + why,
+                 "It should be the JSON file ONNX Runtime writes when profiling is enabled");
+  };
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {  // parse errors, and numbers no double holds (1e999)
+    throw bad(std::string("not JSON (") + e.what() + ")");
+  }
+  if (!j.is_array()) throw bad("expected an array of trace events");
+  std::vector<OrtProfileEvent> events;
+  for (size_t i = 0; i < j.size(); ++i) {
+    const auto& e = j[i];
+    if (!e.is_object()) throw bad("event " + std::to_string(i) + " is not an object");
+    for (const char* key : {"cat", "name", "ts", "dur"}) {
+      if (!e.contains(key)) throw bad("event " + std::to_string(i) + " has no \"" + key + "\"");
+    }
+    if (!e["ts"].is_number() || !e["dur"].is_number() || !e["cat"].is_string() || !e["name"].is_string()) {
+      throw bad("event " + std::to_string(i) + " has a field of the wrong type");
+    }
+    OrtProfileEvent ev;
+    ev.category = e["cat"].get<std::string>();
+    ev.name = e["name"].get<std::string>();
+    ev.ts_us = e["ts"].get<int64_t>();
+    ev.dur_us = e["dur"].get<int64_t>();
+    if (ev.dur_us < 0) throw bad("event " + std::to_string(i) + " has a negative duration");
+    if (e.contains("args") && e["args"].is_object()) {
+      ev.op = e["args"].value("op_name", "");
+      ev.provider = e["args"].value("provider", "");
+    }
+    events.push_back(std::move(ev));
+  }
+  return events;
+}
+
+std::vector<OrtLogLine> parse_ort_log(const std::string& text, const std::string& source) {
+  std::vector<OrtLogLine> lines;
+  std::istringstream in(text);
+  std::string line;
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (line.empty()) continue;
+    try {
+      const json j = json::parse(line);
+      lines.push_back({j.at("t").get<int64_t>(), j.at("severity").get<int>(), j.at("message").get<std::string>()});
+    } catch (const json::exception& e) {
+      throw Error("malformed ONNX Runtime log " + source + " line " + std::to_string(number) + ": " + e.what(),
+                  "It should come from 'ortfleet start --ort-log'");
+    }
+  }
+  return lines;
+}
+
+std::vector<OrtLogLine> read_ort_log(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error("cannot read ONNX Runtime's log " + path, "The start that wrote it may have failed before logging");
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_ort_log(text.str(), path);
+}
+
+}  // namespace ortfleet

@@ -1,0 +1,249 @@
+// Cache bundles, export: the verified entries of some models for some devices found (here or in the
+// shared layer), held, and written into one tar with its manifest (bundle.hpp: the layout).
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "base/private_dir.hpp"
+#include "base/unique_fd.hpp"
+#include "engine/cache/bundle.hpp"
+#include "engine/cache/cache_use.hpp"
+#include "engine/cache/content_hash.hpp"
+#include "engine/cache/file_lock.hpp"
+#include "engine/cache/tar_archive.hpp"
+#include "ortfleet/base/clock.hpp"
+#include "ortfleet/base/error.hpp"
+#include "ortfleet/engine/cache.hpp"
+#include "ortfleet/engine/model_file.hpp"
+#include "ortfleet/engine/runtime.hpp"
+
+namespace ortfleet {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+/// One entry found for export, held (its lock shared) until it is written.
+struct Found {
+  BundleEntry entry;
+  std::string path;  ///< ENTRY
+  std::string key;
+  json manifest;     ///< ENTRY.manifest.json, parsed
+  std::string manifest_text;
+  std::string costs_text;  ///< ENTRY.shape-costs.json, "" when it has none
+  detail::FileLock lock;
+};
+
+/// Looks the entry of `model` for `device` up in `dir` (read-only: the shared layer): fills `found` and
+/// returns "" when it may be exported, else the outcome that says why not ("missing" when absent).
+std::string look_up(const std::string& dir, const detail::EntryKey& k, bool read_only, const std::string& memo_dir, Found& found) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return "missing";
+  const auto path = detail::find_entry(dir, k.name);
+  if (!path) return detail::rejection_of((fs::path(dir) / k.name).string()).empty() ? "missing" : "rejected";
+  if (!read_only && !found.lock.try_lock(*path + ".lock", detail::FileLock::Mode::shared)) return "busy";
+  if (!detail::rejection_of(*path).empty()) return "rejected";
+  if (const std::string damage = detail::check_entry(*path, k.key, detail::EntryCheck{read_only, memo_dir}); !damage.empty()) {
+    return "damaged: " + damage;
+  }
+  found.path = *path;
+  found.key = k.key;
+  found.manifest_text = detail::read_text(*path + ".manifest.json");
+  found.manifest = json::parse(found.manifest_text);
+  if (const auto costs = detail::identity_of(*path + ".shape-costs.json", detail::Symlinks::refuse); costs && costs->regular) {
+    found.costs_text = detail::read_text(*path + ".shape-costs.json");
+  }
+  found.entry.name = fs::path(*path).filename().string();
+  for (const auto& f : found.manifest.at("files")) found.entry.bytes += f.at("bytes").get<uint64_t>();
+  if (const auto gain = detail::gain_of(*path)) found.entry.load_note = gain->text();
+  return {};
+}
+
+/// The bytes of one member and its checksum, checked against `want` (the entry manifest's) for files.
+struct Member {
+  std::string name;
+  std::string text;                          ///< small members, in memory
+  std::unique_ptr<detail::MappedFile> file;  ///< graphs and weights, mapped
+  std::string want_xxh64;                    ///< "" for in-memory members
+  const void* data() const { return file ? file->data() : text.data(); }
+  uint64_t size() const { return file ? file->size() : text.size(); }
+};
+
+/// The members of `found`, in order (each entry's companions, then its graph), with each entry's record
+/// for the bundle's manifest. Checksums of files come from their manifest (checked on lookup) and are
+/// checked again on the bytes written.
+std::vector<Member> members_of(const std::vector<std::unique_ptr<Found>>& found, json& entries) {
+  std::vector<Member> members;
+  for (const auto& f : found) {
+    const std::string base = detail::kMembersFolder + f->entry.name;
+    std::map<std::string, std::string> file_hashes;
+    for (const auto& record : f->manifest.at("files")) file_hashes[record.at("name").get<std::string>()] = record.at("xxh64").get<std::string>();
+    for (const auto& suffix : detail::kCompanions) {
+      Member m;
+      m.name = base + suffix;
+      if (suffix == ".data") {
+        if (!file_hashes.count(f->entry.name + ".data")) continue;
+        m.file = std::make_unique<detail::MappedFile>(f->path + ".data", /*populate=*/false, detail::Symlinks::refuse);
+        m.want_xxh64 = file_hashes.at(f->entry.name + ".data");
+      } else if (suffix == ".shape-costs.json") {
+        if (f->costs_text.empty()) continue;
+        m.text = f->costs_text;
+      } else {
+        m.text = f->manifest_text;
+      }
+      members.push_back(std::move(m));
+    }
+    Member graph;
+    graph.name = base;
+    graph.file = std::make_unique<detail::MappedFile>(f->path, /*populate=*/false, detail::Symlinks::refuse);
+    graph.want_xxh64 = file_hashes.at(f->entry.name);
+    members.push_back(std::move(graph));
+    entries.push_back({{"name", f->entry.name},
+                       {"model", f->entry.model},
+                       {"key", f->key},
+                       {"device_class", f->entry.device_class},
+                       {"bytes", f->entry.bytes}});
+  }
+  return members;
+}
+
+/// Each member's name, size and checksum (of the bytes as they are now), for the bundle's manifest.
+json member_list_of(const std::vector<Member>& members) {
+  json member_list = json::array();
+  for (const auto& m : members) {
+    const std::string sum = detail::hex64(detail::xxh64(m.data(), m.size()));
+    if (!m.want_xxh64.empty() && sum != m.want_xxh64) {
+      throw Error(m.name + " changed while it was exported (its content hash no longer matches its manifest)", "Export again");
+    }
+    member_list.push_back({{"name", m.name}, {"bytes", m.size()}, {"xxh64", sum}});
+  }
+  return member_list;
+}
+
+/// What each device class's entries were made for, for the bundle's manifest.
+json device_list_of(const std::vector<std::pair<Device, std::string>>& classes, const RunConfig& config) {
+  json device_list = json::array();
+  for (const auto& [device, device_class] : classes) {
+    json provider_options = json::object();
+    if (device.is_gpu()) {
+      for (const auto& [k, v] : config.cuda.provider_options()) provider_options[k] = v;
+    }
+    device_list.push_back({{"device_class", device_class},
+                           {"execution_provider", device.is_gpu() ? "CUDAExecutionProvider" : "CPUExecutionProvider"},
+                           {"provider_options", provider_options},
+                           {"gpu_architecture", device.is_gpu() ? json(detail::gpu_architecture(device_class)) : json(nullptr)}});
+  }
+  return device_list;
+}
+
+/// Writes the bundle to `out`, whole or not at all.
+void write_bundle_file(const std::string& out, const std::string& manifest, const std::vector<Member>& members) {
+  // Written under another name, flushed, then renamed over `out`.
+  const std::string partial = out + ".partial-" + std::to_string(::getpid());
+  ::unlink(partial.c_str());
+  detail::UniqueFd fd(::open(partial.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+  if (!fd) {
+    throw Error("cannot write " + out + ": " + std::strerror(errno), errno == ENOENT ? "The folder does not exist" : "Check the folder");
+  }
+  try {
+    detail::TarWriter tar(fd.get(), out);
+    const int64_t now = static_cast<int64_t>(std::time(nullptr));
+    tar.add(detail::kBundleManifest, manifest.data(), manifest.size(), now);
+    for (const auto& m : members) tar.add(m.name, m.data(), m.size(), now);
+    tar.finish();
+    if (::fsync(fd.get()) != 0) throw Error("cannot write " + out + ": " + std::strerror(errno), "Check the disk");
+    fd = detail::UniqueFd();
+    if (::rename(partial.c_str(), out.c_str()) != 0) throw Error("cannot write " + out + ": " + std::strerror(errno), "Check the folder");
+  } catch (...) {
+    ::unlink(partial.c_str());
+    throw;
+  }
+}
+
+}  // namespace
+
+CacheBundle ModelCache::export_bundle(const std::vector<std::string>& models, const std::vector<Device>& devices, const RunConfig& config,
+                                      const std::string& out) const {
+  if (models.empty()) throw Error("no model to export", "Name the models whose cache entries the bundle should hold");
+  const RuntimeInfo& runtime = load_runtime();
+  const bool local_private = detail::check_private_dir(dir_, detail::kCacheFolderHint);
+  const std::string memo_dir = local_private ? dir_ : std::string();
+  const auto shared = shared_root(config);
+
+  // One device per device class: CPU instances share entries, and GPUs of one architecture do.
+  std::vector<std::pair<Device, std::string>> classes;
+  for (const auto& d : devices.empty() ? std::vector<Device>{Device::cpu()} : devices) {
+    const std::string c = detail::device_class(d);
+    if (std::none_of(classes.begin(), classes.end(), [&](const auto& known) { return known.second == c; })) classes.emplace_back(d, c);
+  }
+
+  CacheBundle bundle;
+  bundle.path = out;
+  bundle.ortfleet_version = detail::ortfleet_version();
+  bundle.onnxruntime_version = runtime.version;
+  std::vector<std::unique_ptr<Found>> found;
+  std::set<std::string> keys;
+  for (const auto& model : models) {
+    validate_model_file(model);
+    const std::string absolute = fs::absolute(model).lexically_normal().string();
+    for (const auto& [device, device_class] : classes) {
+      const detail::EntryKey k = detail::entry_key(absolute, device, config, memo_dir);
+      auto f = std::make_unique<Found>();
+      f->entry.model = absolute;
+      f->entry.device_class = device_class;
+      std::string outcome = local_private ? look_up(dir_, k, /*read_only=*/false, memo_dir, *f) : "missing";
+      if (outcome == "missing" && shared) {
+        outcome = look_up((fs::path(*shared) / "models").string(), k, /*read_only=*/true, memo_dir, *f);
+      }
+      f->entry.outcome = outcome.empty() ? "exported" : outcome;
+      bundle.entries.push_back(f->entry);
+      if (outcome.empty() && keys.insert(k.key).second) found.push_back(std::move(f));
+    }
+  }
+  for (const auto& [device, device_class] : classes) bundle.device_classes.push_back(device_class);
+  if (found.empty()) {
+    std::vector<std::string> names;
+    for (const auto& m : models) names.push_back(fs::path(m).filename().string());
+    std::string why;
+    for (const auto& e : bundle.entries) why += fmt::format("{}{} for {}: {}", why.empty() ? "" : "; ", fs::path(e.model).filename().string(), e.device_class, e.outcome);
+    throw Error(fmt::format("nothing to export: no verified cache entry of {} in {}{} ({})", fmt::join(names, ", "), dir_,
+                            shared ? " or the shared layer " + *shared : "", why),
+                "Start each model once on this machine (ortfleet start MODEL) and let its entry be made (ortfleet cache list shows it); "
+                "give export the config flags those starts used");
+  }
+
+  json entries = json::array();
+  const std::vector<Member> members = members_of(found, entries);
+  const json member_list = member_list_of(members);
+  const json device_list = device_list_of(classes, config);
+  const std::string manifest = json{{"ortfleet_bundle", detail::kBundleFormat},
+                                    {"ortfleet_version", bundle.ortfleet_version},
+                                    {"cache_entry_format", detail::kEntryManifestVersion},
+                                    {"onnxruntime_version", bundle.onnxruntime_version},
+                                    {"created", utc_now()},
+                                    {"host", detail::host_name()},
+                                    {"devices", device_list},
+                                    {"entries", entries},
+                                    {"members", member_list}}
+                                   .dump(1);
+
+  write_bundle_file(out, manifest, members);
+  bundle.bytes = fs::file_size(out);
+  return bundle;
+}
+
+}  // namespace ortfleet

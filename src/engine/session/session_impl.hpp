@@ -1,0 +1,187 @@
+#pragma once
+// Session::Impl, the state one Session keeps, and its ShapeSessions: what session.cpp and the
+// session_*.cpp files beside it share (the room's README.md says which file does what).
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "engine/cache/cache_use.hpp"
+#include "engine/cuda/cuda_driver.hpp"
+#include "engine/cuda/shared_weights.hpp"
+#include "engine/files/mapped_file.hpp"
+#include "engine/runtime/ort_api.hpp"
+#include "engine/session/bucketed_calls.hpp"
+#include "engine/session/host_buffer_pool.hpp"
+#include "engine/session/warmup_inputs.hpp"
+#include "engine/shapes/buckets.hpp"
+#include "engine/shapes/shape_policy.hpp"
+#include "engine/shapes/shapes.hpp"
+#include "ortfleet/base/error.hpp"
+#include "ortfleet/engine/session.hpp"
+
+namespace ortfleet {
+
+/// Milliseconds since `start` (steady clock).
+inline double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+/// One ONNX Runtime session of a Session, serving one input-shape signature.
+struct ShapeSession {
+  std::string signature;  // to_string(InputShapes); "" until its first call binds it
+  bool declared = false;
+  bool first = false;     // made with the Session, before any shape was known
+  Ort::Session session{nullptr};
+  uint64_t last_used = 0;
+  std::string last_signature;  // of its latest call (the shared session serves several)
+  std::atomic<int64_t> calls{0};
+  std::once_flag primed;
+  double create_ms = 0;
+  uint64_t memory_before = 0;  // memory in use before it was made; its cost is measured after its first call
+  uint64_t memory_bytes = 0;
+  // A captured CUDA graph replays fixed device addresses: the inputs it reads and the outputs it
+  // writes stay allocated, at the same place, for the ONNX Runtime session's life, and replays take
+  // turns on them.
+  std::mutex graph_mutex;
+  std::vector<Tensor> graph_inputs;
+  std::vector<Ort::Value> graph_outputs;  // filled by the first run, before ONNX Runtime captures
+};
+
+struct Session::Impl {
+  SessionSpec spec;
+  Timeline* timeline = nullptr;
+  std::string lane;
+  std::unique_ptr<detail::MappedFile> mapping;
+  std::vector<TensorSpec> inputs;
+  std::vector<TensorSpec> outputs;
+  ProviderAttachment provider;
+  // What a crash inside ONNX Runtime prints (base/crash_report.hpp), made once per session.
+  std::string crash_creating;
+  std::string crash_first_run;
+  std::string crash_run;
+  std::string crash_record;  // where a crash is remembered (engine/crash_records.hpp)
+  bool used_cache = false;
+  std::string cache_outcome = "off";
+  std::string cache_note;
+  std::string cache_entry;
+  double create_ms = 0;       // the first ONNX Runtime session's creation, cache lookup included
+  double first_run_ms = 0;    // the first warm-up run: with create_ms, what a new session costs
+  detail::CudaDriver::PrimaryContext context;  // held while the sessions live (a GPU device)
+  uint64_t memory_at_start = 0;  // in use when creation began, the context already made
+  std::map<std::string, ValueRange> model_ranges;  // recorded in the model's metadata (ortfleet.input_range.NAME)
+  std::unique_ptr<detail::WarmupInputSource> warmup_source;  // what warm-up (and the cache's check) feeds the model
+  std::vector<InputShapes> declared;     // resolved config.shapes, bucket shapes included
+  std::set<std::string> declared_signatures;
+  detail::BucketPlan buckets;            // config.shapes.buckets (and pad_batch) resolved
+  std::once_flag buckets_learned;
+  std::string costs_entry;               // the cache entry the shape costs are kept beside ("" without the cache)
+  bool costs_writable = true;            // false beside an entry of the read-only shared layer
+  std::optional<detail::ShapeCosts> costs;  // measured at the model's first start (GPU, measured policy)
+  detail::ShapeTraffic traffic;          // calls of shapes nothing was declared for
+  // Calls padded to a bucket: their buffers and costs (made once the spec is known).
+  std::unique_ptr<detail::BucketedCalls> bucketed;
+  // Host memory for a CUDA graph's outputs, recycled: a fresh buffer's page faults cost more than the copy.
+  detail::HostBufferPool host_outputs;
+  // What shape sessions after the first load: the optimised cache entry once there is one (graph
+  // optimisation off, weights mapped), else the model file.
+  std::string later_source;
+  bool later_source_optimised = false;
+
+  std::shared_ptr<ShapeSession> profiled;  // the session whose profile end_profiling() ends, when profiling
+  // One copy of the weights on the GPU for the shape sessions after the first; declared before
+  // `sessions`, so that they outlive every session using them.
+  std::unique_ptr<detail::SharedWeights> shared_weights;
+  mutable std::mutex mutex;  // guards `sessions` and `clock`
+  std::mutex create_mutex;   // one new ONNX Runtime session at a time
+  std::vector<std::shared_ptr<ShapeSession>> sessions;
+  uint64_t clock = 0;
+
+  std::optional<Timeline::Scope> phase(const char* name) {
+    if (timeline == nullptr) return std::nullopt;
+    return timeline->scope(name, lane);
+  }
+
+  Ort::MemoryInfo gpu_memory() const {
+    return Ort::MemoryInfo("Cuda", OrtArenaAllocator, cuda_ordinal(spec.device), OrtMemTypeDefault);
+  }
+  bool graph_mode() const { return spec.device.is_gpu() && spec.config.cuda.cuda_graph; }
+  int max_sessions() const { return std::max({1, spec.config.shapes.max_sessions, static_cast<int>(declared.size())}); }
+  /// Runs `given` on `s`, timed: milliseconds.
+  double timed_run(ShapeSession& s, const std::vector<Tensor>& given) {
+    const auto start = std::chrono::steady_clock::now();
+    run_on(s, given);
+    return ms_since(start);
+  }
+  /// Learns how outputs follow the buckets and makes the buffers padded calls go through.
+  void learn_buckets();
+  /// What the shape costs depend on beyond the cache entry's key: the CUDA EP's options.
+  std::string cost_conditions() const {
+    RunConfig cuda_only;
+    cuda_only.cuda = spec.config.cuda;
+    return cuda_only.to_json();
+  }
+  /// The first call of a shape coming back to the shared session after another (GPU, measured policy,
+  /// costs not yet known) prices a switch: it is run again, and the difference is what the switch cost.
+  /// A new session's cost is this start's own: its creation and first run. Kept beside the cache entry.
+  std::atomic<bool> pricing{false};
+  std::vector<Tensor> run_priced(ShapeSession& shared, const std::vector<Tensor>& given, bool outputs_on_device);
+  /// Uses `measured` from now on and keeps it beside the cache entry for later starts.
+  void keep_costs(const detail::ShapeCosts& measured) {
+    {
+      std::lock_guard lock(mutex);  // session_for reads it under the lock
+      costs = measured;
+    }
+    if (costs_writable) detail::write_shape_costs(costs_entry, cost_conditions(), measured);
+  }
+  bool is_declared(const std::string& signature) const { return declared_signatures.count(signature) > 0; }
+
+  void create();
+  /// The shapes made at start-up: config.shapes resolved against the model, bucket shapes included.
+  void declare_shapes();
+  /// An entry this session wrote (inline fill) checked against its outputs, then published or set
+  /// aside; what later shape sessions load from.
+  void finish_cache_entry(detail::CacheUse& cache, ShapeSession& first);
+  Ort::SessionOptions make_options(bool first);
+  Ort::Session open(const std::string& source, const void* data, size_t size, Ort::SessionOptions& options);
+  void read_metadata(const Ort::Session& session);
+  /// Has `options` use the weights of `optimised_model` uploaded once to this GPU (uploading them at
+  /// the first call), when this session shares weights; a no-op otherwise.
+  void share_weights(Ort::SessionOptions& options, const std::string& optimised_model);
+  /// The shape warm-up makes ready first (and the cache entry is checked on): the first declared one,
+  /// else the warm-up inputs' own.
+  InputShapes first_warmup_shape() const { return declared.empty() ? warmup_source->default_shapes() : declared.front(); }
+  /// Loads the entry `cache` is writing and compares its outputs with `reference`'s on warm-up inputs:
+  /// "" when they agree, else why not. The entry is ortfleet's work, so any failure is its own.
+  /// nullopt when the entry could not be checked (the model itself failed on the warm-up inputs).
+  std::optional<std::string> verify_cache_entry(const detail::CacheUse& cache, ShapeSession& reference);
+  /// Runs `s` the way Session::run would (as a CUDA graph in graph mode), outputs on the host.
+  std::vector<Tensor> run_on(ShapeSession& s, const std::vector<Tensor>& given) {
+    return graph_mode() ? run_graph(s, given, /*outputs_on_device=*/false) : run_plain(s, given, /*outputs_on_device=*/false);
+  }
+  /// The session a call of `shapes` runs on; `prices_switch` (when given) says whether this call should
+  /// price a shape switch (run_priced).
+  std::shared_ptr<ShapeSession> session_for(const InputShapes& shapes, bool* prices_switch = nullptr);
+  std::shared_ptr<ShapeSession> make_shape_session(const std::string& signature);
+  std::vector<Tensor> run_plain(ShapeSession& s, const std::vector<Tensor>& given, bool outputs_on_device, bool shrink_arena = false);
+  void prime(ShapeSession& s, const std::vector<Tensor>& given);
+  std::atomic<bool> arena_shrinks{true};  // false once ONNX Runtime refused to shrink this device's arena
+  std::vector<Tensor> run_graph(ShapeSession& s, const std::vector<Tensor>& given, bool outputs_on_device);
+
+  /// Throws when `t` is a GPU tensor of another device than this session's.
+  void check_device_of(const Tensor& t) const {
+    if (t.on_gpu() && t.device != spec.device) {
+      throw Error("input '" + t.name + "' lives on " + t.device.to_string() + ", not on this session's device",
+                  "Copy it to " + lane + " first", lane);
+    }
+  }
+};
+
+}  // namespace ortfleet

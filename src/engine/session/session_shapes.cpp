@@ -1,0 +1,173 @@
+// Which ONNX Runtime session serves a call's shapes: the declared shapes made at start-up, a shape
+// session made (or one evicted) on demand, the shared session's switches priced, the buckets learned.
+#include <algorithm>
+#include <limits>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "base/crash_report.hpp"
+#include "engine/runtime/ort_errors.hpp"
+#include "engine/session/session_impl.hpp"
+#include "engine/shapes/buckets.hpp"
+#include "engine/shapes/shape_policy.hpp"
+#include "engine/shapes/shapes.hpp"
+#include "ortfleet/base/error.hpp"
+
+namespace ortfleet {
+
+void Session::Impl::declare_shapes() {
+  declared = resolve_shapes(inputs, spec.config.shapes, spec.dynamic_dim);
+  buckets = detail::BucketPlan(inputs, spec.config.shapes, spec.config.shapes.pad_batch ? declared_batches(inputs, declared) : std::vector<int64_t>{});
+  for (auto& shape : buckets.shapes(inputs, spec.dynamic_dim, kMaxShapeSessions)) {
+    if (std::find(declared.begin(), declared.end(), shape) == declared.end()) declared.push_back(std::move(shape));
+  }
+  for (const auto& d : declared) declared_signatures.insert(to_string(d));
+  if (declared.size() > static_cast<size_t>(kMaxShapeSessions)) {
+    throw Error(fmt::format("{} shapes were declared with the buckets, more than the {} sessions a device may keep", declared.size(), kMaxShapeSessions),
+                "Declare fewer shapes or bucket sizes", lane);
+  }
+}
+
+std::shared_ptr<ShapeSession> Session::Impl::make_shape_session(const std::string& signature) {
+  auto s = std::make_shared<ShapeSession>();
+  s->signature = signature;
+  s->memory_before = memory_in_use(spec.device);
+  const auto start = std::chrono::steady_clock::now();
+  auto p = phase(phase::shape_session);
+  if (p) p->arg("shapes", signature);
+  const CrashScope creating(crash_creating, crash_record);
+  Ort::SessionOptions so = make_options(/*first=*/false);
+  if (later_source_optimised) so.SetGraphOptimizationLevel(ORT_DISABLE_ALL);
+  if (later_source_optimised) share_weights(so, later_source);
+  try {
+    s->session = open(later_source, nullptr, 0, so);
+  } catch (const Ort::Exception& e) {
+    detail::rethrow_ort_error(e, "creating the session for shapes " + signature + " of " + spec.model_path, lane);
+  }
+  s->create_ms = ms_since(start);
+  return s;
+}
+
+std::shared_ptr<ShapeSession> Session::Impl::session_for(const InputShapes& shapes, bool* prices_switch) {
+  const std::string signature = to_string(shapes);
+  auto find = [&]() -> std::shared_ptr<ShapeSession> {
+    if (max_sessions() == 1) return sessions.front();
+    for (auto& s : sessions) {
+      if (s->signature == signature) return s;
+    }
+    for (auto& s : sessions) {
+      if (s->signature.empty()) {  // the first session, before its first call
+        s->signature = signature;
+        return s;
+      }
+    }
+    return nullptr;
+  };
+  auto use = [&](const std::shared_ptr<ShapeSession>& s) {
+    s->last_used = ++clock;
+    s->last_signature = signature;
+    return s;
+  };
+  const ShapePolicy policy = spec.config.shapes.policy;
+  {
+    std::lock_guard lock(mutex);
+    if (auto s = find()) return use(s);
+    // A shape no session has: the shared session serves it, unless the policy gives it its own.
+    const bool returning = traffic.seen(signature);
+    traffic.note(signature, shapes);
+    if (auto advice = traffic.advice_once(static_cast<size_t>(max_sessions()))) spdlog::warn("{}: {}: {}", lane, spec.model_path, *advice);
+    // A declared shape always has a session of its own; so has every shape of a captured CUDA graph.
+    if (policy != ShapePolicy::per_shape && !is_declared(signature) && !graph_mode()) {
+      const auto& shared = sessions.front();
+      const bool own = policy == ShapePolicy::measured && spec.device.is_gpu() && static_cast<int>(sessions.size()) < max_sessions() &&
+                       traffic.pays_for_session(signature, shared->last_signature != signature, costs);
+      if (!own) {
+        if (prices_switch != nullptr) {
+          *prices_switch = policy == ShapePolicy::measured && spec.device.is_gpu() && !costs && returning && max_sessions() > 1 &&
+                           !shared->last_signature.empty() && shared->last_signature != signature && !pricing.exchange(true);
+        }
+        return use(shared);
+      }
+    }
+  }
+  std::lock_guard creating(create_mutex);
+  {
+    std::lock_guard lock(mutex);
+    if (auto s = find()) return use(s);  // made by another thread meanwhile
+    // Make room first, so that the evicted session's memory is free for the new one (a call still
+    // running on it keeps it alive until it returns). Declared sessions and the shared one stay.
+    while (static_cast<int>(sessions.size()) >= max_sessions()) {
+      auto lru = sessions.end();
+      for (auto it = sessions.begin() + 1; it != sessions.end(); ++it) {
+        if (!(*it)->declared && (lru == sessions.end() || (*it)->last_used < (*lru)->last_used)) lru = it;
+      }
+      if (lru == sessions.end()) return use(sessions.front());
+      sessions.erase(lru);
+    }
+  }
+  auto made = make_shape_session(signature);
+  made->declared = is_declared(signature);  // never evicted, whenever it was made
+  std::lock_guard lock(mutex);
+  sessions.push_back(made);
+  return use(made);
+}
+
+void Session::Impl::learn_buckets() {
+  if (buckets.empty()) return;
+  auto p = phase(phase::buckets_learn);
+  const auto shapes = buckets.shapes(inputs, spec.dynamic_dim, kMaxShapeSessions);
+  if (shapes.empty()) {  // padded batches alone: the outputs' first dims are the rows, nothing to run
+    buckets.learn({}, outputs, {});
+    return;
+  }
+  const auto base = session_for(shapes.front());
+  // Shapes other than a bucket's run (unpadded) on the first bucket's session, which runs its own
+  // shape again afterwards, so that its next call is a steady one.
+  bool disturbed = false;
+  std::vector<std::vector<int64_t>> at_base;  // the outputs' shapes at the first bucket shape
+  buckets.learn(shapes, outputs, [&](const InputShapes& shape) {
+    const bool own = is_declared(to_string(shape));
+    // A captured CUDA graph runs its own shape only: another shape gets a session of its own, not kept.
+    const auto session = own ? session_for(shape) : graph_mode() ? make_shape_session(to_string(shape)) : base;
+    disturbed = disturbed || (!own && !graph_mode());
+    std::vector<std::vector<int64_t>> out;
+    for (const auto& t : run_on(*session, warmup_source->make(shape, /*seed=*/1).tensors)) out.push_back(t.shape);
+    if (shape == shapes.front()) at_base = out;
+    return out;
+  });
+  if (disturbed) run_on(*base, warmup_source->make(shapes.front(), 1).tensors);
+  // Each output's bytes at its largest over the bucket shapes (learning ran the smallest ones only: a
+  // buffer sized by those made DeepLab's calls at its largest bucket fetch fresh host memory, 40-74 ms
+  // to copy down 70 MB, on an H100 in parts-a).
+  std::vector<size_t> largest(std::min(at_base.size(), outputs.size()), 0);
+  for (const auto& shape : shapes) {
+    const auto grown = buckets.output_shapes_at(shape, shapes.front(), at_base);
+    for (size_t o = 0; o < largest.size(); ++o) {
+      largest[o] = std::max(largest[o], checked_bytes(grown[o], outputs[o].type, "output '" + outputs[o].name + "'"));
+    }
+  }
+  bucketed->reserve(inputs, shapes, outputs, largest);
+}
+
+std::vector<Tensor> Session::Impl::run_priced(ShapeSession& shared, const std::vector<Tensor>& given, bool outputs_on_device) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<Tensor> out = run_plain(shared, given, outputs_on_device);
+  const double returning = ms_since(start);
+  try {
+    const double steady = timed_run(shared, given);  // the same shape again: what it costs without the switch
+    detail::ShapeCosts measured;
+    measured.steady_ms = steady;
+    measured.switch_ms = std::max(0.0, returning - steady);
+    measured.new_session_ms = std::max(0.01, create_ms + first_run_ms);
+    keep_costs(measured);
+    spdlog::debug("{}: a shape switch costs {:.2f} ms on a {:.2f} ms call; a new session {:.0f} ms", lane, measured.switch_ms, steady,
+                  measured.new_session_ms);
+  } catch (const std::exception& e) {
+    spdlog::debug("{}: the shape switch was not priced ({}); new shapes share one session", lane, e.what());
+    keep_costs({0, 0, std::numeric_limits<double>::max()});
+  }
+  return out;
+}
+
+}  // namespace ortfleet
