@@ -35,7 +35,7 @@ def ortfleet_job(model, shapes):
         for i in fleet.inputs:
             dims = dict(s.split("=") for s in [shapes] if s).get(i["name"]) if shapes else None
             shape = [int(d) for d in dims.split("x")] if dims else [d if d > 0 else 1 for d in i["shape"]]
-            feeds[i["name"]] = np.zeros(shape, np.float32)
+            feeds[i["name"]] = np.zeros(shape, i.get("type", "float32"))
         fleet.run(fleet.devices[0], feeds)
         print("first-output", flush=True)
         st = fleet.status()[0]
@@ -54,7 +54,9 @@ def ort_job(model, shapes):
     for i in s.get_inputs():
         dims = dict(x.split("=") for x in [shapes] if x).get(i.name) if shapes else None
         shape = [int(d) for d in dims.split("x")] if dims else [d if isinstance(d, int) and d > 0 else 1 for d in i.shape]
-        feeds[i.name] = np.zeros(shape, np.float32)
+        ort_types = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(int64)": np.int64, "tensor(int32)": np.int32,
+                     "tensor(bool)": np.bool_}
+        feeds[i.name] = np.zeros(shape, ort_types.get(i.type, np.float32))
     s.run(None, feeds)
     print("first-output", flush=True)
     print(json.dumps({}), flush=True)

@@ -95,7 +95,16 @@ Received MessageChannel::receive(int64_t deadline_ns) {
   do {
     length = ::recv(socket_.get(), nullptr, 0, MSG_PEEK | MSG_TRUNC);
   } while (length < 0 && errno == EINTR);
-  if (length == 0) return result;
+  if (length == 0) {
+    // The peer's end closed, or an empty message (which a SEQPACKET socket delivers as a zero-length
+    // read too): only a closed end reports a hang-up.
+    pollfd p{socket_.get(), POLLRDHUP, 0};
+    if (::poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLRDHUP)) != 0) return result;
+    [[maybe_unused]] const ssize_t consumed = ::recv(socket_.get(), nullptr, 0, 0);
+    result.kind = Received::Kind::malformed;
+    result.problem = "it is empty";
+    return result;
+  }
   if (length < 0) {
     if (errno == ECONNRESET) return result;
     throw Error("receiving from " + peer_ + " failed: " + std::strerror(errno));

@@ -70,7 +70,8 @@ void print_pool_status(const nlohmann::json& j) {
     const bool parked = d.value("parked", false);
     const std::string state = parked ? fmt::format("parked {:.0f} s", d.value("parked_s", 0.0)) : d.value("state", "");
     workers.add({d.value("device", ""), d.value("role", "shared"), state, std::to_string(d.value("pid", 0)), d.value("visible_devices", ""),
-                 format_bytes(d.value("memory_bytes", uint64_t{0})), format_bytes(d.value("host_memory_bytes", uint64_t{0})),
+                 d.value("device", "").rfind("cuda", 0) == 0 ? format_bytes(d.value("memory_bytes", uint64_t{0})) : std::string("-"),
+                 format_bytes(d.value("host_memory_bytes", uint64_t{0})),
                  std::to_string(d.at("sessions").size()), d.value("error", "")});
     for (const auto& s : d.at("sessions")) {
       sessions.add({d.value("device", ""), s.value("model", ""), std::to_string(s.value("holders", 0)),

@@ -45,6 +45,8 @@ std::string file_kind(const struct stat& st) {
   return "not a socket";
 }
 
+constexpr const char* kOtherUserHint = "Use your own pool (ortfleet serve, or the one a start of yours leaves), or run as the user who started it";
+
 std::string server_at(const std::string& path) { return "the pool server at " + path; }
 
 /// connect(2) on `path`: 0, or the errno.
@@ -72,6 +74,7 @@ SocketFound look_at_socket(const std::string& path, bool follow) {
   struct stat st {};
   if ((follow ? ::stat(path.c_str(), &st) : ::lstat(path.c_str(), &st)) != 0) {
     if (errno == ENOENT) return SocketFound::nothing;
+    if (errno == EACCES) throw Error("permission denied on the pool socket " + path + ": it belongs to another user", kOtherUserHint);
     throw Error("cannot look at the pool socket " + path + ": " + std::strerror(errno), "Give --socket a path in a folder you can read");
   }
   if (!S_ISSOCK(st.st_mode)) {
@@ -94,10 +97,7 @@ UniqueFd connect_to_pool(const std::string& path) {
   if (error == ENOENT || error == ECONNREFUSED) {
     throw Error("no warm pool runs on " + path + (error == ENOENT ? " (no such socket)" : " (a stale socket: its server is gone)"), kNoPoolHint);
   }
-  if (error == EACCES || error == EPERM) {
-    throw Error("permission denied on the pool socket " + path + ": it belongs to another user",
-                "Use your own pool (ortfleet serve, or the one a start of yours leaves), or run as the user who started it");
-  }
+  if (error == EACCES || error == EPERM) throw Error("permission denied on the pool socket " + path + ": it belongs to another user", kOtherUserHint);
   if (error == EPROTOTYPE) {
     throw Error("something that is not an ortfleet pool listens on " + path + " (a stream socket); ortfleet leaves it as it is",
                 "Give --socket a path of your own");

@@ -187,7 +187,8 @@ int serve_until_stopped(const LeftPool& left_in, bool quiet, int ready_fd) {
 
 LaunchedPool launch_pool_daemon(const LeftPool& left, const std::string& worker_executable) {
   const ServeOptions& options = left.serve;
-  LaunchedPool launched{"the next job on this node"};
+  LaunchedPool launched;
+  launched.audience = "the next job on this node";
   if (const auto slurm = slurm_allocation()) {
     // The daemon ends with the job (PoolServer watches its steps): refuse here, where the start can
     // say so, rather than leave a daemon that stops at once.

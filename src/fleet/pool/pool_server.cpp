@@ -145,7 +145,10 @@ struct PoolServer::Impl {
         // The client gets its own copy of the channel (SCM_RIGHTS); ours closes after the reply.
         handed.push_back(detail::UniqueFd(::dup(started.channels[i]->fd())));
         const json& status = started.replies[i].at("ready").value("status", json::object());
-        if (detail::text_field(status, "model_cache") == "miss") fill_in_background(plan, plan.devices[i]);
+        // A session made here that missed the cache: its entry is made for later starts. A resident one
+        // says what its own start found long ago.
+        const bool resident = status.is_object() && status.value("resident", false);
+        if (!resident && detail::text_field(status, "model_cache") == "miss") fill_in_background(plan, plan.devices[i]);
       }
       devices.push_back(std::move(started.replies[i]));
     }

@@ -47,6 +47,7 @@ json ask_raw(int fd, const std::string& bytes, const std::vector<int>& fds = {})
     msg.msg_control = control;
     msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
     cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    if (c == nullptr) return nullptr;
     c->cmsg_level = SOL_SOCKET;
     c->cmsg_type = SCM_RIGHTS;
     c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
