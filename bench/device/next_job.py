@@ -114,15 +114,16 @@ def one_round(model, shapes, park, r):
     os.makedirs(run, mode=0o700)
     env.update(XDG_RUNTIME_DIR=run, ORTFLEET_CACHE=cache, ORTFLEET_WARM_POOL_PARK=str(park))
     env.pop("ORTFLEET_AUTO_POOL", None)
-    jobs = {"plain": timed_job("ort", model, shapes, env)}
-    jobs["first"] = timed_job("ortfleet", model, shapes, env)
-    jobs["next"] = timed_job("ortfleet", model, shapes, env)
-    jobs["next2"] = timed_job("ortfleet", model, shapes, env)
-    status, waited = await_parked(env, 600)
+    jobs = {}
+    for kind, job in (("plain", "ort"), ("first", "ortfleet"), ("next", "ortfleet"), ("next2", "ortfleet")):
+        jobs[kind] = timed_job(job, model, shapes, env)
+        print(f"round {r} {kind}: {jobs[kind]['first_output_ms']} ms rc {jobs[kind]['rc']} resident {jobs[kind].get('resident')}", flush=True)
+    status, waited = await_parked(env, 120)
     parked = {"waited_s": waited, "gpu": gpu_used_mib(), "status": status}
+    print(f"round {r}: parked after {waited} s; GPU {parked['gpu']}", flush=True)
     jobs["parked"] = timed_job("ortfleet", model, shapes, env)
     subprocess.run([os.environ["ORTFLEET"], "-q", "pool", "evict"], env=env, capture_output=True)
-    await_parked(env, 600)
+    await_parked(env, 120)
     jobs["parked-new"] = timed_job("ortfleet", model, shapes, env)
     subprocess.run([os.environ["ORTFLEET"], "-q", "pool", "stop"], env=env, capture_output=True)
     after_stop = gpu_used_mib()

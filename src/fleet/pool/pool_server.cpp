@@ -222,14 +222,18 @@ struct PoolServer::Impl {
   std::atomic<int64_t> busy_until_ns{monotonic_ns()};  // last seen busy (or started), on the monotonic clock
   double idle_s() const { return static_cast<double>(monotonic_ns() - busy_until_ns.load()) / 1e9; }
 
-  std::thread parker;              // parks the workers, off the accept loop
-  bool parked_this_idle = false;   // serve()'s thread only
-  /// Once per idle spell, after options.park_after_s: every worker that can is parked.
+  std::thread parker;                   // parks the workers, off the accept loop
+  std::atomic<bool> parking_now{false};
+  int64_t last_park_ns = 0;             // serve()'s thread only
+  /// While nobody uses the pool (after options.park_after_s), every worker that can is parked; tried
+  /// again now and then, for workers that became ready since (a spare replaced, a restarted worker).
   void park_when_idle(bool is_busy) {
-    if (is_busy) parked_this_idle = false;
-    if (is_busy || parked_this_idle || !(options.park_after_s > 0) || idle_s() < options.park_after_s) return;
-    parked_this_idle = true;
+    if (is_busy || !(options.park_after_s > 0) || idle_s() < options.park_after_s || parking_now) return;
+    const double retry_s = std::max(options.park_after_s, 5.0);
+    if (last_park_ns != 0 && static_cast<double>(monotonic_ns() - last_park_ns) / 1e9 < retry_s) return;
+    last_park_ns = monotonic_ns();
     if (parker.joinable()) parker.join();
+    parking_now = true;
     parker = std::thread([this] {
       const ParkOutcome done = pool->park_workers(kParkLockTimeoutS);
       if (done.parked > 0) {
@@ -237,6 +241,7 @@ struct PoolServer::Impl {
                      options.park_after_s, done.parked, done.wall_ms);
       }
       for (const auto& kept : done.kept) spdlog::info("not parked: {}", kept);
+      parking_now = false;
     });
   }
 
@@ -459,6 +464,7 @@ void PoolServer::serve() {
       spdlog::info("nobody used this pool for {:g} s: exiting (ortfleet serve --idle-exit)", s.options.idle_exit_s);
       break;
     }
+    if (busy) s.last_park_ns = 0;  // the next idle spell parks anew
     s.park_when_idle(busy);
     if (ready <= 0 || (fds[0].revents & POLLIN) == 0) continue;
     detail::UniqueFd client(::accept4(s.listener.get(), nullptr, nullptr, SOCK_CLOEXEC));

@@ -124,6 +124,7 @@ WorkerParking::Seen WorkerParking::seen(const WorkerProcess& worker) const {
   if (!e) return seen;
   std::lock_guard fields(e->fields);
   seen.parked = e->parked;
+  seen.refused = e->refused;
   seen.note = e->note;
   seen.status = e->status;
   if (e->parked) seen.parked_s = static_cast<double>(monotonic_ns() - e->since_ns) / 1e9;

@@ -40,6 +40,7 @@ class WorkerParking {
 
   struct Seen {
     bool parked = false;
+    bool refused = false;    ///< it did not park, and is not tried again until it has been used
     std::string note;        ///< why it does not park, when it did not
     nlohmann::json status;   ///< its sessions as they were when it parked
     double parked_s = 0;     ///< for how long it has been parked

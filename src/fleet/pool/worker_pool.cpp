@@ -447,7 +447,8 @@ ParkOutcome WorkerPool::park_workers(double lock_timeout_s) {
   std::vector<std::shared_ptr<detail::WorkerProcess>> workers;
   std::vector<json> statuses;
   for (auto& w : s.all_workers()) {
-    if (s.parking.seen(*w).parked) continue;
+    const auto seen = s.parking.seen(*w);
+    if (seen.parked || seen.refused) continue;
     json said;
     try {
       said = w->channel().call(detail::message::status, nullptr, 10).body;
