@@ -30,6 +30,7 @@ def ortfleet_job(model, shapes):
     import ortfleet
     kw = {"shapes": shapes} if shapes else {}
     with ortfleet.Fleet(model, **kw) as fleet:
+        fleet.start()
         fleet.wait()
         feeds = {}
         for i in fleet.inputs:
@@ -118,6 +119,8 @@ def one_round(model, shapes, park, r):
     for kind, job in (("plain", "ort"), ("first", "ortfleet"), ("next", "ortfleet"), ("next2", "ortfleet")):
         jobs[kind] = timed_job(job, model, shapes, env)
         print(f"round {r} {kind}: {jobs[kind]['first_output_ms']} ms rc {jobs[kind]['rc']} resident {jobs[kind].get('resident')}", flush=True)
+        if jobs[kind]["rc"] != 0:
+            print(jobs[kind]["stderr_tail"], flush=True)
     status, waited = await_parked(env, 120)
     parked = {"waited_s": waited, "gpu": gpu_used_mib(), "status": status}
     print(f"round {r}: parked after {waited} s; GPU {parked['gpu']}", flush=True)

@@ -119,9 +119,11 @@ TEST_F(ParkingPool, AParkedWorkerKilledLosesOnlyItselfAndPoolStopLeavesNothing) 
   EXPECT_EQ(next.run(Device::cuda(0), random_inputs(next.inputs(), 1)).size(), 1u);
   next.shutdown();
   pids = await_parked();
-  pool_stop(server_->socket_path());
+  // As a daemon does: `pool stop` returns once the socket is gone, which the server removes as it ends.
+  std::thread stopper([this] { pool_stop(server_->socket_path()); });
   serving_.join();
   server_.reset();
+  stopper.join();
   for (const int pid : pids) {
     for (int i = 0; i < 200 && ::kill(pid, 0) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     EXPECT_NE(::kill(pid, 0), 0) << "worker " << pid << " outlived pool stop";
