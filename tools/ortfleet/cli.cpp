@@ -12,6 +12,7 @@
 
 #include "ortfleet/engine/cache.hpp"
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/base/number_text.hpp"
 #include "ortfleet/base/output_file.hpp"
 #include "ortfleet/report/html_report.hpp"
 #include "ortfleet/synth/synth.hpp"
@@ -138,11 +139,11 @@ CLI::Option* in_range(CLI::Option* option, NumberRange range) {
   const std::string name = option->get_name();
   CLI::Validator check(
       [name, range](std::string& text) -> std::string {
-        char* end = nullptr;
-        const double value = std::strtod(text.c_str(), &end);
-        if (text.empty() || *end != '\0' || std::isnan(value)) return fmt::format("{} {} is not a number: give {}", name, text, allowed(range));
+        const auto number = parse_decimal(text);
+        if (!number) return fmt::format("{} {} is not a number: give {}", name, text, allowed(range));
         const bool digits = text.find_first_not_of("0123456789", text[0] == '-' || text[0] == '+' ? 1 : 0) == std::string::npos;
         if (range.whole && !digits) return fmt::format("{} {} is not a whole number: give {}", name, text, allowed(range));
+        const double value = *number;
         const bool inside = (range.above_lo ? value > range.lo : value >= range.lo) && value <= range.hi;
         if (!inside) return fmt::format("{} {} is out of range: give {}", name, text, allowed(range));
         return {};

@@ -18,6 +18,7 @@
 
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/base/output_file.hpp"
+#include "ortfleet/base/number_text.hpp"
 
 namespace ortfleet {
 using nlohmann::json;
@@ -132,13 +133,12 @@ double WarmPoolOptions::resolved_idle_exit_s() const {
   if (idle_exit_s) return *idle_exit_s;
   const char* env = std::getenv("ORTFLEET_WARM_POOL_IDLE");
   if (env == nullptr || *env == '\0') return kDefaultIdleExitS;
-  char* end = nullptr;
-  const double seconds = std::strtod(env, &end);
-  if (end == env || *end != '\0' || !(seconds >= 0) || seconds > 7 * 24 * 3600) {
+  const auto seconds = parse_decimal(env);
+  if (!seconds || *seconds < 0 || *seconds > 7 * 24 * 3600) {
     throw Error(std::string("ORTFLEET_WARM_POOL_IDLE='") + env + "' is not a number of seconds from 0 to 604800",
                 "Set it to the seconds a warm pool waits idle before it exits (e.g. 300), or 0 to leave no pool");
   }
-  return seconds;
+  return *seconds;
 }
 
 std::vector<std::pair<std::string, std::string>> CudaOptions::provider_options() const {
@@ -174,15 +174,9 @@ std::pair<std::string, double> parse_pad_value(const std::string& text) {
   const auto eq = text.find('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 == text.size()) throw Error("'" + text + "' is not input=value", kHint);
   const std::string number = text.substr(eq + 1);
-  size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(number, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != number.size() || !std::isfinite(value)) throw Error("'" + number + "' in '" + text + "' is not a number", kHint);
-  return {text.substr(0, eq), value};
+  const auto value = parse_decimal(number);
+  if (!value) throw Error("'" + number + "' in '" + text + "' is not a number", kHint);
+  return {text.substr(0, eq), *value};
 }
 
 const char* to_string(ShapePolicy policy) {
@@ -232,15 +226,9 @@ std::pair<std::string, ValueRange> parse_input_range(const std::string& text) {
   const auto eq = text.find('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 == text.size()) throw Error("'" + text + "' is not NAME=VALUE or NAME=LO:HI", hint);
   auto number = [&](const std::string& part) {
-    size_t used = 0;
-    double value = 0;
-    try {
-      value = std::stod(part, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != part.size() || !std::isfinite(value)) throw Error("'" + part + "' in '" + text + "' is not a number", hint);
-    return value;
+    const auto value = parse_decimal(part);
+    if (!value) throw Error("'" + part + "' in '" + text + "' is not a number", hint);
+    return *value;
   };
   const std::string value = text.substr(eq + 1);
   const auto colon = value.find(':');
