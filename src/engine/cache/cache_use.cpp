@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -85,6 +86,18 @@ void warn_cache_not_written(const std::string& what, const std::string& why) {
   warn_once("cache not written", fmt::format("the optimised-model cache could not be written ({}); starting {} without it", why, what));
 }
 }  // namespace
+
+std::string write_failure(const std::string& folder, const std::string& why) {
+  struct statvfs fs_info {};
+  const bool measured = ::statvfs(folder.c_str(), &fs_info) == 0;
+  const uint64_t free_bytes = measured ? static_cast<uint64_t>(fs_info.f_bavail) * fs_info.f_frsize : 0;
+  const bool full = (measured && free_bytes < (uint64_t{1} << 20)) || why.find(std::strerror(ENOSPC)) != std::string::npos ||
+                    why.find("disk is full") != std::string::npos;
+  if (full) {
+    return fmt::format("the disk holding {} is full ({}; {} bytes free there): {}", folder, std::strerror(ENOSPC), measured ? free_bytes : 0, why);
+  }
+  return fmt::format("writing the entry into {} failed: {}", folder, why);
+}
 
 EntryKey entry_key(const std::string& model, const Device& device, const RunConfig& config, const std::string& memo_dir) {
   EntryKey k;
@@ -267,7 +280,8 @@ CacheUse::CacheUse(const std::string& cache_dir, const std::string& model, const
   } catch (const FolderNotWritable& e) {
     lock_.unlock();
     unwritable_ = true;
-    warn_cache_not_written(model, e.what());
+    note_ = write_failure(cache.dir(), e.what());
+    warn_cache_not_written(model, note_);
     return;
   }
   partial_ = entry_ + ".partial-" + std::to_string(::getpid());
@@ -488,7 +502,12 @@ bool CacheUse::commit() {
 void CacheUse::abandon(const std::string& why) {
   if (partial_.empty()) return;
   partial_.clear();
-  if (!why.empty()) warn_cache_not_written(model_, why);
+  if (!why.empty()) {
+    // A write that failed (a full disk, a read-only folder) is said as such, never as "busy".
+    unwritable_ = true;
+    note_ = write_failure(fs::path(entry_).parent_path().string(), why);
+    warn_cache_not_written(model_, note_);
+  }
   try {
     remove_entry_files(entry_);  // the partial graph, the data, the manifest: this process holds the writer's lock
   } catch (const std::exception& e) {

@@ -188,6 +188,11 @@ struct EntryGain {
 void record_entry_gain(const std::string& entry, const EntryGain& gain);
 /// The gain recorded for `entry`, if it was priced.
 std::optional<EntryGain> gain_of(const std::string& entry);
+/// Why an entry could not be written into `folder` (`why`: what the failing call said), in words: a
+/// full disk is said as such ("the disk holding FOLDER is full (No space left on device; N bytes free
+/// there): ..."), whatever words the call used (ONNX Runtime's differ from ours).
+std::string write_failure(const std::string& folder, const std::string& why);
+
 /// The model the entry was made from, as its manifest names it ("" when it does not).
 std::string model_of(const std::string& entry);
 
