@@ -82,12 +82,18 @@ int run_import(const ImportFlags& f, const Globals& g) {
   return 0;
 }
 
+/// What a start does with the entry, in words.
+std::string entry_use(const CacheEntry& e) {
+  if (!e.skipped.empty()) return e.skipped + " (not used)";
+  if (e.load_note.empty()) return "not priced yet: used";
+  return e.load_note + (e.used ? ": used" : ": not used, the model loads as fast");
+}
+
 void print_cache_entries(const std::vector<CacheEntry>& entries) {
   for (const auto& e : entries) {
     std::cout << "  " << e.path << "  " << format_bytes(e.bytes);
     if (!e.model.empty()) std::cout << "  from " << e.model;
-    std::cout << "\n    " << (e.load_note.empty() ? "not priced yet: used" : e.load_note + (e.used ? ": used" : ": not used, the model loads as fast"))
-              << "\n";
+    std::cout << "\n    " << entry_use(e) << "\n";
   }
 }
 
@@ -109,7 +115,7 @@ void register_cache(CLI::App& app, Globals& globals, Action& action) {
         const auto to_json = [](const std::vector<CacheEntry>& found) {
           nlohmann::json j = nlohmann::json::array();
           for (const auto& e : found) {
-            j.push_back({{"path", e.path}, {"bytes", e.bytes}, {"model", e.model}, {"load", e.load_note}, {"used", e.used}});
+            j.push_back({{"path", e.path}, {"bytes", e.bytes}, {"model", e.model}, {"load", e.load_note}, {"used", e.used}, {"skipped", e.skipped}});
           }
           return j;
         };

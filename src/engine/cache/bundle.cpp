@@ -273,6 +273,10 @@ CacheBundle ModelCache::export_bundle(const std::vector<std::string>& models, co
       std::string outcome = local_private ? look_up(dir_, k, /*read_only=*/false, memo_dir, *f) : "missing";
       if (outcome == "missing" && shared) {
         outcome = look_up((fs::path(*shared) / "models").string(), k, /*read_only=*/true, memo_dir, *f);
+        // What a start would refuse to load from the layer is not carried elsewhere either.
+        if (const std::string refused = outcome.empty() ? detail::shared_entry_refusal(*shared, f->path) : ""; !refused.empty()) {
+          outcome = "refused: " + refused;
+        }
       }
       f->entry.outcome = outcome.empty() ? "exported" : outcome;
       bundle.entries.push_back(f->entry);
@@ -439,27 +443,12 @@ BundleManifest check_manifest(const std::string& path, const std::string& text, 
   return m;
 }
 
-/// Makes the folder an import writes into: the user's private cache, or a shared layer others read.
+/// Makes the folder an import writes into: the user's private cache, or a shared layer others read
+/// (folders 0755: only this user may write them, and nothing is made where another user could).
 void prepare_target(const std::string& dir, bool shared_layer) {
-  if (!shared_layer) {
-    detail::ensure_private_dir(dir, detail::kCacheFolderHint);
-    return;
-  }
-  std::error_code ec;
-  for (const fs::path& folder : {fs::path(dir).parent_path(), fs::path(dir)}) {
-    if (!fs::exists(folder, ec)) {
-      if (::mkdir(folder.c_str(), 0755) != 0 && errno != EEXIST) {
-        throw Error("cannot make " + folder.string() + ": " + std::strerror(errno), "Make the shared layer's folder first");
-      }
-      ::chmod(folder.c_str(), 0755);  // whatever the umask: other users read it
-    }
-    struct stat st {};
-    if (::lstat(folder.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) throw Error(folder.string() + " is not a folder", "Give a folder for the shared layer");
-    if (st.st_uid != ::getuid() || (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
-      throw Error("the shared layer's folder " + folder.string() + " must be yours and writable by nobody else",
-                  "chmod go-w it, or import as its owner");
-    }
-  }
+  detail::make_dir_safely(dir, shared_layer ? 0755 : 0700,
+                          shared_layer ? "Import the shared layer into a folder only you can write, under folders only you or root can"
+                                       : detail::kCacheFolderHint);
 }
 
 /// Test hook: ORTFLEET_TEST_IMPORT_KILL_AT=staged (every member checked, none published) or publishing

@@ -456,14 +456,81 @@ TEST(SharedCacheLayer, AnEntryThatFailsToLoadIsNotRejectedThere) {
   EXPECT_EQ(snapshot(dir / "shared"), before) << "the shared layer was written";
 }
 
-TEST(SharedCacheLayer, AFolderEveryUserCanWriteIsNotUsed) {
+// Another user made root's start run their graph when the layer sat in a 0777 folder without the sticky
+// bit, when models/ was group-writable and when the entry files were 0666: every component up to / is
+// checked, and the one that fails is named.
+TEST(SharedCacheLayer, AFolderOrFileAnotherUserCouldChangeIsNotUsedAndNamed) {
   const fs::path dir = fresh("shared-open");
-  shared_entry(test::mlp_model(), dir);
-  ::chmod((dir / "shared" / "models").c_str(), 0777);
-  test::CapturedLog log;
-  const Started s = start(test::mlp_model(), dir / "local", dir / "shared");
-  EXPECT_EQ(s.note.find("shared"), std::string::npos) << s.note;
-  EXPECT_EQ(log.count("is writable by every user"), 1u);
+  const std::string entry = shared_entry(test::mlp_model(), dir / "layers");
+  const fs::path layer = dir / "layers" / "shared";
+  struct Case {
+    fs::path path;
+    mode_t mode;
+    std::string named;
+  };
+  const std::vector<Case> cases = {
+      {dir / "layers", 0777, "the folder " + (dir / "layers").string() + " above " + (layer / "models").string() + " can be written by other users (mode 0777, not sticky)"},
+      {layer / "models", 0775, "the folder " + (layer / "models").string() + " can be written by other users (mode 0775)"},
+      {layer / "models", 0777, "the folder " + (layer / "models").string() + " can be written by other users (mode 0777)"},
+      {entry, 0666, entry + " can be written by other users (mode 0666)"},
+      {entry + ".data", 0664, entry + ".data can be written by other users (mode 0664)"},
+      {entry + ".manifest.json", 0666, entry + ".manifest.json can be written by other users (mode 0666)"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.named);
+    struct stat st {};
+    ASSERT_EQ(::stat(c.path.c_str(), &st), 0);
+    const mode_t before = st.st_mode & 07777;
+    ASSERT_EQ(::chmod(c.path.c_str(), c.mode), 0);
+    test::CapturedLog log;
+    const Started s = start(test::mlp_model(), dir / "local", layer);
+    EXPECT_EQ(s.note.find("shared"), std::string::npos) << s.note;
+    EXPECT_EQ(log.count(c.named), 1u) << log.text();
+    const auto listed = ModelCache((layer / "models").string()).entries(/*private_folder=*/false);
+    ASSERT_EQ(listed.size(), 1u);
+    EXPECT_FALSE(listed.front().used) << "cache list says a refused entry is used";
+    EXPECT_NE(listed.front().skipped.find("refused: " + c.named), std::string::npos) << listed.front().skipped;
+    ASSERT_EQ(::chmod(c.path.c_str(), before), 0);
+    fs::remove_all(dir / "local");
+  }
+  // Sticky, as /tmp: others may add names there but not replace the layer's. Used.
+  ASSERT_EQ(::chmod((dir / "layers").c_str(), 01777), 0);
+  EXPECT_NE(start(test::mlp_model(), dir / "local", layer).note.find("from the shared layer"), std::string::npos);
+  EXPECT_EQ(ModelCache((layer / "models").string()).entries(/*private_folder=*/false).front().skipped, "");
+}
+
+TEST(SharedCacheLayer, AFolderOrFileOfAnotherUserIsNotUsed) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root, to give files to another user";
+  const fs::path dir = fresh("shared-theirs");
+  const std::string entry = shared_entry(test::mlp_model(), dir);
+  const fs::path models = dir / "shared" / "models";
+  for (const fs::path& theirs : {fs::path(entry), models}) {
+    SCOPED_TRACE(theirs.string());
+    ASSERT_EQ(::chown(theirs.c_str(), 65534, 65534), 0);
+    const auto listed = ModelCache(models.string()).entries(/*private_folder=*/false);
+    EXPECT_NE(listed.front().skipped.find(theirs.string() + " belongs to"), std::string::npos) << listed.front().skipped;
+    EXPECT_EQ(start(test::mlp_model(), dir / "local", dir / "shared").note.find("shared"), std::string::npos);
+    ASSERT_EQ(::chown(theirs.c_str(), 0, 0), 0);
+  }
+  // The layer's owner is whom its readers trust: a layer all of one other user's is used.
+  for (const auto& e : fs::recursive_directory_iterator(dir / "shared")) ASSERT_EQ(::lchown(e.path().c_str(), 65534, 65534), 0);
+  ASSERT_EQ(::chown((dir / "shared").c_str(), 65534, 65534), 0);
+  EXPECT_NE(start(test::mlp_model(), dir / "local2", dir / "shared").note.find("from the shared layer"), std::string::npos);
+}
+
+// import --shared made the layer in a folder every user can write: nothing is made there now.
+TEST(SharedCacheLayer, ImportMakesNoLayerWhereAnotherUserCouldChangeIt) {
+  const fs::path dir = fresh("shared-import-open");
+  make_bundle(test::mlp_model(), dir / "a", dir / "b.ortfleet");
+  fs::create_directories(dir / "open");
+  ASSERT_EQ(::chmod((dir / "open").c_str(), 0777), 0);
+  const std::string e = test::error_of(
+      [&] { ModelCache((dir / "open" / "layer" / "models").string()).import_bundle((dir / "b.ortfleet").string(), /*shared_layer=*/true); });
+  EXPECT_NE(e.find("the folder " + (dir / "open").string() + " above " + (dir / "open" / "layer" / "models").string() +
+                   " can be written by other users (mode 0777, not sticky)"),
+            std::string::npos)
+      << e;
+  EXPECT_FALSE(fs::exists(dir / "open" / "layer")) << "the layer was made in a folder others can write";
 }
 
 TEST(SharedCacheLayer, ItIsNamedByTheConfigElseTheEnvironment) {
