@@ -5,8 +5,9 @@
 #include <bit>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <numeric>
+#include <optional>
+#include <ostream>
 #include <set>
 #include <map>
 #include <tuple>
@@ -152,12 +153,15 @@ class GraphBuilder {
     parts.outputs = std::move(outputs_);
     parts.initializers = std::move(small_);
 
+    // Each file written beside its name and put in place whole (OutputFile), the weights before the
+    // graph that names them.
+    OutputFile graph_file(path);
+    std::optional<OutputFile> data_file;
     if (external) {
       const std::string data_name = model_path.filename().string() + ".data";
       summary.external_data_path = (model_path.parent_path() / data_name).string();
-      errno = 0;
-      std::ofstream data(summary.external_data_path, std::ios::binary | std::ios::trunc);
-      if (!data) throw_write_error(summary.external_data_path, errno);
+      data_file.emplace(summary.external_data_path);
+      std::ostream& data = data_file->stream();
       uint64_t offset = 0;
       for (size_t i = 0; i < weights_.size(); ++i) {
         const auto& w = weights_[i];
@@ -170,8 +174,6 @@ class GraphBuilder {
         parts.initializers.push_back(onnx::external_tensor(w.name, DataType::float32, w.dims, {data_name, offset, length}));
         offset += length;
       }
-      data.flush();
-      if (!data) throw_write_error(summary.external_data_path, errno);
     } else {
       for (size_t i = 0; i < weights_.size(); ++i) {
         const auto& w = weights_[i];
@@ -185,17 +187,10 @@ class GraphBuilder {
     metadata.emplace_back("ortfleet.synth.kind", kind);
     metadata.emplace_back("ortfleet.synth.seed", std::to_string(options.seed));
     onnx::ProtoMessage proto = onnx::model(std::move(parts), kOpset, metadata);
-    {
-      errno = 0;
-      std::ofstream out(path, std::ios::binary | std::ios::trunc);
-      if (!out) throw_write_error(path, errno);
-      std::vector<char> buffer(1 << 20);
-      out.rdbuf()->pubsetbuf(buffer.data(), static_cast<std::streamsize>(buffer.size()));
-      proto.write(out);
-      out.flush();
-      if (!out) throw_write_error(path, errno);
-    }
-    summary.file_bytes = fs::file_size(path) + (external ? fs::file_size(summary.external_data_path) : 0);
+    proto.write(graph_file.stream());
+    if (data_file) data_file->commit();
+    graph_file.commit();
+    summary.file_bytes = graph_file.bytes_written() + (data_file ? data_file->bytes_written() : 0);
     weights_.clear();
     return summary;
   }
@@ -556,11 +551,9 @@ std::string default_model(const std::string& cache_dir) {
   const fs::path path = fs::path(cache_dir) / "resnet50-seed1.onnx";
   std::error_code ec;
   if (fs::exists(path, ec) && fs::file_size(path, ec) > 0) return path.string();
-  // Write under a temporary name and rename, so that a concurrent or interrupted run never leaves
-  // a half-written default model behind.
-  const fs::path partial = path.string() + ".partial-" + std::to_string(::getpid());
-  write_resnet(partial.string(), ResNetSpec{});
-  fs::rename(partial, path);
+  // Written whole or not at all (OutputFile): a concurrent or interrupted run never leaves a
+  // half-written default model behind.
+  write_resnet(path.string(), ResNetSpec{});
   return path.string();
 }
 

@@ -52,8 +52,18 @@ std::string stamped(const std::string& result_json, const Globals& globals, cons
   return stamp_result(result_json, globals.command_line, devices, globals.ort_lib);
 }
 
+CLI::Option* add_output_option(CLI::App* app, const std::string& name, std::string& path, const std::string& help, bool folder) {
+  CLI::Option* option = app->add_option(name, path, help);
+  const std::string flag = option->get_positional() ? "the output path" : option->get_name();
+  const std::string what = folder ? "a folder" : "a file";
+  option->check(CLI::Validator(
+      [flag, what](std::string& text) -> std::string { return text.empty() ? flag + " is empty: give the path of " + what + " to write" : std::string(); },
+      ""));
+  return option;
+}
+
 void add_html_option(CLI::App* app, std::string& path) {
-  app->add_option("--html", path, "Also draw the results as one self-contained HTML page here (as `ortfleet report` does)");
+  add_output_option(app, "--html", path, "Also draw the results as one self-contained HTML page here (as `ortfleet report` does)");
 }
 
 void write_html(const std::string& path, const std::string& stamped_json, const Globals& globals) {

@@ -150,6 +150,9 @@ void expect_refused(const fs::path& bundle, const fs::path& cache, const std::st
   EXPECT_EQ(snapshot(cache), before) << "the cache changed";
 }
 
+/// A copy of the small transformer (its weights in DIR/model.onnx.data), for tests that write around it.
+std::string write_small_transformer_copy(const fs::path& dir) { return test::write_small_transformer(dir / "model.onnx", 7); }
+
 /// A cache that holds one entry already (of another model): what every refused import must leave alone.
 fs::path lived_in_cache(const std::string& name) {
   const fs::path cache = fresh(name);
@@ -244,7 +247,68 @@ TEST(CacheBundle, ExportSaysWhatItMissedAndRefusesToWriteAnEmptyBundle) {
       [&] { ModelCache((dir / "cache").string()).export_bundle({test::resnet18_model()}, {Device::cpu()}, {}, (dir / "none").string()); });
   EXPECT_NE(none.what_failed().find("nothing to export"), std::string::npos) << none.what_failed();
   EXPECT_FALSE(fs::exists(dir / "none"));
-  for (const auto& e : fs::directory_iterator(dir)) EXPECT_EQ(e.path().string().find(".partial-"), std::string::npos) << e.path();
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"b", "cache"})) << "no partial file is left";
+}
+
+// "exported 2 entries" for one: an entry asked for twice is in the bundle once, and said so.
+TEST(CacheBundle, AnEntryAskedForTwiceIsExportedOnceAndCountedOnce) {
+  const fs::path dir = fresh("export-twice");
+  start(test::mlp_model(), dir / "cache");
+  fs::copy_file(test::mlp_model(), dir / "same.onnx");
+  const CacheBundle b = ModelCache((dir / "cache").string())
+                            .export_bundle({test::mlp_model(), test::mlp_model(), (dir / "same.onnx").string()}, {Device::cpu()}, {}, (dir / "b").string());
+  ASSERT_EQ(b.entries.size(), 3u);
+  EXPECT_EQ(std::count_if(b.entries.begin(), b.entries.end(), [](const BundleEntry& e) { return e.outcome == "exported"; }), 1);
+  EXPECT_EQ(b.entries[1].outcome.rfind("in the bundle once, as " + fs::path(test::mlp_model()).filename().string() + " for cpu-", 0), 0u)
+      << b.entries[1].outcome;
+  EXPECT_EQ(b.entries[2].outcome.rfind("in the bundle once", 0), 0u) << b.entries[2].outcome;
+  EXPECT_EQ(ModelCache((dir / "c").string()).import_bundle((dir / "b").string()).entries.size(), 1u);
+}
+
+// The bundle is an output like every other (docs/guarantees.md): the model, its weights and a file that
+// is not a bundle are left as they are; a bundle is replaced keeping its mode; a link is written
+// through; a pipe or device is written, never replaced.
+TEST(CacheBundle, ExportReplacesOnlyABundleAndNeverWhatItReads) {
+  const fs::path dir = fresh("export-out");
+  const std::string model = write_small_transformer_copy(dir);
+  start(model, dir / "cache");
+  const ModelCache cache((dir / "cache").string());
+  const auto export_to = [&](const fs::path& out) { cache.export_bundle({model}, {Device::cpu()}, {}, out.string()); };
+  for (const std::string& input : {model, model + ".data"}) {
+    const std::string before = test::read_all(input);
+    const std::string e = test::error_of([&] { export_to(input); });
+    EXPECT_NE(e.find("the bundle " + input + " "), std::string::npos) << e;
+    EXPECT_EQ(test::read_all(input), before) << input << " changed";
+  }
+  const fs::path notes = dir / "notes.txt";
+  { std::ofstream(notes) << "my notes"; }
+  ::chmod(notes.c_str(), 0600);
+  EXPECT_NE(test::error_of([&] { export_to(notes); }).find("exists and is not a cache bundle"), std::string::npos);
+  EXPECT_EQ(test::read_all(notes), "my notes");
+  fs::create_symlink(notes, dir / "link-to-notes");
+  EXPECT_NE(test::error_of([&] { export_to(dir / "link-to-notes"); }).find("is not a cache bundle"), std::string::npos);
+  EXPECT_EQ(test::read_all(notes), "my notes");
+  // A bundle of its own: replaced, keeping its mode; through a link, the link stays.
+  export_to(dir / "b.ortfleet");
+  ::chmod((dir / "b.ortfleet").c_str(), 0600);
+  fs::create_symlink(dir / "b.ortfleet", dir / "link.ortfleet");
+  export_to(dir / "link.ortfleet");
+  EXPECT_TRUE(fs::is_symlink(dir / "link.ortfleet"));
+  EXPECT_EQ(fs::status(dir / "b.ortfleet").permissions(), fs::perms::owner_read | fs::perms::owner_write);
+  EXPECT_EQ(ModelCache((dir / "imported").string()).import_bundle((dir / "b.ortfleet").string()).entries.front().outcome, "added");
+  // A pipe nobody reads: an error at once. /dev/null: written, still the device.
+  ASSERT_EQ(::mkfifo((dir / "pipe").c_str(), 0600), 0);
+  const int code = test::exit_code_within(60, [&] {
+    return test::error_of([&] { export_to(dir / "pipe"); }).find("a named pipe no process reads") != std::string::npos ? 0 : 1;
+  });
+  EXPECT_EQ(code, 0) << (code < 0 ? "it waited for a reader" : "another error");
+  export_to("/dev/null");
+  struct stat st {};
+  ASSERT_EQ(::stat("/dev/null", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
 }
 
 TEST(CacheBundle, ShapeCostsAndTheGainTravelWithTheEntry) {
