@@ -650,6 +650,24 @@ BundleEntry publish_entry(const BundleManifest::Listed& e, const BundleManifest&
   return out;
 }
 
+/// The bundle file, opened for reading: only a regular file (a pipe, a device, a socket or a folder is
+/// refused before it is opened for reading, where a pipe without a writer would block).
+detail::UniqueFd open_bundle(const std::string& path) {
+  const auto refuse = [&](const std::string& kind) {
+    return Error("the bundle " + path + " is " + kind + ", not a file; ortfleet reads bundles only from files", "Give the file `ortfleet cache export` wrote");
+  };
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw Error("cannot open the bundle " + path + ": " + std::strerror(errno), "Check the path");
+  if (!S_ISREG(st.st_mode)) throw refuse(describe_file_at(fs::canonical(path).string()));
+  // Swapped for a pipe since: O_NONBLOCK opens it at once, and fstat tells.
+  detail::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  if (!fd) throw Error("cannot open the bundle " + path + ": " + std::strerror(errno), "Check the path");
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) throw refuse("not a regular file any more");
+  const int flags = ::fcntl(fd.get(), F_GETFL);
+  if (flags >= 0) ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK);
+  return fd;
+}
+
 }  // namespace
 
 namespace detail {
@@ -674,10 +692,9 @@ void sweep_import_staging(const std::string& dir) {
 
 CacheBundle ModelCache::import_bundle(const std::string& path, bool shared_layer) const {
   const RuntimeInfo& runtime = load_runtime();
-  detail::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) throw Error("cannot open the bundle " + path + ": " + std::strerror(errno), "Check the path");
+  detail::UniqueFd fd = open_bundle(path);
   struct stat st {};
-  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) throw Error("the bundle " + path + " is not a file", "Give the file `ortfleet cache export` wrote");
+  ::fstat(fd.get(), &st);
   detail::TarReader tar(fd.get(), path);
 
   const BundleManifest manifest = read_bundle_manifest(tar, path, runtime);

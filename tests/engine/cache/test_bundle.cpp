@@ -311,6 +311,44 @@ TEST(CacheBundle, ExportReplacesOnlyABundleAndNeverWhatItReads) {
   EXPECT_TRUE(S_ISCHR(st.st_mode));
 }
 
+// Import reads bundles only from regular files: a pipe without a writer blocked open() forever, and a
+// file of zeros was read to its end before it was called no bundle.
+TEST(CacheBundle, ImportRefusesWhatIsNotARegularFileBeforeOpeningIt) {
+  const fs::path dir = fresh("import-special");
+  ASSERT_EQ(::mkfifo((dir / "pipe").c_str(), 0600), 0);
+  const int code = test::exit_code_within(60, [&] {
+    const std::string e = test::error_of([&] { ModelCache((dir / "cache").string()).import_bundle((dir / "pipe").string()); });
+    return e.find("the bundle " + (dir / "pipe").string() + " is a named pipe, not a file") != std::string::npos ? 0 : 1;
+  });
+  EXPECT_EQ(code, 0) << (code < 0 ? "the import waited on the pipe" : "another error");
+  EXPECT_NE(test::error_of([&] { ModelCache((dir / "cache").string()).import_bundle(dir.string()); }).find("is a folder, not a file"),
+            std::string::npos);
+  EXPECT_NE(test::error_of([&] { ModelCache((dir / "cache").string()).import_bundle("/dev/zero"); }).find("is a device, not a file"),
+            std::string::npos);
+  EXPECT_FALSE(fs::exists(dir / "cache")) << "a refused import made the cache";
+}
+
+TEST(CacheBundle, AFileOfZerosIsRefusedAtItsFirstBlock) {
+  const fs::path dir = fresh("import-zeros");
+  // A terabyte of zeros (sparse: it takes no disk), which read to its end would take hours.
+  const fs::path zeros = dir / "zeros.ortfleet";
+  { std::ofstream(zeros) << ""; }
+  fs::resize_file(zeros, uint64_t{1} << 40);
+  const int code = test::exit_code_within(60, [&] {
+    const std::string e = test::error_of([&] { ModelCache((dir / "cache").string()).import_bundle(zeros.string()); });
+    return e.find("starts with a block of zeros") != std::string::npos ? 0 : 1;
+  });
+  EXPECT_EQ(code, 0) << (code < 0 ? "the import read the zeros to their end" : "another error");
+  // A bundle followed by more zeros than any writer pads with is refused too, without reading them all.
+  make_bundle(test::mlp_model(), dir / "a", dir / "b.ortfleet");
+  fs::resize_file(dir / "b.ortfleet", fs::file_size(dir / "b.ortfleet") + (uint64_t{1} << 40));
+  const int padded = test::exit_code_within(60, [&] {
+    const std::string e = test::error_of([&] { ModelCache((dir / "cache").string()).import_bundle((dir / "b.ortfleet").string()); });
+    return e.find("has bytes after the end of its archive") != std::string::npos ? 0 : 1;
+  });
+  EXPECT_EQ(padded, 0) << (padded < 0 ? "the import read the zeros to their end" : "another error");
+}
+
 TEST(CacheBundle, ShapeCostsAndTheGainTravelWithTheEntry) {
   const fs::path dir = fresh("companions");
   start(test::mlp_model(), dir / "a");
