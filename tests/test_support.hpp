@@ -103,6 +103,11 @@ std::string bin(const std::string& name);  ///< a built executable (ortfleet, or
 /// Throws when the process is not there, or ends before it stops.
 void stop_process(int pid);
 
+/// Runs `body` in a forked child and returns its exit code, or -1 when it still ran after `seconds` (it
+/// is then killed): a call that would wait forever (on a pipe nobody writes) fails the test instead of
+/// hanging it.
+int exit_code_within(double seconds, const std::function<int()>& body);
+
 /// True when the machine has a usable GPU (the driver initialises and sees one).
 bool have_gpu();
 

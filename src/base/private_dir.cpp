@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include "base/unique_fd.hpp"
 
@@ -48,16 +49,44 @@ fs::path normal_absolute(const fs::path& path) {
   return p;
 }
 
+/// Who may own the folders ortfleet reads from and writes into, besides root.
+struct Trust {
+  uid_t me = ::geteuid();
+  std::optional<uid_t> also;  ///< the owner of a shared layer the user named
+  bool folder_must_be_mine = true;
+  bool trusted(uid_t owner) const { return owner == me || owner == 0 || (also && owner == *also); }
+  std::string owners() const {
+    return also && *also != me && *also != 0 ? "you, root or " + user_name(*also) + " (the layer's owner)" : "you or root";
+  }
+};
+
+/// `first` (a resolved folder) and every folder above it up to /, which hold `named`: each must be a
+/// trusted owner's and writable by others only when sticky (/tmp: others may add entries there, not rename ours).
+void check_folders_from(const fs::path& first, const fs::path& named, const Trust& trust, const std::string& hint) {
+  for (fs::path up = first;; up = up.parent_path()) {
+    const struct stat st = status_of(up, /*follow=*/false);
+    if (!trust.trusted(st.st_uid)) {
+      throw Error("the folder " + up.string() + " above " + named.string() + " belongs to " + user_name(st.st_uid) +
+                      ", who can replace what is in it (only " + trust.owners() + " may own it)",
+                  hint);
+    }
+    if (writable_by_others(st.st_mode) && (st.st_mode & S_ISVTX) == 0) {
+      throw Error("the folder " + up.string() + " above " + named.string() + " can be written by other users (mode " + octal_mode(st.st_mode) +
+                      ", not sticky), who can replace what is in it",
+                  hint);
+    }
+    if (up == up.root_path()) break;
+  }
+}
+
 /// Whether another user can make `folder` hold something else than what this user put there.
-void check_chain(const fs::path& folder, const std::string& hint) {
-  const uid_t me = ::geteuid();
-  auto trusted_owner = [me](uid_t owner) { return owner == me || owner == 0; };
+void check_chain(const fs::path& folder, const std::string& hint, const Trust& trust = {}) {
   // A symlink on the way is as good as a folder its owner can rename: it can point anywhere later.
   fs::path prefix;
   for (const auto& part : folder) {
     prefix /= part;
     const struct stat st = status_of(prefix, /*follow=*/false);
-    if (S_ISLNK(st.st_mode) && !trusted_owner(st.st_uid)) {
+    if (S_ISLNK(st.st_mode) && !trust.trusted(st.st_uid)) {
       throw Error(folder.string() + " passes through the symlink " + prefix.string() + ", which " + user_name(st.st_uid) +
                       " owns and can point elsewhere at any time",
                   hint);
@@ -68,42 +97,44 @@ void check_chain(const fs::path& folder, const std::string& hint) {
   if (ec) throw FolderNotWritable("cannot resolve " + folder.string() + ": " + ec.message(), hint);
   const struct stat self = status_of(real, /*follow=*/false);
   if (!S_ISDIR(self.st_mode)) throw Error(folder.string() + " is not a folder", hint);
-  if (self.st_uid != me) {
-    throw Error("the folder " + folder.string() + " belongs to " + user_name(self.st_uid) + ", not to you (" + user_name(me) +
-                    "): whoever owns it decides what ortfleet reads from it and overwrites in it",
+  if (trust.folder_must_be_mine ? self.st_uid != trust.me : !trust.trusted(self.st_uid)) {
+    throw Error("the folder " + folder.string() + " belongs to " + user_name(self.st_uid) + ", not to " +
+                    (trust.folder_must_be_mine ? "you (" + user_name(trust.me) + ")" : trust.owners()) +
+                    ": whoever owns it decides what ortfleet reads from it" + (trust.folder_must_be_mine ? " and overwrites in it" : ""),
                 hint);
   }
   if (writable_by_others(self.st_mode)) {
     throw Error("the folder " + folder.string() + " can be written by other users (mode " + octal_mode(self.st_mode) + ")",
                 hint + " (or chmod go-w " + folder.string() + ")");
   }
-  for (fs::path up = real.parent_path();; up = up.parent_path()) {
-    const struct stat st = status_of(up, /*follow=*/false);
-    if (!trusted_owner(st.st_uid)) {
-      throw Error("the folder " + up.string() + " above " + folder.string() + " belongs to " + user_name(st.st_uid) +
-                      ", who can replace what is in it",
-                  hint);
-    }
-    // In a sticky folder (/tmp) others may add entries but not rename or remove ours.
-    if (writable_by_others(st.st_mode) && (st.st_mode & S_ISVTX) == 0) {
-      throw Error("the folder " + up.string() + " above " + folder.string() + " can be written by other users (mode " +
-                      octal_mode(st.st_mode) + "), who can replace what is in it",
-                  hint);
-    }
-    if (up == up.root_path()) break;
-  }
+  check_folders_from(real.parent_path(), folder, trust, hint);
+}
+
+/// The nearest folder of `path` (itself or one above it) that exists.
+fs::path nearest_existing(const fs::path& path) {
+  fs::path at = path;
+  struct stat st {};
+  while (::lstat(at.c_str(), &st) != 0 && at != at.root_path()) at = at.parent_path();
+  return at;
 }
 }  // namespace
 
-void ensure_private_dir(const fs::path& path, const std::string& hint) {
+void make_dir_safely(const fs::path& path, mode_t mode, const std::string& hint) {
   const fs::path folder = normal_absolute(path);
+  // Nothing is made where another user could change it: the folders it would be made in are checked first.
+  std::error_code ec;
+  if (const fs::path existing = nearest_existing(folder); existing != folder) {
+    const fs::path real = fs::canonical(existing, ec);
+    if (ec) throw FolderNotWritable("cannot resolve " + existing.string() + ": " + ec.message(), hint);
+    check_folders_from(real, folder, Trust{}, hint);
+  }
   fs::path prefix;
   for (const auto& part : folder) {
     prefix /= part;
-    if (::mkdir(prefix.c_str(), 0700) == 0) {
+    if (::mkdir(prefix.c_str(), mode) == 0) {
       // mkdir's mode went through the umask; set it exactly, on the folder just made (never a symlink).
       const UniqueFd made(::open(prefix.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-      if (!made || ::fchmod(made.get(), 0700) != 0) throw FolderNotWritable("cannot set the mode of " + prefix.string() + ": " + std::strerror(errno), hint);
+      if (!made || ::fchmod(made.get(), mode) != 0) throw FolderNotWritable("cannot set the mode of " + prefix.string() + ": " + std::strerror(errno), hint);
       continue;
     }
     if (errno != EEXIST) {
@@ -113,12 +144,39 @@ void ensure_private_dir(const fs::path& path, const std::string& hint) {
   check_chain(folder, hint);
 }
 
+void ensure_private_dir(const fs::path& path, const std::string& hint) { make_dir_safely(path, 0700, hint); }
+
 bool check_private_dir(const fs::path& path, const std::string& hint) {
   const fs::path folder = normal_absolute(path);
   struct stat st {};
   if (::lstat(folder.c_str(), &st) != 0 && errno == ENOENT) return false;
   check_chain(folder, hint);
   return true;
+}
+
+uid_t check_shared_dir(const fs::path& path, const fs::path& layer, const std::string& hint) {
+  std::error_code ec;
+  const fs::path real_layer = fs::canonical(layer, ec);
+  if (ec) throw FolderNotWritable("cannot resolve " + layer.string() + ": " + ec.message(), hint);
+  Trust trust;
+  trust.also = status_of(real_layer, /*follow=*/false).st_uid;
+  trust.folder_must_be_mine = false;
+  check_chain(normal_absolute(path), hint, trust);
+  return *trust.also;
+}
+
+void check_shared_file(const fs::path& file, uid_t layer_owner, const std::string& hint) {
+  struct stat st {};
+  if (::lstat(file.c_str(), &st) != 0) return;  // missing: the entry's own check says so
+  Trust trust;
+  trust.also = layer_owner;
+  if (!trust.trusted(st.st_uid)) {
+    throw Error(file.string() + " belongs to " + user_name(st.st_uid) + ", not to " + trust.owners() + ": its owner decides what your sessions run", hint);
+  }
+  if (writable_by_others(st.st_mode)) {
+    throw Error(file.string() + " can be written by other users (mode " + octal_mode(st.st_mode) + "), who decide what your sessions run",
+                hint + " (or chmod go-w " + file.string() + ")");
+  }
 }
 
 void write_private_file(const fs::path& path, const std::string& text, bool durable) {

@@ -4,6 +4,8 @@
 // (the model cache, `profile --keep`), made 0700 when missing and refused when another user could
 // change what is in it. Writing into a folder someone else controls lets them choose what we
 // overwrite (a planted symlink) or what we later read back (a planted model).
+#include <sys/types.h>
+
 #include <filesystem>
 #include <string>
 
@@ -21,10 +23,25 @@ class FolderNotWritable : public Error {
 /// Makes `path` and its missing parents (each with mode 0700), then checks that only this user can
 /// change it: the folder is owned by this user and not group- or world-writable, and every folder
 /// above it (and every symlink on the way) is owned by this user or root, and writable by others
-/// only when sticky (/tmp). Throws ortfleet::Error naming the folder and the fix (`hint`, e.g. "Set
-/// ORTFLEET_CACHE to ..."); a folder that cannot be made (read-only file system, no permission)
-/// throws FolderNotWritable.
+/// only when sticky (/tmp). Nothing is made in a folder that fails those checks. Throws
+/// ortfleet::Error naming the folder and the fix (`hint`, e.g. "Set ORTFLEET_CACHE to ..."); a folder
+/// that cannot be made (read-only file system, no permission) throws FolderNotWritable.
 void ensure_private_dir(const std::filesystem::path& path, const std::string& hint);
+
+/// ensure_private_dir with the folders it makes given `mode` (exactly, whatever the umask): 0755 for a
+/// folder other users read (a shared cache layer), which still only this user may write.
+void make_dir_safely(const std::filesystem::path& path, mode_t mode, const std::string& hint);
+
+/// Checks a folder other users made for this one to read (the shared cache layer's models folder,
+/// `path`, in the layer `layer`), as sshd's StrictModes checks a user's keys: it, every folder above
+/// it and every symlink on the way are owned by root, this user or the layer's owner (whom the user
+/// trusts by naming the layer, as the owner of their model files), it is writable by nobody else, and
+/// those above it are writable by others only when sticky. Returns the layer's owner. Throws
+/// ortfleet::Error naming the component that fails and why.
+uid_t check_shared_dir(const std::filesystem::path& path, const std::filesystem::path& layer, const std::string& hint);
+/// A file in such a folder: owned by root, this user or `layer_owner`, and writable by nobody else
+/// (nothing when it is missing). Throws ortfleet::Error naming it.
+void check_shared_file(const std::filesystem::path& file, uid_t layer_owner, const std::string& hint);
 
 /// The same checks for a folder that must already exist (false when it does not).
 bool check_private_dir(const std::filesystem::path& path, const std::string& hint);

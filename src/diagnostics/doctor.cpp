@@ -120,6 +120,11 @@ void check_runtime(DoctorReport& r, const DoctorOptions& options) {
       r.findings.push_back({"runtime-others", Verdict::info,
                             std::to_string(others) + " other ONNX Runtime copies found; --ort-lib or ORTFLEET_ORT_LIB picks one", {}});
     }
+    const RuntimeTelemetry telemetry = runtime_telemetry();
+    r.telemetry = telemetry;
+    r.findings.push_back({"telemetry", telemetry.collects ? Verdict::warn : Verdict::ok, "ONNX Runtime's telemetry: " + telemetry.evidence,
+                          telemetry.collects ? "Load ONNX Runtime only through ortfleet in this process, or set ORT_DISABLE_TELEMETRY=1 before it starts"
+                                             : ""});
   } catch (const Error& e) {
     // A library the user named must work: that is an error, not a finding.
     if (!options.ort_library.empty()) throw;
@@ -342,6 +347,9 @@ std::string DoctorReport::to_json() const {
                                 {"version", runtime->version}, {"build_info", runtime->build_info}, {"providers", runtime->providers}}
                          : json{{"loaded", false}, {"error", runtime_error}};
   j["runtime"]["candidates"] = candidates;
+  if (telemetry) {
+    j["runtime"]["telemetry"] = {{"uploader", telemetry->uploader}, {"collects", telemetry->collects}, {"evidence", telemetry->evidence}};
+  }
   json gpus = json::array();
   for (const auto& g : driver.gpus) {
     gpus.push_back({{"ordinal", g.ordinal}, {"name", g.name}, {"uuid", g.uuid}, {"pci_bus_id", g.pci_bus_id},

@@ -5,8 +5,9 @@
 #include <bit>
 #include <cerrno>
 #include <filesystem>
-#include <fstream>
 #include <functional>
+#include <optional>
+#include <ostream>
 
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/base/output_file.hpp"
@@ -88,12 +89,15 @@ ModelSummary GraphBuilder::write(const std::string& path, const std::string& kin
   parts.outputs = std::move(outputs_);
   parts.initializers = std::move(small_);
 
+  // Each file written beside its name and put in place whole (OutputFile), the weights before the
+  // graph that names them.
+  OutputFile graph_file(path);
+  std::optional<OutputFile> data_file;
   if (external) {
     const std::string data_name = model_path.filename().string() + ".data";
     summary.external_data_path = (model_path.parent_path() / data_name).string();
-    errno = 0;
-    std::ofstream data(summary.external_data_path, std::ios::binary | std::ios::trunc);
-    if (!data) throw_write_error(summary.external_data_path, errno);
+    data_file.emplace(summary.external_data_path);
+    std::ostream& data = data_file->stream();
     uint64_t offset = 0;
     for (size_t i = 0; i < weights_.size(); ++i) {
       const auto& w = weights_[i];
@@ -106,8 +110,6 @@ ModelSummary GraphBuilder::write(const std::string& path, const std::string& kin
       parts.initializers.push_back(onnx::external_tensor(w.name, DataType::float32, w.dims, {data_name, offset, length}));
       offset += length;
     }
-    data.flush();
-    if (!data) throw_write_error(summary.external_data_path, errno);
   } else {
     for (size_t i = 0; i < weights_.size(); ++i) {
       const auto& w = weights_[i];
@@ -121,17 +123,10 @@ ModelSummary GraphBuilder::write(const std::string& path, const std::string& kin
   metadata.emplace_back("ortfleet.synth.kind", kind);
   metadata.emplace_back("ortfleet.synth.seed", std::to_string(options.seed));
   onnx::ProtoMessage proto = onnx::model(std::move(parts), kOpset, metadata);
-  {
-    errno = 0;
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    if (!out) throw_write_error(path, errno);
-    std::vector<char> buffer(1 << 20);
-    out.rdbuf()->pubsetbuf(buffer.data(), static_cast<std::streamsize>(buffer.size()));
-    proto.write(out);
-    out.flush();
-    if (!out) throw_write_error(path, errno);
-  }
-  summary.file_bytes = fs::file_size(path) + (external ? fs::file_size(summary.external_data_path) : 0);
+  proto.write(graph_file.stream());
+  if (data_file) data_file->commit();
+  graph_file.commit();
+  summary.file_bytes = graph_file.bytes_written() + (data_file ? data_file->bytes_written() : 0);
   weights_.clear();
   return summary;
 }

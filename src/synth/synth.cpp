@@ -364,11 +364,9 @@ std::string default_model(const std::string& cache_dir) {
   const fs::path path = fs::path(cache_dir) / "resnet50-seed1.onnx";
   std::error_code ec;
   if (fs::exists(path, ec) && fs::file_size(path, ec) > 0) return path.string();
-  // Write under a temporary name and rename, so that a concurrent or interrupted run never leaves
-  // a half-written default model behind.
-  const fs::path partial = path.string() + ".partial-" + std::to_string(::getpid());
-  write_resnet(partial.string(), ResNetSpec{});
-  fs::rename(partial, path);
+  // Written whole or not at all (OutputFile): a concurrent or interrupted run never leaves a
+  // half-written default model behind.
+  write_resnet(path.string(), ResNetSpec{});
   return path.string();
 }
 

@@ -7,9 +7,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <sys/sysmacros.h>
+
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
+#include <thread>
 
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/base/output_file.hpp"
@@ -22,6 +27,12 @@ namespace {
 fs::path fresh(const std::string& name) { return test::fresh_dir(fs::path("output-file") / name); }
 
 using test::error_of;
+
+struct stat status_of(const fs::path& p) {
+  struct stat st {};
+  EXPECT_EQ(::lstat(p.c_str(), &st), 0) << p;
+  return st;
+}
 }  // namespace
 
 TEST(OutputFile, ReplacesAFileWholeKeepingItsModeAndWritesThroughALink) {
@@ -88,6 +99,85 @@ TEST(OutputFile, AnOutputThatIsAnInputOrAnotherOutputIsRefused) {
   const std::string twice = error_of([&] { refuse_overwriting({{"--export-json", "out.json"}, {"--html", "./out.json"}}, inputs); });
   EXPECT_NE(twice.find("--html and --export-json both name ./out.json"), std::string::npos) << twice;
   EXPECT_EQ(error_of([&] { refuse_overwriting({{"--export-json", (dir / "bench.json").string()}, {"--html", ""}}, inputs); }), "(no error)");
+}
+
+// A named pipe is written as it is, never replaced; one no process reads is an error at once (open()
+// on it used to wait for a reader forever).
+TEST(OutputFile, APipeIsWrittenWhenReadAndAnErrorNotAWaitWhenNot) {
+  const fs::path fifo = fresh("fifo") / "pipe";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const int code = test::exit_code_within(30, [&] {
+    const std::string e = error_of([&] { write_output_file(fifo.string(), "nobody reads this"); });
+    return e.find("cannot write " + fifo.string() + ": it is a named pipe no process reads") != std::string::npos ? 0 : 1;
+  });
+  EXPECT_EQ(code, 0) << (code < 0 ? "it waited for a reader" : "another error");
+  EXPECT_TRUE(S_ISFIFO(status_of(fifo).st_mode));
+  auto read = std::async(std::launch::async, [&] { return test::read_all(fifo); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the reader opens it first
+  EXPECT_NO_THROW(write_output_file(fifo.string(), "read by somebody"));
+  EXPECT_EQ(read.get(), "read by somebody");
+  EXPECT_TRUE(S_ISFIFO(status_of(fifo).st_mode)) << "the pipe was replaced";
+}
+
+TEST(OutputFile, ADeviceIsWrittenNeverReplaced) {
+  EXPECT_NO_THROW(write_output_file("/dev/null", "into nothing"));
+  EXPECT_TRUE(S_ISCHR(status_of("/dev/null").st_mode));
+  EXPECT_NE(error_of([] { write_output_file("/dev/full", "x"); }).find("cannot write /dev/full: the disk is full"), std::string::npos);
+  if (::geteuid() != 0) GTEST_SKIP() << "making a device node needs root";
+  // A null device of our own: as root, replacing a device node is possible, and must not happen.
+  const fs::path device = fresh("device") / "null";
+  ASSERT_EQ(::mknod(device.c_str(), S_IFCHR | 0666, ::makedev(1, 3)), 0);
+  OutputFile out(device.string(), "--out");
+  out.stream() << std::string(3 << 20, 'x');
+  out.commit();
+  const struct stat st = status_of(device);
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
+  EXPECT_EQ(st.st_rdev, ::makedev(1, 3));
+  EXPECT_EQ(out.bytes_written(), 3u << 20);
+  EXPECT_EQ(std::distance(fs::directory_iterator(device.parent_path()), fs::directory_iterator()), 1) << "a file was left beside it";
+}
+
+// A user's 0600 file came back 0644 (and, written by root, root's).
+TEST(OutputFile, AReplacedFileKeepsItsModeAndOwner) {
+  const fs::path file = fresh("owner") / "results.json";
+  { std::ofstream(file) << "mine"; }
+  ASSERT_EQ(::chmod(file.c_str(), 0600), 0);
+  const bool root = ::geteuid() == 0;
+  if (root) {
+    ASSERT_EQ(::chown(file.c_str(), 65534, 65534), 0);
+  }
+  write_output_file(file.string(), "new results");
+  const struct stat st = status_of(file);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  if (root) {
+    EXPECT_EQ(st.st_uid, 65534u) << "root's write took the file from its owner";
+  }
+  EXPECT_EQ(test::read_all(file), "new results");
+}
+
+TEST(OutputFile, WhatIsNotCommittedLeavesNothingAndAnEmptyPathIsOneClearError) {
+  const fs::path dir = fresh("uncommitted");
+  {
+    OutputFile out((dir / "big.bin").string());
+    out.stream() << std::string(3 << 20, 'x');  // past the buffer: a partial file exists
+    EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1);
+  }
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 0) << "an uncommitted output was left";
+  EXPECT_NE(error_of([] { OutputFile out("", "--out"); }).find("--out is empty"), std::string::npos);
+  EXPECT_NE(error_of([] { write_output_file("", "x"); }).find("the output path is empty"), std::string::npos);
+}
+
+// An output whose files ortfleet recognises replaces only its own kind, and says what it found.
+TEST(OutputFile, ACheckOfWhatMayBeReplacedIsMadeBeforeAnyWrite) {
+  const fs::path file = fresh("replaceable") / "notes.txt";
+  { std::ofstream(file) << "my notes"; }
+  const ReplaceableCheck only_bundles = [](const std::string&) { return std::string("is not a cache bundle"); };
+  const std::string e = error_of([&] { OutputFile out(file.string(), "--out", only_bundles); });
+  EXPECT_NE(e.find("--out " + file.string() + " exists and is not a cache bundle (it is a regular file of 8 bytes); ortfleet leaves it as it is"),
+            std::string::npos)
+      << e;
+  EXPECT_EQ(test::read_all(file), "my notes");
+  EXPECT_NO_THROW(OutputFile((file.parent_path() / "new.bin").string(), "--out", only_bundles)) << "nothing there: nothing to check";
 }
 
 }  // namespace ortfleet

@@ -87,6 +87,24 @@ TEST(PrivateDir, RefusesAFolderUnderOneOthersCanReplace) {
   EXPECT_NO_THROW(ensure_private_dir(shared / "mine", "hint"));
 }
 
+// A folder refused after it was made still stood where another user could replace it: nothing is made now.
+TEST(PrivateDir, NothingIsMadeInAFolderOthersCanReplace) {
+  const fs::path open = fresh("open-parent");
+  fs::create_directories(open);
+  ASSERT_EQ(::chmod(open.c_str(), 0777), 0);
+  const std::string e = error_of([&] { make_dir_safely(open / "layer" / "models", 0755, "hint"); });
+  EXPECT_NE(e.find("the folder " + open.string() + " above " + (open / "layer" / "models").string() +
+                   " can be written by other users (mode 0777, not sticky)"),
+            std::string::npos)
+      << e;
+  EXPECT_FALSE(fs::exists(open / "layer"));
+  ::chmod(open.c_str(), 0755);
+  const test::OpenUmask umask;
+  make_dir_safely(open / "layer" / "models", 0755, "hint");
+  EXPECT_EQ(mode_of(open / "layer"), 0755u);
+  EXPECT_EQ(mode_of(open / "layer" / "models"), 0755u);
+}
+
 TEST(PrivateDir, RefusesFoldersAndSymlinksOfAnotherUser) {
   if (::geteuid() != 0) GTEST_SKIP() << "making files of another user needs root";
   const uid_t nobody = 65534;

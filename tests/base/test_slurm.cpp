@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <future>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -19,19 +20,23 @@
 namespace ortfleet {
 namespace {
 
-/// A process titled as a step of Slurm job `job` ("slurmstepd: [<job>.batch]"), stopped when it goes.
+/// A process titled as a step of Slurm job `job` ("slurmstepd: [<job>.batch]"), run by `uid` (this
+/// process's own by default), stopped when it goes.
 class FakeStep {
  public:
-  explicit FakeStep(const std::string& job) {
-    const std::string command = "exec -a 'slurmstepd: [" + job + ".batch]' sleep 600";
+  explicit FakeStep(const std::string& job, std::optional<uid_t> uid = std::nullopt) {
+    const std::string title = "slurmstepd: [" + job + ".batch]";
+    const std::string command = "exec -a '" + title + "' sleep 600";
     pid_ = ::fork();
     if (pid_ == 0) {
+      if (uid && (::setgid(*uid) != 0 || ::setuid(*uid) != 0)) ::_exit(126);
       ::execl("/bin/bash", "bash", "-c", command.c_str(), static_cast<char*>(nullptr));
       ::_exit(127);
     }
     // Until the title shows (bash has exec'd sleep under it).
-    detail::SlurmJobWatch watch(job);
-    for (int i = 0; i < 500 && !watch.alive(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    for (int i = 0; i < 500 && test::read_all("/proc/" + std::to_string(pid_) + "/cmdline").rfind(title, 0) != 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
   }
   ~FakeStep() { end(); }
   void end() {
@@ -44,6 +49,10 @@ class FakeStep {
  private:
   pid_t pid_ = -1;
 };
+
+/// Only root can make a process that passes for one of Slurm's step daemons (root's) and one of another user's.
+#define SKIP_UNLESS_ROOT()                                                                                   \
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root: a step daemon is root's, and any other user's title must not count"
 
 struct SlurmEnv {
   test::ScopedEnv job{"SLURM_JOB_ID", "4242"};
@@ -118,6 +127,7 @@ TEST(Slurm, EachJobHasAPoolSocketOfItsOwn) {
 }
 
 TEST(Slurm, AJobRunsWhileOneOfItsStepsDoes) {
+  SKIP_UNLESS_ROOT();
   detail::SlurmJobWatch watch("987654");
   EXPECT_FALSE(watch.alive());
   FakeStep step("987654");
@@ -126,6 +136,53 @@ TEST(Slurm, AJobRunsWhileOneOfItsStepsDoes) {
   EXPECT_FALSE(detail::SlurmJobWatch("98765").alive()) << "a job whose id is a prefix of another's";
   step.end();
   EXPECT_FALSE(watch.alive());
+}
+
+// Any user can title a process "slurmstepd: [778.0]": that must not keep root's job pool alive.
+TEST(Slurm, AnotherUsersProcessTitledAsAStepDoesNotKeepTheJobAlive) {
+  SKIP_UNLESS_ROOT();
+  const uid_t nobody = 65534;
+  ASSERT_FALSE(detail::SlurmJobWatch::step_daemon_owner(nobody));
+  FakeStep impostor("778", nobody);
+  ASSERT_EQ(detail::process_real_uid(::getpid()), ::getuid());
+  detail::SlurmJobWatch watch("778");
+  EXPECT_FALSE(watch.alive()) << "a process of uid 65534 titled as a step of job 778 counted";
+  FakeStep step("778");
+  EXPECT_TRUE(watch.alive()) << "root's step daemon did not count";
+}
+
+// ortfleet names the job's pool socket after the job id: one that is not a plain id is refused, naming
+// the variable, before any path is made of it; so are GPU lists and CPU counts Slurm would not write.
+TEST(Slurm, VariablesSlurmWouldNotWriteAreRefusedNamingThem) {
+  SlurmEnv env;
+  for (const char* id : {"../../etc/x", "12/3", "..", "123.0", "12 3", "-1", "1_", "_2"}) {
+    const test::ScopedEnv job("SLURM_JOB_ID", id);
+    const std::string e = test::error_of([] { detail::slurm_allocation(); });
+    EXPECT_NE(e.find(std::string("SLURM_JOB_ID='") + id + "' is not a Slurm job id"), std::string::npos) << e;
+    EXPECT_NE(test::error_of([] { default_pool_socket(); }).find("SLURM_JOB_ID"), std::string::npos) << id;
+  }
+  for (const char* id : {"778", "1234_5"}) {
+    const test::ScopedEnv job("SLURM_JOB_ID", id);
+    EXPECT_EQ(detail::slurm_allocation()->job_id, id);
+  }
+  for (const char* gpus : {"gpu0", "0,,1", "0,x", "0-", "-1"}) {
+    const test::ScopedEnv step_gpus("SLURM_STEP_GPUS", gpus);
+    const std::string e = test::error_of([] { select_devices("all"); });
+    EXPECT_NE(e.find(std::string("SLURM_STEP_GPUS='") + gpus + "' is not a list of GPU indices"), std::string::npos) << e;
+  }
+  for (const char* cpus : {"0x10", "12abc", "0", "-4"}) {
+    const test::ScopedEnv count("SLURM_CPUS_ON_NODE", cpus);
+    EXPECT_NE(test::error_of([] { detail::slurm_allocation(); }).find(std::string("SLURM_CPUS_ON_NODE='") + cpus + "'"), std::string::npos) << cpus;
+  }
+}
+
+TEST(Slurm, GpusSlurmGaveThatThisNodeLacksAreRefusedNamingTheVariable) {
+  if (gpu_count() > 3) GTEST_SKIP() << "this machine has a GPU 3";
+  SlurmEnv env;
+  const test::ScopedEnv gpus("SLURM_STEP_GPUS", "3");
+  const std::string e = test::error_of([] { select_devices("all"); });
+  EXPECT_NE(e.find("SLURM_STEP_GPUS=3 (what Slurm gave job 4242"), std::string::npos) << e;
+  EXPECT_NE(e.find("no GPU cuda:3"), std::string::npos) << e;
 }
 
 namespace {
@@ -141,6 +198,7 @@ ServeOptions one_cpu_pool(const std::filesystem::path& folder) {
 // Slurm may not end a daemon in a session of its own when the job ends (proctrack/linuxproc, pgid): the
 // pool a job's start leaves behind watches the job's steps and ends with the last one.
 TEST(Slurm, APoolStartedInAJobEndsWithIt) {
+  SKIP_UNLESS_ROOT();
   FakeStep step("55501");
   const test::ScopedEnv job("SLURM_JOB_ID", "55501");
   const auto dir = detail::PrivateDir::temporary("ortfleet-test");

@@ -12,6 +12,7 @@
 
 #include "ortfleet/engine/cache.hpp"
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/base/number_text.hpp"
 #include "ortfleet/base/output_file.hpp"
 #include "ortfleet/report/html_report.hpp"
 #include "ortfleet/synth/synth.hpp"
@@ -51,8 +52,18 @@ std::string stamped(const std::string& result_json, const Globals& globals, cons
   return stamp_result(result_json, globals.command_line, devices, globals.ort_lib);
 }
 
+CLI::Option* add_output_option(CLI::App* app, const std::string& name, std::string& path, const std::string& help, bool folder) {
+  CLI::Option* option = app->add_option(name, path, help);
+  const std::string flag = option->get_positional() ? "the output path" : option->get_name();
+  const std::string what = folder ? "a folder" : "a file";
+  option->check(CLI::Validator(
+      [flag, what](std::string& text) -> std::string { return text.empty() ? flag + " is empty: give the path of " + what + " to write" : std::string(); },
+      ""));
+  return option;
+}
+
 void add_html_option(CLI::App* app, std::string& path) {
-  app->add_option("--html", path, "Also draw the results as one self-contained HTML page here (as `ortfleet report` does)");
+  add_output_option(app, "--html", path, "Also draw the results as one self-contained HTML page here (as `ortfleet report` does)");
 }
 
 void write_html(const std::string& path, const std::string& stamped_json, const Globals& globals) {
@@ -138,11 +149,11 @@ CLI::Option* in_range(CLI::Option* option, NumberRange range) {
   const std::string name = option->get_name();
   CLI::Validator check(
       [name, range](std::string& text) -> std::string {
-        char* end = nullptr;
-        const double value = std::strtod(text.c_str(), &end);
-        if (text.empty() || *end != '\0' || std::isnan(value)) return fmt::format("{} {} is not a number: give {}", name, text, allowed(range));
+        const auto number = parse_decimal(text);
+        if (!number) return fmt::format("{} {} is not a number: give {}", name, text, allowed(range));
         const bool digits = text.find_first_not_of("0123456789", text[0] == '-' || text[0] == '+' ? 1 : 0) == std::string::npos;
         if (range.whole && !digits) return fmt::format("{} {} is not a whole number: give {}", name, text, allowed(range));
+        const double value = *number;
         const bool inside = (range.above_lo ? value > range.lo : value >= range.lo) && value <= range.hi;
         if (!inside) return fmt::format("{} {} is out of range: give {}", name, text, allowed(range));
         return {};

@@ -76,6 +76,9 @@ void add_case_timeout_option(CLI::App* app, double& seconds);
 /// of it (weights in external data included), so that a 1.3 GB model gets about 18 minutes.
 double case_timeout_s(const std::string& model, double given);
 
+/// An option naming a path the command writes (a file, or a folder when `folder`): an empty value is
+/// refused as every bad value is, in one line naming the flag. Every output flag is declared with it.
+CLI::Option* add_output_option(CLI::App* app, const std::string& name, std::string& path, const std::string& help, bool folder = false);
 /// --html PATH, shared by bench, profile, tune and start.
 void add_html_option(CLI::App* app, std::string& path);
 /// Writes the page `ortfleet report` would draw from this stamped result to `path` (nothing if empty).

@@ -182,8 +182,8 @@ void register_bench(CLI::App& app, Globals& globals, Action& action) {
   cmd->add_flag("--no-anchors", f->no_anchors, "Skip the onnxruntime Python package runs");
   cmd->add_flag("--no-pool", f->no_pool, "Skip the rows on a warm worker pool (new session, and resident)");
   cmd->add_option("--python", f->python, "Python interpreter with onnxruntime and numpy, for the anchors");
-  cmd->add_option("--export-json", f->export_json, "Also write the full results as JSON here");
-  cmd->add_option("--export-markdown", f->export_markdown, "Also write the table as Markdown here");
+  add_output_option(cmd, "--export-json", f->export_json, "Also write the full results as JSON here");
+  add_output_option(cmd, "--export-markdown", f->export_markdown, "Also write the table as Markdown here");
   add_html_option(cmd, f->html);
   add_case_timeout_option(cmd, f->case_timeout);
   cmd->add_flag("--floor", f->floor, "Profile one cold start of the first device first, and show each 1-device row against its floor");

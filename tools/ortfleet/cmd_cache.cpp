@@ -58,10 +58,15 @@ int run_export(const ExportFlags& f, const Globals& g) {
     print_json(bundle_json(b, cache.dir()));
     return 0;
   }
+  // Each entry in the bundle counted once: one asked for twice is "in the bundle once, as ...".
   const size_t exported = count_of(b, {"exported"});
+  const size_t twice = static_cast<size_t>(std::count_if(b.entries.begin(), b.entries.end(), [](const BundleEntry& e) {
+    return e.outcome.rfind("in the bundle once", 0) == 0;
+  }));
   std::cout << "exported " << exported << " entr" << (exported == 1 ? "y" : "ies") << " to " << b.path << " (" << format_bytes(b.bytes)
             << "; ortfleet " << b.ortfleet_version << ", ONNX Runtime " << b.onnxruntime_version << ")";
-  if (exported < b.entries.size()) std::cout << "; " << b.entries.size() - exported << " not found";
+  if (const size_t left_out = b.entries.size() - exported - twice; left_out > 0) std::cout << "; " << left_out << " not exported (see below)";
+  if (twice > 0) std::cout << "; " << twice << " asked for again";
   std::cout << "\n\n";
   print_entries(b);
   return 0;
@@ -82,12 +87,18 @@ int run_import(const ImportFlags& f, const Globals& g) {
   return 0;
 }
 
+/// What a start does with the entry, in words.
+std::string entry_use(const CacheEntry& e) {
+  if (!e.skipped.empty()) return e.skipped + " (not used)";
+  if (e.load_note.empty()) return "not priced yet: used";
+  return e.load_note + (e.used ? ": used" : ": not used, the model loads as fast");
+}
+
 void print_cache_entries(const std::vector<CacheEntry>& entries) {
   for (const auto& e : entries) {
     std::cout << "  " << e.path << "  " << format_bytes(e.bytes);
     if (!e.model.empty()) std::cout << "  from " << e.model;
-    std::cout << "\n    " << (e.load_note.empty() ? "not priced yet: used" : e.load_note + (e.used ? ": used" : ": not used, the model loads as fast"))
-              << "\n";
+    std::cout << "\n    " << entry_use(e) << "\n";
   }
 }
 
@@ -109,7 +120,7 @@ void register_cache(CLI::App& app, Globals& globals, Action& action) {
         const auto to_json = [](const std::vector<CacheEntry>& found) {
           nlohmann::json j = nlohmann::json::array();
           for (const auto& e : found) {
-            j.push_back({{"path", e.path}, {"bytes", e.bytes}, {"model", e.model}, {"load", e.load_note}, {"used", e.used}});
+            j.push_back({{"path", e.path}, {"bytes", e.bytes}, {"model", e.model}, {"load", e.load_note}, {"used", e.used}, {"skipped", e.skipped}});
           }
           return j;
         };
@@ -147,7 +158,7 @@ void register_cache(CLI::App& app, Globals& globals, Action& action) {
                                   "(same GPU architecture or CPU, same ONNX Runtime and ortfleet)");
   auto ef = std::make_shared<ExportFlags>();
   exp->add_option("models", ef->models, "The models whose entries to export (each started once here before)")->required();
-  exp->add_option("-o,--out", ef->out, "The bundle file to write (a tar: `tar tvf` lists it)")->required();
+  add_output_option(exp, "-o,--out", ef->out, "The bundle file to write (a tar: `tar tvf` lists it); an existing file is replaced only when it is a bundle")->required();
   exp->add_option("-d,--devices", ef->devices,
                   "The devices whose entries to export, by their kind (GPU architecture, or the CPU): all (default), 0, cpu, ...");
   ef->config.add_to(exp);

@@ -115,7 +115,7 @@ void register_doctor(CLI::App& app, Globals& globals, Action& action) {
   cmd->add_flag("--locate-crash", f->locate,
                 "Find the first node of MODEL whose execution crashes ONNX Runtime, bisecting its graph in fresh processes; writes the "
                 "smallest model that crashes, with its inputs, for a bug report");
-  cmd->add_option("--out", f->out_dir, "Where --locate-crash writes its models (default: <model>-crash in this folder)");
+  add_output_option(cmd, "--out", f->out_dir, "Where --locate-crash writes its models (default: <model>-crash in this folder)", /*folder=*/true);
   in_range(cmd->add_option("--try-timeout", f->try_timeout, "--locate-crash: seconds one try may take before it counts as a hang"), time_limit());
   cmd->add_option("--crash-step", f->crash_step, "(internal) one try of --locate-crash, in this process")->group("");
   f->run.add_to(cmd);

@@ -111,8 +111,8 @@ void register_profile(CLI::App& app, Globals& globals, Action& action) {
   auto f = std::make_shared<ProfileFlags>();
   f->target.add_to(cmd, /*one_device=*/true);
   in_range(cmd->add_option("--runs", f->steady_runs, "Inferences after the first, for steady-state times"), {.lo = 1, .hi = 10000});
-  cmd->add_option("--trace", f->trace, "Write a Chrome/Perfetto trace with ortfleet's and ONNX Runtime's events");
-  cmd->add_option("--keep", f->keep_dir, "Keep ONNX Runtime's profile and log in this folder");
+  add_output_option(cmd, "--trace", f->trace, "Write a Chrome/Perfetto trace with ortfleet's and ONNX Runtime's events");
+  add_output_option(cmd, "--keep", f->keep_dir, "Keep ONNX Runtime's profile and log in this folder", /*folder=*/true);
   add_html_option(cmd, f->html);
   add_case_timeout_option(cmd, f->case_timeout);
   in_range(cmd->add_option("--shape-switch-seconds", f->shape_switch_seconds,

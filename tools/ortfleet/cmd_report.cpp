@@ -37,7 +37,7 @@ void register_report(CLI::App& app, Globals& globals, Action& action) {
   auto* cmd = app.add_subcommand("report", "Draw JSON results of bench, profile, tune and start as one HTML page that opens offline");
   auto f = std::make_shared<ReportFlags>();
   cmd->add_option("results", f->results, "JSON files from --json, --export-json or --timeline")->required();
-  cmd->add_option("-o,--output", f->output, "The HTML file to write")->capture_default_str();
+  add_output_option(cmd, "-o,--output", f->output, "The HTML file to write")->capture_default_str();
   cmd->callback([&globals, &action, f] { action = [&globals, f] { return run_report_command(*f, globals); }; });
 }
 

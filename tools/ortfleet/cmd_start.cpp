@@ -230,10 +230,10 @@ void register_start(CLI::App& app, Globals& globals, Action& action) {
   cmd->add_option("-s,--strategy", f->strategy, "sequential, threads, processes, fleet or auto")
       ->check(CLI::IsMember({"sequential", "threads", "processes", "fleet", "auto"}));
   in_range(cmd->add_option("--warmup", f->warmup, "Warm-up inferences per device before it counts as ready"), {.lo = 0, .hi = 10000});
-  cmd->add_option("--timeline", f->timeline_file, "Write the timeline as JSON here");
-  cmd->add_option("--trace", f->trace_file, "Write a Chrome/Perfetto trace here (open in ui.perfetto.dev)");
+  add_output_option(cmd, "--timeline", f->timeline_file, "Write the timeline as JSON here");
+  add_output_option(cmd, "--trace", f->trace_file, "Write a Chrome/Perfetto trace here (open in ui.perfetto.dev)");
   add_html_option(cmd, f->html);
-  cmd->add_option("--profile-dir", f->profile_dir, "Write ONNX Runtime's own profile per device here");
+  add_output_option(cmd, "--profile-dir", f->profile_dir, "Write ONNX Runtime's own profile per device here", /*folder=*/true);
   in_range(cmd->add_option("--timeout", f->timeout_s,
                            "Seconds a device may take to become ready; a worker that has not answered by then is killed and "
                            "its device fails (default 7200)"),
@@ -247,7 +247,7 @@ void register_start(CLI::App& app, Globals& globals, Action& action) {
                            "Once ready, run the model on every device for this many seconds, as a job would, and report the calls' p50 "
                            "and p99 (what the work a start leaves behind costs a job's first calls)"),
            {.lo = 0, .hi = 3600, .unit = "seconds", .whole = false});
-  cmd->add_option("--ort-log", f->ort_log, "Write ONNX Runtime's log (verbose, timestamped JSON lines) here (in-process strategies)");
+  add_output_option(cmd, "--ort-log", f->ort_log, "Write ONNX Runtime's log (verbose, timestamped JSON lines) here (in-process strategies)");
   f->config.add_to(cmd);
   cmd->callback([&globals, &action, f] { action = [&globals, f] { return run_start(*f, globals); }; });
 }

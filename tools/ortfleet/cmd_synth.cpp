@@ -60,7 +60,7 @@ int report(const synth::ModelSummary& s, const Globals& g) {
 
 CLI::App* model_command(CLI::App* synth, const char* name, const char* help, SynthFlags& f) {
   auto* c = synth->add_subcommand(name, help);
-  c->add_option("output", f.output, "Where to write the .onnx file")->required();
+  add_output_option(c, "output", f.output, "Where to write the .onnx file")->required();
   in_range(c->add_option("--seed", f.seed, "Seed of the random weights (same seed, same bytes)"), {.lo = 0, .hi = 1e18});
   c->add_option("--external-data", f.external, "Keep weights in a side file: auto (over 2 GB), always, never")
       ->check(CLI::IsMember({"auto", "always", "never"}));

@@ -112,8 +112,8 @@ void register_tune(CLI::App& app, Globals& globals, Action& action) {
   in_range(cmd->add_option("--output-tolerance", f->output_tolerance,
                            "How far outputs may move when a transformer is disabled: |a - b| <= T * (1 + |b|)"),
            {.lo = 0, .hi = 1, .whole = false});
-  cmd->add_option("--write-config", f->write_config, "Write the recommended start-fast configuration here");
-  cmd->add_option("--write-serve-config", f->write_serve_config, "Write the recommended serve-fast configuration here");
+  add_output_option(cmd, "--write-config", f->write_config, "Write the recommended start-fast configuration here");
+  add_output_option(cmd, "--write-serve-config", f->write_serve_config, "Write the recommended serve-fast configuration here");
   add_html_option(cmd, f->html);
   add_case_timeout_option(cmd, f->case_timeout);
   f->config.add_to(cmd);

@@ -52,6 +52,7 @@ struct MachineFacts {
 struct DoctorReport {
   std::vector<RuntimeCandidate> runtime_candidates;
   std::optional<RuntimeInfo> runtime;
+  std::optional<RuntimeTelemetry> telemetry;  ///< whether the loaded runtime collects telemetry
   std::string runtime_error;
   CudaDriverInfo driver;
   std::vector<CudaEpLocation> cuda_ep_candidates;

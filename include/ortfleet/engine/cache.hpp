@@ -27,7 +27,10 @@ struct CacheEntry {
   /// What it saves at load, as priced after it was made ("loads in 48 ms against 510 ms for the model
   /// (saves 462 ms)"); "" when not priced yet. An entry that saves nothing is not used.
   std::string load_note;
-  bool used = true;       ///< false when priced as loading no faster than the model
+  bool used = true;       ///< false when priced as loading no faster than the model, or skipped
+  /// A shared layer's entry a start would not use, and why: "refused: <a folder or file another user
+  /// could change>" or "skipped: <the damage its check found>"; "" when a start would use it.
+  std::string skipped;
 };
 
 /// One entry of a cache bundle (ModelCache::export_bundle, import_bundle).
@@ -71,7 +74,8 @@ class ModelCache {
   /// remembered in the cache folder for their present identity (size, inode, change time).
   std::string key_text(const std::string& model_path, const Device& device, const RunConfig& config) const;
   /// The entries in the folder. `private_folder` false: a folder that may be other users' (a shared
-  /// layer), listed as it is rather than checked as this user's cache.
+  /// layer), listed as it is rather than checked as this user's cache, each entry checked as a start
+  /// checks it before use (CacheEntry::skipped says why one would not be used).
   std::vector<CacheEntry> entries(bool private_folder = true) const;
   /// Removes every entry, and everything else in the folder, except entries in use (being loaded or
   /// written) at the time; returns how many of those were kept.

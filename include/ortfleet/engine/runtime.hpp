@@ -38,4 +38,19 @@ const RuntimeInfo& load_runtime(const std::string& explicit_library = {});
 /// The loaded runtime, or nullptr before load_runtime().
 const RuntimeInfo* loaded_runtime() noexcept;
 
+/// ONNX Runtime's own switch for its telemetry, which ortfleet sets to "1" in its process before it
+/// loads the runtime (and so in every process it starts): builds with Microsoft's uploader then neither
+/// send events nor leave /tmp/mat-debug-<pid>.log, /tmp/.ses or ~/.cache/Microsoft/DeveloperTools behind.
+inline constexpr const char* kOrtTelemetryVariable = "ORT_DISABLE_TELEMETRY";
+
+/// ONNX Runtime's telemetry in this process, as `ortfleet doctor` reports it.
+struct RuntimeTelemetry {
+  bool uploader = false;  ///< the loaded library carries Microsoft's telemetry uploader (1DS)
+  bool collects = false;  ///< and it runs in this process
+  std::string evidence;   ///< why, in words
+};
+/// Makes this process's ONNX Runtime environment (where the runtime decides) and tells whether its
+/// telemetry runs; load_runtime() first. Reads the library file once (tens of milliseconds).
+RuntimeTelemetry runtime_telemetry();
+
 }  // namespace ortfleet

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -27,6 +28,7 @@
 #include "engine/cache/tar_archive.hpp"
 #include "ortfleet/base/clock.hpp"
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/base/output_file.hpp"
 #include "ortfleet/engine/cache.hpp"
 #include "ortfleet/engine/model_file.hpp"
 #include "ortfleet/engine/runtime.hpp"
@@ -150,28 +152,31 @@ json device_list_of(const std::vector<std::pair<Device, std::string>>& classes, 
   return device_list;
 }
 
-/// Writes the bundle to `out`, whole or not at all.
-void write_bundle_file(const std::string& out, const std::string& manifest, const std::vector<Member>& members) {
-  // Written under another name, flushed, then renamed over `out`.
-  const std::string partial = out + ".partial-" + std::to_string(::getpid());
-  ::unlink(partial.c_str());
-  detail::UniqueFd fd(::open(partial.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
-  if (!fd) {
-    throw Error("cannot write " + out + ": " + std::strerror(errno), errno == ENOENT ? "The folder does not exist" : "Check the folder");
-  }
+/// Whether `path` holds a cache bundle (its first member is the bundle's manifest): the only file an
+/// export replaces. "" when it does, else why not.
+std::string not_a_bundle(const std::string& path) {
+  const detail::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  std::array<char, detail::kTarBlock> header{};
+  const bool read = fd && ::read(fd.get(), header.data(), header.size()) == static_cast<ssize_t>(header.size());
+  const std::string first(header.data(), ::strnlen(header.data(), 100));
+  if (read && first == kBundleManifest && std::memcmp(header.data() + 257, "ustar", 5) == 0) return {};
+  return "is not a cache bundle";
+}
+
+/// Writes the bundle into `out`, whole or not at all; its size.
+uint64_t write_bundle_file(OutputFile& out, const std::string& manifest, const std::vector<Member>& members) {
+  detail::TarWriter tar(out.fd(), out.path());
+  const int64_t now = static_cast<int64_t>(std::time(nullptr));
   try {
-    detail::TarWriter tar(fd.get(), out);
-    const int64_t now = static_cast<int64_t>(std::time(nullptr));
-    tar.add(detail::kBundleManifest, manifest.data(), manifest.size(), now);
+    tar.add(kBundleManifest, manifest.data(), manifest.size(), now);
     for (const auto& m : members) tar.add(m.name, m.data(), m.size(), now);
     tar.finish();
-    if (::fsync(fd.get()) != 0) throw Error("cannot write " + out + ": " + std::strerror(errno), "Check the disk");
-    fd = detail::UniqueFd();
-    if (::rename(partial.c_str(), out.c_str()) != 0) throw Error("cannot write " + out + ": " + std::strerror(errno), "Check the folder");
-  } catch (...) {
-    ::unlink(partial.c_str());
-    throw;
+  } catch (const detail::FolderNotWritable& e) {
+    throw Error(e.what_failed(), "Free some space there, or write the bundle elsewhere; nothing was written");
   }
+  out.add_written(tar.bytes_written());
+  out.commit(/*durable=*/true);
+  return tar.bytes_written();
 }
 
 }  // namespace
@@ -179,6 +184,7 @@ void write_bundle_file(const std::string& out, const std::string& manifest, cons
 CacheBundle ModelCache::export_bundle(const std::vector<std::string>& models, const std::vector<Device>& devices, const RunConfig& config,
                                       const std::string& out) const {
   if (models.empty()) throw Error("no model to export", "Name the models whose cache entries the bundle should hold");
+  OutputFile bundle_file(out, "the bundle", not_a_bundle);  // its path checked before any work
   const RuntimeInfo& runtime = load_runtime();
   const bool local_private = detail::check_private_dir(dir_, detail::kCacheFolderHint);
   const std::string memo_dir = local_private ? dir_ : std::string();
@@ -196,22 +202,34 @@ CacheBundle ModelCache::export_bundle(const std::vector<std::string>& models, co
   bundle.ortfleet_version = detail::ortfleet_version();
   bundle.onnxruntime_version = runtime.version;
   std::vector<std::unique_ptr<Found>> found;
-  std::set<std::string> keys;
+  std::map<std::string, std::string> exported_keys;  // key -> "<model> for <device class>", the first that exported it
+  std::vector<std::pair<std::string, std::string>> files_read;
   for (const auto& model : models) {
     validate_model_file(model);
     const std::string absolute = fs::absolute(model).lexically_normal().string();
     for (const auto& [device, device_class] : classes) {
       const detail::EntryKey k = detail::entry_key(absolute, device, config, memo_dir);
+      for (const auto& [file, identity] : k.content.files) files_read.emplace_back("a file of the model " + model, file);
       auto f = std::make_unique<Found>();
       f->entry.model = absolute;
       f->entry.device_class = device_class;
       std::string outcome = local_private ? look_up(dir_, k, /*read_only=*/false, memo_dir, *f) : "missing";
       if (outcome == "missing" && shared) {
         outcome = look_up((fs::path(*shared) / "models").string(), k, /*read_only=*/true, memo_dir, *f);
+        // What a start would refuse to load from the layer is not carried elsewhere either.
+        if (const std::string refused = outcome.empty() ? detail::shared_entry_refusal(*shared, f->path) : ""; !refused.empty()) {
+          outcome = "refused: " + refused;
+        }
       }
       f->entry.outcome = outcome.empty() ? "exported" : outcome;
+      const std::string which = fs::path(model).filename().string() + " for " + device_class;
+      if (outcome.empty() && !exported_keys.emplace(k.key, which).second) {
+        // The same entry asked for twice (a model named twice, or under two names): in the bundle once.
+        f->entry.outcome = "in the bundle once, as " + exported_keys.at(k.key);
+        outcome = f->entry.outcome;
+      }
       bundle.entries.push_back(f->entry);
-      if (outcome.empty() && keys.insert(k.key).second) found.push_back(std::move(f));
+      if (outcome.empty()) found.push_back(std::move(f));
     }
   }
   for (const auto& [device, device_class] : classes) bundle.device_classes.push_back(device_class);
@@ -241,8 +259,8 @@ CacheBundle ModelCache::export_bundle(const std::vector<std::string>& models, co
                                     {"members", member_list}}
                                    .dump(1);
 
-  write_bundle_file(out, manifest, members);
-  bundle.bytes = fs::file_size(out);
+  refuse_overwriting({{"the bundle", out}}, files_read);
+  bundle.bytes = write_bundle_file(bundle_file, manifest, members);
   return bundle;
 }
 

@@ -30,6 +30,7 @@
 #include "engine/cache/tar_archive.hpp"
 #include "engine/files/mapped_file.hpp"
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/base/output_file.hpp"
 #include "ortfleet/engine/cache.hpp"
 #include "ortfleet/engine/model_file.hpp"
 #include "ortfleet/engine/runtime.hpp"
@@ -176,27 +177,12 @@ BundleManifest check_manifest(const std::string& path, const std::string& text, 
   return m;
 }
 
-/// Makes the folder an import writes into: the user's private cache, or a shared layer others read.
+/// Makes the folder an import writes into: the user's private cache, or a shared layer others read
+/// (folders 0755: only this user may write them, and nothing is made where another user could).
 void prepare_target(const std::string& dir, bool shared_layer) {
-  if (!shared_layer) {
-    detail::ensure_private_dir(dir, detail::kCacheFolderHint);
-    return;
-  }
-  std::error_code ec;
-  for (const fs::path& folder : {fs::path(dir).parent_path(), fs::path(dir)}) {
-    if (!fs::exists(folder, ec)) {
-      if (::mkdir(folder.c_str(), 0755) != 0 && errno != EEXIST) {
-        throw Error("cannot make " + folder.string() + ": " + std::strerror(errno), "Make the shared layer's folder first");
-      }
-      ::chmod(folder.c_str(), 0755);  // whatever the umask: other users read it
-    }
-    struct stat st {};
-    if (::lstat(folder.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) throw Error(folder.string() + " is not a folder", "Give a folder for the shared layer");
-    if (st.st_uid != ::getuid() || (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
-      throw Error("the shared layer's folder " + folder.string() + " must be yours and writable by nobody else",
-                  "chmod go-w it, or import as its owner");
-    }
-  }
+  detail::make_dir_safely(dir, shared_layer ? 0755 : 0700,
+                          shared_layer ? "Import the shared layer into a folder only you can write, under folders only you or root can"
+                                       : detail::kCacheFolderHint);
 }
 
 /// Test hook: ORTFLEET_TEST_IMPORT_KILL_AT=staged (every member checked, none published) or publishing
@@ -383,6 +369,24 @@ BundleEntry publish_entry(const BundleManifest::Listed& e, const BundleManifest&
   return out;
 }
 
+/// The bundle file, opened for reading: only a regular file (a pipe, a device, a socket or a folder is
+/// refused before it is opened for reading, where a pipe without a writer would block).
+detail::UniqueFd open_bundle(const std::string& path) {
+  const auto refuse = [&](const std::string& kind) {
+    return Error("the bundle " + path + " is " + kind + ", not a file; ortfleet reads bundles only from files", "Give the file `ortfleet cache export` wrote");
+  };
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw Error("cannot open the bundle " + path + ": " + std::strerror(errno), "Check the path");
+  if (!S_ISREG(st.st_mode)) throw refuse(describe_file_at(fs::canonical(path).string()));
+  // Swapped for a pipe since: O_NONBLOCK opens it at once, and fstat tells.
+  detail::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  if (!fd) throw Error("cannot open the bundle " + path + ": " + std::strerror(errno), "Check the path");
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) throw refuse("not a regular file any more");
+  const int flags = ::fcntl(fd.get(), F_GETFL);
+  if (flags >= 0) ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK);
+  return fd;
+}
+
 }  // namespace
 
 namespace detail {
@@ -407,10 +411,9 @@ void sweep_import_staging(const std::string& dir) {
 
 CacheBundle ModelCache::import_bundle(const std::string& path, bool shared_layer) const {
   const RuntimeInfo& runtime = load_runtime();
-  detail::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) throw Error("cannot open the bundle " + path + ": " + std::strerror(errno), "Check the path");
+  detail::UniqueFd fd = open_bundle(path);
   struct stat st {};
-  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) throw Error("the bundle " + path + " is not a file", "Give the file `ortfleet cache export` wrote");
+  ::fstat(fd.get(), &st);
   detail::TarReader tar(fd.get(), path);
 
   const BundleManifest manifest = read_bundle_manifest(tar, path, runtime);

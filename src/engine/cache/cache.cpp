@@ -122,9 +122,34 @@ std::optional<std::string> ModelCache::shared_root(const RunConfig& config) {
   return detail::env_var("ORTFLEET_CACHE_SHARED");
 }
 
+namespace {
+/// The user's own cache folder when it is private, where the content hashes of a shared layer's files
+/// are remembered; "" when there is none.
+std::string local_memo_dir() {
+  try {
+    const ModelCache local;
+    return detail::check_private_dir(local.dir(), detail::kCacheFolderHint) ? local.dir() : std::string();
+  } catch (const std::exception&) {
+    return {};
+  }
+}
+
+/// Why a start would skip the shared layer's entry `entry` ("" when it would use it): the checks a start makes.
+std::string why_a_start_skips(const std::string& layer, const std::string& entry, const std::string& memo_dir) {
+  if (std::string refused = detail::shared_entry_refusal(layer, entry); !refused.empty()) return "refused: " + refused;
+  const std::string key = detail::manifest_text_of(entry, "key");
+  if (const std::string damage = detail::check_entry(entry, key, detail::EntryCheck{/*read_only=*/true, memo_dir}); !damage.empty()) {
+    return "skipped: " + damage;
+  }
+  return {};
+}
+}  // namespace
+
 std::vector<CacheEntry> ModelCache::entries(bool private_folder) const {
   std::vector<CacheEntry> out;
   if (private_folder && !detail::check_private_dir(dir_, detail::kCacheFolderHint)) return out;
+  const std::string layer = fs::path(dir_).parent_path().string();
+  const std::string memo_dir = private_folder ? std::string() : local_memo_dir();
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir_, ec)) {
     if ((e.path().extension() != ".onnx" && e.path().extension() != ".ort") || !is_cache_file_name(e.path().filename().string()) ||
@@ -137,11 +162,13 @@ std::vector<CacheEntry> ModelCache::entries(bool private_folder) const {
     CacheEntry entry;
     entry.path = e.path().string();
     entry.bytes = bytes;
-    entry.model = detail::model_of(entry.path);
+    entry.model = detail::manifest_text_of(entry.path, "model");
     if (const auto gain = detail::gain_of(entry.path)) {
       entry.load_note = gain->text();
       entry.used = gain->pays();
     }
+    if (!private_folder) entry.skipped = why_a_start_skips(layer, entry.path, memo_dir);
+    if (!entry.skipped.empty()) entry.used = false;
     out.push_back(std::move(entry));
   }
   return out;

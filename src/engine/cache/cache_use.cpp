@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -85,6 +86,18 @@ void warn_cache_not_written(const std::string& what, const std::string& why) {
   warn_once("cache not written", fmt::format("the optimised-model cache could not be written ({}); starting {} without it", why, what));
 }
 }  // namespace
+
+std::string write_failure(const std::string& folder, const std::string& why) {
+  struct statvfs fs_info {};
+  const bool measured = ::statvfs(folder.c_str(), &fs_info) == 0;
+  const uint64_t free_bytes = measured ? static_cast<uint64_t>(fs_info.f_bavail) * fs_info.f_frsize : 0;
+  const bool full = (measured && free_bytes < (uint64_t{1} << 20)) || why.find(std::strerror(ENOSPC)) != std::string::npos ||
+                    why.find("disk is full") != std::string::npos;
+  if (full) {
+    return fmt::format("the disk holding {} is full ({}; {} bytes free there): {}", folder, std::strerror(ENOSPC), measured ? free_bytes : 0, why);
+  }
+  return fmt::format("writing the entry into {} failed: {}", folder, why);
+}
 
 EntryKey entry_key(const std::string& model, const Device& device, const RunConfig& config, const std::string& memo_dir) {
   EntryKey k;
@@ -267,7 +280,8 @@ CacheUse::CacheUse(const std::string& cache_dir, const std::string& model, const
   } catch (const FolderNotWritable& e) {
     lock_.unlock();
     unwritable_ = true;
-    warn_cache_not_written(model, e.what());
+    note_ = write_failure(cache.dir(), e.what());
+    warn_cache_not_written(model, note_);
     return;
   }
   partial_ = entry_ + ".partial-" + std::to_string(::getpid());
@@ -283,18 +297,24 @@ CacheUse::CacheUse(const std::string& cache_dir, const std::string& model, const
   options.AddConfigEntry("session.optimized_model_external_initializers_min_size_in_bytes", kExternalInitializerMinBytes);
 }
 
-namespace {
-/// Why the shared layer's folder `dir` must not be used ("" when it may): anybody could plant entries in it.
-std::string shared_folder_problem(const fs::path& dir) {
-  for (const fs::path& folder : {dir.parent_path(), dir}) {
-    struct stat st {};
-    if (::stat(folder.c_str(), &st) != 0) return folder.string() + ": " + std::strerror(errno);
-    if (!S_ISDIR(st.st_mode)) return folder.string() + " is not a folder";
-    if ((st.st_mode & S_IWOTH) != 0) return folder.string() + " is writable by every user, so anybody could plant an entry your sessions would load";
+std::string shared_layer_refusal(const std::string& root) {
+  try {
+    check_shared_dir(fs::path(root) / "models", root, kSharedLayerHint);
+    return {};
+  } catch (const Error& e) {
+    return e.what_failed();
   }
-  return {};
 }
-}  // namespace
+
+std::string shared_entry_refusal(const std::string& root, const std::string& entry) {
+  try {
+    const uid_t owner = check_shared_dir(fs::path(root) / "models", root, kSharedLayerHint);
+    for (const char* suffix : {"", ".data", ".manifest.json", ".shape-costs.json"}) check_shared_file(entry + suffix, owner, kSharedLayerHint);
+    return {};
+  } catch (const Error& e) {
+    return e.what_failed();
+  }
+}
 
 bool CacheUse::use_shared_layer(const RunConfig& config, const std::string& name, const std::string& memo_dir, Ort::SessionOptions& options) {
   const auto root = ModelCache::shared_root(config);
@@ -305,14 +325,16 @@ bool CacheUse::use_shared_layer(const RunConfig& config, const std::string& name
     warn_once(*root, "the shared model cache layer " + *root + " has no models folder (is it mounted here?); using the local cache only");
     return false;
   }
-  if (const std::string why = shared_folder_problem(dir); !why.empty()) {
-    warn_once(*root, "not using the shared model cache layer " + *root + ": " + why);
+  if (const std::string why = shared_layer_refusal(*root); !why.empty()) {
+    warn_once(*root + why, "not using the shared model cache layer " + *root + ": " + why);
     return false;
   }
   const auto found = find_entry(dir.string(), name);
   if (!found) return false;
-  if (const std::string damage = check_entry(*found, key_, EntryCheck{/*read_only=*/true, memo_dir}); !damage.empty()) {
-    warn_once(*found, fmt::format("the shared model cache entry {} is not used ({}); it is left as it is (the shared layer is read-only), "
+  std::string damage = shared_entry_refusal(*root, *found);
+  if (damage.empty()) damage = check_entry(*found, key_, EntryCheck{/*read_only=*/true, memo_dir});
+  if (!damage.empty()) {
+    warn_once(*found + damage, fmt::format("the shared model cache entry {} is not used ({}); it is left as it is (the shared layer is read-only), "
                                   "and the local cache is used instead", *found, damage));
     return false;
   }
@@ -411,10 +433,10 @@ std::optional<EntryGain> gain_of(const std::string& entry) {
   }
 }
 
-std::string model_of(const std::string& entry) {
+std::string manifest_text_of(const std::string& entry, const char* field) {
   try {
     std::ifstream in(manifest_of(entry));
-    return in ? json::parse(in).value("model", "") : std::string();
+    return in ? json::parse(in).value(field, "") : std::string();
   } catch (const std::exception&) {
     return {};
   }
@@ -488,7 +510,12 @@ bool CacheUse::commit() {
 void CacheUse::abandon(const std::string& why) {
   if (partial_.empty()) return;
   partial_.clear();
-  if (!why.empty()) warn_cache_not_written(model_, why);
+  if (!why.empty()) {
+    // A write that failed (a full disk, a read-only folder) is said as such, never as "busy".
+    unwritable_ = true;
+    note_ = write_failure(fs::path(entry_).parent_path().string(), why);
+    warn_cache_not_written(model_, note_);
+  }
   try {
     remove_entry_files(entry_);  // the partial graph, the data, the manifest: this process holds the writer's lock
   } catch (const std::exception& e) {

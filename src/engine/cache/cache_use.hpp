@@ -188,8 +188,23 @@ struct EntryGain {
 void record_entry_gain(const std::string& entry, const EntryGain& gain);
 /// The gain recorded for `entry`, if it was priced.
 std::optional<EntryGain> gain_of(const std::string& entry);
-/// The model the entry was made from, as its manifest names it ("" when it does not).
-std::string model_of(const std::string& entry);
+/// Why an entry could not be written into `folder` (`why`: what the failing call said), in words: a
+/// full disk is said as such ("the disk holding FOLDER is full (No space left on device; N bytes free
+/// there): ..."), whatever words the call used (ONNX Runtime's differ from ours).
+std::string write_failure(const std::string& folder, const std::string& why);
+
+/// A text field of the entry's manifest ("model": the model it was made from; "key"), "" when it has none.
+std::string manifest_text_of(const std::string& entry, const char* field);
+
+inline constexpr const char* kSharedLayerHint =
+    "Let only the layer's owner write its folders and files (chmod go-w; a folder above it may be writable by others only when "
+    "sticky, as /tmp), or unset ORTFLEET_CACHE_SHARED";
+/// Why the shared layer `root` must not be used at all ("" when it may): its models folder, a folder
+/// above it or a symlink on the way is one another user could change (check_shared_dir).
+std::string shared_layer_refusal(const std::string& root);
+/// Why the entry `entry` of the shared layer `root` must not be used ("" when it may): the layer's
+/// refusal, or one of the entry's files another user owns or can write.
+std::string shared_entry_refusal(const std::string& root, const std::string& entry);
 
 /// Removes the staging folders that imports into `dir` killed before their end left there: this host's
 /// only, whose process is gone (engine/cache/bundle_import.cpp).

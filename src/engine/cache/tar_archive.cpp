@@ -207,21 +207,15 @@ std::optional<TarMember> TarReader::next() {
                 "Copy the whole file again (its size should match the one it was written with)");
   }
   if (all_zero(header.data(), header.size())) {
+    // A file of zeros (or one that starts with them) holds no archive: said at its first block, not
+    // after reading it to its end.
+    if (members_ == 0) throw Error(path_ + " holds no tar archive: it starts with a block of zeros", "Give the file `ortfleet cache export` wrote");
     // The end: a second zero block, then nothing but zeros (some writers pad to a record).
     ended_ = true;
     if (!read_exact(header.data(), header.size(), "the end of the archive") || !all_zero(header.data(), header.size())) {
       throw Error(path_ + " is damaged: a lone zero block inside the archive", "Copy the file again from where it was written");
     }
-    std::array<unsigned char, 65536> rest{};
-    for (;;) {
-      const ssize_t n = ::read(fd_, rest.data(), rest.size());
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) throw Error("cannot read " + path_ + ": " + std::strerror(errno), "Check the file");
-      if (n == 0) break;
-      if (!all_zero(rest.data(), static_cast<size_t>(n))) {
-        throw Error(path_ + " has bytes after the end of its archive", "It is not a file `ortfleet cache export` wrote, or was appended to");
-      }
-    }
+    check_end_padding();
     return std::nullopt;
   }
   ++members_;
@@ -249,6 +243,24 @@ std::optional<TarMember> TarReader::next() {
   left_ = (m.type == '1' || m.type == '2' || m.type == '5') ? 0 : m.size;
   padding_ = padding_of(left_);
   return m;
+}
+
+void TarReader::check_end_padding() {
+  // Writers pad an archive to their record size (GNU tar: 10 KiB by default, 1 MiB at the largest
+  // blocking factor anyone uses): more is not padding, and is not read to its end.
+  constexpr uint64_t kMostPadding = uint64_t{1} << 20;
+  std::array<unsigned char, 65536> rest{};
+  uint64_t padding = 0;
+  for (;;) {
+    const ssize_t n = ::read(fd_, rest.data(), rest.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw Error("cannot read " + path_ + ": " + std::strerror(errno), "Check the file");
+    if (n == 0) return;
+    padding += static_cast<uint64_t>(n);
+    if (!all_zero(rest.data(), static_cast<size_t>(n)) || padding > kMostPadding) {
+      throw Error(path_ + " has bytes after the end of its archive", "It is not a file `ortfleet cache export` wrote, or was appended to");
+    }
+  }
 }
 
 void TarReader::copy_to(int out, const std::string& out_path) {

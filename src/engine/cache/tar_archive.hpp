@@ -62,6 +62,8 @@ class TarReader {
   /// else (and when it ends inside them) throws, saying it is truncated inside `what`.
   bool read_exact(void* into, size_t size, const char* what, bool end_allowed = false);
   void skip_rest();
+  /// After the end of the archive: at most a record's worth of zeros, else an error.
+  void check_end_padding();
   int fd_;
   std::string path_;
   uint64_t left_ = 0;     ///< bytes of the current member not read yet

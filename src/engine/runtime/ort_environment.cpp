@@ -98,6 +98,9 @@ Ort::Env& ort_env() {
       level = effective_level(s);
     }
     auto* created = new Ort::Env(level, "ortfleet", forward_log, nullptr);  // lives as long as the process
+    // Events off as well (builds whose telemetry is event-based); the uploader of builds that have one
+    // was kept from starting before the library was loaded (keep_ort_telemetry_off, runtime.cpp).
+    created->DisableTelemetryEvents();
     std::lock_guard lock(s.mutex);
     s.env = created;
     return created;

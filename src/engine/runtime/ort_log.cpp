@@ -1,32 +1,42 @@
 #include "ortfleet/engine/ort_log.hpp"
 
-#include <fstream>
+#include <spdlog/spdlog.h>
+
 #include <nlohmann/json.hpp>
+#include <ostream>
 
 #include "engine/runtime/ort_environment.hpp"
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/base/output_file.hpp"
 #include "ortfleet/engine/runtime.hpp"
 
 namespace ortfleet {
 
 struct OrtLogCapture::Impl {
-  std::ofstream out;
+  explicit Impl(const std::string& path) : out(path, "--ort-log") {}
+  OutputFile out;
   std::unique_ptr<detail::OrtLogListener> listener;
 };
 
-OrtLogCapture::OrtLogCapture(const std::string& path, const std::string& ort_library) : impl_(std::make_unique<Impl>()) {
+OrtLogCapture::OrtLogCapture(const std::string& path, const std::string& ort_library) {
   load_runtime(ort_library);
-  impl_->out.open(path, std::ios::trunc);
-  if (!impl_->out) throw Error("cannot write the ONNX Runtime log to " + path, "Check that the folder exists and is writable");
+  impl_ = std::make_unique<Impl>(path);
+  impl_->out.fd();  // streamed from the start: a pipe nobody reads is refused now, before any work
   impl_->listener = std::make_unique<detail::OrtLogListener>(
       [impl = impl_.get()](const detail::OrtLogRecord& r) {
-        impl->out << nlohmann::json{{"t", r.time_ns}, {"severity", r.severity}, {"message", r.message}}.dump() << "\n";
+        impl->out.stream() << nlohmann::json{{"t", r.time_ns}, {"severity", r.severity}, {"message", r.message}}.dump() << "\n";
       },
       ORT_LOGGING_LEVEL_VERBOSE);
 }
 
 OrtLogCapture::~OrtLogCapture() {
-  if (impl_) impl_->listener.reset();  // no message may arrive while the file closes
+  if (!impl_) return;
+  impl_->listener.reset();  // no message may arrive while the file is put in place
+  try {
+    impl_->out.commit();  // also when the start failed: its log says why
+  } catch (const std::exception& e) {
+    spdlog::warn("the ONNX Runtime log was not written: {}", Error::from(e).what_failed());
+  }
 }
 
 void hold_ort_warnings() { detail::set_ort_warning_mode(detail::OrtWarningMode::at_the_end); }

@@ -2,14 +2,21 @@
 
 #include <dlfcn.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string_view>
 #include <optional>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
 
+#include "engine/files/mapped_file.hpp"
+#include "engine/runtime/ort_environment.hpp"
 #include "engine/runtime/runtime.hpp"
 #include "ortfleet/base/error.hpp"
 #include "base/system_paths.hpp"
@@ -71,6 +78,16 @@ std::pair<int, int> major_minor(const std::string& version) {
   return {major, minor};
 }
 
+/// ONNX Runtime builds with Microsoft's telemetry uploader (1DS: the fetched 1.29 core has it) start it
+/// when the process makes its first environment, and it then writes /tmp/mat-debug-<pid>.log (an empty
+/// file per process, never removed), /tmp/.ses and a device id and event database under
+/// ~/.cache/Microsoft/DeveloperTools/.onnxruntime, and sends events to Microsoft. The decision is taken
+/// once per process, at that moment, from the environment: DisableTelemetryEvents, which needs an
+/// environment, comes too late to stop any of it (strace of CreateEnv). ORT_DISABLE_TELEMETRY=1 is the
+/// runtime's own switch: set before the library is loaded, so that it holds for every environment of
+/// this process and of the processes it starts (workers, the warm pool).
+void keep_ort_telemetry_off() { ::setenv(kOrtTelemetryVariable, "1", /*overwrite=*/1); }
+
 LoadedRuntime* open_runtime(const RuntimeCandidate& candidate) {
   if (!candidate.exists) {
     throw Error("no ONNX Runtime library at " + candidate.path + " (from " + candidate.source + ")", kSetupHint);
@@ -83,6 +100,7 @@ LoadedRuntime* open_runtime(const RuntimeCandidate& candidate) {
       throw Error(candidate.path + " (from " + candidate.source + ") is not ONNX Runtime: it is not a shared library", kSetupHint);
     }
   }
+  keep_ort_telemetry_off();
   // RTLD_LOCAL: ONNX Runtime's symbols stay out of the global namespace, so a second copy loaded by
   // another component of the process (e.g. the onnxruntime Python package) cannot be confused with ours.
   void* handle = dlopen(candidate.path.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -170,6 +188,39 @@ const RuntimeInfo& load_runtime(const std::string& explicit_library) {
 const RuntimeInfo* loaded_runtime() noexcept {
   std::lock_guard lock(g_mutex);
   return g_loaded != nullptr ? &g_loaded->info : nullptr;
+}
+
+namespace {
+/// Whether the library file carries Microsoft's telemetry uploader: its collector's address.
+bool carries_uploader(const std::string& library) {
+  const detail::MappedFile file(library, /*populate=*/false, detail::Symlinks::follow);
+  constexpr std::string_view kCollector = "events.data.microsoft.com";
+  const auto* bytes = static_cast<const char*>(file.data());
+  return std::search(bytes, bytes + file.size(), std::boyer_moore_horspool_searcher(kCollector.begin(), kCollector.end())) != bytes + file.size();
+}
+}  // namespace
+
+RuntimeTelemetry runtime_telemetry() {
+  const RuntimeInfo* info = loaded_runtime();
+  if (info == nullptr) throw Error("ONNX Runtime is not loaded yet", "Call ortfleet::load_runtime() first");
+  detail::ort_env();  // the runtime decides when its first environment is made
+  RuntimeTelemetry t;
+  t.uploader = carries_uploader(info->library_path);
+  const std::string trace = "/tmp/mat-debug-" + std::to_string(::getpid()) + ".log";
+  std::error_code ec;
+  t.collects = t.uploader && fs::exists(trace, ec);
+  const char* setting = std::getenv(kOrtTelemetryVariable);
+  const std::string set = std::string(kOrtTelemetryVariable) + "=" + (setting != nullptr ? setting : "(unset)");
+  if (!t.uploader) {
+    t.evidence = "this ONNX Runtime has no telemetry uploader (ortfleet turns its events off too: DisableTelemetryEvents)";
+  } else if (t.collects) {
+    t.evidence = "this ONNX Runtime carries Microsoft's telemetry uploader (1DS) and it runs in this process: it made " + trace + " (" + set +
+                 " when it started)";
+  } else {
+    t.evidence = "this ONNX Runtime carries Microsoft's telemetry uploader (1DS); ortfleet keeps it off (" + set +
+                 " before loading it): it made no " + trace + ", sends nothing and keeps no device id";
+  }
+  return t;
 }
 
 namespace detail {

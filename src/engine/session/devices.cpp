@@ -141,7 +141,14 @@ DeviceSelection select_devices(std::string_view spec) {
   }
   if (!slurm->gpus.empty()) {
     // GPUs given, but not exported for CUDA: take the node indices Slurm names as CUDA ordinals.
-    std::vector<Device> devices = parse_devices(slurm->gpus, gpu_count());
+    std::vector<Device> devices;
+    try {
+      devices = parse_devices(slurm->gpus, gpu_count());
+    } catch (const Error& e) {
+      throw Error(fmt::format("{}={} (what Slurm gave {}, taken as CUDA ordinals since CUDA_VISIBLE_DEVICES is not set): {}", slurm->gpus_variable,
+                              slurm->gpus, job, e.what_failed()),
+                  "Run it in a job as Slurm set it up, or give --devices yourself");
+    }
     return {devices, fmt::format("the {} GPU{} Slurm gave {} ({}={}; CUDA_VISIBLE_DEVICES is not set, so they are taken as CUDA ordinals)",
                                  devices.size(), devices.size() == 1 ? "" : "s", job, slurm->gpus_variable, slurm->gpus)};
   }

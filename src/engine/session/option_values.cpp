@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/base/number_text.hpp"
 #include "ortfleet/engine/options.hpp"
 
 namespace ortfleet {
@@ -102,15 +103,9 @@ std::pair<std::string, double> parse_pad_value(const std::string& text) {
   const auto eq = text.find('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 == text.size()) throw Error("'" + text + "' is not input=value", kHint);
   const std::string number = text.substr(eq + 1);
-  size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(number, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != number.size() || !std::isfinite(value)) throw Error("'" + number + "' in '" + text + "' is not a number", kHint);
-  return {text.substr(0, eq), value};
+  const auto value = parse_decimal(number);
+  if (!value) throw Error("'" + number + "' in '" + text + "' is not a number", kHint);
+  return {text.substr(0, eq), *value};
 }
 
 const char* to_string(ShapePolicy policy) {
@@ -136,15 +131,9 @@ std::pair<std::string, ValueRange> parse_input_range(const std::string& text) {
   const auto eq = text.find('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 == text.size()) throw Error("'" + text + "' is not NAME=VALUE or NAME=LO:HI", hint);
   auto number = [&](const std::string& part) {
-    size_t used = 0;
-    double value = 0;
-    try {
-      value = std::stod(part, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != part.size() || !std::isfinite(value)) throw Error("'" + part + "' in '" + text + "' is not a number", hint);
-    return value;
+    const auto value = parse_decimal(part);
+    if (!value) throw Error("'" + part + "' in '" + text + "' is not a number", hint);
+    return *value;
   };
   const std::string value = text.substr(eq + 1);
   const auto colon = value.find(':');

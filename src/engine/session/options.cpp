@@ -4,9 +4,7 @@
 #include "ortfleet/engine/options.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -15,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/base/number_text.hpp"
 
 namespace ortfleet {
 
@@ -23,14 +22,11 @@ namespace {
 std::optional<double> seconds_from_environment(const char* name, const char* what_it_sets) {
   const char* env = std::getenv(name);
   if (env == nullptr || *env == '\0') return std::nullopt;
-  // Plain decimal only (from_chars takes no hex, no "inf", no spaces): "0x10" is refused, not read as 16.
-  double seconds = -1;
-  const char* end = env + std::strlen(env);
-  const auto [stop, error] = std::from_chars(env, end, seconds, std::chars_format::general);
-  if (error != std::errc() || stop != end || !(seconds >= 0) || seconds > 7 * 24 * 3600) {
+  const auto seconds = parse_decimal(env);  // "0x10" is refused, not read as 16
+  if (!seconds || *seconds < 0 || *seconds > 7 * 24 * 3600) {
     throw Error(std::string(name) + "='" + env + "' is not a number of seconds from 0 to 604800", std::string("Set it to ") + what_it_sets);
   }
-  return seconds;
+  return *seconds;
 }
 }  // namespace
 

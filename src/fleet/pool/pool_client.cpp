@@ -17,6 +17,7 @@
 #include "fleet/worker/worker_protocol.hpp"
 #include "ortfleet/base/clock.hpp"
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/base/output_file.hpp"
 #include "ortfleet/fleet/pool_server.hpp"
 
 namespace ortfleet {
@@ -33,16 +34,6 @@ UniqueFd unix_socket() {
   UniqueFd fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
   if (!fd) throw Error(std::string("cannot make a Unix socket: ") + std::strerror(errno), "Check the file-descriptor limit (ulimit -n)");
   return fd;
-}
-
-/// What a file that is not a socket is, in words ("a regular file of 12 bytes", "a folder").
-std::string file_kind(const struct stat& st) {
-  if (S_ISREG(st.st_mode)) return "a regular file of " + std::to_string(st.st_size) + " bytes";
-  if (S_ISDIR(st.st_mode)) return "a folder";
-  if (S_ISLNK(st.st_mode)) return "a symbolic link";
-  if (S_ISFIFO(st.st_mode)) return "a named pipe";
-  if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) return "a device";
-  return "not a socket";
 }
 
 constexpr const char* kOtherUserHint = "Use your own pool (ortfleet serve, or the one a start of yours leaves), or run as the user who started it";
@@ -78,7 +69,7 @@ SocketFound look_at_socket(const std::string& path, bool follow) {
     throw Error("cannot look at the pool socket " + path + ": " + std::strerror(errno), "Give --socket a path in a folder you can read");
   }
   if (!S_ISSOCK(st.st_mode)) {
-    throw Error(path + " exists and is not a socket (it is " + file_kind(st) + "); ortfleet leaves it as it is",
+    throw Error(path + " exists and is not a socket (it is " + describe_file(st) + "); ortfleet leaves it as it is",
                 "Give --socket a path that is free or holds a pool socket");
   }
   UniqueFd fd;

@@ -193,7 +193,7 @@ LaunchedPool launch_pool_daemon(const LeftPool& left, const std::string& worker_
     // The daemon ends with the job (PoolServer watches its steps): refuse here, where the start can
     // say so, rather than leave a daemon that stops at once.
     if (!SlurmJobWatch(slurm->job_id).alive()) {
-      throw Error("no warm pool under Slurm job " + slurm->job_id + ": none of its slurmstepd processes is visible in /proc, so a pool "
+      throw Error("no warm pool under Slurm job " + slurm->job_id + ": no slurmstepd of it run by root or the slurm account is visible in /proc, so a pool "
                   "could not tell when the job ends");
     }
     launched.audience = "the later steps of Slurm job " + slurm->job_id + " on this node until the job ends";

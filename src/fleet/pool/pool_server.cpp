@@ -363,7 +363,7 @@ PoolServer::PoolServer(ServeOptions options) : impl_(std::make_unique<Impl>()) {
   if (!s.options.end_with_slurm_job->empty()) {
     s.job.emplace(*s.options.end_with_slurm_job);
     if (!s.job->alive()) {
-      throw Error("no step of Slurm job " + s.job->job_id() + " is visible on this node (no slurmstepd process of it in /proc), so this "
+      throw Error("no step of Slurm job " + s.job->job_id() + " is visible on this node (no slurmstepd of it run by root or the slurm account in /proc), so this "
                       "pool could not tell when the job ends",
                   "Start the pool inside the job's allocation, or where /proc shows Slurm's processes (not mounted with hidepid)");
     }

@@ -150,6 +150,9 @@ void expect_refused(const fs::path& bundle, const fs::path& cache, const std::st
   EXPECT_EQ(snapshot(cache), before) << "the cache changed";
 }
 
+/// A copy of the small transformer (its weights in DIR/model.onnx.data), for tests that write around it.
+std::string write_small_transformer_copy(const fs::path& dir) { return test::write_small_transformer(dir / "model.onnx", 7); }
+
 /// A cache that holds one entry already (of another model): what every refused import must leave alone.
 fs::path lived_in_cache(const std::string& name) {
   const fs::path cache = fresh(name);
@@ -244,7 +247,106 @@ TEST(CacheBundle, ExportSaysWhatItMissedAndRefusesToWriteAnEmptyBundle) {
       [&] { ModelCache((dir / "cache").string()).export_bundle({test::resnet18_model()}, {Device::cpu()}, {}, (dir / "none").string()); });
   EXPECT_NE(none.what_failed().find("nothing to export"), std::string::npos) << none.what_failed();
   EXPECT_FALSE(fs::exists(dir / "none"));
-  for (const auto& e : fs::directory_iterator(dir)) EXPECT_EQ(e.path().string().find(".partial-"), std::string::npos) << e.path();
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"b", "cache"})) << "no partial file is left";
+}
+
+// "exported 2 entries" for one: an entry asked for twice is in the bundle once, and said so.
+TEST(CacheBundle, AnEntryAskedForTwiceIsExportedOnceAndCountedOnce) {
+  const fs::path dir = fresh("export-twice");
+  start(test::mlp_model(), dir / "cache");
+  fs::copy_file(test::mlp_model(), dir / "same.onnx");
+  const CacheBundle b = ModelCache((dir / "cache").string())
+                            .export_bundle({test::mlp_model(), test::mlp_model(), (dir / "same.onnx").string()}, {Device::cpu()}, {}, (dir / "b").string());
+  ASSERT_EQ(b.entries.size(), 3u);
+  EXPECT_EQ(std::count_if(b.entries.begin(), b.entries.end(), [](const BundleEntry& e) { return e.outcome == "exported"; }), 1);
+  EXPECT_EQ(b.entries[1].outcome.rfind("in the bundle once, as " + fs::path(test::mlp_model()).filename().string() + " for cpu-", 0), 0u)
+      << b.entries[1].outcome;
+  EXPECT_EQ(b.entries[2].outcome.rfind("in the bundle once", 0), 0u) << b.entries[2].outcome;
+  EXPECT_EQ(ModelCache((dir / "c").string()).import_bundle((dir / "b").string()).entries.size(), 1u);
+}
+
+// The bundle is an output like every other (docs/guarantees.md): the model, its weights and a file that
+// is not a bundle are left as they are; a bundle is replaced keeping its mode; a link is written
+// through; a pipe or device is written, never replaced.
+TEST(CacheBundle, ExportReplacesOnlyABundleAndNeverWhatItReads) {
+  const fs::path dir = fresh("export-out");
+  const std::string model = write_small_transformer_copy(dir);
+  start(model, dir / "cache");
+  const ModelCache cache((dir / "cache").string());
+  const auto export_to = [&](const fs::path& out) { cache.export_bundle({model}, {Device::cpu()}, {}, out.string()); };
+  for (const std::string& input : {model, model + ".data"}) {
+    const std::string before = test::read_all(input);
+    const std::string e = test::error_of([&] { export_to(input); });
+    EXPECT_NE(e.find("the bundle " + input + " "), std::string::npos) << e;
+    EXPECT_EQ(test::read_all(input), before) << input << " changed";
+  }
+  const fs::path notes = dir / "notes.txt";
+  { std::ofstream(notes) << "my notes"; }
+  ::chmod(notes.c_str(), 0600);
+  EXPECT_NE(test::error_of([&] { export_to(notes); }).find("exists and is not a cache bundle"), std::string::npos);
+  EXPECT_EQ(test::read_all(notes), "my notes");
+  fs::create_symlink(notes, dir / "link-to-notes");
+  EXPECT_NE(test::error_of([&] { export_to(dir / "link-to-notes"); }).find("is not a cache bundle"), std::string::npos);
+  EXPECT_EQ(test::read_all(notes), "my notes");
+  // A bundle of its own: replaced, keeping its mode; through a link, the link stays.
+  export_to(dir / "b.ortfleet");
+  ::chmod((dir / "b.ortfleet").c_str(), 0600);
+  fs::create_symlink(dir / "b.ortfleet", dir / "link.ortfleet");
+  export_to(dir / "link.ortfleet");
+  EXPECT_TRUE(fs::is_symlink(dir / "link.ortfleet"));
+  EXPECT_EQ(fs::status(dir / "b.ortfleet").permissions(), fs::perms::owner_read | fs::perms::owner_write);
+  EXPECT_EQ(ModelCache((dir / "imported").string()).import_bundle((dir / "b.ortfleet").string()).entries.front().outcome, "added");
+  // A pipe nobody reads: an error at once. /dev/null: written, still the device.
+  ASSERT_EQ(::mkfifo((dir / "pipe").c_str(), 0600), 0);
+  const int code = test::exit_code_within(60, [&] {
+    return test::error_of([&] { export_to(dir / "pipe"); }).find("a named pipe no process reads") != std::string::npos ? 0 : 1;
+  });
+  EXPECT_EQ(code, 0) << (code < 0 ? "it waited for a reader" : "another error");
+  export_to("/dev/null");
+  struct stat st {};
+  ASSERT_EQ(::stat("/dev/null", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode));
+}
+
+// Import reads bundles only from regular files: a pipe without a writer blocked open() forever, and a
+// file of zeros was read to its end before it was called no bundle.
+TEST(CacheBundle, ImportRefusesWhatIsNotARegularFileBeforeOpeningIt) {
+  const fs::path dir = fresh("import-special");
+  ASSERT_EQ(::mkfifo((dir / "pipe").c_str(), 0600), 0);
+  const int code = test::exit_code_within(60, [&] {
+    const std::string e = test::error_of([&] { ModelCache((dir / "cache").string()).import_bundle((dir / "pipe").string()); });
+    return e.find("the bundle " + (dir / "pipe").string() + " is a named pipe, not a file") != std::string::npos ? 0 : 1;
+  });
+  EXPECT_EQ(code, 0) << (code < 0 ? "the import waited on the pipe" : "another error");
+  EXPECT_NE(test::error_of([&] { ModelCache((dir / "cache").string()).import_bundle(dir.string()); }).find("is a folder, not a file"),
+            std::string::npos);
+  EXPECT_NE(test::error_of([&] { ModelCache((dir / "cache").string()).import_bundle("/dev/zero"); }).find("is a device, not a file"),
+            std::string::npos);
+  EXPECT_FALSE(fs::exists(dir / "cache")) << "a refused import made the cache";
+}
+
+TEST(CacheBundle, AFileOfZerosIsRefusedAtItsFirstBlock) {
+  const fs::path dir = fresh("import-zeros");
+  // A terabyte of zeros (sparse: it takes no disk), which read to its end would take hours.
+  const fs::path zeros = dir / "zeros.ortfleet";
+  { std::ofstream(zeros) << ""; }
+  fs::resize_file(zeros, uint64_t{1} << 40);
+  const int code = test::exit_code_within(60, [&] {
+    const std::string e = test::error_of([&] { ModelCache((dir / "cache").string()).import_bundle(zeros.string()); });
+    return e.find("starts with a block of zeros") != std::string::npos ? 0 : 1;
+  });
+  EXPECT_EQ(code, 0) << (code < 0 ? "the import read the zeros to their end" : "another error");
+  // A bundle followed by more zeros than any writer pads with is refused too, without reading them all.
+  make_bundle(test::mlp_model(), dir / "a", dir / "b.ortfleet");
+  fs::resize_file(dir / "b.ortfleet", fs::file_size(dir / "b.ortfleet") + (uint64_t{1} << 40));
+  const int padded = test::exit_code_within(60, [&] {
+    const std::string e = test::error_of([&] { ModelCache((dir / "cache").string()).import_bundle((dir / "b.ortfleet").string()); });
+    return e.find("has bytes after the end of its archive") != std::string::npos ? 0 : 1;
+  });
+  EXPECT_EQ(padded, 0) << (padded < 0 ? "the import read the zeros to their end" : "another error");
 }
 
 TEST(CacheBundle, ShapeCostsAndTheGainTravelWithTheEntry) {
@@ -456,14 +558,81 @@ TEST(SharedCacheLayer, AnEntryThatFailsToLoadIsNotRejectedThere) {
   EXPECT_EQ(snapshot(dir / "shared"), before) << "the shared layer was written";
 }
 
-TEST(SharedCacheLayer, AFolderEveryUserCanWriteIsNotUsed) {
+// Another user made root's start run their graph when the layer sat in a 0777 folder without the sticky
+// bit, when models/ was group-writable and when the entry files were 0666: every component up to / is
+// checked, and the one that fails is named.
+TEST(SharedCacheLayer, AFolderOrFileAnotherUserCouldChangeIsNotUsedAndNamed) {
   const fs::path dir = fresh("shared-open");
-  shared_entry(test::mlp_model(), dir);
-  ::chmod((dir / "shared" / "models").c_str(), 0777);
-  test::CapturedLog log;
-  const Started s = start(test::mlp_model(), dir / "local", dir / "shared");
-  EXPECT_EQ(s.note.find("shared"), std::string::npos) << s.note;
-  EXPECT_EQ(log.count("is writable by every user"), 1u);
+  const std::string entry = shared_entry(test::mlp_model(), dir / "layers");
+  const fs::path layer = dir / "layers" / "shared";
+  struct Case {
+    fs::path path;
+    mode_t mode;
+    std::string named;
+  };
+  const std::vector<Case> cases = {
+      {dir / "layers", 0777, "the folder " + (dir / "layers").string() + " above " + (layer / "models").string() + " can be written by other users (mode 0777, not sticky)"},
+      {layer / "models", 0775, "the folder " + (layer / "models").string() + " can be written by other users (mode 0775)"},
+      {layer / "models", 0777, "the folder " + (layer / "models").string() + " can be written by other users (mode 0777)"},
+      {entry, 0666, entry + " can be written by other users (mode 0666)"},
+      {entry + ".data", 0664, entry + ".data can be written by other users (mode 0664)"},
+      {entry + ".manifest.json", 0666, entry + ".manifest.json can be written by other users (mode 0666)"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.named);
+    struct stat st {};
+    ASSERT_EQ(::stat(c.path.c_str(), &st), 0);
+    const mode_t before = st.st_mode & 07777;
+    ASSERT_EQ(::chmod(c.path.c_str(), c.mode), 0);
+    test::CapturedLog log;
+    const Started s = start(test::mlp_model(), dir / "local", layer);
+    EXPECT_EQ(s.note.find("shared"), std::string::npos) << s.note;
+    EXPECT_EQ(log.count(c.named), 1u) << log.text();
+    const auto listed = ModelCache((layer / "models").string()).entries(/*private_folder=*/false);
+    ASSERT_EQ(listed.size(), 1u);
+    EXPECT_FALSE(listed.front().used) << "cache list says a refused entry is used";
+    EXPECT_NE(listed.front().skipped.find("refused: " + c.named), std::string::npos) << listed.front().skipped;
+    ASSERT_EQ(::chmod(c.path.c_str(), before), 0);
+    fs::remove_all(dir / "local");
+  }
+  // Sticky, as /tmp: others may add names there but not replace the layer's. Used.
+  ASSERT_EQ(::chmod((dir / "layers").c_str(), 01777), 0);
+  EXPECT_NE(start(test::mlp_model(), dir / "local", layer).note.find("from the shared layer"), std::string::npos);
+  EXPECT_EQ(ModelCache((layer / "models").string()).entries(/*private_folder=*/false).front().skipped, "");
+}
+
+TEST(SharedCacheLayer, AFolderOrFileOfAnotherUserIsNotUsed) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root, to give files to another user";
+  const fs::path dir = fresh("shared-theirs");
+  const std::string entry = shared_entry(test::mlp_model(), dir);
+  const fs::path models = dir / "shared" / "models";
+  for (const fs::path& theirs : {fs::path(entry), models}) {
+    SCOPED_TRACE(theirs.string());
+    ASSERT_EQ(::chown(theirs.c_str(), 65534, 65534), 0);
+    const auto listed = ModelCache(models.string()).entries(/*private_folder=*/false);
+    EXPECT_NE(listed.front().skipped.find(theirs.string() + " belongs to"), std::string::npos) << listed.front().skipped;
+    EXPECT_EQ(start(test::mlp_model(), dir / "local", dir / "shared").note.find("shared"), std::string::npos);
+    ASSERT_EQ(::chown(theirs.c_str(), 0, 0), 0);
+  }
+  // The layer's owner is whom its readers trust: a layer all of one other user's is used.
+  for (const auto& e : fs::recursive_directory_iterator(dir / "shared")) ASSERT_EQ(::lchown(e.path().c_str(), 65534, 65534), 0);
+  ASSERT_EQ(::chown((dir / "shared").c_str(), 65534, 65534), 0);
+  EXPECT_NE(start(test::mlp_model(), dir / "local2", dir / "shared").note.find("from the shared layer"), std::string::npos);
+}
+
+// import --shared made the layer in a folder every user can write: nothing is made there now.
+TEST(SharedCacheLayer, ImportMakesNoLayerWhereAnotherUserCouldChangeIt) {
+  const fs::path dir = fresh("shared-import-open");
+  make_bundle(test::mlp_model(), dir / "a", dir / "b.ortfleet");
+  fs::create_directories(dir / "open");
+  ASSERT_EQ(::chmod((dir / "open").c_str(), 0777), 0);
+  const std::string e = test::error_of(
+      [&] { ModelCache((dir / "open" / "layer" / "models").string()).import_bundle((dir / "b.ortfleet").string(), /*shared_layer=*/true); });
+  EXPECT_NE(e.find("the folder " + (dir / "open").string() + " above " + (dir / "open" / "layer" / "models").string() +
+                   " can be written by other users (mode 0777, not sticky)"),
+            std::string::npos)
+      << e;
+  EXPECT_FALSE(fs::exists(dir / "open" / "layer")) << "the layer was made in a folder others can write";
 }
 
 TEST(SharedCacheLayer, ItIsNamedByTheConfigElseTheEnvironment) {

@@ -9,8 +9,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -532,10 +534,22 @@ TEST(CacheUse, AbandonRemovesEveryFileOfTheEntry) {
   EXPECT_TRUE(fs::exists(written.use->entry() + ".lock"));
 }
 
+// A write that failed on a full disk was reported as "was not made (busy)".
+TEST(CacheUse, AFullDiskIsSaidAsSuch) {
+  WrittenEntry written("disk-full");
+  written.use->abandon(std::string("cannot write the entry: ") + std::strerror(ENOSPC));
+  EXPECT_STREQ(written.use->outcome(), "unwritable");
+  const std::string folder = fs::path(written.use->entry()).parent_path().string();
+  EXPECT_NE(written.use->note().find("the disk holding " + folder + " is full (" + std::strerror(ENOSPC) + ";"), std::string::npos)
+      << written.use->note();
+  EXPECT_NE(detail::write_failure(folder, "a read-only file system").find("writing the entry into " + folder + " failed"), std::string::npos);
+}
+
 namespace {
 struct ChildResult {
   int status = -1;
   std::string err;
+  std::string out;
 };
 
 /// Runs `argv` in a child whose files may not grow past `max_file_bytes` (RLIMIT_FSIZE) with SIGXFSZ
@@ -555,10 +569,11 @@ ChildResult run_with_file_limit(const std::vector<std::string>& argv, const std:
   if (::pipe2(pipe_fds, O_CLOEXEC) != 0) return {};
   detail::UniqueFd read_end(pipe_fds[0]);
   detail::UniqueFd write_end(pipe_fds[1]);
-  detail::UniqueFd devnull(::open("/dev/null", O_WRONLY | O_CLOEXEC));
+  const fs::path out_file = fs::path(cache).parent_path() / ("stdout-" + std::to_string(::getpid()));
+  detail::UniqueFd out(::open(out_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
   const pid_t pid = ::fork();
   if (pid == 0) {  // only async-signal-safe calls until exec
-    ::dup2(devnull.get(), 1);
+    ::dup2(out.get(), 1);
     ::dup2(write_end.get(), 2);
     const struct rlimit limit {max_file_bytes, max_file_bytes};
     ::setrlimit(RLIMIT_FSIZE, &limit);
@@ -572,6 +587,8 @@ ChildResult run_with_file_limit(const std::vector<std::string>& argv, const std:
   ssize_t n;
   while ((n = ::read(read_end.get(), buffer, sizeof(buffer))) > 0) r.err.append(buffer, static_cast<size_t>(n));
   ::waitpid(pid, &r.status, 0);
+  r.out = test::read_all(out_file);
+  fs::remove(out_file);
   return r;
 }
 }  // namespace
@@ -588,6 +605,13 @@ TEST(ModelCache, AFullDiskMeansAStartWithoutTheCacheAndOneWarning) {
   size_t warnings = 0;
   for (size_t at = r.err.find("could not be written"); at != std::string::npos; at = r.err.find("could not be written", at + 1)) ++warnings;
   EXPECT_EQ(warnings, 1u) << r.err;
+  expect_nothing_but_locks_and_digests(cache / "models");
+  // Filled during the start, the outcome says the cache could not be written, never "busy".
+  const ChildResult inline_fill = run_with_file_limit({test::bin("ortfleet"), "--json", "start", model, "--devices", "cpu", "--strategy",
+                                                       "sequential", "--model-cache", "--model-cache-fill", "inline"},
+                                                      cache.string(), 64 * 1024);
+  ASSERT_TRUE(WIFEXITED(inline_fill.status)) << inline_fill.err;
+  EXPECT_NE(inline_fill.out.find("\"model_cache\": \"unwritable\""), std::string::npos) << inline_fill.out;
   expect_nothing_but_locks_and_digests(cache / "models");
 }
 

@@ -1,7 +1,9 @@
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
+#include <string>
 
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/runtime.hpp"
@@ -17,6 +19,17 @@ TEST(Runtime, LoadsTheFetchedRuntimeAndReportsIt) {
   EXPECT_TRUE(major > 1 || minor >= kOldestSupportedOrtMinor) << rt.version;
   EXPECT_NE(std::find(rt.providers.begin(), rt.providers.end(), "CPUExecutionProvider"), rt.providers.end());
   EXPECT_EQ(loaded_runtime(), &rt);
+}
+
+// The fetched core carries Microsoft's telemetry uploader, which left /tmp/mat-debug-<pid>.log for every
+// process (and /tmp/.ses, a device id in ~/.cache): ortfleet keeps it from starting, and says so.
+TEST(Runtime, TelemetryIsOffAndLeavesNoFile) {
+  load_runtime();
+  const RuntimeTelemetry t = runtime_telemetry();
+  EXPECT_FALSE(t.collects) << t.evidence;
+  EXPECT_STREQ(std::getenv(kOrtTelemetryVariable), "1");
+  EXPECT_FALSE(std::filesystem::exists("/tmp/mat-debug-" + std::to_string(::getpid()) + ".log")) << t.evidence;
+  EXPECT_NE(t.evidence.find(t.uploader ? "ortfleet keeps it off" : "has no telemetry uploader"), std::string::npos) << t.evidence;
 }
 
 TEST(Runtime, LoadingAgainReturnsTheSameRuntime) {
