@@ -31,6 +31,7 @@
 #include "engine/shapes/shape_policy.hpp"
 #include "engine/session/bucketed_calls.hpp"
 #include "engine/session/host_buffer_pool.hpp"
+#include "engine/session/input_check.hpp"
 #include "engine/session/warmup_inputs.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/model_file.hpp"
@@ -742,7 +743,7 @@ std::vector<Tensor> Session::run(const std::vector<Tensor>& given, bool outputs_
   for (const auto& t : given) s.check_device_of(t);
   const InputShapes shapes = shapes_of(given);
   try {
-    check_shapes(s.inputs, shapes);
+    detail::check_run_inputs(s.inputs, given);
   } catch (const Error& e) {
     throw Error("running " + s.spec.model_path + ": " + e.what_failed(), e.hint(), s.lane);
   }
@@ -832,7 +833,7 @@ std::vector<Tensor> Session::Impl::run_plain(ShapeSession& shape_session, const 
       out_values = binding.GetOutputValues();
     }
   } catch (const Ort::Exception& e) {
-    detail::rethrow_ort_error(e, "running " + spec.model_path, lane);
+    detail::rethrow_run_error(e, spec.model_path, inputs, given, lane);
   }
   std::vector<Tensor> out;
   for (size_t i = 0; i < out_values.size(); ++i) {
