@@ -525,12 +525,18 @@ std::string Fleet::strategy_reason() const { return impl_->options.strategy == S
 std::string Fleet::devices_reason() const { return impl_->devices_reason; }
 
 std::vector<TensorSpec> Fleet::inputs() const {
-  std::lock_guard lock(impl_->mutex);
-  return impl_->inputs;
+  {
+    std::lock_guard lock(impl_->mutex);
+    if (!impl_->inputs.empty()) return impl_->inputs;
+  }
+  return inspect_model(impl_->model).input_specs;  // before a session has read them
 }
 std::vector<TensorSpec> Fleet::outputs() const {
-  std::lock_guard lock(impl_->mutex);
-  return impl_->outputs;
+  {
+    std::lock_guard lock(impl_->mutex);
+    if (!impl_->outputs.empty()) return impl_->outputs;
+  }
+  return inspect_model(impl_->model).output_specs;
 }
 
 Fleet::Impl::Target Fleet::Impl::ready_target(const Device& device) {

@@ -147,7 +147,9 @@ class Fleet {
   std::future<std::vector<Tensor>> run_async(const Device& device, const std::vector<Tensor>& inputs, bool outputs_on_device = false);
   /// How tensors crossed to and from the worker processes so far (zero for sessions in this process).
   TransferCounters transfer_counters() const;
-  std::vector<TensorSpec> inputs() const;   ///< the model's inputs (empty until the first device is ready)
+  /// The model's inputs and outputs: as its file declares them until a session has read them (the
+  /// same, for ONNX Runtime reads them from the file), so they are known before start().
+  std::vector<TensorSpec> inputs() const;
   std::vector<TensorSpec> outputs() const;
 
   /// Phases of the start-up, all devices, on one clock (origin: start()).
