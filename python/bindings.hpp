@@ -3,7 +3,8 @@
 // tensors.cpp (numpy arrays and DLPack tensors in and out), fleet.cpp (Fleet, RunFuture), pool.cpp
 // (Pool, prewarm), diagnostics.cpp (doctor, bench, profile, tune, load_runtime) and synth.cpp (the
 // model writers); arguments.cpp turns Python arguments into ortfleet's options. Every call that does
-// C++ work releases the GIL, so other Python threads keep running while sessions start and run.
+// C++ work releases the GIL, so other Python threads keep running while sessions start and run, and
+// every wait answers Ctrl-C at once (waiting.hpp); ortfleet's log goes to Python's logging (log_bridge.hpp).
 
 // Every file of the module sees the same type casters (pybind11 asks it: a cast that differs between
 // files breaks the one-definition rule), STL containers and std::optional among them.

@@ -1,12 +1,15 @@
 // ortfleet.Pool and ortfleet.prewarm() (pool.hpp).
 #include "pool.hpp"
 
+#include <algorithm>
+#include <filesystem>
 #include <optional>
 
 #include "arguments.hpp"
 #include "bindings.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/fleet/pool_server.hpp"
+#include "waiting.hpp"
 
 namespace ortfleet::python {
 
@@ -25,8 +28,17 @@ PyPool::PyPool(const py::object& devices, const std::string& ort_library, bool n
 }
 
 bool PyPool::wait(const std::optional<double>& timeout) {
-  py::gil_scoped_release release;
-  return timeout ? pool().wait(*timeout) : pool().wait();
+  if (timeout && !(*timeout >= 0)) throw Error("wait() needs a timeout of 0 seconds or more", "Leave it out to wait for every worker");
+  WorkerPool& workers = pool();
+  bool all_ready = false;
+  wait_interruptibly(
+      [&](double slice_s) {
+        all_ready = workers.wait(slice_s);
+        const auto status = workers.status();
+        return all_ready || std::none_of(status.begin(), status.end(), [](const PoolWorkerStatus& w) { return w.state == "starting"; });
+      },
+      timeout);
+  return all_ready;
 }
 
 py::object PyPool::status() {
@@ -64,6 +76,30 @@ std::shared_ptr<PyPool>& prewarmed_pool() {
   return pool;
 }
 
+void forget_prewarmed_pool() {
+  py::gil_scoped_release release;
+  prewarmed_pool().reset();
+}
+
+namespace {
+/// pool_stop(): true once the server on `path` has stopped, false when there was none (no socket
+/// there: never started, or stopped already), so that a second call is no error.
+bool stop_pool_server(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(std::filesystem::symlink_status(path, ec))) return false;
+  try {
+    call_interruptibly<bool>([path] {
+      ortfleet::pool_stop(path);
+      return true;
+    });
+    return true;
+  } catch (const Error&) {
+    if (!std::filesystem::exists(std::filesystem::symlink_status(path, ec))) return false;  // another stop took it meanwhile
+    throw;
+  }
+}
+}  // namespace
+
 void bind_pool(py::module_& m) {
   py::class_<PyPool, std::shared_ptr<PyPool>>(m, "Pool",
                                               "A warm worker pool: per device a worker process with ONNX Runtime, the CUDA EP, "
@@ -96,28 +132,19 @@ void bind_pool(py::module_& m) {
   m.def(
       "pool_status",
       [](const std::optional<std::string>& socket) {
-        std::string text;
-        {
-          py::gil_scoped_release release;
-          text = ortfleet::pool_status(socket.value_or(default_pool_socket()));
-        }
-        return parse_json(text);
+        const std::string path = socket.value_or(default_pool_socket());
+        return parse_json(call_interruptibly<std::string>([path] { return ortfleet::pool_status(path); }));
       },
       py::arg("socket") = py::none(),
       "What the pool server on `socket` (default: this node's, where a start leaves its warm pool) holds, as `ortfleet pool "
       "status --json` prints it; raises when none answers there");
   m.def(
-      "pool_stop",
-      [](const std::optional<std::string>& socket) {
-        py::gil_scoped_release release;
-        ortfleet::pool_stop(socket.value_or(default_pool_socket()));
-      },
-      py::arg("socket") = py::none(), "Stop the pool server on `socket` (default: this node's) and its workers");
+      "pool_stop", [](const std::optional<std::string>& socket) { return stop_pool_server(socket.value_or(default_pool_socket())); },
+      py::arg("socket") = py::none(),
+      "Stop the pool server on `socket` (default: this node's, where a start leaves its warm pool) and its workers: True once it "
+      "has stopped, False when none was there (a second call is no error)");
   m.def("default_pool_socket", [] { return default_pool_socket(); }, "Where this node's warm pool listens: $XDG_RUNTIME_DIR/ortfleet/pool.sock");
-  m.def("_forget_prewarmed", [] {
-    py::gil_scoped_release release;
-    prewarmed_pool().reset();
-  });
+  m.def("_forget_prewarmed", &forget_prewarmed_pool);
 }
 
 }  // namespace ortfleet::python

@@ -28,5 +28,7 @@ class PyPool {
 
 /// The pool ortfleet.prewarm() started: later fleets whose devices it has start on it.
 std::shared_ptr<PyPool>& prewarmed_pool();
+/// Lets go of it (its workers stop once no fleet uses them): at exit, before the module goes.
+void forget_prewarmed_pool();
 
 }  // namespace ortfleet::python

@@ -1,14 +1,19 @@
 """ortfleet: ONNX Runtime sessions started fast on every GPU of a node, and why start-up is slow.
 
-    import ortfleet
-    with ortfleet.Fleet("model.onnx", devices=[0, 1, 2, 3]) as fleet:
-        fleet.start().wait()                       # the GIL is released while sessions start
+    import ortfleet, numpy as np
+    with ortfleet.Fleet("model.onnx", devices="all") as fleet:   # every GPU, else the CPU
+        fleet.start().wait()                       # the GIL is released while sessions start; Ctrl-C stops the wait
         out = fleet.run(0, {"input": batch})       # numpy arrays, or torch/CuPy tensors (DLPack)
 
-A job that will start fleets calls ortfleet.prewarm() first: the workers load ONNX Runtime and the
-CUDA EP and initialise their GPUs while the job imports torch and loads data, and later fleets start
-on them. ortfleet.Pool() is the same, explicit; Fleet(model, pool="/run/user/1000/ortfleet/pool.sock")
-uses the pool of an `ortfleet serve` daemon.
+`fleet.run(0, ...)` runs on GPU 0, or, on a fleet without GPUs, on its first device (the CPU);
+`fleet.devices` lists them. A job that will start fleets calls ortfleet.prewarm() first: the workers
+load ONNX Runtime and the CUDA EP and initialise their GPUs while the job imports torch and loads
+data, and later fleets start on them. ortfleet.Pool() is the same, explicit; Fleet(model,
+pool="/run/user/1000/ortfleet/pool.sock") uses the pool of an `ortfleet serve` daemon.
+
+Failures raise ortfleet.Error; ortfleet's log goes to the logger "ortfleet" of the logging module
+(warnings on stderr unless logging is configured); a warm pool a start leaves on the node for the
+next job is said once, as an ortfleet.LeftBehindWarning.
 
 The diagnostics return what the command line prints with --json: ortfleet.doctor(),
 ortfleet.bench(model), ortfleet.profile(model), ortfleet.tune(model); `python -m ortfleet ...`
@@ -39,6 +44,7 @@ from ._ortfleet import (  # noqa: E402,F401  (the public API)
     DeviceTensor,
     Error,
     Fleet,
+    LeftBehindWarning,
     Pool,
     RunFuture,
     _forget_prewarmed,
@@ -57,11 +63,9 @@ from ._ortfleet import (  # noqa: E402,F401  (the public API)
     tune,
 )
 
-__all__ = ["DeviceTensor", "Error", "Fleet", "Pool", "RunFuture", "bench", "default_pool_socket", "doctor", "load_runtime",
-           "pool_status", "pool_stop", "prewarm", "profile", "synth_mlp", "synth_nodes", "synth_resnet", "synth_segmenter", "tune"]
-
-import atexit  # noqa: E402
-
-# The prewarmed pool's workers stop before the interpreter tears the module down.
-atexit.register(_forget_prewarmed)
+__all__ = ["DeviceTensor", "Error", "Fleet", "LeftBehindWarning", "Pool", "RunFuture", "bench", "default_pool_socket", "doctor",
+           "load_runtime", "pool_status", "pool_stop", "prewarm", "profile", "synth_mlp", "synth_nodes", "synth_resnet",
+           "synth_segmenter", "tune"]
 __version__ = "0.1.0"
+# At exit the prewarmed pool's workers stop and ortfleet's last log records are handed on: the
+# extension registers that itself, so that this namespace holds only the public API.

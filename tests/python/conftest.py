@@ -42,3 +42,34 @@ def models(tmp_path_factory):
 @pytest.fixture(scope="session")
 def python_exe():
     return sys.executable
+
+
+@pytest.fixture
+def run_script(python_exe):
+    """Runs Python code in a fresh interpreter, as a user's script runs: (returncode, stdout, stderr).
+    `env` adds to (or, with None values, removes from) this process's environment."""
+    import subprocess
+
+    def run(code, env=None, cwd=None, timeout=300):
+        environment = dict(os.environ)
+        for key, value in (env or {}).items():
+            if value is None:
+                environment.pop(key, None)
+            else:
+                environment[key] = value
+        done = subprocess.run([python_exe, "-c", code], capture_output=True, text=True, env=environment, cwd=cwd, timeout=timeout)
+        return done.returncode, done.stdout, done.stderr
+
+    return run
+
+
+@pytest.fixture
+def private_runtime_dir(tmp_path):
+    """An XDG_RUNTIME_DIR of the test's own (where a start leaves its warm pool), and the socket there;
+    a pool found there at the end is stopped."""
+    run = tmp_path / "xdg-run"
+    run.mkdir(mode=0o700)
+    socket = str(run / "ortfleet" / "pool.sock")
+    yield str(run), socket
+    if os.path.exists(socket):
+        ortfleet.pool_stop(socket)

@@ -67,6 +67,9 @@ struct FleetOptions {
   /// that exits after config.warm_pool's idle time (0: none is left). Off here, or with
   /// ORTFLEET_AUTO_POOL=0 in the environment: auto neither uses nor leaves a pool.
   bool auto_pool = true;
+  /// How the note of a warm pool left behind (Fleet::left_behind) says to leave none, in the caller's
+  /// terms: the command line's by default; the Python module gives its keywords.
+  std::string no_warm_pool_advice = "ORTFLEET_WARM_POOL_IDLE=0 or --warm-pool-idle 0 leaves none";
 };
 
 /// Tensor bytes that crossed between this process and its worker processes, by how they travelled.
@@ -147,21 +150,27 @@ class Fleet {
   std::future<std::vector<Tensor>> run_async(const Device& device, const std::vector<Tensor>& inputs, bool outputs_on_device = false);
   /// How tensors crossed to and from the worker processes so far (zero for sessions in this process).
   TransferCounters transfer_counters() const;
-  std::vector<TensorSpec> inputs() const;   ///< the model's inputs (empty until the first device is ready)
+  /// The model's inputs and outputs: as its file declares them until a session has read them (the
+  /// same, for ONNX Runtime reads them from the file), so they are known before start().
+  std::vector<TensorSpec> inputs() const;
   std::vector<TensorSpec> outputs() const;
 
   /// Phases of the start-up, all devices, on one clock (origin: start()).
   Timeline timeline() const;
   /// What this start left running for later starts once every device was done, in words: the warm
   /// pool it left on the node (automatic strategy, FleetOptions::auto_pool, RunConfig::warm_pool), or
-  /// the model cache entry being made in the background. Empty before that, and when nothing.
+  /// the model cache entry being made in the background. Complete once wait() has returned: once
+  /// every device is done it waits for that decision (a pool's launch, a fraction of a second). Empty
+  /// while a device is still starting, and when nothing.
   std::vector<std::string> left_behind() const;
   /// Waits at most `timeout_s` for the cache entry this fleet makes itself (not one a warm pool makes):
   /// what came of it, or nothing when there is none or it is still working.
   std::optional<std::string> wait_for_cache_fill(double timeout_s);
   /// Whether this fleet is making a cache entry itself now (after ready, in a background worker).
   bool making_cache_entry() const;
-  /// Stops every session and worker. Idempotent.
+  /// Stops every session and worker. Idempotent. A start still under way ends: the fleet's own worker
+  /// processes are stopped (their devices fail) and nothing is left for later starts; sessions being
+  /// made in this process or on a pool cannot be stopped midway and are waited for.
   void shutdown();
 
  private:

@@ -44,6 +44,13 @@ bool expected_warning(const char* message) {
          std::strncmp(message, "Serializing optimized model with Graph Optimization level greater than", 70) == 0;
 }
 
+/// ONNX Runtime's log line of a run that failed: the run's error says it (rethrow_ort_error, with the
+/// raw text at debug level), so the line is a duplicate, shown at debug level only.
+bool run_failure(OrtLoggingLevel severity, const char* message) {
+  return severity == ORT_LOGGING_LEVEL_ERROR && message != nullptr &&
+         std::strncmp(message, "Non-zero status code returned while running ", 44) == 0;
+}
+
 void print_ort_message(spdlog::level::level_enum level, const std::string& message, int64_t count) {
   if (count > 1) spdlog::log(level, "onnxruntime ({} times): {}", count, message);
   else spdlog::log(level, "onnxruntime: {}", message);
@@ -149,6 +156,10 @@ void note_ort_log(OrtLoggingLevel severity, const char* category, const char* lo
     if (severity >= entry.second) entry.first(record);
   }
   if (severity < s.print_level) return;
+  if (run_failure(severity, message)) {
+    spdlog::debug("onnxruntime: {}", record.message);
+    return;
+  }
   if (severity == ORT_LOGGING_LEVEL_WARNING) {
     count_warning(s, record.message, 1);
     return;

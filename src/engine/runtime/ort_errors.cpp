@@ -235,6 +235,37 @@ std::string opset_error(std::string text) {
          ", newer than this ONNX Runtime supports (up to opset " + number_after(text, "is till opset ") + ")";
 }
 
+/// A node that failed while running: "Non-zero status code returned while running Add node.
+/// Name:'Add_8' Status Message: <why>" -> "node 'Add_8' (Add): <why>".
+std::string running_node_error(std::string text) {
+  constexpr std::string_view kHead = "Non-zero status code returned while running ";
+  constexpr std::string_view kName = " node. Name:'";
+  constexpr std::string_view kMessage = "' Status Message: ";
+  const auto head = text.find(kHead);
+  const auto name = head == std::string::npos ? head : text.find(kName, head);
+  const auto message = name == std::string::npos ? name : text.find(kMessage, name);
+  if (message == std::string::npos) return text;
+  const std::string op = text.substr(head + kHead.size(), name - head - kHead.size());
+  const std::string node = text.substr(name + kName.size(), message - name - kName.size());
+  return text.substr(0, head) + "node '" + node + "' (" + op + "): " + text.substr(message + kMessage.size());
+}
+
+/// ONNX Runtime's broadcast check, "axis == 1 || axis == largest was false. Attempting to broadcast an
+/// axis by a dimension other than 1. 9 by 10" -> "dims of 9 and 10 do not broadcast (one must be 1, or both equal)".
+std::string broadcast_error(std::string text) {
+  constexpr std::string_view kCheck = "axis == 1 || axis == largest was false. ";
+  constexpr std::string_view kSays = "Attempting to broadcast an axis by a dimension other than 1. ";
+  const auto says = text.find(kSays);
+  if (says == std::string::npos) return text;
+  const std::string first = number_after(text, kSays);
+  const std::string second = number_after(text, std::string(kSays) + first + " by ");
+  if (first.empty() || second.empty()) return text;
+  const auto check = text.rfind(kCheck, says);
+  const size_t begin = check != std::string::npos && check + kCheck.size() == says ? check : says;
+  const size_t end = says + kSays.size() + first.size() + 4 + second.size();
+  return text.substr(0, begin) + "dims of " + first + " and " + second + " do not broadcast (one must be 1, or both equal)" + text.substr(end);
+}
+
 /// One line of printable text, single-spaced, trimmed.
 std::string one_line(std::string_view text) {
   std::string out;
@@ -266,7 +297,8 @@ OrtFailure describe_ort_failure(std::string_view raw) {
     if (failed != std::string_view::npos) text = text.substr(failed + 8);
   }
   OrtFailure failure;
-  failure.cause = cut(opset_error(node_error(one_line(without_cuda_call_site(without_source_locations(text))))));
+  failure.cause =
+      cut(broadcast_error(running_node_error(opset_error(node_error(one_line(without_cuda_call_site(without_source_locations(text))))))));
   if (failure.cause.empty()) failure.cause = one_line(raw).substr(0, kMaxCause);
   for (const auto& known : kKnownFailures) {
     bool all = true;

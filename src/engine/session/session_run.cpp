@@ -7,6 +7,7 @@
 #include "base/crash_report.hpp"
 #include "engine/cuda/cuda_driver.hpp"
 #include "engine/runtime/ort_errors.hpp"
+#include "engine/session/input_check.hpp"
 #include "engine/session/session_impl.hpp"
 #include "engine/shapes/shapes.hpp"
 #include "ortfleet/base/error.hpp"
@@ -20,7 +21,7 @@ std::vector<Tensor> Session::run(const std::vector<Tensor>& given, bool outputs_
   for (const auto& t : given) s.check_device_of(t);
   const InputShapes shapes = shapes_of(given);
   try {
-    check_shapes(s.inputs, shapes);
+    detail::check_run_inputs(s.inputs, given);
   } catch (const Error& e) {
     throw Error("running " + s.spec.model_path + ": " + e.what_failed(), e.hint(), s.lane);
   }
@@ -110,7 +111,7 @@ std::vector<Tensor> Session::Impl::run_plain(ShapeSession& shape_session, const 
       out_values = binding.GetOutputValues();
     }
   } catch (const Ort::Exception& e) {
-    detail::rethrow_ort_error(e, "running " + spec.model_path, lane);
+    detail::rethrow_run_error(e, spec.model_path, inputs, given, lane);
   }
   std::vector<Tensor> out;
   for (size_t i = 0; i < out_values.size(); ++i) {

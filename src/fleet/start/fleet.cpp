@@ -112,6 +112,13 @@ struct Fleet::Impl {
   std::vector<std::string> left_behind;                 // what runs on after ready, in words
   /// Once every device is done: what a cold start leaves for later starts, never on the path to ready.
   void after_ready();
+  bool after_ready_done = false;  // left_behind is complete
+  /// The fleet's own workers while they start (run_workers): shutdown() stops them.
+  std::vector<std::weak_ptr<detail::WorkerProcess>> starting_workers;
+  bool start_cancelled = false;  // shut down before every device was done: nothing is left behind
+  /// shutdown() before every device is done: the fleet's own starting workers are stopped, so the
+  /// coordinator ends at once (sessions starting in this process or on a pool are waited for).
+  void cancel_start();
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;
   std::thread coordinator;
@@ -122,7 +129,8 @@ struct Fleet::Impl {
     for (size_t i = 0; i < options.devices.size(); ++i) {
       if (options.devices[i] == d) return i;
     }
-    throw Error("device " + d.to_string() + " is not part of this fleet", "Use one of the devices the fleet was started on");
+    throw Error("device " + d.to_string() + " is not part of this fleet; it has: " + to_string(options.devices),
+                "Use one of the devices the fleet was started on");
   }
 
   void mark_starting(size_t i) {
@@ -244,12 +252,14 @@ struct Fleet::Impl {
     }
     // The workers must load the ONNX Runtime this process would: resolve it once, here.
     const std::string ort_library = detail::resolve_ort_library(options.ort_library);
+    starting_workers.resize(options.devices.size());
     for_each_device([&](size_t i) {
       Remote remote;
       remote.process = std::make_shared<detail::WorkerProcess>(executable, options.devices[i], options.narrow_workers);
       {
         std::lock_guard lock(mutex);
         status[i].pid = remote.process->pid();
+        starting_workers[i] = remote.process;
       }
       auto plan = plan_for({options.devices[i]}, mode);
       plan.ort_library = ort_library;
@@ -331,11 +341,25 @@ bool auto_pool_allowed(const FleetOptions& options) {
 }
 }  // namespace
 
+void Fleet::Impl::cancel_start() {
+  std::vector<std::shared_ptr<detail::WorkerProcess>> workers;
+  {
+    std::lock_guard lock(mutex);
+    if (!started || all_done()) return;
+    start_cancelled = true;
+    for (size_t i = 0; i < starting_workers.size(); ++i) {
+      if (auto worker = starting_workers[i].lock(); worker && status[i].state == DeviceState::starting) workers.push_back(std::move(worker));
+    }
+  }
+  for (auto& worker : workers) worker->terminate(/*grace_s=*/0.5);  // its start fails, which ends its device's thread
+}
+
 void Fleet::Impl::after_ready() {
   if (on_pool()) return;  // a pool's server makes the entries its starts miss
   std::optional<Device> missed;
   {
     std::lock_guard lock(mutex);
+    if (start_cancelled) return;
     for (const auto& st : status) {
       if (st.state == DeviceState::ready && st.model_cache == "miss") {
         missed = st.device;
@@ -377,9 +401,9 @@ void Fleet::Impl::after_ready() {
                                   : launched.parking == "off" ? std::string()
                                                               : "its workers do not park (" + launched.parking + "), ";
       say(fmt::format("left a warm pool for {} ({}): this job's workers go to it as the job ends, {} loaded{}; {}it exits after {:g} s "
-                      "unused (its log {}); ORTFLEET_WARM_POOL_IDLE=0 or --warm-pool-idle 0 leaves none",
+                      "unused (its log {}); {}",
                       launched.audience, left.serve.socket_path, model, entry ? ", and it makes the model's cache entry in the background" : "",
-                      parking, launched.idle_exit_s, detail::pool_log_path(left.serve.socket_path)));
+                      parking, launched.idle_exit_s, detail::pool_log_path(left.serve.socket_path), options.no_warm_pool_advice));
       return;
     }
     if (fill) {
@@ -528,6 +552,9 @@ void Fleet::start() {
         break;
     }
     s.after_ready();
+    std::lock_guard lock(s.mutex);
+    s.after_ready_done = true;
+    s.changed.notify_all();
   });
 }
 
@@ -563,12 +590,18 @@ std::string Fleet::strategy_reason() const { return impl_->options.strategy == S
 std::string Fleet::devices_reason() const { return impl_->devices_reason; }
 
 std::vector<TensorSpec> Fleet::inputs() const {
-  std::lock_guard lock(impl_->mutex);
-  return impl_->inputs;
+  {
+    std::lock_guard lock(impl_->mutex);
+    if (!impl_->inputs.empty()) return impl_->inputs;
+  }
+  return inspect_model(impl_->model).input_specs;  // before a session has read them
 }
 std::vector<TensorSpec> Fleet::outputs() const {
-  std::lock_guard lock(impl_->mutex);
-  return impl_->outputs;
+  {
+    std::lock_guard lock(impl_->mutex);
+    if (!impl_->outputs.empty()) return impl_->outputs;
+  }
+  return inspect_model(impl_->model).output_specs;
 }
 
 Fleet::Impl::Target Fleet::Impl::ready_target(const Device& device) {
@@ -636,8 +669,11 @@ std::future<std::vector<Tensor>> Fleet::run_async(const Device& device, const st
 Timeline Fleet::timeline() const { return impl_->timeline; }
 
 std::vector<std::string> Fleet::left_behind() const {
-  std::lock_guard lock(impl_->mutex);
-  return impl_->left_behind;
+  auto& s = *impl_;
+  std::unique_lock lock(s.mutex);
+  // Every device done: what after_ready() decides is waited for, a pool's launch at most.
+  if (s.started && s.all_done()) s.wait_until(lock, detail::deadline_in(s.options.start_timeout_s, monotonic_ns()), [&] { return s.after_ready_done; });
+  return s.left_behind;
 }
 
 bool Fleet::making_cache_entry() const { return impl_->cache_fill && !impl_->cache_fill->finished(); }
@@ -660,6 +696,7 @@ TransferCounters Fleet::transfer_counters() const {
 
 void Fleet::shutdown() {
   auto& s = *impl_;
+  s.cancel_start();
   if (s.coordinator.joinable()) s.coordinator.join();
   std::lock_guard lock(s.mutex);
   if (s.shut_down) return;

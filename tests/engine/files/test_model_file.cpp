@@ -226,4 +226,26 @@ TEST(ModelFile, NegativeInputDimsAreRefusedOrWarnedOfWithTheValue) {
   EXPECT_EQ(start_error(identity_model("dim-0.onnx", {Dim(int64_t{0}), 3})), "(started)");
 }
 
+// Fleet.inputs before start(): read from the file, as ONNX Runtime reads them (names, types, dims,
+// the dims' names), initializers left out.
+TEST(ModelFile, InputAndOutputSpecsAreWhatOnnxRuntimeReads) {
+  for (const auto& model : {test::mlp_model(), test::dynamic_resnet18_model(), test::segmenter_model(), test::masked_transformer_model(),
+                            test::small_transformer()}) {
+    const ModelFacts facts = inspect_model(model);
+    SessionSpec spec;
+    spec.model_path = model;
+    const Session session(spec);
+    ASSERT_EQ(facts.input_specs.size(), session.inputs().size()) << model;
+    ASSERT_EQ(facts.output_specs.size(), session.outputs().size()) << model;
+    const auto same = [&](const TensorSpec& a, const TensorSpec& b) {
+      EXPECT_EQ(a.name, b.name) << model;
+      EXPECT_EQ(a.type, b.type) << model << " " << a.name;
+      EXPECT_EQ(a.shape, b.shape) << model << " " << a.name;
+      EXPECT_EQ(a.dim_names, b.dim_names) << model << " " << a.name;
+    };
+    for (size_t i = 0; i < facts.input_specs.size(); ++i) same(facts.input_specs[i], session.inputs()[i]);
+    for (size_t i = 0; i < facts.output_specs.size(); ++i) same(facts.output_specs[i], session.outputs()[i]);
+  }
+}
+
 }  // namespace ortfleet

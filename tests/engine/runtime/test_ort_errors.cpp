@@ -114,6 +114,15 @@ TEST(OrtErrors, TheCauseIsShortAndTheKnownOnesHaveAHint) {
   EXPECT_NE(external.hint.find("absolute path"), std::string::npos);
   EXPECT_EQ(external.hint.find("keep it next to"), std::string::npos);
 
+  // A node that failed while running, as ONNX Runtime 1.29's CPU EP says it of a 33 x 47 image.
+  const auto run = describe_ort_failure(
+      "Non-zero status code returned while running Add node. Name:'Add_8' Status Message: "
+      "/onnxruntime_src/onnxruntime/core/providers/cpu/math/element_wise_ops.h:583 void "
+      "onnxruntime::BroadcastIterator::Append(ptrdiff_t, ptrdiff_t) axis == 1 || axis == largest was false. Attempting to broadcast "
+      "an axis by a dimension other than 1. 9 by 10");
+  expect_short(run);
+  EXPECT_EQ(run.cause, "node 'Add_8' (Add): dims of 9 and 10 do not broadcast (one must be 1, or both equal)");
+
   // A long text with no known cause is cut at a sentence; an unknown one gets no invented hint.
   std::string rambling = "The first sentence says what broke.";
   for (int i = 0; i < 40; ++i) rambling += " Then more words follow about things of no importance.";

@@ -89,4 +89,16 @@ TEST(OrtWarnings, ACommandSaysEachOnceWithItsCount) {
   EXPECT_EQ(log.count(nodes), 1u) << log.text();
 }
 
+// A run that fails comes back as the run's error; ONNX Runtime's own log line of it (with its source
+// file, element_wise_ops.h) went to stderr beside it, in Python too: it is a debug record now.
+TEST(OrtLog, ARunsFailureLineIsLeftToTheRunsErrorAndOtherErrorsArePrinted) {
+  const test::CapturedLog log;
+  const std::string failed_run = "Non-zero status code returned while running Add node. Name:'/Add' Status Message: "
+                                 "element_wise_ops.h:560 Attempting to broadcast an axis by a dimension other than 1. 10 by 9";
+  detail::note_ort_log(ORT_LOGGING_LEVEL_ERROR, "onnxruntime", "", "sequential_executor.cc", failed_run.c_str());
+  EXPECT_EQ(log.count("Attempting to broadcast"), 0u) << log.text();
+  detail::note_ort_log(ORT_LOGGING_LEVEL_ERROR, "onnxruntime", "", "graph.cc", "an error of another kind (run-failure test)");
+  EXPECT_EQ(log.count("onnxruntime: an error of another kind (run-failure test)"), 1u) << log.text();
+}
+
 }  // namespace ortfleet

@@ -102,6 +102,36 @@ TEST(Session, BadInputsFailClearly) {
   }
 }
 
+// ONNX Runtime said "Unexpected input data type. Actual: (tensor(double)) , expected: (tensor(float))",
+// naming no input: the type is checked before it sees the call.
+TEST(Session, AWrongElementTypeNamesTheInputAndTheConversion) {
+  SessionSpec spec;
+  spec.model_path = test::mlp_model();
+  Session s(spec);
+  const std::vector<double> values(64, 0.0);
+  const Error e = test::error_from([&] { s.run({Tensor::host_copy("input", ElementType::float64, {1, 64}, values.data())}); });
+  EXPECT_NE(std::string(e.what()).find("input 'input' is float64 (double); the model takes float32 (float)"), std::string::npos) << e.what();
+  EXPECT_NE(e.hint().find("numpy's .astype(numpy.float32), torch's .to(torch.float32)"), std::string::npos) << e.hint();
+}
+
+// A 33 x 47 image through a net that halves it three times and adds an upsampled map back: ONNX
+// Runtime's broadcast error, told with the inputs and the multiple the dims miss.
+TEST(Session, SizesTheGraphCannotCombineNameTheInputsAndTheMultipleTheyMiss) {
+  SessionSpec spec;
+  spec.model_path = test::segmenter_model();
+  Session s(spec);
+  const auto odd = random_inputs({{"image", ElementType::float32, {1, 3, 33, 47}, {}}}, 1);
+  const Error e = test::error_from([&] { s.run(odd); });
+  const std::string text = e.what();
+  EXPECT_NE(text.find("the model could not take the sizes it was given: "), std::string::npos) << text;
+  EXPECT_NE(text.find("inputs: 'image' [1, 3, 33, 47] (the model declares [1, 3, height, width])"), std::string::npos) << text;
+  EXPECT_EQ(text.find(".h:"), std::string::npos) << "a source location: " << text;
+  EXPECT_NE(e.hint().find("image.2 = 33, image.3 = 47 are not a multiple of 32"), std::string::npos) << e.hint();
+  EXPECT_NE(e.hint().find("--buckets image.2=64 image.3=64"), std::string::npos) << e.hint();
+  const auto even = random_inputs({{"image", ElementType::float32, {1, 3, 64, 96}, {}}}, 1);
+  EXPECT_EQ(s.run(even).size(), 1u);  // multiples of 32 run
+}
+
 TEST(Session, ProfilingWritesOnnxRuntimesProfile) {
   SessionSpec spec;
   spec.model_path = test::mlp_model();

@@ -314,6 +314,46 @@ TEST(Fleet, WaitWithATimeoutReturnsFalseWhileADeviceStartsAndRunWaitsOnlyUntilTh
   EXPECT_THROW(fleet.wait(-1), Error);
 }
 
+// Ctrl-C in Python ends the `with` block while a worker starts: the fleet's exit stops the worker at
+// once instead of waiting for its start, its device fails, and nothing is left for later starts.
+TEST(Fleet, ShutdownWhileADeviceStartsStopsItsWorkerAtOnce) {
+  const DelayedWorkerStart delay("cpu=600");
+  FleetOptions o = cpu_fleet(Strategy::processes, 1);
+  o.cache_dir = test::fresh_dir("shutdown-while-starting-cache").string();
+  Fleet fleet(test::mlp_model(), o);
+  fleet.start();
+  const int pid = worker_pid(fleet, 0);
+  EXPECT_FALSE(fleet.wait(0.2));
+  const auto begin = std::chrono::steady_clock::now();
+  fleet.shutdown();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count(), 5.0);
+  EXPECT_EQ(::kill(pid, 0), -1) << "the worker " << pid << " still runs";
+  EXPECT_EQ(fleet.status()[0].state, DeviceState::failed);
+  EXPECT_TRUE(fleet.left_behind().empty());
+}
+
+TEST(Fleet, InputsAndOutputsAreKnownBeforeStart) {
+  Fleet fleet(test::dynamic_mlp_model(), cpu_fleet(Strategy::sequential, 1));
+  const auto inputs = fleet.inputs();
+  const auto outputs = fleet.outputs();
+  ASSERT_EQ(inputs.size(), 1u);
+  EXPECT_EQ(inputs[0].name, "input");
+  EXPECT_EQ(inputs[0].shape[0], -1);
+  fleet.start();
+  ASSERT_TRUE(fleet.wait());
+  EXPECT_EQ(fleet.inputs()[0].shape, inputs[0].shape);
+  EXPECT_EQ(fleet.inputs()[0].dim_names, inputs[0].dim_names);
+  EXPECT_EQ(fleet.outputs()[0].name, outputs[0].name);
+}
+
+TEST(Fleet, ADeviceNotInTheFleetIsRefusedWithTheDevicesItHas) {
+  Fleet fleet(test::mlp_model(), cpu_fleet(Strategy::sequential, 2));
+  fleet.start();
+  ASSERT_TRUE(fleet.wait());
+  const Error e = test::error_from([&] { fleet.ready(Device::cuda(0)); });
+  EXPECT_NE(std::string(e.what()).find("device cuda:0 is not part of this fleet; it has: cpu,cpu:1"), std::string::npos) << e.what();
+}
+
 TEST(Fleet, AWorkerStoppedMidRunFailsTheRunAtTheDeadline) {
   FleetOptions o = cpu_fleet(Strategy::processes, 2);
   o.run_timeout_s = 2;

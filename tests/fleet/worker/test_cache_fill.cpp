@@ -91,6 +91,7 @@ TEST(Fleet, AColdStartMakesTheEntryItMissedAfterReady) {
     first.start();
     ASSERT_TRUE(first.wait());
     EXPECT_EQ(first.status().front().model_cache, "miss");
+    EXPECT_EQ(first.left_behind().size(), 1u) << "complete once wait() has returned";
     const auto done = first.wait_for_cache_fill(120);
     ASSERT_TRUE(done);
     EXPECT_NE(done->find("made the model cache entry"), std::string::npos) << *done;
