@@ -91,5 +91,5 @@ def test_pool_stop_with_no_pool_is_false_every_time(tmp_path):
     socket = str(tmp_path / "none.sock")
     assert ortfleet.pool_stop(socket) is False
     assert ortfleet.pool_stop(socket) is False
-    with pytest.raises(ortfleet.Error, match="no pool server listens"):
+    with pytest.raises(ortfleet.Error, match="no warm pool runs on"):
         ortfleet.pool_status(socket)
