@@ -11,7 +11,7 @@ out=$root/.device/ortfleet stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 grep -qx '/.device/' "$root/.git/info/exclude" 2>/dev/null || echo '/.device/' >> "$root/.git/info/exclude"
 mkdir -p "$out" "$stage/bin" "$stage/models"
-for f in ortfleet ortfleet-worker ortfleet_gpu_tests; do cp "$build/bin/$f" "$stage/bin/" && strip -s "$stage/bin/$f"; done
+for f in ortfleet ortfleet-worker ortfleet_gpu_tests libortfleet_cudnn.so; do cp "$build/bin/$f" "$stage/bin/" && strip -s "$stage/bin/$f"; done
 cmake --install "$build" --prefix "$stage/prefix" >/dev/null
 cp "$root"/.deps/models/ppocrv4_*.onnx "$stage/models/" 2>/dev/null || true
 tar cf - -C "$stage" bin prefix models | zstd -q -10 -T0 > "$out/ortfleet.tar.zst"

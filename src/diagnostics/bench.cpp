@@ -13,6 +13,7 @@
 #include "base/private_dir.hpp"
 #include "diagnostics/cold_start.hpp"
 #include "diagnostics/machine.hpp"
+#include "diagnostics/next_job_bench.hpp"
 #include "diagnostics/python_anchor.hpp"
 #include "process/child_process.hpp"
 #include "ortfleet/base/clock.hpp"
@@ -365,6 +366,12 @@ BenchReport run_bench(const BenchOptions& options) {
   }
   std::vector<Case> cases = plan_cases(o, ortfleet, anchor, pool ? pool->server->socket_path() : std::string());
   run_rounds(o, cases, pool.get());
+  detail::NextJobRows next_job;
+  if (o.next_job_rows) {
+    next_job = detail::run_next_job_rows(o, ortfleet, std::min(o.runs, 3));
+  } else {
+    report.skipped.push_back("the next job's rows: turned off (--no-next-job)");
+  }
   std::map<std::string, double> medians;
   for (auto& c : cases) {
     const Summary s = summarize(c.row.wall_ms);
@@ -386,6 +393,8 @@ BenchReport run_bench(const BenchOptions& options) {
     if (c.row.ok() && c.row.warm.empty() && o.floor_ms > 0 && c.row.device_count == 1) c.row.floor_ratio = c.row.median_ms / o.floor_ms;
     report.rows.push_back(c.row);
   }
+  for (auto& r : next_job.rows) report.rows.push_back(std::move(r));
+  for (auto& s : next_job.skipped) report.skipped.push_back(std::move(s));
   // The fastest way to bring up all N devices, and how it compares with each alternative.
   const BenchRow* fastest = nullptr;
   for (const auto& r : report.rows) {
@@ -406,6 +415,7 @@ BenchReport run_bench(const BenchOptions& options) {
   for (auto& note : warm_notes(report.rows)) report.notes.push_back(std::move(note));
   for (auto& note : cache_notes(report.rows)) report.notes.push_back(std::move(note));
   for (auto& note : ratio_spread_notes(report.rows)) report.notes.push_back(std::move(note));
+  for (auto& note : detail::next_job_notes(report.rows)) report.notes.push_back(std::move(note));
   if (o.save_record) {
     if (const auto record = start_record_of(report, o.devices, machine_gpu_names())) {
       try {

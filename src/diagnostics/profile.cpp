@@ -12,6 +12,7 @@
 
 #include "base/private_dir.hpp"
 #include "diagnostics/cold_start.hpp"
+#include "engine/cuda/cudnn_choices.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/diagnostics/throughput.hpp"
 #include "ortfleet/engine/model_file.hpp"
@@ -67,6 +68,9 @@ ProfileReport run_profile(const ProfileOptions& options) {
   request.ortfleet_executable = ortfleet;
   request.ort_library = o.ort_library;
   request.timeout_s = o.timeout_s;
+  // On a GPU, the child keeps and reports cuDNN's choices as a worker does: the first inference is split
+  // into cuDNN's heuristics, engine configurations and plan building.
+  if (o.device.is_gpu()) request.environment = detail::cudnn_choices_environment(ortfleet);
   const detail::ColdStart child = detail::run_cold_start(request);
   if (!child.ok()) throw Error("the profiled start failed: " + child.error, {}, o.device.to_string());
   const StartReport& start = *child.report;

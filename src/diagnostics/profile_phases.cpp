@@ -63,6 +63,17 @@ std::vector<std::pair<std::string, double>> transformer_times(const std::vector<
 namespace {
 
 /// Adds phase `name` (from..to, our clock) to `r` with its label and advice; nothing when empty.
+/// "of which cuDNN: heuristics 657 ms (0 of 160 queries answered from this machine's record), ...": the
+/// first inference's cuDNN work, where the start's process had libortfleet_cudnn.so (a GPU start).
+std::string cudnn_split(const TimelineEvent& first_run) {
+  const auto arg = [&](const char* key) { return first_run.args.count(key) ? first_run.args.at(key) : std::string(); };
+  if (arg("cudnn_queries").empty()) return {};
+  return fmt::format("of which cuDNN: heuristics {} ms ({} of {} queries answered from this machine's record), engine configurations {} ms, "
+                     "building plans {} ms",
+                     arg("cudnn_heuristics_ms"), arg("cudnn_replayed"), arg("cudnn_queries"), arg("cudnn_engine_configs_ms"),
+                     arg("cudnn_plan_build_ms"));
+}
+
 void add_phase(ProfileReport& r, const std::string& name, int64_t from, int64_t to, std::string detail = {}) {
   if (to <= from) return;
   const Advice& a = advice_for(name);
@@ -290,6 +301,7 @@ ProfileReport build_profile(const StartReport& start, const std::vector<OrtLogLi
     warm_detail = fmt::format("{} conv nodes: {:.0f} ms in this run vs {:.1f} ms later (cuDNN's plans and search, per session)",
                               r.conv_nodes, r.conv_first_ms, r.conv_steady_ms);
   }
+  if (const auto cudnn = cudnn_split(*first_run); !cudnn.empty()) warm_detail += (warm_detail.empty() ? "" : "; ") + cudnn;
   add_phase(r, "warmup", first_run->start_ns, first_run->end_ns, warm_detail);
 
   std::vector<double> steady;

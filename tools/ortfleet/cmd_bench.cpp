@@ -24,6 +24,7 @@ struct BenchFlags {
   int warmup_rounds = 1;
   bool no_anchors = false;
   bool no_pool = false;
+  bool no_next_job = false;
   std::string python = "python3";
   std::string export_json;
   std::string export_markdown;
@@ -142,6 +143,7 @@ int run_bench_command(const BenchFlags& f, const Globals& g) {
   o.warmup_rounds = f.warmup_rounds;
   o.anchors = !f.no_anchors;
   o.pool_rows = !f.no_pool;
+  o.next_job_rows = !f.no_next_job;
   o.python = f.python;
   o.ort_library = g.ort_lib;
   o.config = f.config.resolve();
@@ -181,6 +183,8 @@ void register_bench(CLI::App& app, Globals& globals, Action& action) {
   in_range(cmd->add_option("-w,--warmup", f->warmup_rounds, "Untimed rounds first (page cache, JIT cache)"), {.lo = 0, .hi = 100});
   cmd->add_flag("--no-anchors", f->no_anchors, "Skip the onnxruntime Python package runs");
   cmd->add_flag("--no-pool", f->no_pool, "Skip the rows on a warm worker pool (new session, and resident)");
+  cmd->add_flag("--no-next-job", f->no_next_job,
+                "Skip the next job's rows (a first job that leaves a warm pool, the next job right after it, jobs on the parked pool)");
   cmd->add_option("--python", f->python, "Python interpreter with onnxruntime and numpy, for the anchors");
   add_output_option(cmd, "--export-json", f->export_json, "Also write the full results as JSON here");
   add_output_option(cmd, "--export-markdown", f->export_markdown, "Also write the table as Markdown here");

@@ -30,6 +30,10 @@ struct BenchOptions {
   /// the warm pool, and the same model again (resident). Their figures need that pool up: they are
   /// reported beside the cold rows, never as the fastest cold start.
   bool pool_rows = true;
+  /// Also time the next job on a node: a first job that leaves a warm pool, the next job right after
+  /// it, and (GPUs whose workers park) a job on the parked pool with the model resident and one after
+  /// `pool evict`; at most 3 timed rounds, each a node of its own (runtime folder, cache, pool).
+  bool next_job_rows = true;
   std::string python = "python3";
   std::string ortfleet_executable;           ///< the `ortfleet` binary for child runs (default: next to this one)
   std::string ort_library;

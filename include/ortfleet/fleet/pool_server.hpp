@@ -18,6 +18,8 @@ namespace ortfleet {
 /// socket is the job's own, pool-job<SLURM_JOB_ID>.sock: the steps of one job share a pool, and
 /// another job's starts never find it.
 std::string default_pool_socket();
+/// The default socket of a process whose XDG_RUNTIME_DIR is `runtime_dir` ("": none).
+std::string default_pool_socket_in(const std::string& runtime_dir);
 
 namespace detail {
 struct LocalStartPlan;

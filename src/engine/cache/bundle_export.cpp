@@ -159,7 +159,7 @@ std::string not_a_bundle(const std::string& path) {
   std::array<char, detail::kTarBlock> header{};
   const bool read = fd && ::read(fd.get(), header.data(), header.size()) == static_cast<ssize_t>(header.size());
   const std::string first(header.data(), ::strnlen(header.data(), 100));
-  if (read && first == kBundleManifest && std::memcmp(header.data() + 257, "ustar", 5) == 0) return {};
+  if (read && first == detail::kBundleManifest && std::memcmp(header.data() + 257, "ustar", 5) == 0) return {};
   return "is not a cache bundle";
 }
 
@@ -168,7 +168,7 @@ uint64_t write_bundle_file(OutputFile& out, const std::string& manifest, const s
   detail::TarWriter tar(out.fd(), out.path());
   const int64_t now = static_cast<int64_t>(std::time(nullptr));
   try {
-    tar.add(kBundleManifest, manifest.data(), manifest.size(), now);
+    tar.add(detail::kBundleManifest, manifest.data(), manifest.size(), now);
     for (const auto& m : members) tar.add(m.name, m.data(), m.size(), now);
     tar.finish();
   } catch (const detail::FolderNotWritable& e) {

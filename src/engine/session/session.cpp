@@ -9,6 +9,7 @@
 
 #include "base/crash_report.hpp"
 #include "engine/cache/crash_records.hpp"
+#include "engine/cuda/cudnn_choices.hpp"
 #include "engine/session/session_impl.hpp"
 #include "engine/session/warmup_inputs.hpp"
 #include "engine/shapes/shapes.hpp"
@@ -81,6 +82,20 @@ std::vector<Tensor> Session::warmup_inputs(uint64_t seed) const {
   return s.warmup_source->make(s.first_warmup_shape(), seed).tensors;
 }
 
+namespace {
+/// cuDNN's work in one warm-up run, where libortfleet_cudnn.so is loaded (a GPU worker): what profile
+/// splits the first inference into.
+void add_cudnn_work(Timeline::Scope& p, const detail::CudnnWork& w) {
+  if (w.queries == 0 && w.plan_build_ms < 0.05) return;
+  p.arg("cudnn_heuristics_ms", fmt::format("{:.1f}", w.heuristics_ms));
+  p.arg("cudnn_engine_configs_ms", fmt::format("{:.1f}", w.engine_configs_ms));
+  p.arg("cudnn_plan_build_ms", fmt::format("{:.1f}", w.plan_build_ms));
+  p.arg("cudnn_queries", std::to_string(w.queries));
+  p.arg("cudnn_replayed", std::to_string(w.replayed));
+  p.arg("cudnn_recorded", std::to_string(w.recorded));
+}
+}  // namespace
+
 void Session::warm_up(int runs, uint64_t seed) {
   auto& s = *impl_;
   // The shapes to be ready for: the declared ones, else the warm-up inputs' (the file's, or made up).
@@ -99,8 +114,10 @@ void Session::warm_up(int runs, uint64_t seed) {
       }
       try {
         const auto start = std::chrono::steady_clock::now();
+        const auto cudnn_before = detail::cudnn_work();
         run(inputs.tensors, /*outputs_on_device=*/s.graph_mode());
         if (s.first_run_ms == 0) s.first_run_ms = ms_since(start);
+        if (p && cudnn_before) add_cudnn_work(*p, *detail::cudnn_work() - *cudnn_before);
       } catch (const Error& e) {
         if (inputs.made_up.empty()) throw;
         // Real models check their inputs: say which values were invented, and how to give real ones.

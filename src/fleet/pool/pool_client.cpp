@@ -197,12 +197,15 @@ size_t hand_over_to_pool(const std::string& socket_path, const std::vector<Hande
 }  // namespace detail
 
 std::string default_pool_socket() {
+  std::error_code ec;
+  const auto runtime = detail::env_var("XDG_RUNTIME_DIR");
+  return default_pool_socket_in(runtime && fs::is_directory(*runtime, ec) ? *runtime : std::string());
+}
+
+std::string default_pool_socket_in(const std::string& runtime_dir) {
   const auto slurm = detail::slurm_allocation();
   const std::string name = slurm ? "pool-job" + slurm->job_id + ".sock" : "pool.sock";
-  std::error_code ec;
-  if (auto runtime = detail::env_var("XDG_RUNTIME_DIR"); runtime && fs::is_directory(*runtime, ec)) {
-    return (fs::path(*runtime) / "ortfleet" / name).string();
-  }
+  if (!runtime_dir.empty()) return (fs::path(runtime_dir) / "ortfleet" / name).string();
   return (fs::path("/tmp") / ("ortfleet-" + std::to_string(::getuid())) / name).string();
 }
 

@@ -19,6 +19,7 @@
 
 #include "base/crash_report.hpp"
 #include "base/system_paths.hpp"
+#include "engine/cuda/cudnn_choices.hpp"
 #include "fleet/worker/device_tensors.hpp"
 #include "fleet/worker/wire.hpp"
 #include "fleet/worker/worker_protocol.hpp"
@@ -285,6 +286,10 @@ WorkerProcess::WorkerProcess(const std::string& executable, const Device& device
   request.environment[kLogLevelVariable] = std::string(level.data(), level.size());
   if (background) request.environment[kBackgroundVariable] = "1";
   else request.unset_environment.push_back(kBackgroundVariable);
+  // A GPU worker keeps cuDNN's choices across processes (engine/cuda/cudnn_choices.hpp).
+  if (device.is_gpu()) {
+    for (auto& [name, value] : cudnn_choices_environment(executable)) request.environment[name] = std::move(value);
+  }
   if (narrow) {
     if (auto visible = narrowed_visible_devices(device)) {
       visible_ = *visible;

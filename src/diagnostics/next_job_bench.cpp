@@ -1,0 +1,161 @@
+#include "diagnostics/next_job_bench.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <thread>
+
+#include "base/private_dir.hpp"
+#include "diagnostics/cold_start.hpp"
+#include "diagnostics/statistics.hpp"
+#include "fleet/pool/worker_parking.hpp"
+#include "ortfleet/base/clock.hpp"
+#include "ortfleet/base/error.hpp"
+#include "ortfleet/fleet/pool_server.hpp"
+
+namespace ortfleet::detail {
+namespace {
+using nlohmann::json;
+
+constexpr const char* kFirst = "first job (empty cache, leaves a warm pool)";
+constexpr const char* kNext = "next job, right after the first";
+constexpr const char* kParked = "next job on a parked pool (model resident)";
+constexpr const char* kParkedNew = "new session on a parked pool (after pool evict)";
+/// How long the pool a round's first job leaves waits idle before its workers park: short, so that a
+/// round does not wait long, and long enough that the next job, right after the first, finds them up.
+constexpr double kParkAfterS = 2;
+constexpr double kParkedWaitS = 180;  // the pool makes the first job's cache entry before it is idle
+
+BenchRow row(const char* label, const char* warm, const std::vector<Device>& devices) {
+  BenchRow r;
+  r.label = label;
+  r.family = "ortfleet";
+  r.strategy = "auto";
+  r.device_count = static_cast<int>(devices.size());
+  r.warm = warm;
+  if (std::string(label) == kFirst) r.model_cache = "empty";
+  return r;
+}
+
+/// Whether every GPU worker of the pool on `socket` is parked, waiting at most `timeout_s`.
+bool await_parked(const std::string& socket, double timeout_s) {
+  const int64_t deadline = deadline_in(timeout_s, monotonic_ns());
+  while (monotonic_ns() < deadline) {
+    try {
+      const json status = json::parse(pool_status(socket, 10));
+      const auto& workers = status.at("devices");
+      const bool all = !workers.empty() && std::all_of(workers.begin(), workers.end(), [](const json& w) {
+        return w.value("device", "").rfind("cuda", 0) != 0 || w.value("parked", false);
+      });
+      if (all) return true;
+    } catch (const std::exception&) {
+      return false;  // the pool is gone
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return false;
+}
+
+/// One job of a round; its wall time into `r` when the round is timed, its failure as the row's error.
+bool run_job(ColdStartRequest& request, BenchRow& r, bool timed) {
+  if (!r.error.empty()) return false;
+  const ColdStart result = run_cold_start(request);
+  if (!result.ok()) {
+    r.error = result.error;
+    return false;
+  }
+  if (timed) {
+    r.wall_ms.push_back(result.report->wall_ms());
+    const Summary s = summarize(r.wall_ms);
+    if (r.wall_ms.size() == 1 || std::abs(result.report->wall_ms() - s.median) <= std::abs(r.median_report.wall_ms() - s.median)) {
+      r.median_report = *result.report;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+NextJobRows run_next_job_rows(const BenchOptions& o, const std::string& ortfleet, int rounds) {
+  NextJobRows out;
+  std::optional<std::string> no_parking;
+  for (const auto& d : o.devices) {
+    if (!no_parking) no_parking = WorkerParking::unavailable(d);
+  }
+  std::vector<BenchRow> rows = {row(kFirst, "", o.devices), row(kNext, "next job", o.devices)};
+  if (no_parking) {
+    out.skipped.push_back(std::string(kParked) + ", " + kParkedNew + ": the pool's workers do not park here (" + *no_parking + ")");
+  } else {
+    rows.push_back(row(kParked, "parked", o.devices));
+    rows.push_back(row(kParkedNew, "parked", o.devices));
+  }
+  const int total = o.warmup_rounds + rounds;
+  for (int round = 0; round < total; ++round) {
+    const bool timed = round >= o.warmup_rounds;
+    if (o.progress) o.progress(fmt::format("{} {}/{}: the next job", timed ? "round" : "untimed round", timed ? round - o.warmup_rounds + 1 : round + 1,
+                                           timed ? rounds : o.warmup_rounds));
+    // A node of its own each round: a fresh runtime folder (the pool's socket) and an empty cache.
+    const PrivateDir runtime = PrivateDir::temporary("ortfleet-bench-next-job");
+    const PrivateDir cache = PrivateDir::temporary("ortfleet-bench-next-job-cache");
+    const std::string socket = default_pool_socket_in(runtime.path().string());
+    ColdStartRequest request;
+    request.model = o.model;
+    request.devices = o.devices;
+    request.strategy = "auto";
+    request.ortfleet_executable = ortfleet;
+    request.ort_library = o.ort_library;
+    request.config = o.config;
+    request.config.warm_pool.idle_exit_s = kParkedWaitS * 2;
+    request.config.warm_pool.park_after_s = kParkAfterS;
+    request.timeout_s = o.timeout_s;
+    request.environment = {{"XDG_RUNTIME_DIR", runtime.path().string()}, {"ORTFLEET_CACHE", cache.path().string()},
+                           {"ORTFLEET_AUTO_POOL", "1"}};
+    if (run_job(request, rows[0], timed) && run_job(request, rows[1], timed) && rows.size() > 2) {
+      if (!await_parked(socket, kParkedWaitS)) rows[2].error = fmt::format("the pool did not park within {:g} s", kParkedWaitS);
+      if (run_job(request, rows[2], timed)) {
+        pool_evict(socket);
+        if (!await_parked(socket, kParkedWaitS)) rows[3].error = fmt::format("the pool did not park within {:g} s", kParkedWaitS);
+        run_job(request, rows[3], timed);
+      }
+    }
+    try {
+      pool_stop(socket);
+    } catch (const std::exception&) {
+      // no pool was left (the first job failed)
+    }
+  }
+  for (auto& r : rows) {
+    const Summary s = summarize(r.wall_ms);
+    r.min_ms = s.min;
+    r.median_ms = s.median;
+    r.max_ms = s.max;
+    out.rows.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::vector<std::string> next_job_notes(const std::vector<BenchRow>& rows) {
+  const auto find = [&](const std::string& label) -> const BenchRow* {
+    const auto it = std::find_if(rows.begin(), rows.end(), [&](const BenchRow& r) { return r.label == label && r.ok(); });
+    return it == rows.end() ? nullptr : &*it;
+  };
+  const BenchRow* first = find(kFirst);
+  const BenchRow* plain = find("python (1 device)");
+  if (plain == nullptr) plain = find("python sequential");
+  if (plain == nullptr) plain = find("fleet, no model cache");
+  std::vector<std::string> notes;
+  if (first == nullptr) return notes;
+  for (const char* label : {kNext, kParked, kParkedNew}) {
+    const BenchRow* r = find(label);
+    if (r == nullptr) continue;
+    std::string against = fmt::format("{:.2f}x the first job ({:.0f} ms)", r->median_ms / first->median_ms, first->median_ms);
+    if (plain != nullptr) against += fmt::format(", {:.2f}x {} ({:.0f} ms)", r->median_ms / plain->median_ms, plain->label, plain->median_ms);
+    notes.push_back(fmt::format("{}: {:.0f} ms, {}; on the pool the first job left (its workers, model loaded)", label, r->median_ms, against));
+  }
+  return notes;
+}
+
+}  // namespace ortfleet::detail
