@@ -2,6 +2,7 @@
 // others), bound file by file (bindings.hpp).
 #include "bindings.hpp"
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/engine/runtime.hpp"
 
 PYBIND11_MODULE(_ortfleet, m) {
   m.doc() = "ortfleet: ONNX Runtime sessions started fast on every GPU, and why start-up is slow";
@@ -13,6 +14,15 @@ PYBIND11_MODULE(_ortfleet, m) {
       error(e.what());
     }
   });
+
+  // Where ONNX Runtime is not found, say what a Python user can do: this module's parameter and pip,
+  // not the command line's --ort-lib.
+  ortfleet::set_runtime_choice_words(
+      {"ort_library=",
+       "Pass ort_library=PATH to Fleet, Pool or doctor (or set ORTFLEET_ORT_LIB) to a libonnxruntime.so of version 1.29 "
+       "or newer; or pip install onnxruntime (1.29 or newer), whose library is found too; or reinstall ortfleet with "
+       "`pip install .` in a checkout set up by scripts/bootstrap.sh: the package then carries the ONNX Runtime it was "
+       "built with"});
 
   // In this order: a binding's signature names the classes bound before it (Fleet.run_async a RunFuture).
   ortfleet::python::bind_tensors(m);
