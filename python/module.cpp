@@ -3,6 +3,7 @@
 #include "bindings.hpp"
 #include "log_bridge.hpp"
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/engine/runtime.hpp"
 #include "pool.hpp"
 
 PYBIND11_MODULE(_ortfleet, m) {
@@ -24,6 +25,15 @@ PYBIND11_MODULE(_ortfleet, m) {
       "job (Fleet(..., warm_pool_idle=0) or pool=False leaves none; ortfleet.pool_stop() stops it)",
       PyExc_UserWarning, nullptr));
   ortfleet::python::install_log_bridge();
+
+  // Where ONNX Runtime is not found, say what a Python user can do: this module's parameter and pip,
+  // not the command line's --ort-lib.
+  ortfleet::set_runtime_choice_words(
+      {"ort_library=",
+       "Pass ort_library=PATH to Fleet, Pool or doctor (or set ORTFLEET_ORT_LIB) to a libonnxruntime.so of version 1.29 "
+       "or newer; or pip install onnxruntime (1.29 or newer), whose library is found too; or reinstall ortfleet with "
+       "`pip install .` in a checkout set up by scripts/bootstrap.sh: the package then carries the ONNX Runtime it was "
+       "built with"});
 
   // In this order: a binding's signature names the classes bound before it (Fleet.run_async a RunFuture).
   ortfleet::python::bind_tensors(m);

@@ -2,9 +2,10 @@
 # Sets up a fresh Debian 12 machine (or updates a checkout) and builds ortfleet:
 #   1. the Debian packages ortfleet builds with (only the missing ones are installed),
 #   2. ONNX Runtime 1.29.0 from the npm registry (scripts/fetch-onnxruntime.sh; its CUDA provider too
-#      where a GPU is present, or with ORTFLEET_GPU=1), and Apache ECharts, which `ortfleet report`
-#      inlines into its pages (scripts/fetch-web-assets.sh),
-#   3. the CMake preset "release": library, command line, worker, tests and the Python module.
+#      where a GPU is present, or with ORTFLEET_GPU=1; another version with ORTFLEET_ORT_VERSION), and
+#      Apache ECharts, which `ortfleet report` inlines into its pages (scripts/fetch-web-assets.sh),
+#   3. the CMake preset "release": library, command line, worker, the Python module and the man pages.
+#      Not the tests: scripts/test.sh builds them (target ortfleet_all_tests) before it runs them.
 # Chromium and Pillow are only for the test that opens a report in a headless browser; help2man makes
 # the man pages (the build skips them without it).
 # Safe to run again: each step is skipped when done. The build lands in build/release.

@@ -1,13 +1,19 @@
 """A PEP 517 build backend for ortfleet that builds with the project's CMake and needs no network.
 
 Three sources for the compiled parts, first match wins:
-  ORTFLEET_BUILD_DIR   a CMake build tree of this project that already holds python/ortfleet (fastest)
+  a built tree         ORTFLEET_BUILD_DIR, else the checkout's build/release (what scripts/bootstrap.sh
+                       built), when it holds the extension for this Python: brought up to date with
+                       `cmake --build` (nothing to do after bootstrap) and packed as it is
   ORTFLEET_PREFIX      an installed ortfleet (cmake --install): only the extension is compiled, against it
   otherwise            the whole project is configured and built in a temporary folder
+
+The wheel carries the ONNX Runtime that the built ortfleet loads (its libonnxruntime*.so files, in
+ortfleet/lib/onnxruntime, which the installed package searches before anything else but what the user
+names), so that the installed package does not depend on the checkout's .deps/ folder.
 """
 import base64
-import glob
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -34,10 +40,32 @@ def _pybind11_args():
         return []
 
 
+def _built_tree():
+    """The build tree to pack, or None: ORTFLEET_BUILD_DIR, else build/release, with this Python's extension."""
+    named = os.environ.get("ORTFLEET_BUILD_DIR")
+    build = os.path.abspath(named or os.path.join(ROOT, "build", "release"))
+    if not os.path.exists(os.path.join(build, "CMakeCache.txt")):
+        if named:
+            sys.exit(f"ortfleet build: ORTFLEET_BUILD_DIR={named} is not a CMake build tree of ortfleet")
+        return None
+    extension = os.path.join(build, "python", NAME, f"_ortfleet{sysconfig.get_config_var('EXT_SUFFIX')}")
+    if not os.path.exists(extension):
+        others = [n for n in os.listdir(os.path.join(build, "python", NAME)) if n.startswith("_ortfleet")] \
+            if os.path.isdir(os.path.join(build, "python", NAME)) else []
+        why = (f"it holds {', '.join(others)}, built for another Python than {sys.executable}" if others
+               else "it holds no Python extension (configure it with -DORTFLEET_BUILD_PYTHON=ON)")
+        if named:
+            sys.exit(f"ortfleet build: cannot use ORTFLEET_BUILD_DIR={named}: {why}")
+        print(f"ortfleet build: not reusing {build}: {why}; building everything in a temporary folder", file=sys.stderr)
+        return None
+    return build
+
+
 def _package_dir(tmp):
     """A folder holding the built package (ortfleet/ with the extension, bin/ and anchors/)."""
-    build = os.environ.get("ORTFLEET_BUILD_DIR")
-    if build and glob.glob(os.path.join(build, "python", NAME, "_ortfleet*.so")):
+    build = _built_tree()
+    if build:
+        _run(["cmake", "--build", build, "--target", "ortfleet_python"])  # up to date: nothing to do
         return os.path.join(build, "python")
     out = os.path.join(tmp, "build")
     prefix = os.environ.get("ORTFLEET_PREFIX")
@@ -55,6 +83,34 @@ def _package_dir(tmp):
               "-DORTFLEET_BUILD_TESTS=OFF", "-DORTFLEET_BUILD_MICROBENCH=OFF", *python])
         _run(["cmake", "--build", out, "--target", "ortfleet_python"])
     return os.path.join(out, "python")
+
+
+def _runtime_files(package):
+    """The ONNX Runtime files the built package loads, as {name in the wheel: path}.
+
+    Its own command line says which runtime it loads (with the user's ORTFLEET_ORT_LIB, if set); the
+    core and the libonnxruntime_providers_* libraries beside it are carried, each file once.
+    """
+    exe = os.path.join(package, "bin", "ortfleet")
+    doctor = subprocess.run([exe, "doctor", "--no-register", "--json"], capture_output=True, text=True)
+    try:
+        runtime = json.loads(doctor.stdout)["runtime"]
+    except (ValueError, KeyError):
+        runtime = {}
+    core = runtime.get("path") if runtime.get("loaded") else None
+    if not core:
+        print("ortfleet build: warning: the built ortfleet finds no ONNX Runtime, so the package carries none; it will "
+              "need ort_library=PATH, ORTFLEET_ORT_LIB or an onnxruntime package (run scripts/fetch-onnxruntime.sh first "
+              "to carry one)", file=sys.stderr)
+        return {}
+    folder = os.path.dirname(core)
+    files = {os.path.basename(core): core}
+    for name in sorted(os.listdir(folder)):
+        path = os.path.join(folder, name)
+        if name.startswith("libonnxruntime_providers_") and name.endswith(".so") and not os.path.islink(path):
+            files[name] = path
+    print(f"ortfleet build: carrying ONNX Runtime {runtime.get('version')} from {folder}: {', '.join(files)}", file=sys.stderr)
+    return {f"{NAME}/lib/onnxruntime/{name}": path for name, path in files.items()}
 
 
 def _tag():
@@ -99,14 +155,17 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
                 digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
                 records.append(f"{arcname},sha256={digest},{len(data)}")
 
+            packed = {}
             for folder, _, files in os.walk(source):
                 for name in sorted(files):
                     if name.endswith(".pyc"):
                         continue
                     path = os.path.join(folder, name)
-                    arcname = os.path.join(NAME, os.path.relpath(path, source))
-                    with open(path, "rb") as f:
-                        add(arcname, f.read(), executable=os.access(path, os.X_OK) and not name.endswith(".py"))
+                    packed[os.path.join(NAME, os.path.relpath(path, source))] = path
+            packed.update(_runtime_files(source))
+            for arcname, path in packed.items():
+                with open(path, "rb") as f:
+                    add(arcname, f.read(), executable=os.access(path, os.X_OK) and not path.endswith(".py"))
             add(f"{info}/METADATA", _metadata().encode())
             add(f"{info}/WHEEL", f"Wheel-Version: 1.0\nGenerator: ortfleet_build\nRoot-Is-Purelib: false\nTag: {_tag()}\n".encode())
             whl.writestr(f"{info}/RECORD", "\n".join(records + [f"{info}/RECORD,,"]) + "\n")

@@ -118,7 +118,8 @@ void check_runtime(DoctorReport& r, const DoctorOptions& options) {
     }
     if (others > 0) {
       r.findings.push_back({"runtime-others", Verdict::info,
-                            std::to_string(others) + " other ONNX Runtime copies found; --ort-lib or ORTFLEET_ORT_LIB picks one", {}});
+                            std::to_string(others) + " other ONNX Runtime copies found; " + runtime_choice_words().option +
+                                " or ORTFLEET_ORT_LIB picks one", {}});
     }
     const RuntimeTelemetry telemetry = runtime_telemetry();
     r.telemetry = telemetry;
@@ -225,7 +226,8 @@ void check_cuda_ep(DoctorReport& r, const DoctorOptions& options) {
   r.provider = state;
   if (!state.core_mismatch.empty()) {
     r.findings.push_back({"ort-core", Verdict::warn, state.core_mismatch,
-                          "Use a CUDA-built core: scripts/fetch-onnxruntime.sh --gpu installs onnxruntime-node 1.29.0's; or --ort-lib PATH"});
+                          "Use a CUDA-built core: scripts/fetch-onnxruntime.sh --gpu installs onnxruntime-node 1.29.0's; or " +
+                              runtime_choice_words().option});
   }
   if (state.path == "plugin") {
     r.findings.push_back({"cuda-ep", Verdict::ok,

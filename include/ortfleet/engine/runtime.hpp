@@ -26,9 +26,21 @@ struct RuntimeInfo {
 };
 
 /// The search order: --ort-lib (explicit_library), $ORTFLEET_ORT_LIB, $ORTFLEET_ORT_ROOT/lib,
-/// the copy the set-up fetched (.deps/onnxruntime), an installed bundle next to the executable,
-/// then Python onnxruntime packages found on this system.
+/// a copy installed with ortfleet (lib/onnxruntime beside the Python extension, or beside bin/ of
+/// the executables: the Python package carries the one it was built with), the copy the set-up
+/// fetched (.deps/onnxruntime), then Python onnxruntime packages found on this system.
 std::vector<RuntimeCandidate> runtime_candidates(const std::string& explicit_library = {});
+
+/// How the runtime's errors tell the user of this process to choose a library. The command line's
+/// words unless a front end says otherwise: the Python module names its parameter (ort_library=)
+/// and a pip install, so that a Python user is not told about flags of a program they did not run.
+struct RuntimeChoiceWords {
+  std::string option = "--ort-lib";  ///< what names a library explicitly: "(from --ort-lib)"
+  std::string hint = "Pass --ort-lib PATH (or set ORTFLEET_ORT_LIB) to a libonnxruntime.so of version 1.29 or newer, "
+                     "or run scripts/fetch-onnxruntime.sh";
+};
+void set_runtime_choice_words(RuntimeChoiceWords words);
+RuntimeChoiceWords runtime_choice_words();
 
 /// Loads the first usable candidate once per process (later calls return the same runtime; a call
 /// naming a different library than the loaded one throws). Throws ortfleet::Error when the library

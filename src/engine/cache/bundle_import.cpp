@@ -122,7 +122,7 @@ BundleManifest check_manifest(const std::string& path, const std::string& text, 
     if (ort != runtime.version) {
       throw refused(path, fmt::format("its entries were made by ONNX Runtime {}; this ortfleet runs ONNX Runtime {} ({})", ort, runtime.version,
                                       runtime.library_path),
-                    "Export it on a machine with the same ONNX Runtime, or load that one here (--ort-lib)");
+                    "Export it on a machine with the same ONNX Runtime, or load that one here (" + runtime_choice_words().option + ")");
     }
     const std::vector<std::string> here = local_device_classes();
     for (const auto& e : m.j.at("entries")) {

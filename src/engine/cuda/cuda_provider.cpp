@@ -109,8 +109,8 @@ void prepare_locked(ProviderRegistry& r) {
   if (!r.state.path.empty() && !r.builtin_available) {
     r.state.core_mismatch = "ONNX Runtime's core library (" + rt.library_path + ") is built without CUDA, and the CUDA EP library " +
                             r.state.library + " " + detail::kCpuCoreUnderCudaEp;
-    spdlog::warn("{}. Use a CUDA-built core: scripts/fetch-onnxruntime.sh --gpu installs onnxruntime-node 1.29.0's (or pass --ort-lib)",
-                 r.state.core_mismatch);
+    spdlog::warn("{}. Use a CUDA-built core: scripts/fetch-onnxruntime.sh --gpu installs onnxruntime-node 1.29.0's (or pass {})",
+                 r.state.core_mismatch, runtime_choice_words().option);
   }
 }
 

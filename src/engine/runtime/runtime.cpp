@@ -26,9 +26,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kSetupHint =
-    "Pass --ort-lib PATH (or set ORTFLEET_ORT_LIB) to a libonnxruntime.so of version 1.29 or newer, "
-    "or run scripts/fetch-onnxruntime.sh";
+std::mutex g_words_mutex;
+RuntimeChoiceWords g_words;  // set by a front end before it loads anything (the Python module at import)
 
 /// The runtime's library file inside a folder: libonnxruntime.so, .so.1, or the newest .so.1.x.y.
 std::optional<fs::path> library_in(const fs::path& dir) {
@@ -89,15 +88,16 @@ std::pair<int, int> major_minor(const std::string& version) {
 void keep_ort_telemetry_off() { ::setenv(kOrtTelemetryVariable, "1", /*overwrite=*/1); }
 
 LoadedRuntime* open_runtime(const RuntimeCandidate& candidate) {
+  const std::string hint = runtime_choice_words().hint;
   if (!candidate.exists) {
-    throw Error("no ONNX Runtime library at " + candidate.path + " (from " + candidate.source + ")", kSetupHint);
+    throw Error("no ONNX Runtime library at " + candidate.path + " (from " + candidate.source + ")", hint);
   }
   {
     std::ifstream file(candidate.path, std::ios::binary);
     char magic[4] = {};
     file.read(magic, sizeof(magic));
     if (!file || std::memcmp(magic, "\x7f" "ELF", 4) != 0) {
-      throw Error(candidate.path + " (from " + candidate.source + ") is not ONNX Runtime: it is not a shared library", kSetupHint);
+      throw Error(candidate.path + " (from " + candidate.source + ") is not ONNX Runtime: it is not a shared library", hint);
     }
   }
   keep_ort_telemetry_off();
@@ -107,13 +107,13 @@ LoadedRuntime* open_runtime(const RuntimeCandidate& candidate) {
   if (handle == nullptr) {
     const char* reason = dlerror();
     throw Error("could not load " + candidate.path + " (from " + candidate.source + "): " + (reason ? reason : "unknown reason"),
-                kSetupHint);
+                hint);
   }
   using GetApiBaseFn = const OrtApiBase* (*)();
   auto get_api_base = reinterpret_cast<GetApiBaseFn>(dlsym(handle, "OrtGetApiBase"));
   if (get_api_base == nullptr) {
     throw Error(candidate.path + " (from " + candidate.source + ") is not ONNX Runtime: it has no OrtGetApiBase symbol",
-                kSetupHint);
+                hint);
   }
   const OrtApiBase* base = get_api_base();
   const std::string version = base->GetVersionString();
@@ -121,13 +121,13 @@ LoadedRuntime* open_runtime(const RuntimeCandidate& candidate) {
   if (major < 1 || (major == 1 && minor < kOldestSupportedOrtMinor)) {
     throw Error("ONNX Runtime " + version + " at " + candidate.path + " is too old: ortfleet needs 1." +
                     std::to_string(kOldestSupportedOrtMinor) + " or newer",
-                kSetupHint);
+                hint);
   }
   const OrtApi* api = base->GetApi(ORT_API_VERSION);
   if (api == nullptr) {
     throw Error("ONNX Runtime " + version + " at " + candidate.path + " does not offer API version " +
                     std::to_string(ORT_API_VERSION),
-                kSetupHint);
+                hint);
   }
   Ort::InitApi(api);
 
@@ -145,14 +145,17 @@ LoadedRuntime* open_runtime(const RuntimeCandidate& candidate) {
 
 std::vector<RuntimeCandidate> runtime_candidates(const std::string& explicit_library) {
   std::vector<RuntimeCandidate> out;
-  if (!explicit_library.empty()) add_path(out, explicit_library, "--ort-lib");
+  if (!explicit_library.empty()) add_path(out, explicit_library, runtime_choice_words().option);
   if (auto v = detail::env_var("ORTFLEET_ORT_LIB")) add_path(out, *v, "ORTFLEET_ORT_LIB");
   if (auto v = detail::env_var("ORTFLEET_ORT_ROOT")) add_folder(out, fs::path(*v) / "lib", "ORTFLEET_ORT_ROOT", true);
+  // Before the set-up's copy: an installed ortfleet keeps the runtime it was installed with, whatever
+  // becomes of the checkout it was built in.
+  const fs::path here = detail::own_binary_dir();
+  add_folder(out, here / "lib" / "onnxruntime", "installed with ortfleet", false);
+  add_folder(out, here / ".." / "lib" / "onnxruntime", "installed with ortfleet", false);
   if (const auto fetched = detail::fetched_ort_dir(); !fetched.empty()) {
     add_folder(out, fetched / "lib", "fetched by scripts/fetch-onnxruntime.sh", false);
   }
-  const fs::path here = detail::own_binary_dir();
-  add_folder(out, here / ".." / "lib" / "onnxruntime", "installed next to ortfleet", false);
   for (const auto& site : detail::python_package_dirs()) {
     std::error_code ec;
     const fs::path capi = site / "onnxruntime" / "capi";
@@ -180,9 +183,21 @@ const RuntimeInfo& load_runtime(const std::string& explicit_library) {
     g_loaded = open_runtime(candidate);
     return g_loaded->info;
   }
-  throw Error("no ONNX Runtime library found (looked in: --ort-lib, ORTFLEET_ORT_LIB, ORTFLEET_ORT_ROOT, " +
-                  (detail::fetched_ort_dir() / "lib").string() + ", Python onnxruntime packages)",
-              kSetupHint);
+  const RuntimeChoiceWords words = runtime_choice_words();
+  throw Error("no ONNX Runtime library found (looked in: " + words.option + ", ORTFLEET_ORT_LIB, ORTFLEET_ORT_ROOT, " +
+                  "lib/onnxruntime installed with ortfleet, " + (detail::fetched_ort_dir() / "lib").string() +
+                  ", Python onnxruntime packages)",
+              words.hint);
+}
+
+void set_runtime_choice_words(RuntimeChoiceWords words) {
+  std::lock_guard lock(g_words_mutex);
+  g_words = std::move(words);
+}
+
+RuntimeChoiceWords runtime_choice_words() {
+  std::lock_guard lock(g_words_mutex);
+  return g_words;
 }
 
 const RuntimeInfo* loaded_runtime() noexcept {
