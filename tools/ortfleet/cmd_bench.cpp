@@ -5,7 +5,10 @@
 #include <memory>
 #include <sstream>
 
-#include "cli.hpp"
+#include "command.hpp"
+#include "run_config_flags.hpp"
+#include "flag_checks.hpp"
+#include "output.hpp"
 #include "ortfleet/diagnostics/bench.hpp"
 #include "ortfleet/diagnostics/profile.hpp"
 #include "ortfleet/diagnostics/throughput.hpp"

@@ -5,7 +5,9 @@
 #include <iostream>
 #include <memory>
 
-#include "cli.hpp"
+#include "command.hpp"
+#include "run_config_flags.hpp"
+#include "output.hpp"
 #include "ortfleet/engine/cache.hpp"
 
 namespace ortfleet::cli {

@@ -3,7 +3,10 @@
 
 #include <iostream>
 
-#include "cli.hpp"
+#include "command.hpp"
+#include "run_config_flags.hpp"
+#include "flag_checks.hpp"
+#include "output.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/diagnostics/crash_locator.hpp"
 #include "ortfleet/diagnostics/doctor.hpp"

@@ -6,7 +6,10 @@
 #include <memory>
 #include <thread>
 
-#include "cli.hpp"
+#include "command.hpp"
+#include "run_config_flags.hpp"
+#include "flag_checks.hpp"
+#include "output.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/fleet/pool_server.hpp"
 

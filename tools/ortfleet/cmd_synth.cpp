@@ -5,7 +5,9 @@
 #include <limits>
 #include <memory>
 
-#include "cli.hpp"
+#include "command.hpp"
+#include "flag_checks.hpp"
+#include "output.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/synth/synth.hpp"
 

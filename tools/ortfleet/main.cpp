@@ -4,7 +4,9 @@
 
 #include <iostream>
 
-#include "cli.hpp"
+#include "command.hpp"
+#include "flag_checks.hpp"
+#include "output.hpp"
 #include "ortfleet/engine/ort_log.hpp"
 #include "ortfleet/engine/runtime.hpp"
 

@@ -1,84 +1,17 @@
-#include "cli.hpp"
+#include "run_config_flags.hpp"
 
-#include <fmt/format.h>
-#include <spdlog/spdlog.h>
-#include <unistd.h>
-
-#include <chrono>
-#include <cmath>
-#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 
-#include "ortfleet/engine/cache.hpp"
+#include "command.hpp"
+#include "flag_checks.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/base/output_file.hpp"
-#include "ortfleet/report/html_report.hpp"
+#include "ortfleet/engine/cache.hpp"
 #include "ortfleet/synth/synth.hpp"
 
 namespace ortfleet::cli {
 namespace fs = std::filesystem;
-
-int guarded(const std::function<int()>& body) {
-  try {
-    return body();
-  } catch (const Error& e) {
-    std::cerr << "ortfleet: error: " << e.what() << "\n";
-  } catch (const std::exception& e) {
-    std::cerr << "ortfleet: error: " << e.what() << "\n";
-  }
-  return 1;
-}
-
-void print_json(const nlohmann::json& j) { std::cout << j.dump(2) << std::endl; }
-
-std::string shell_line(int argc, const char* const* argv) {
-  std::string line;
-  for (int i = 0; i < argc; ++i) {
-    std::string arg = argv[i];
-    const bool plain = !arg.empty() && arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,*+@%") == std::string::npos;
-    if (!plain) {
-      std::string quoted = "'";
-      for (char c : arg) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-      arg = quoted + "'";
-    }
-    line += (i == 0 ? "" : " ") + arg;
-  }
-  return line;
-}
-
-std::string stamped(const std::string& result_json, const Globals& globals, const std::vector<Device>& devices) {
-  return stamp_result(result_json, globals.command_line, devices, globals.ort_lib);
-}
-
-void add_html_option(CLI::App* app, std::string& path) {
-  app->add_option("--html", path, "Also draw the results as one self-contained HTML page here (as `ortfleet report` does)");
-}
-
-void write_html(const std::string& path, const std::string& stamped_json, const Globals& globals) {
-  if (path.empty()) return;
-  write_html_report(path, {parse_result(stamped_json, "this run")});
-  if (!globals.json) std::cout << "report: " << path << "\n";
-}
-
-std::string format_ms(double ms) {
-  // Three significant digits: inference latencies of 1.4 ms and 1.6 ms must not both read "2 ms".
-  if (ms < 0.1) return fmt::format("{:.1f} us", ms * 1000);
-  if (ms < 10) return fmt::format("{:.2f} ms", ms);
-  if (ms < 100) return fmt::format("{:.1f} ms", ms);
-  if (ms < 1000) return fmt::format("{:.0f} ms", ms);
-  if (ms < 60'000) return fmt::format("{:.2f} s", ms / 1000);
-  const long long seconds = std::llround(ms / 1000);
-  return fmt::format("{} min {} s", seconds / 60, seconds % 60);
-}
-
-std::string format_bytes(uint64_t b) {
-  const double v = static_cast<double>(b);
-  if (b >= 1'000'000'000ULL) return fmt::format("{:.2f} GB", v / 1e9);
-  if (b >= 1'000'000ULL) return fmt::format("{:.1f} MB", v / 1e6);
-  if (b >= 1'000ULL) return fmt::format("{:.1f} kB", v / 1e3);
-  return fmt::format("{} B", b);
-}
 
 void TargetFlags::add_to(CLI::App* app, bool one_device) {
   app->add_option("model", model, "The .onnx model (default: the built-in ResNet-50)");
@@ -119,75 +52,6 @@ Device TargetFlags::device() const {
   }
   return list.front();
 }
-
-namespace {
-/// 604800, 0.1, 1e+30: whole numbers as they are typed.
-std::string number_text(double v) {
-  return v == std::floor(v) && std::fabs(v) < 9e18 ? fmt::format("{}", static_cast<long long>(v)) : fmt::format("{:g}", v);
-}
-
-/// What `range` takes, in words: "a whole number from 1 to 1000", "a number of seconds above 0 and at most 604800".
-std::string allowed(const NumberRange& range) {
-  const std::string what = std::string(range.whole ? "a whole number" : "a number") + (*range.unit != 0 ? std::string(" of ") + range.unit : "");
-  if (range.above_lo) return what + " above " + number_text(range.lo) + " and at most " + number_text(range.hi);
-  return what + " from " + number_text(range.lo) + " to " + number_text(range.hi);
-}
-}  // namespace
-
-CLI::Option* in_range(CLI::Option* option, NumberRange range) {
-  const std::string name = option->get_name();
-  CLI::Validator check(
-      [name, range](std::string& text) -> std::string {
-        char* end = nullptr;
-        const double value = std::strtod(text.c_str(), &end);
-        if (text.empty() || *end != '\0' || std::isnan(value)) return fmt::format("{} {} is not a number: give {}", name, text, allowed(range));
-        const bool digits = text.find_first_not_of("0123456789", text[0] == '-' || text[0] == '+' ? 1 : 0) == std::string::npos;
-        if (range.whole && !digits) return fmt::format("{} {} is not a whole number: give {}", name, text, allowed(range));
-        const bool inside = (range.above_lo ? value > range.lo : value >= range.lo) && value <= range.hi;
-        if (!inside) return fmt::format("{} {} is out of range: give {}", name, text, allowed(range));
-        return {};
-      },
-      fmt::format(fmt::runtime(range.above_lo ? "over {}, up to {}{}" : "from {} to {}{}"), number_text(range.lo), number_text(range.hi),
-                  *range.unit != 0 ? std::string(" ") + range.unit : ""));
-  return option->check(check);
-}
-
-NumberRange time_limit() { return {.lo = 0, .hi = kMaxTimeoutS, .unit = "seconds", .whole = false, .above_lo = true}; }
-
-std::string usage_error_line(const CLI::App& app, const CLI::ParseError& error) {
-  // CLI11 says "NAME: MESSAGE"; our range checks name the flag themselves.
-  std::string text = error.what();
-  if (const auto colon = text.find(": "); colon != std::string::npos && text.compare(colon + 2, colon + 1, text.substr(0, colon) + " ") == 0) {
-    text.erase(0, colon + 2);
-  }
-  std::string command = "ortfleet";
-  for (const CLI::App* at = &app; !at->get_subcommands().empty();) {
-    at = at->get_subcommands().front();
-    command += " " + at->get_name();
-  }
-  for (char& c : text) {
-    if (c == '\n' || c == '\r') c = ' ';
-  }
-  return "ortfleet: error: " + text + " (see `" + command + " --help`)";
-}
-
-void add_case_timeout_option(CLI::App* app, double& seconds) {
-  in_range(app->add_option("--case-timeout", seconds,
-                           "Seconds one case (a fresh-process start or anchor) may take before it is killed and reported as a failed row "
-                           "(default: 300 plus 0.6 per MB of the model)"),
-           time_limit());
-}
-
-double case_timeout_s(const std::string& model, double given) {
-  if (given > 0) return given;
-  std::error_code ec;
-  uint64_t bytes = fs::file_size(model, ec);
-  if (ec) bytes = 0;
-  const uint64_t data = fs::file_size(model + ".data", ec);
-  if (!ec) bytes += data;
-  return 300.0 + 0.6 * static_cast<double>(bytes >> 20);
-}
-
 CLI::Option* RunConfigFlags::flag(CLI::Option* option, std::function<void(RunConfig&)> apply) {
   apply_.push_back(std::move(apply));
   return option;
@@ -359,67 +223,4 @@ RunConfig RunConfigFlags::resolve() const {
   for (const auto& apply : apply_) apply(c);
   return c;
 }
-
-ProgressLine::ProgressLine(bool enabled) : enabled_(enabled), tty_(::isatty(STDERR_FILENO) != 0) {
-  // Without a terminal, the first plain line waits a few seconds: short work prints nothing.
-  last_plain_ = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-ProgressLine::~ProgressLine() { clear(); }
-
-void ProgressLine::update(const std::string& text) {
-  if (!enabled_) return;
-  if (tty_) {
-    std::cerr << "\r\033[K" << text << std::flush;
-    shown_ = true;
-    return;
-  }
-  const double now = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-  if (now - last_plain_ >= 5.0) {
-    std::cerr << text << "\n";
-    last_plain_ = now;
-  }
-}
-
-void ProgressLine::clear() {
-  if (shown_ && tty_) std::cerr << "\r\033[K" << std::flush;
-  shown_ = false;
-}
-
-Table::Table(std::vector<std::string> headers, std::vector<bool> right_aligned)
-    : headers_(std::move(headers)), right_(std::move(right_aligned)) {
-  right_.resize(headers_.size(), false);
-}
-
-void Table::add(std::vector<std::string> row) {
-  row.resize(headers_.size());
-  rows_.push_back(std::move(row));
-}
-
-void Table::print(std::ostream& out) const {
-  std::vector<size_t> width(headers_.size());
-  auto visible = [](const std::string& s) {
-    size_t n = 0;
-    for (unsigned char c : s) n += (c & 0xC0) != 0x80 ? 1 : 0;  // count UTF-8 code points (×, …)
-    return n;
-  };
-  for (size_t i = 0; i < headers_.size(); ++i) width[i] = visible(headers_[i]);
-  for (const auto& r : rows_) {
-    for (size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], visible(r[i]));
-  }
-  auto line = [&](const std::vector<std::string>& cells) {
-    std::string text;
-    for (size_t i = 0; i < cells.size(); ++i) {
-      const std::string pad(width[i] - visible(cells[i]), ' ');
-      text += right_[i] ? pad + cells[i] : cells[i] + (i + 1 < cells.size() ? pad : "");
-      if (i + 1 < cells.size()) text += "  ";
-    }
-    out << text << "\n";
-  };
-  line(headers_);
-  std::vector<std::string> rule;
-  for (size_t w : width) rule.emplace_back(w, '-');
-  line(rule);
-  for (const auto& r : rows_) line(r);
-}
-
 }  // namespace ortfleet::cli
