@@ -97,20 +97,46 @@ void print_throughput(const ThroughputReport& r, std::ostream& out) {
   out << "\n";
 }
 
+/// The flags of `bench` that do nothing together, refused before any work (FlagChecks): the inference
+/// bench's flags without --inference, the start-up bench's with it, the stream's without a stream.
+void check_bench_flags(const CLI::App& cmd, const BenchFlags& f) {
+  const FlagChecks flags(cmd);
+  f.config.check(flags);
+  for (const char* flag : {"--seconds", "--shape-mix", "--batch", "--shape-stream"}) flags.needs(flag, "--inference");
+  for (const char* flag : {"--stream-count", "--stream-rounds", "--stream-seed"}) flags.needs(flag, "--shape-stream");
+  flags.needs("--shape-order", "--shape-mix");
+  flags.excludes("--shape-mix", "--shape-stream", "the stream is measured instead");
+  flags.excludes("--batch", "--shape-stream", "the stream is measured instead");
+  flags.excludes("--batch", "--shape-mix", "the mix is measured instead");
+  flags.excludes("--seconds", "--shape-stream", "the stream's length is --stream-count calls");
+  if (f.inference) {
+    for (const char* flag : {"--strategies", "--runs", "--warmup", "--no-pool", "--floor", "--export-markdown", "--case-timeout"}) {
+      flags.excludes(flag, "--inference", "it belongs to the start-up bench");
+    }
+  }
+  flags.excludes("--python", "--no-anchors", "Python runs only the anchors");
+}
+
 int run_inference(const BenchFlags& f, const Globals& g, const std::string& model, const std::vector<Device>& devices,
                   ProgressLine& progress) {
   ThroughputOptions o;
   o.model = model;
   o.devices = devices;
   o.seconds = f.seconds;
-  o.config = f.config.resolve();
+  o.config = f.config.resolve_for(model);
   o.ort_library = g.ort_lib;
   if (!f.shape_mix.empty()) o.shape_mix = parse_batch_list(f.shape_mix);
+  if (!f.batch.empty()) o.batches = parse_batch_list(f.batch);
+  for (const auto* sizes : {&o.shape_mix, &o.batches}) {
+    // Sizes of the first dim: the model must have it dynamic, which is checked before the first row.
+    ShapeOptions batches;
+    batches.batches = *sizes;
+    if (!sizes->empty()) check_shapes_against_model(batches, model);
+  }
   o.shape_stream = f.shape_stream;
   o.stream_count = f.stream_count;
   o.stream_rounds = f.stream_rounds;
   o.stream_seed = f.stream_seed;
-  if (!f.batch.empty()) o.batches = parse_batch_list(f.batch);
   o.random_order = f.shape_order == "random";
   o.anchors = !f.no_anchors;
   o.python = f.python;
@@ -147,7 +173,7 @@ int run_bench_command(const BenchFlags& f, const Globals& g) {
   o.pool_rows = !f.no_pool;
   o.python = f.python;
   o.ort_library = g.ort_lib;
-  o.config = f.config.resolve();
+  o.config = f.config.resolve_for(model);
   o.progress = [&](const std::string& s) { progress.update(s); };
   if (f.floor) {
     ProfileOptions p;
@@ -216,7 +242,10 @@ void register_bench(CLI::App& app, Globals& globals, Action& action) {
   cmd->add_option("--shape-order", f->shape_order, "With --shape-mix: cycle through the sizes, or draw them at random")
       ->check(CLI::IsMember({"cycle", "random"}));
   f->config.add_to(cmd);
-  cmd->callback([&globals, &action, f] { action = [&globals, f] { return run_bench_command(*f, globals); }; });
+  cmd->callback([cmd, &globals, &action, f] {
+    check_bench_flags(*cmd, *f);
+    action = [&globals, f] { return run_bench_command(*f, globals); };
+  });
 }
 
 }  // namespace ortfleet::cli

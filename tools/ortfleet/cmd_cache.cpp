@@ -150,10 +150,13 @@ void register_cache(CLI::App& app, Globals& globals, Action& action) {
   auto ef = std::make_shared<ExportFlags>();
   exp->add_option("models", ef->models, "The models whose entries to export (each started once here before)")->required();
   exp->add_option("-o,--out", ef->out, "The bundle file to write (a tar: `tar tvf` lists it)")->required();
-  exp->add_option("-d,--devices", ef->devices,
+  add_devices_option(exp, ef->devices, /*one_device=*/false,
                   "The devices whose entries to export, by their kind (GPU architecture, or the CPU): all (default), 0, cpu, ...");
   ef->config.add_to(exp);
-  exp->callback([&globals, &action, ef] { action = [&globals, ef] { return run_export(*ef, globals); }; });
+  exp->callback([exp, &globals, &action, ef] {
+    ef->config.check(FlagChecks(*exp));
+    action = [&globals, ef] { return run_export(*ef, globals); };
+  });
 
   auto* imp = cmd->add_subcommand("import",
                                   "Check a bundle from `cache export` whole, then add its entries to the cache as if made here (refused, "

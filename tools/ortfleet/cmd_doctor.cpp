@@ -122,7 +122,19 @@ void register_doctor(CLI::App& app, Globals& globals, Action& action) {
   in_range(cmd->add_option("--try-timeout", f->try_timeout, "--locate-crash: seconds one try may take before it counts as a hang"), time_limit());
   cmd->add_option("--crash-step", f->crash_step, "(internal) one try of --locate-crash, in this process")->group("");
   f->run.add_to(cmd);
-  cmd->callback([&globals, &action, f] {
+  cmd->callback([cmd, &globals, &action, f] {
+    // The model, its device and the session flags are --locate-crash's: the checks of the machine take none.
+    const FlagChecks flags(*cmd);
+    if (!flags.given("--crash-step")) {
+      for (const std::string& flag : {std::string("model"), std::string("--device"), std::string("--out"), std::string("--try-timeout"),
+                                      f->run.first_given(flags)}) {
+        if (flag.empty() || !flags.given(flag) || flags.given("--locate-crash")) continue;
+        const std::string what = flag == "model" ? "a model" : flag;
+        FlagChecks::refuse(what + " does nothing without --locate-crash: add --locate-crash, or leave " + (flag == "model" ? "it" : flag) + " out");
+      }
+    }
+    flags.excludes("--no-register", "--locate-crash", "the crash search registers what the model needs");
+    f->run.check(flags);
     action = [&globals, f] {
       if (!f->crash_step.empty()) {
         run_crash_step(f->target.model, f->target.device(), f->run.resolve(), f->crash_step);

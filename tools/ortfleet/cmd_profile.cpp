@@ -87,7 +87,7 @@ int run_profile_command(const ProfileFlags& f, const Globals& g) {
   o.model = f.target.model_path(g.quiet);
   o.timeout_s = case_timeout_s(o.model, f.case_timeout);
   o.device = f.target.device();
-  o.config = f.config.resolve();
+  o.config = f.config.resolve_for(o.model);
   o.steady_runs = f.steady_runs;
   o.ort_library = g.ort_lib;
   o.work_dir = f.keep_dir;
@@ -122,7 +122,10 @@ void register_profile(CLI::App& app, Globals& globals, Action& action) {
                            "Seconds per stream measuring what a batch switch costs one ONNX Runtime session (dynamic batch only; 0 skips)"),
            {.lo = 0, .hi = 600, .unit = "seconds", .whole = false});
   f->config.add_to(cmd);
-  cmd->callback([&globals, &action, f] { action = [&globals, f] { return run_profile_command(*f, globals); }; });
+  cmd->callback([cmd, &globals, &action, f] {
+    f->config.check(FlagChecks(*cmd));
+    action = [&globals, f] { return run_profile_command(*f, globals); };
+  });
 }
 
 }  // namespace ortfleet::cli

@@ -79,7 +79,7 @@ void print_pool_status(const nlohmann::json& j) {
 void register_serve(CLI::App& app, Globals& globals, Action& action) {
   auto* cmd = app.add_subcommand("serve", "Keep a warm worker pool for every job on this node (a daemon on a Unix socket)");
   auto f = std::make_shared<ServeFlags>();
-  cmd->add_option("-d,--devices", f->devices, "Devices: all, 0,1, cuda:0-3, cpu, cpu*2 (default all)");
+  add_devices_option(cmd, f->devices, /*one_device=*/false, "Devices: all, 0,1, cuda:0-3, cpu, cpu*2 (default all)");
   cmd->add_option("--socket", f->socket, std::string("The Unix socket to listen on (default ") + kDefaultSocketDoc + ")");
   in_range(cmd->add_option("--max-resident", f->max_resident,
                            "Sessions each worker keeps when no job holds them (least recently used go first; default 64)"),
@@ -93,8 +93,11 @@ void register_serve(CLI::App& app, Globals& globals, Action& action) {
                            "Exit after this many seconds with no job attached and nothing in the making (default 0: never; the pool a start "
                            "leaves behind uses --warm-pool-idle)"),
            {.lo = 0, .hi = kMaxTimeoutS, .unit = "seconds", .whole = false});
-  f->config.add_to(cmd);
-  cmd->callback([&globals, &action, f] { action = [&globals, f] { return run_serve(*f, globals); }; });
+  f->config.add_to(cmd);  // its warm pool's idle time is --idle-exit: no --warm-pool-idle here
+  cmd->callback([cmd, &globals, &action, f] {
+    f->config.check(FlagChecks(*cmd));
+    action = [&globals, f] { return run_serve(*f, globals); };
+  });
 
   auto* pool = app.add_subcommand("pool", "Ask the pool server (ortfleet serve) what it holds, or have it let go");
   pool->require_subcommand(1);

@@ -2,7 +2,12 @@
 // fresh processes (--ready-line) to time each strategy.
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -169,13 +174,54 @@ void finish_background_work(Fleet& fleet, const Globals& g) {
   if (done && !g.quiet) std::cerr << *done << std::endl;
 }
 
+/// The flags of `start` that do nothing together, refused before any work (FlagChecks).
+void check_start_flags(const CLI::App& cmd, const StartFlags& f) {
+  const FlagChecks flags(cmd);
+  f.config.check(flags);
+  const bool in_process = f.strategy == "sequential" || f.strategy == "threads";
+  if (flags.given("--warm-pool-idle") && f.strategy != "auto") {
+    FlagChecks::refuse("--warm-pool-idle does nothing with --strategy " + f.strategy + ": only --strategy auto leaves a warm pool; leave one of them out");
+  }
+  flags.excludes("--warm-pool-idle", "--pool", "a start on a pool leaves none of its own");
+  if (flags.given("--pool") && f.strategy != "auto" && f.strategy != "fleet") {
+    FlagChecks::refuse("--strategy " + f.strategy + " does nothing with --pool: a pool starts sessions the fleet's way; leave one of them out");
+  }
+  if (flags.given("--one-process") && f.strategy != "auto" && f.strategy != "fleet") {
+    FlagChecks::refuse("--one-process does nothing with --strategy " + f.strategy + ": it is the fleet's choice; use --strategy fleet or auto");
+  }
+  flags.excludes("--one-process", "--pool", "a pool's sessions live in its workers");
+  if (flags.given("--no-narrow-workers") && in_process) {
+    FlagChecks::refuse("--no-narrow-workers does nothing with --strategy " + f.strategy + ": it starts no worker process; leave one of them out");
+  }
+  flags.excludes("--no-narrow-workers", "--one-process", "no worker process is started");
+  flags.excludes("--run-for", "--ready-line", "--ready-line ends the start at ready");
+}
+
+/// --profile-dir is a folder ONNX Runtime writes into, wherever the sessions are made (here, in
+/// workers or on a pool): a file in its place, or a folder that cannot be made, is refused before any
+/// work, the same way on every path. A missing folder is made here.
+void prepare_profile_dir(const std::string& dir) {
+  if (dir.empty()) return;
+  std::error_code ec;
+  const auto status = std::filesystem::status(dir, ec);
+  if (std::filesystem::exists(status) && !std::filesystem::is_directory(status)) {
+    throw Error("--profile-dir " + dir + " is not a folder", "Give a folder for ONNX Runtime's profiles (it is made when missing)");
+  }
+  if (!std::filesystem::exists(status) && !std::filesystem::create_directories(dir, ec) && ec) {
+    throw Error("--profile-dir " + dir + " cannot be made: " + ec.message(), "Give a folder you can write (it is made when missing)");
+  }
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    throw Error("--profile-dir " + dir + " is not writable: " + std::strerror(errno), "Give a folder you can write");
+  }
+}
+
 int run_start(const StartFlags& f, const Globals& g) {
   refuse_overwriting_inputs({{"--timeline", f.timeline_file}, {"--trace", f.trace_file}, {"--html", f.html}, {"--ort-log", f.ort_log}}, f.target,
                             f.config);
+  prepare_profile_dir(f.profile_dir);
   const int64_t main_ns = monotonic_ns();
   FleetOptions options;
   options.strategy = parse_strategy(f.strategy);
-  options.config = f.config.resolve();
   options.warmup_runs = f.warmup;
   options.ort_library = g.ort_lib;
   options.profile_dir = f.profile_dir;
@@ -184,6 +230,8 @@ int run_start(const StartFlags& f, const Globals& g) {
   options.one_process = f.one_process;
   if (!f.pool.empty()) options.pool_socket = f.pool == "default" ? default_pool_socket() : f.pool;
   const std::string model = f.target.model_path(g.quiet || f.ready_line);
+  // A bench's child start (--ready-line) was checked by the bench: its timed start reads no more.
+  options.config = f.ready_line ? f.config.resolve() : f.config.resolve_for(model);
   // "all" is the fleet's to resolve (under Slurm: what Slurm gave), so that its report says why.
   if (!f.target.means_all()) options.devices = f.target.device_list();
 
@@ -251,8 +299,11 @@ void register_start(CLI::App& app, Globals& globals, Action& action) {
                            "and p99 (what the work a start leaves behind costs a job's first calls)"),
            {.lo = 0, .hi = 3600, .unit = "seconds", .whole = false});
   cmd->add_option("--ort-log", f->ort_log, "Write ONNX Runtime's log (verbose, timestamped JSON lines) here (in-process strategies)");
-  f->config.add_to(cmd);
-  cmd->callback([&globals, &action, f] { action = [&globals, f] { return run_start(*f, globals); }; });
+  f->config.add_to(cmd, /*leaves_warm_pool=*/true);
+  cmd->callback([cmd, &globals, &action, f] {
+    check_start_flags(*cmd, *f);
+    action = [&globals, f] { return run_start(*f, globals); };
+  });
 }
 
 }  // namespace ortfleet::cli

@@ -132,7 +132,14 @@ void register_synth(CLI::App& app, Globals& globals, Action& action) {
   identity->add_flag("!--fixed-batch", f->identity.dynamic_batch, "Make the batch dimension fixed (default: symbolic)");
 
   auto bind = [&globals, &action, f](CLI::App* cmd, auto writer) {
-    cmd->callback([&globals, &action, f, writer] {
+    cmd->callback([cmd, &globals, &action, f, writer] {
+      // A size the model does not fix does nothing: refused before the model is written.
+      const FlagChecks flags(*cmd);
+      flags.excludes("--batch", "--dynamic-batch", "a dynamic batch has no size");
+      if (cmd->get_name() == "identity") flags.needs("--batch", "--fixed-batch");
+      if (cmd->get_name() == "segmenter") {
+        for (const char* size : {"--height", "--width"}) flags.needs(size, "--fixed-spatial");
+      }
       action = [&globals, f, writer] {
         ProgressLine progress(!globals.quiet);
         const auto summary = writer(*f, write_options(*f, progress));

@@ -72,7 +72,7 @@ int run_tune_command(const TuneFlags& f, const Globals& g) {
   o.model = f.target.model_path(g.quiet);
   o.timeout_s = case_timeout_s(o.model, f.case_timeout);
   o.device = f.target.device();
-  o.base = f.config.resolve();
+  o.base = f.config.resolve_for(o.model);
   o.quick = f.quick;
   o.repetitions = f.repetitions;
   o.steady_runs = f.steady_runs;
@@ -120,7 +120,14 @@ void register_tune(CLI::App& app, Globals& globals, Action& action) {
   add_html_option(cmd, f->html);
   add_case_timeout_option(cmd, f->case_timeout);
   f->config.add_to(cmd);
-  cmd->callback([&globals, &action, f] { action = [&globals, f] { return run_tune_command(*f, globals); }; });
+  cmd->callback([cmd, &globals, &action, f] {
+    const FlagChecks flags(*cmd);
+    f->config.check(flags);
+    if (flags.given("--output-tolerance") && f->transformers_to_disable == 0) {
+      FlagChecks::refuse("--output-tolerance does nothing with --disable-transformers 0: only disabled transformers' outputs are compared");
+    }
+    action = [&globals, f] { return run_tune_command(*f, globals); };
+  });
 }
 
 }  // namespace ortfleet::cli

@@ -13,14 +13,19 @@
 namespace ortfleet::cli {
 namespace fs = std::filesystem;
 
+CLI::Option* add_devices_option(CLI::App* app, std::string& devices, bool one_device, const std::string& help) {
+  return app->add_option(one_device ? "-d,--device,--devices" : "-d,--devices,--device", devices,
+                         help + (one_device ? " (--devices is the same flag)" : " (--device is the same flag)"));
+}
+
 void TargetFlags::add_to(CLI::App* app, bool one_device) {
   app->add_option("model", model, "The .onnx model (default: the built-in ResNet-50)");
   if (one_device) {
     devices = "auto";
-    app->add_option("-d,--device", devices, "One device: 0, cuda:1 or cpu (default: GPU 0, else the CPU)");
+    add_devices_option(app, devices, true, "One device: 0, cuda:1 or cpu (default: GPU 0, else the CPU)");
   } else {
     devices = "all";
-    app->add_option("-d,--devices", devices, "Devices: all (every GPU, else the CPU), 0,1,2, 0-3, cuda:0, cpu, cpu*4");
+    add_devices_option(app, devices, false, "Devices: all (every GPU, else the CPU), 0,1,2, 0-3, cuda:0, cpu, cpu*4");
   }
 }
 
@@ -54,19 +59,39 @@ Device TargetFlags::device() const {
 }
 CLI::Option* RunConfigFlags::flag(CLI::Option* option, std::function<void(RunConfig&)> apply) {
   apply_.push_back(std::move(apply));
+  names_.push_back(option->get_name());
   return option;
 }
 
-void RunConfigFlags::add_to(CLI::App* app) {
+void RunConfigFlags::add_to(CLI::App* app, bool leaves_warm_pool) {
   // Each flag once: its option, and what it does to the config (run by resolve(), in this order).
   apply_.clear();
-  add_session_flags(app);
+  names_.clear();
+  add_session_flags(app, leaves_warm_pool);
   add_shape_flags(app);
   add_warmup_flags(app);
 }
 
-void RunConfigFlags::add_session_flags(CLI::App* app) {
-  app->add_option("--config", config_file, "Config file (from 'ortfleet tune --write-config')")->check(CLI::ExistingFile);
+void RunConfigFlags::check(const FlagChecks& flags) const {
+  flags.excludes("--model-cache", "--no-model-cache", "they contradict each other");
+  for (const char* cache_flag : {"--model-cache-fill", "--model-cache-format", "--model-cache-shared"}) {
+    flags.excludes(cache_flag, "--no-model-cache", "no cache is read or made");
+  }
+  // Padding values pad what buckets or padded batches pad (a config file may declare those).
+  if (flags.given("--pad-value") && flags.first_given({"--buckets", "--pad-batch", "--config"}).empty()) {
+    FlagChecks::refuse("--pad-value does nothing without --buckets or --pad-batch: add one, or leave --pad-value out");
+  }
+}
+
+std::string RunConfigFlags::first_given(const FlagChecks& flags) const {
+  for (const auto& name : names_) {
+    if (flags.given(name)) return name;
+  }
+  return {};
+}
+
+void RunConfigFlags::add_session_flags(CLI::App* app, bool leaves_warm_pool) {
+  names_.push_back(app->add_option("--config", config_file, "Config file (from 'ortfleet tune --write-config')")->check(CLI::ExistingFile)->get_name());
   flag(app->add_option("--conv-algo", conv_algo, "cuDNN conv algorithm search: EXHAUSTIVE, HEURISTIC or DEFAULT"), [this](RunConfig& c) {
     if (!conv_algo.empty()) c.cuda.conv_algo_search = parse_conv_algo_search(conv_algo);
   });
@@ -81,7 +106,6 @@ void RunConfigFlags::add_session_flags(CLI::App* app) {
     if (inter_threads >= 0) c.session.inter_op_threads = inter_threads;
   });
   flag(app->add_flag("--model-cache", model_cache, "Use the cache of pre-optimised models"), [this](RunConfig& c) {
-    if (model_cache && no_model_cache) throw Error("--model-cache and --no-model-cache contradict each other");
     if (model_cache) c.session.optimized_model_cache = true;
   });
   flag(app->add_flag("--no-model-cache", no_model_cache, "Never use it (the fleet strategy does by default)"), [this](RunConfig& c) {
@@ -106,13 +130,15 @@ void RunConfigFlags::add_session_flags(CLI::App* app) {
          // Absolute, so that worker processes and a pool started elsewhere find it whatever their folder.
          if (!model_cache_shared.empty()) c.session.model_cache_shared = std::filesystem::absolute(model_cache_shared).string();
        });
-  flag(in_range(app->add_option("--warm-pool-idle", warm_pool_idle,
-                                "Seconds the warm pool a start leaves on this node waits idle before it exits; 0 leaves none (default 300, "
-                                "or ORTFLEET_WARM_POOL_IDLE)"),
-                {.lo = 0, .hi = kMaxTimeoutS, .unit = "seconds", .whole = false}),
-       [this](RunConfig& c) {
-         if (warm_pool_idle >= 0) c.warm_pool.idle_exit_s = warm_pool_idle;
-       });
+  if (leaves_warm_pool) {
+    flag(in_range(app->add_option("--warm-pool-idle", warm_pool_idle,
+                                  "Seconds the warm pool a start (--strategy auto) leaves on this node waits idle before it exits; 0 leaves none (default 300, "
+                                  "or ORTFLEET_WARM_POOL_IDLE)"),
+                  {.lo = 0, .hi = kMaxTimeoutS, .unit = "seconds", .whole = false}),
+         [this](RunConfig& c) {
+           if (warm_pool_idle >= 0) c.warm_pool.idle_exit_s = warm_pool_idle;
+         });
+  }
   flag(app->add_option("--session-config", session_config,
                        "An ONNX Runtime session config entry KEY=VALUE, e.g. session.disable_prepacking=1 (repeatable)"),
        [this](RunConfig& c) {
@@ -216,6 +242,13 @@ void refuse_overwriting_inputs(const std::vector<std::pair<std::string, std::str
                                                              {"the warm-up inputs (--warmup-inputs)", config.warmup_inputs}};
   for (const auto& library : config.custom_ops) inputs.emplace_back("a custom-op library (--custom-ops)", library);
   refuse_overwriting(outputs, inputs);
+}
+
+RunConfig RunConfigFlags::resolve_for(const std::string& model) const {
+  RunConfig c = resolve();
+  const ShapeOptions& declared = c.shapes;
+  if (!declared.declared.empty() || !declared.batches.empty() || !declared.buckets.empty()) check_shapes_against_model(declared, model);
+  return c;
 }
 
 RunConfig RunConfigFlags::resolve() const {

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "flag_checks.hpp"
 #include "ortfleet/engine/devices.hpp"
 #include "ortfleet/engine/options.hpp"
 
@@ -39,15 +40,28 @@ struct RunConfigFlags {
   std::string warmup_inputs;              ///< .npz/.npy of real warm-up inputs
   std::vector<std::string> input_ranges;  ///< NAME=VALUE or NAME=LO:HI for generated ones
   /// Declares the flags on `app`; this object must stay where it is while `app` parses into it.
-  void add_to(CLI::App* app);
+  /// `leaves_warm_pool`: the command may leave a warm pool on the node (start), so --warm-pool-idle
+  /// means something; elsewhere the flag is not offered.
+  void add_to(CLI::App* app, bool leaves_warm_pool = false);
+  /// Refuses the flags given that do nothing together (--model-cache-fill with --no-model-cache), as
+  /// the command's flag check (FlagChecks) does, before any work.
+  void check(const FlagChecks& flags) const;
+  /// The first of these flags given on the command line, or "" (for a command that uses them only
+  /// with another flag).
+  std::string first_given(const FlagChecks& flags) const;
   /// The config file (or defaults), with the flags given on top.
   RunConfig resolve() const;
+  /// resolve(), its shapes, batches and buckets checked against the inputs of `model` (read from its
+  /// file), so that a command refuses what the model cannot take before any work, not at its first
+  /// session. Throws ortfleet::Error.
+  RunConfig resolve_for(const std::string& model) const;
 
  private:
   std::vector<std::function<void(RunConfig&)>> apply_;  // what each flag does to the config, added by add_to
+  std::vector<std::string> names_;                        // the flags add_to declared
   /// Declares `option` and what it does to the config.
   CLI::Option* flag(CLI::Option* option, std::function<void(RunConfig&)> apply);
-  void add_session_flags(CLI::App* app);  ///< the config file, ONNX Runtime's and the CUDA EP's options, the cache, the warm pool
+  void add_session_flags(CLI::App* app, bool leaves_warm_pool);  ///< the config file, ONNX Runtime's and the CUDA EP's options, the cache, the warm pool
   void add_shape_flags(CLI::App* app);    ///< shapes, batches, buckets, the shape policy
   void add_warmup_flags(CLI::App* app);   ///< real warm-up inputs and the ranges of generated ones
 };
@@ -66,6 +80,10 @@ struct TargetFlags {
   /// --device: "auto" is GPU 0 if there is a GPU, else the CPU; more than one is an error.
   Device device() const;
 };
+
+/// -d,--devices (commands of several devices) or -d,--device (commands of one): one flag under both
+/// names on every command, the other name its alias, which the help says.
+CLI::Option* add_devices_option(CLI::App* app, std::string& devices, bool one_device, const std::string& help);
 
 /// Refuses, before any work, outputs (flag, path) that would replace the model, the config, the
 /// warm-up inputs or a custom-op library the command reads, or each other.

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "ortfleet/engine/tensor.hpp"
+
 namespace ortfleet {
 
 /// Checks that `path` is a readable ONNX model before ONNX Runtime sees it, so that a missing file or
@@ -22,6 +24,10 @@ struct ModelFacts {
   bool external_data = false;
   std::vector<std::string> inputs;
   std::vector<std::string> outputs;
+  /// The graph's inputs (initializers left out) and outputs as ONNX Runtime reads them, before any
+  /// session is made: element type, dims (-1 where dynamic) and the dims' names.
+  std::vector<TensorSpec> input_specs;
+  std::vector<TensorSpec> output_specs;
   /// The inputs' dims with no fixed size, "input[0] (batch)": each size a call gives them is a shape
   /// of its own to ONNX Runtime's CUDA EP.
   std::vector<std::string> dynamic_dims;

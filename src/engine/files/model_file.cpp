@@ -262,6 +262,42 @@ uint64_t onnx_element_size(uint64_t data_type) {
   }
 }
 
+/// A ValueInfoProto (name = 1, type = 2) as ONNX Runtime describes an input or output: a tensor's
+/// element type and dims (TypeProto.tensor_type = 1 -> elem_type = 1, shape = 2 -> dim = 1 -> dim_value
+/// = 1 | dim_param = 2), a dim without a size -1 (a negative size too, as ONNX Runtime reads it), named
+/// by its dim_param; another type (a sequence, a map) as undefined.
+TensorSpec value_info(const FileReader& file, const ProtoCursor::Field& field, const std::string& path) {
+  TensorSpec spec;
+  spec.type = ElementType::undefined;
+  ProtoCursor info(file, field.offset, field.offset + field.value);
+  while (!info.done()) {
+    const auto v = info.next(path);
+    if (v.number == 1 && v.wire == 2) spec.name = info.string_of(v);
+    if (v.number != 2 || v.wire != 2) continue;
+    ProtoCursor type(file, v.offset, v.offset + v.value);
+    each_message(file, type, 1, path, [&](ProtoCursor& tensor) {
+      while (!tensor.done()) {
+        const auto t = tensor.next(path);
+        if (t.number == 1 && t.wire == 0) spec.type = static_cast<ElementType>(t.value);
+        if (t.number != 2 || t.wire != 2) continue;
+        ProtoCursor shape(file, t.offset, t.offset + t.value);
+        each_message(file, shape, 1, path, [&](ProtoCursor& dim) {
+          int64_t size = -1;
+          std::string name;
+          while (!dim.done()) {
+            const auto d = dim.next(path);
+            if (d.number == 1 && d.wire == 0) size = std::max<int64_t>(static_cast<int64_t>(d.value), -1);
+            if (d.number == 2 && d.wire == 2) name = dim.string_of(d);
+          }
+          spec.shape.push_back(size);
+          spec.dim_names.push_back(size >= 0 ? "" : name);
+        });
+      }
+    });
+  }
+  return spec;
+}
+
 }  // namespace
 
 namespace {
@@ -271,6 +307,7 @@ ModelFacts inspect_model_file(const std::string& path) {
   FileReader file(path);
   const uint64_t size = fs::file_size(path);
   ModelFacts facts;
+  std::set<std::string> initializer_names;
   ProtoCursor model(file, 0, size);
   while (!model.done()) {
     const auto f = model.next(path);
@@ -305,6 +342,7 @@ ModelFacts inspect_model_file(const std::string& path) {
         uint64_t type = 0;
         while (!tensor.done()) {
           const auto t = tensor.next(path);
+          if (t.number == 8 && t.wire == 2) initializer_names.insert(tensor.string_of(t));
           if (t.number == 1 && t.wire == 0) elements *= t.value;
           if (t.number == 1 && t.wire == 2) {  // packed dims
             uint64_t pos = t.offset;
@@ -318,41 +356,22 @@ ModelFacts inspect_model_file(const std::string& path) {
           if (t.number == 14 && t.wire == 0 && t.value == 1) facts.external_data = true;
         }
         facts.initializer_bytes += elements * onnx_element_size(type);
-      } else if (g.number == 11 || g.number == 12) {  // ValueInfoProto: name = 1, type = 2
-        ProtoCursor info(file, g.offset, g.offset + g.value);
-        std::string name;
-        std::vector<std::string> dynamic;  // of this input
-        while (!info.done()) {
-          const auto v = info.next(path);
-          if (v.number == 1 && v.wire == 2) name = info.string_of(v);
-          if (v.number != 2 || v.wire != 2 || g.number != 11) continue;
-          // TypeProto.tensor_type = 1 -> Tensor.shape = 2 -> TensorShapeProto.dim = 1 -> dim_value = 1 | dim_param = 2
-          auto nested = [&](ProtoCursor& outer, uint64_t number, const std::function<void(ProtoCursor&)>& inside) {
-            each_message(file, outer, number, path, inside);
-          };
-          ProtoCursor type(file, v.offset, v.offset + v.value);
-          nested(type, 1, [&](ProtoCursor& tensor) {
-            nested(tensor, 2, [&](ProtoCursor& shape) {
-              size_t index = 0;
-              nested(shape, 1, [&](ProtoCursor& dim) {
-                bool fixed = false;
-                std::string param;
-                while (!dim.done()) {
-                  const auto d = dim.next(path);
-                  if (d.number == 1 && d.wire == 0) fixed = true;
-                  if (d.number == 2 && d.wire == 2) param = dim.string_of(d);
-                }
-                if (!fixed) dynamic.push_back("[" + std::to_string(index) + "]" + (param.empty() ? "" : " (" + param + ")"));
-                ++index;
-              });
-            });
-          });
+      } else if (g.number == 11 || g.number == 12) {  // ValueInfoProto
+        TensorSpec spec = value_info(file, g, path);
+        if (g.number == 11) {
+          for (size_t i = 0; i < spec.shape.size(); ++i) {
+            if (spec.shape[i] >= 0) continue;
+            facts.dynamic_dims.push_back(spec.name + "[" + std::to_string(i) + "]" + (spec.dim_names[i].empty() ? "" : " (" + spec.dim_names[i] + ")"));
+          }
         }
-        (g.number == 11 ? facts.inputs : facts.outputs).push_back(name);
-        for (const auto& d : dynamic) facts.dynamic_dims.push_back(name + d);
+        (g.number == 11 ? facts.inputs : facts.outputs).push_back(spec.name);
+        (g.number == 11 ? facts.input_specs : facts.output_specs).push_back(std::move(spec));
       }
     }
   }
+  // An initializer listed among the graph's inputs (IR version 3 lists them all) is no input a run
+  // gives: ONNX Runtime leaves it out of the session's inputs too.
+  std::erase_if(facts.input_specs, [&](const TensorSpec& spec) { return initializer_names.count(spec.name) > 0; });
   return facts;
 }
 }  // namespace
