@@ -40,9 +40,9 @@ void print_entries(const CacheBundle& b) {
   Table table({"model", "made for", "entry", "size", "outcome", "at start"}, {false, false, false, true, false, false});
   for (const auto& e : b.entries) {
     table.add({std::filesystem::path(e.model).filename().string(), e.device_class, e.name.empty() ? "-" : e.name,
-               e.bytes > 0 ? format_bytes(e.bytes) : "-", e.outcome, e.load_note});
+               e.bytes > 0 ? bytes_text(e.bytes) : "-", e.outcome, e.load_note});
   }
-  table.print(std::cout);
+  table.print(std::cout, "no entries");
 }
 
 size_t count_of(const CacheBundle& b, std::initializer_list<const char*> outcomes) {
@@ -61,7 +61,7 @@ int run_export(const ExportFlags& f, const Globals& g) {
     return 0;
   }
   const size_t exported = count_of(b, {"exported"});
-  std::cout << "exported " << exported << " entr" << (exported == 1 ? "y" : "ies") << " to " << b.path << " (" << format_bytes(b.bytes)
+  std::cout << "exported " << exported << " entr" << (exported == 1 ? "y" : "ies") << " to " << b.path << " (" << bytes_text(b.bytes)
             << "; ortfleet " << b.ortfleet_version << ", ONNX Runtime " << b.onnxruntime_version << ")";
   if (exported < b.entries.size()) std::cout << "; " << b.entries.size() - exported << " not found";
   std::cout << "\n\n";
@@ -86,7 +86,7 @@ int run_import(const ImportFlags& f, const Globals& g) {
 
 void print_cache_entries(const std::vector<CacheEntry>& entries) {
   for (const auto& e : entries) {
-    std::cout << "  " << e.path << "  " << format_bytes(e.bytes);
+    std::cout << "  " << e.path << "  " << bytes_text(e.bytes);
     if (!e.model.empty()) std::cout << "  from " << e.model;
     std::cout << "\n    " << (e.load_note.empty() ? "not priced yet: used" : e.load_note + (e.used ? ": used" : ": not used, the model loads as fast"))
               << "\n";
@@ -120,10 +120,10 @@ void register_cache(CLI::App& app, Globals& globals, Action& action) {
         print_json(j);
         return 0;
       }
-      std::cout << cache.dir() << ": " << entries.size() << " cached model(s)\n";
+      std::cout << cache.dir() << ": " << count_text(entries.size(), "cached model") << "\n";
       print_cache_entries(entries);
       if (shared) {
-        std::cout << "shared layer " << *shared << " (read-only, looked in first): " << shared_entries.size() << " cached model(s)\n";
+        std::cout << "shared layer " << *shared << " (read-only, looked in first): " << count_text(shared_entries.size(), "cached model") << "\n";
         print_cache_entries(shared_entries);
       }
       return 0;
@@ -136,7 +136,7 @@ void register_cache(CLI::App& app, Globals& globals, Action& action) {
       const size_t in_use = cache.clear();
       if (!globals.quiet) {
         const size_t left = cache.entries().size();
-        std::cout << "removed " << n - std::min(n, left) << " cached model(s) from " << cache.dir();
+        std::cout << "removed " << count_text(n - std::min(n, left), "cached model") << " from " << cache.dir();
         if (in_use > 0) std::cout << " (" << in_use << " in use by a running start, kept)";
         std::cout << "\n";
       }

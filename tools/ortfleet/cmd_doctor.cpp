@@ -50,7 +50,7 @@ void print_human(const DoctorReport& r) {
     }
     gpus.print(std::cout);
     std::cout << "  driver " << r.driver.driver_version << " (CUDA " << r.driver.driver_api_version / 1000 << "."
-              << r.driver.driver_api_version % 1000 / 10 << "), cuInit took " << format_ms(r.driver.init_ms) << "\n";
+              << r.driver.driver_api_version % 1000 / 10 << "), cuInit took " << duration_text(r.driver.init_ms) << "\n";
   }
   std::cout << "\nCUDA execution provider\n";
   if (r.cuda_ep) {

@@ -38,7 +38,7 @@ synth::WriteOptions write_options(const SynthFlags& f, ProgressLine& progress) {
                                             : synth::ExternalData::automatic;
   o.progress = [&progress](uint64_t done, uint64_t total) {
     if (total < (64u << 20)) return;  // small models are written in a blink
-    progress.update(fmt::format("writing weights {} / {} ({:.0f}%)", format_bytes(done), format_bytes(total),
+    progress.update(fmt::format("writing weights {} / {} ({:.0f}%)", bytes_text(done), bytes_text(total),
                                 100.0 * static_cast<double>(done) / static_cast<double>(total)));
   };
   return o;
@@ -51,8 +51,8 @@ int report(const synth::ModelSummary& s, const Globals& g) {
                 {"conv_nodes", s.conv_nodes}, {"distinct_convs", s.distinct_convs}});
     return 0;
   }
-  std::cout << fmt::format("wrote {} ({}): {:.1f} M parameters, {} on disk, {} nodes", s.path, s.kind,
-                           static_cast<double>(s.parameters) / 1e6, format_bytes(s.file_bytes), s.nodes);
+  std::cout << fmt::format("wrote {} ({}): {} parameters, {} on disk, {}", s.path, s.kind, magnitude_text(s.parameters),
+                           bytes_text(s.file_bytes), count_text(s.nodes, "node"));
   if (s.distinct_convs > 0) std::cout << fmt::format(", {} distinct conv shapes", s.distinct_convs);
   else if (s.conv_nodes > 0) std::cout << fmt::format(", {} convolutions", s.conv_nodes);
   if (!s.external_data_path.empty()) std::cout << ", weights in " << s.external_data_path;

@@ -23,7 +23,13 @@ struct Globals {
   std::string command_line;  ///< as typed, for the results and reports to say how they were made
 };
 
-/// What a subcommand does once the command line is parsed; returns the exit code.
+/// What a subcommand does once the command line is parsed; returns the exit code, one of these (every
+/// one documented in docs/cli.md and the man pages, scripts/gen-cli-reference.sh):
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitError = 1;        ///< an error: one line on stderr, "ortfleet: error: ..."
+inline constexpr int kExitUsage = 2;        ///< a command line refused before any work
+inline constexpr int kExitDeviceFailed = 3; ///< it ran, but a device (start) or a row (bench) failed: said in the output
+inline constexpr int kExitNoPool = 4;       ///< pool status or evict: no pool server listens on the socket
 using Action = std::function<int()>;
 
 /// Each subcommand registers itself: adds its options to `app` and sets `action`.
@@ -36,5 +42,6 @@ void register_tune(CLI::App& app, Globals& globals, Action& action);
 void register_cache(CLI::App& app, Globals& globals, Action& action);
 void register_serve(CLI::App& app, Globals& globals, Action& action);
 void register_report(CLI::App& app, Globals& globals, Action& action);
+void register_completion(CLI::App& app, Globals& globals, Action& action);
 
 }  // namespace ortfleet::cli

@@ -3,11 +3,11 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cmath>
 #include <iostream>
 
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/base/units.hpp"
 #include "ortfleet/report/html_report.hpp"
 
 namespace ortfleet::cli {
@@ -20,7 +20,24 @@ int guarded(const std::function<int()>& body) {
   } catch (const std::exception& e) {
     std::cerr << "ortfleet: error: " << e.what() << "\n";
   }
-  return 1;
+  return kExitError;
+}
+
+std::string one_line(const std::string& text, const std::string& whole_text_in) {
+  std::vector<std::string> lines;
+  std::string line;
+  for (char c : text + "\n") {
+    if (c != '\n' && c != '\r') {
+      line += c;
+      continue;
+    }
+    if (line.find_first_not_of(" \t") != std::string::npos) lines.push_back(line);
+    line.clear();
+  }
+  if (lines.size() <= 1) return lines.empty() ? std::string() : lines.front();
+  std::string last = lines.back();
+  last.erase(0, last.find_first_not_of(" \t"));
+  return last + " (" + whole_text_in + " has all " + std::to_string(lines.size()) + " lines)";
 }
 
 void print_json(const nlohmann::json& j) { std::cout << j.dump(2) << std::endl; }
@@ -54,46 +71,17 @@ void write_html(const std::string& path, const std::string& stamped_json, const 
   if (!globals.json) std::cout << "report: " << path << "\n";
 }
 
-std::string format_ms(double ms) {
-  // Three significant digits: inference latencies of 1.4 ms and 1.6 ms must not both read "2 ms".
-  if (ms < 0.1) return fmt::format("{:.1f} us", ms * 1000);
-  if (ms < 10) return fmt::format("{:.2f} ms", ms);
-  if (ms < 100) return fmt::format("{:.1f} ms", ms);
-  if (ms < 1000) return fmt::format("{:.0f} ms", ms);
-  if (ms < 60'000) return fmt::format("{:.2f} s", ms / 1000);
-  const long long seconds = std::llround(ms / 1000);
-  return fmt::format("{} min {} s", seconds / 60, seconds % 60);
-}
-
-std::string format_bytes(uint64_t b) {
-  const double v = static_cast<double>(b);
-  if (b >= 1'000'000'000ULL) return fmt::format("{:.2f} GB", v / 1e9);
-  if (b >= 1'000'000ULL) return fmt::format("{:.1f} MB", v / 1e6);
-  if (b >= 1'000ULL) return fmt::format("{:.1f} kB", v / 1e3);
-  return fmt::format("{} B", b);
-}
-ProgressLine::ProgressLine(bool enabled) : enabled_(enabled), tty_(::isatty(STDERR_FILENO) != 0) {
-  // Without a terminal, the first plain line waits a few seconds: short work prints nothing.
-  last_plain_ = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+ProgressLine::ProgressLine(bool enabled) : enabled_(enabled && ::isatty(STDERR_FILENO) != 0) {}
 ProgressLine::~ProgressLine() { clear(); }
 
 void ProgressLine::update(const std::string& text) {
   if (!enabled_) return;
-  if (tty_) {
-    std::cerr << "\r\033[K" << text << std::flush;
-    shown_ = true;
-    return;
-  }
-  const double now = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-  if (now - last_plain_ >= 5.0) {
-    std::cerr << text << "\n";
-    last_plain_ = now;
-  }
+  std::cerr << "\r\033[K" << text << std::flush;
+  shown_ = true;
 }
 
 void ProgressLine::clear() {
-  if (shown_ && tty_) std::cerr << "\r\033[K" << std::flush;
+  if (shown_) std::cerr << "\r\033[K" << std::flush;
   shown_ = false;
 }
 
@@ -107,25 +95,84 @@ void Table::add(std::vector<std::string> row) {
   rows_.push_back(std::move(row));
 }
 
-void Table::print(std::ostream& out) const {
-  std::vector<size_t> width(headers_.size());
-  auto visible = [](const std::string& s) {
-    size_t n = 0;
-    for (unsigned char c : s) n += (c & 0xC0) != 0x80 ? 1 : 0;  // count UTF-8 code points (×, …)
-    return n;
+namespace {
+size_t visible(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80 ? 1 : 0;  // count UTF-8 code points (×, …)
+  return n;
+}
+
+/// `text` in lines of at most `width` visible characters, broken at spaces where it can be.
+std::vector<std::string> wrapped(const std::string& text, size_t width) {
+  std::vector<std::string> lines;
+  std::string line;
+  std::string word;
+  auto flush_word = [&] {
+    while (visible(word) > width) {  // a word longer than the column: cut it
+      if (!line.empty()) lines.push_back(std::move(line)), line.clear();
+      size_t cut = 0;
+      for (size_t seen = 0; cut < word.size() && seen < width; ++cut) seen += (static_cast<unsigned char>(word[cut]) & 0xC0) != 0x80 ? 1 : 0;
+      while (cut < word.size() && (static_cast<unsigned char>(word[cut]) & 0xC0) == 0x80) ++cut;
+      lines.push_back(word.substr(0, cut));
+      word.erase(0, cut);
+    }
+    if (word.empty()) return;
+    if (!line.empty() && visible(line) + 1 + visible(word) > width) lines.push_back(std::move(line)), line.clear();
+    line += (line.empty() ? "" : " ") + word;
+    word.clear();
   };
+  for (char c : text) {
+    if (c == ' ') flush_word();
+    else word += c;
+  }
+  flush_word();
+  if (!line.empty() || lines.empty()) lines.push_back(line);
+  return lines;
+}
+}  // namespace
+
+void Table::print(std::ostream& out, const std::string& when_empty) const {
+  if (rows_.empty()) {
+    if (!when_empty.empty()) out << when_empty << "\n";
+    return;
+  }
+  std::vector<size_t> width(headers_.size());
   for (size_t i = 0; i < headers_.size(); ++i) width[i] = visible(headers_[i]);
   for (const auto& r : rows_) {
     for (size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], visible(r[i]));
   }
-  auto line = [&](const std::vector<std::string>& cells) {
-    std::string text;
-    for (size_t i = 0; i < cells.size(); ++i) {
-      const std::string pad(width[i] - visible(cells[i]), ' ');
-      text += right_[i] ? pad + cells[i] : cells[i] + (i + 1 < cells.size() ? pad : "");
-      if (i + 1 < cells.size()) text += "  ";
+  // Wider than a terminal: the widest text column (an error, a long label) wraps, down to 24 wide.
+  const auto total = [&] {
+    size_t sum = 2 * (width.size() - 1);
+    for (size_t w : width) sum += w;
+    return sum;
+  };
+  while (total() > kMaxWidth) {
+    size_t widest = width.size();
+    for (size_t i = 0; i < width.size(); ++i) {
+      if (!right_[i] && width[i] > kMinWrapped && (widest == width.size() || width[i] > width[widest])) widest = i;
     }
-    out << text << "\n";
+    if (widest == width.size()) break;
+    width[widest] = std::max(kMinWrapped, width[widest] - std::min(width[widest] - kMinWrapped, total() - kMaxWidth));
+  }
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::vector<std::vector<std::string>> parts(cells.size());
+    size_t height = 1;
+    for (size_t i = 0; i < cells.size(); ++i) {
+      parts[i] = visible(cells[i]) > width[i] ? wrapped(cells[i], width[i]) : std::vector<std::string>{cells[i]};
+      height = std::max(height, parts[i].size());
+    }
+    for (size_t row = 0; row < height; ++row) {
+      std::string text;
+      for (size_t i = 0; i < cells.size(); ++i) {
+        const std::string cell = row < parts[i].size() ? parts[i][row] : "";
+        const std::string pad(width[i] - std::min(width[i], visible(cell)), ' ');
+        text += right_[i] ? pad + cell : cell + (i + 1 < cells.size() ? pad : "");
+        if (i + 1 < cells.size()) text += "  ";
+      }
+      while (!text.empty() && text.back() == ' ') text.pop_back();
+      out << text << "\n";
+    }
   };
   line(headers_);
   std::vector<std::string> rule;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "command.hpp"
+#include "ortfleet/base/units.hpp"  // duration_text, bytes_text, count_text: how every table prints them
 #include "ortfleet/engine/devices.hpp"
 
 namespace ortfleet::cli {
@@ -26,15 +27,18 @@ void add_html_option(CLI::App* app, std::string& path);
 /// Writes the page `ortfleet report` would draw from this stamped result to `path` (nothing if empty).
 void write_html(const std::string& path, const std::string& stamped_json, const Globals& globals);
 
+/// An error or note of several lines (a Python traceback, ONNX Runtime's text) as the one line a table
+/// or a list shows: its last non-empty line, which names the exception, and where the whole text is
+/// ("--json has all 14 lines"); a one-line text as it is.
+std::string one_line(const std::string& text, const std::string& whole_text_in = "--json");
+
 /// Runs `body`, turning ortfleet::Error and other exceptions into a one-line message on stderr.
 int guarded(const std::function<int()>& body);
 
 void print_json(const nlohmann::json& j);
-std::string format_ms(double ms);      ///< "850 ms", "1.23 s", "2 min 3 s"
-std::string format_bytes(uint64_t b);  ///< "1.27 GB"
 
-/// One status line on stderr, redrawn in place when stderr is a terminal (plain lines otherwise,
-/// at most one every few seconds, so logs stay readable).
+/// One status line on stderr, redrawn in place, only when stderr is a terminal: a log or a pipe gets
+/// none (lines worth keeping there, a plan or an estimate, are said as notices).
 class ProgressLine {
  public:
   explicit ProgressLine(bool enabled);
@@ -43,20 +47,25 @@ class ProgressLine {
   ProgressLine& operator=(const ProgressLine&) = delete;
   void update(const std::string& text);
   void clear();
+  /// Whether it draws anything (stderr is a terminal, and progress was not turned off).
+  bool enabled() const { return enabled_; }
 
  private:
   bool enabled_;
-  bool tty_;
   bool shown_ = false;
-  double last_plain_ = -1e9;
 };
 
-/// A text table with aligned columns.
+/// A text table with aligned columns, at most kMaxWidth characters wide: its widest text column (a
+/// long label, an error) wraps onto more lines when it would be wider.
 class Table {
  public:
+  static constexpr size_t kMaxWidth = 100;
+  static constexpr size_t kMinWrapped = 24;  ///< a wrapped column keeps at least this width
   explicit Table(std::vector<std::string> headers, std::vector<bool> right_aligned = {});
   void add(std::vector<std::string> row);
-  void print(std::ostream& out) const;
+  /// The table; with no row, `when_empty` as one line ("no resident sessions"), or nothing.
+  void print(std::ostream& out, const std::string& when_empty = "") const;
+  bool empty() const { return rows_.empty(); }
 
  private:
   std::vector<std::string> headers_;

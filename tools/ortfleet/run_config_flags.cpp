@@ -1,5 +1,7 @@
 #include "run_config_flags.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <filesystem>
 #include <iostream>
 
@@ -8,14 +10,19 @@
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/base/output_file.hpp"
 #include "ortfleet/engine/cache.hpp"
+#include "ortfleet/engine/model_file.hpp"
+#include "output.hpp"
 #include "ortfleet/synth/synth.hpp"
 
 namespace ortfleet::cli {
 namespace fs = std::filesystem;
 
 CLI::Option* add_devices_option(CLI::App* app, std::string& devices, bool one_device, const std::string& help) {
+  // One parenthesis for the alias and the default (the help's formatter adds none where it is said).
+  const std::string alias = one_device ? "--devices is the same flag" : "--device is the same flag";
+  const bool says_default = help.find("default") != std::string::npos;
   return app->add_option(one_device ? "-d,--device,--devices" : "-d,--devices,--device", devices,
-                         help + (one_device ? " (--devices is the same flag)" : " (--device is the same flag)"));
+                         help + " (" + (says_default ? alias : "default " + devices + "; " + alias) + ")");
 }
 
 void TargetFlags::add_to(CLI::App* app, bool one_device) {
@@ -181,7 +188,7 @@ void RunConfigFlags::add_shape_flags(CLI::App* app) {
          if (!batches.empty()) c.shapes.batches = parse_batch_list(batches);
        });
   flag(in_range(app->add_option("--max-shape-sessions", max_shape_sessions,
-                                "ONNX Runtime sessions per device at most, one per input shape (1: one session for every shape)"),
+                                "ONNX Runtime sessions per device at most, one per input shape (1: one session for every shape; default 8)"),
                 {.lo = 1, .hi = kMaxShapeSessions}),
        [this](RunConfig& c) {
          if (max_shape_sessions > 0) c.shapes.max_sessions = max_shape_sessions;
@@ -242,6 +249,26 @@ void refuse_overwriting_inputs(const std::vector<std::pair<std::string, std::str
                                                              {"the warm-up inputs (--warmup-inputs)", config.warmup_inputs}};
   for (const auto& library : config.custom_ops) inputs.emplace_back("a custom-op library (--custom-ops)", library);
   refuse_overwriting(outputs, inputs);
+}
+
+void say_what_runs(const std::string& model, const std::string& devices, const RunConfig& config) {
+  if (!spdlog::should_log(spdlog::level::debug)) return;
+  try {
+    const ModelFacts facts = inspect_model(model);
+    std::string inputs;
+    for (const auto& spec : facts.input_specs) {
+      std::string dims;
+      for (size_t i = 0; i < spec.shape.size(); ++i) {
+        dims += (i ? "x" : "") + (spec.shape[i] >= 0 ? std::to_string(spec.shape[i]) : spec.dim_names[i].empty() ? "?" : spec.dim_names[i]);
+      }
+      inputs += (inputs.empty() ? "" : ", ") + spec.name + " " + dims;
+    }
+    spdlog::debug("model {}: {} nodes, {} of weights{}; inputs {}", model, facts.nodes, bytes_text(facts.initializer_bytes),
+                  facts.external_data ? " (external data)" : "", inputs.empty() ? "none" : inputs);
+  } catch (const std::exception& e) {
+    spdlog::debug("model {}: not read ({})", model, e.what());
+  }
+  spdlog::debug("devices {}; sessions: {}", devices, config.summary());
 }
 
 RunConfig RunConfigFlags::resolve_for(const std::string& model) const {

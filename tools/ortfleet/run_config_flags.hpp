@@ -81,6 +81,10 @@ struct TargetFlags {
   Device device() const;
 };
 
+/// With -v: what a command is about to run, said once as it begins: the model (size, nodes, inputs
+/// and their dynamic dims), the devices asked for and the session settings.
+void say_what_runs(const std::string& model, const std::string& devices, const RunConfig& config);
+
 /// -d,--devices (commands of several devices) or -d,--device (commands of one): one flag under both
 /// names on every command, the other name its alias, which the help says.
 CLI::Option* add_devices_option(CLI::App* app, std::string& devices, bool one_device, const std::string& help);

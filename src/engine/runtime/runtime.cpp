@@ -1,6 +1,7 @@
 #include "ortfleet/engine/runtime.hpp"
 
 #include <dlfcn.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -160,6 +161,7 @@ const RuntimeInfo& load_runtime(const std::string& explicit_library) {
     // A location the user named must work; default locations are skipped when absent.
     if (!candidate.exists && !candidate.explicit_choice) continue;
     g_loaded = open_runtime(candidate);
+    spdlog::debug("ONNX Runtime {} from {} ({})", g_loaded->info.version, g_loaded->info.library_path, g_loaded->info.source);
     return g_loaded->info;
   }
   throw Error("no ONNX Runtime library found (looked in: --ort-lib, ORTFLEET_ORT_LIB, ORTFLEET_ORT_ROOT, " +
