@@ -57,8 +57,22 @@ echo "\`scripts/gen-cli-reference.sh build/release > docs/cli.md\`; do not edit 
 echo "\`docs.cli_reference\` fails when it differs from the built CLI."
 echo
 echo "Global flags (\`--json\`, \`-v\`, \`-q\`, \`--ort-lib\`) also work after the subcommand:"
-echo "\`ortfleet doctor --json\`. Exit codes: 0 success, 1 an error (one line on stderr, \`ortfleet: error: ...\`),"
-echo "2 a usage error. Devices are written \`all\`, \`0,1\`, \`cuda:0-3\`, \`cpu\` or \`cpu*2\`."
+echo "\`ortfleet doctor --json\`; each subcommand's help lists them. A flag's default is in its help."
+echo "Devices are written \`all\`, \`0,1\`, \`cuda:0-3\`, \`cpu\` or \`cpu*2\`; \`--device\` and \`--devices\` are"
+echo "the same flag on every command. Shell completion: \`source <(ortfleet completion bash)\`."
+echo
+echo "Exit codes (the man pages' EXIT STATUS says the same):"
+echo
+echo "| code | meaning |"
+echo "|---|---|"
+echo "| 0 | success |"
+echo "| 1 | an error: one line on stderr, \`ortfleet: error: WHAT. WHAT TO DO\`; also \`doctor\` found a failing check, \`doctor --locate-crash\` found no node that crashes, \`tune\` found no configuration that starts |"
+echo "| 2 | a usage error, before any work: a value out of range, flags that do nothing together, a mistyped command or flag (named with the closest one) |"
+echo "| 3 | it ran, but a device failed to start (\`start\`) or a row could not be measured (\`bench\`): the output says which and why |"
+echo "| 4 | \`pool status\`, \`pool evict\`: no pool server listens on the socket (\`pool stop\` then exits 0: nothing to stop) |"
+echo
+echo "The environment variables ortfleet reads are listed in the man pages' ENVIRONMENT section"
+echo "(scripts/man/common.h2m) and in [config.md](config.md)."
 echo
 for c in "${commands[@]}"; do
   echo "- [\`ortfleet${c:+ $c}\`](#$(anchor "$c"))"

@@ -11,12 +11,14 @@
 #include <thread>
 
 #include "base/private_dir.hpp"
+#include "diagnostics/bench_rows.hpp"
 #include "diagnostics/cold_start.hpp"
 #include "diagnostics/machine.hpp"
 #include "diagnostics/next_job_bench.hpp"
 #include "diagnostics/python_anchor.hpp"
 #include "process/child_process.hpp"
 #include "ortfleet/base/clock.hpp"
+#include "ortfleet/base/units.hpp"
 #include "ortfleet/base/error.hpp"
 #include "diagnostics/statistics.hpp"
 #include "ortfleet/engine/model_file.hpp"
@@ -110,6 +112,9 @@ std::vector<Case> plan_cases(const BenchOptions& o, const std::string& ortfleet,
     c.row.strategy = "python-" + mode;
     c.row.device_count = static_cast<int>(devices.size());
     c.start = request(devices);
+    // An anchor is what users run today, set beside ortfleet's rows: within a budget it gets at most a
+    // quarter of it (a large model's sequential anchor on many GPUs can take minutes a start).
+    if (o.budget_s > 0) c.start.timeout_s = std::min(c.start.timeout_s, o.budget_s / 4);
     c.start.command = {o.python, *anchor, o.model, "--devices", to_string(devices), "--mode", mode,
                        "--conv-algo", to_string(o.config.cuda.conv_algo_search)};
     if (devices.front().is_gpu()) {
@@ -193,32 +198,29 @@ json row_json(const BenchRow& r) {
             {"median_ms", r.median_ms},  {"max_ms", r.max_ms},           {"baseline", r.baseline},
             {"ratio_to_one_device", r.ratio_to_one}, {"efficiency", r.efficiency}, {"floor_ratio", r.floor_ratio}, {"error", r.error},
             {"process_start_ms", r.process_start_ms}, {"warm", r.warm}, {"model_cache", r.model_cache},
-            {"ratio_per_round", r.ratio_per_round}};
+            {"ratio_per_round", r.ratio_per_round}, {"mean_ms", r.mean_ms}, {"sigma_ms", r.sigma_ms}};
   if (r.ok()) j["median_run"] = json::parse(r.median_report.to_json());
   return j;
 }
 
-const BenchRow* find_row(const std::vector<BenchRow>& rows, const std::string& label) {
-  const auto it = std::find_if(rows.begin(), rows.end(), [&](const BenchRow& r) { return r.label == label && r.ok(); });
-  return it == rows.end() ? nullptr : &*it;
-}
+using detail::ran_row;
 
 /// What the warm rows and narrowing bought, each against its cold counterpart in the same run.
 std::vector<std::string> warm_notes(const std::vector<BenchRow>& rows) {
   std::vector<std::string> notes;
-  const BenchRow* cold = find_row(rows, "fleet");
-  if (const BenchRow* wide = find_row(rows, "fleet, workers see every GPU"); wide && cold) {
+  const BenchRow* cold = ran_row(rows, "fleet");
+  if (const BenchRow* wide = ran_row(rows, "fleet, workers see every GPU"); wide && cold) {
     notes.push_back(fmt::format("narrowed workers: the fleet is ready {:.0f} ms sooner ({:.0f} ms) than with every worker seeing every GPU "
                                 "({:.0f} ms)",
                                 wide->median_ms - cold->median_ms, cold->median_ms, wide->median_ms));
   }
-  if (const BenchRow* warm = find_row(rows, "fleet on a warm pool"); warm && cold) {
+  if (const BenchRow* warm = ran_row(rows, "fleet on a warm pool"); warm && cold) {
     notes.push_back(fmt::format("on a warm pool (new session, pool already up) the fleet is ready in {:.2f}x the cold fleet's time "
                                 "({:.0f} ms vs {:.0f} ms){}",
                                 warm->median_ms / cold->median_ms, warm->median_ms, cold->median_ms,
                                 warm->ratio_to_one > 0 ? fmt::format("; {:.2f}x its 1-device start on the same pool", warm->ratio_to_one) : ""));
   }
-  if (const BenchRow* resident = find_row(rows, "fleet, resident")) {
+  if (const BenchRow* resident = ran_row(rows, "fleet, resident")) {
     notes.push_back(fmt::format("resident (the pool held the session already): every device ready {:.0f} ms after the client's exec",
                                 resident->median_ms));
   }
@@ -229,19 +231,21 @@ std::vector<std::string> warm_notes(const std::vector<BenchRow>& rows) {
 /// (an empty cache), the cached start, the start without the cache.
 std::vector<std::string> cache_notes(const std::vector<BenchRow>& rows) {
   std::vector<std::string> notes;
-  const BenchRow* cached = find_row(rows, "fleet");
-  const BenchRow* plain = find_row(rows, "fleet, no model cache");
-  const BenchRow* first = find_row(rows, "fleet, first start (empty cache)");
+  const BenchRow* cached = ran_row(rows, "fleet");
+  const BenchRow* plain = ran_row(rows, "fleet, no model cache");
+  const BenchRow* first = ran_row(rows, "fleet, first start (empty cache)");
   if (!plain) return notes;
+  // Each set against the start without the cache: its ratio with its ±, or that it is within noise.
+  const auto against_plain = [&](const BenchRow& r) {
+    const TimeRatio t = compare_times(plain->wall_ms, r.wall_ms);
+    return fmt::format("{} against {} without the cache: {}", duration_text(r.mean_ms), duration_text(plain->mean_ms),
+                       t.within_noise ? "within noise (" + t.text() + ")" : t.text() + " its time");
+  };
   if (first) {
-    notes.push_back(fmt::format("first start on an empty cache: {:.2f}x the start without the cache ({:.0f} ms vs {:.0f} ms); its cache "
-                                "entry is made after ready, in the background, and is not part of it",
-                                first->median_ms / plain->median_ms, first->median_ms, plain->median_ms));
+    notes.push_back("first start on an empty cache: " + against_plain(*first) +
+                    "; its cache entry is made after ready, in the background, and is not part of it");
   }
-  if (cached) {
-    notes.push_back(fmt::format("cached start: {:.2f}x the start without the cache ({:.0f} ms vs {:.0f} ms; the untimed round made the entry)",
-                                cached->median_ms / plain->median_ms, cached->median_ms, plain->median_ms));
-  }
+  if (cached) notes.push_back("cached start: " + against_plain(*cached) + " (the untimed start made the entry)");
   return notes;
 }
 
@@ -282,41 +286,102 @@ std::optional<std::string> find_anchors(BenchOptions& o, BenchReport& report) {
   return anchor;
 }
 
-/// Every case once per round, round-robin, so that slow drifts of the machine touch all alike; the
-/// timed rounds' wall times into each case's row, the round nearest the median as its report.
-void run_rounds(const BenchOptions& o, std::vector<Case>& cases, BenchPool* pool) {
-  const int rounds = o.warmup_rounds + o.runs;
-  for (int round = 0; round < rounds; ++round) {
-    const bool timed = round >= o.warmup_rounds;
-    for (auto& c : cases) {
-      if (!c.row.error.empty()) continue;
-      if (o.progress) {
-        o.progress(fmt::format("{} {}/{}: {} on {}", timed ? "round" : "untimed round", timed ? round - o.warmup_rounds + 1 : round + 1,
-                               timed ? o.runs : o.warmup_rounds, c.row.label,
-                               count_label(std::vector<Device>(o.devices.begin(), o.devices.begin() + c.row.device_count))));
-      }
-      if (c.evict_first) pool_evict(pool->server->socket_path());
-      std::optional<detail::PrivateDir> empty_cache;  // a first start's: fresh each round, gone after it
-      if (c.row.model_cache == "empty") {
-        empty_cache = detail::PrivateDir::temporary("ortfleet-bench-first-start");
-        c.start.environment["ORTFLEET_CACHE"] = empty_cache->path().string();
-      }
-      const detail::ColdStart result = detail::run_cold_start(c.start);
-      if (!result.ok()) {
-        const bool anchor_on_gpu = c.row.family == "onnxruntime-python" && o.devices.front().is_gpu();
-        c.row.error = anchor_on_gpu ? detail::explain_anchor_failure(result.error, o.python) : result.error;
-        continue;
-      }
-      const StartReport& start = *result.report;
-      if (!timed) continue;
-      c.row.wall_ms.push_back(start.wall_ms());
-      c.row.process_start_ms.push_back(process_start_ms(start));
-      const Summary s = summarize(c.row.wall_ms);
-      if (c.row.wall_ms.size() == 1 || std::abs(start.wall_ms() - s.median) <= std::abs(c.row.median_report.wall_ms() - s.median)) {
-        c.row.median_report = start;
-      }
+/// "48.0 s", "3 min 50 s": how long a bench or its part takes, for the notices.
+std::string seconds_text(double seconds) { return duration_text(seconds * 1000); }
+
+/// One start of `c`, timed or not: its wall time into the row when timed, the round nearest the
+/// median as its report; a failure ends the row, with its reason.
+void run_case(const BenchOptions& o, Case& c, BenchPool* pool, bool timed) {
+  if (c.evict_first) pool_evict(pool->server->socket_path());
+  std::optional<detail::PrivateDir> empty_cache;  // a first start's: fresh each round, gone after it
+  if (c.row.model_cache == "empty") {
+    empty_cache = detail::PrivateDir::temporary("ortfleet-bench-first-start");
+    c.start.environment["ORTFLEET_CACHE"] = empty_cache->path().string();
+  }
+  const detail::ColdStart result = detail::run_cold_start(c.start);
+  if (!result.ok()) {
+    const bool anchor_on_gpu = c.row.family == "onnxruntime-python" && o.devices.front().is_gpu();
+    c.row.error = anchor_on_gpu ? detail::explain_anchor_failure(result.error, o.python) : result.error;
+    return;
+  }
+  const StartReport& start = *result.report;
+  if (!timed) return;
+  c.row.wall_ms.push_back(start.wall_ms());
+  c.row.process_start_ms.push_back(process_start_ms(start));
+  const Summary s = summarize(c.row.wall_ms);
+  if (c.row.wall_ms.size() == 1 || std::abs(start.wall_ms() - s.median) <= std::abs(c.row.median_report.wall_ms() - s.median)) {
+    c.row.median_report = start;
+  }
+}
+
+/// The untimed starts before the rounds: the page cache and the model cache's entry need one start
+/// of ortfleet's (the cached fleet's, which makes the entry) and Python's imports one anchor, not a
+/// round of every case (a round of a large model's anchors on many GPUs takes minutes).
+std::vector<Case*> untimed_cases(std::vector<Case>& cases) {
+  std::vector<Case*> out;
+  auto first = [&](auto pick) {
+    const auto it = std::find_if(cases.begin(), cases.end(), pick);
+    if (it != cases.end()) out.push_back(&*it);
+  };
+  const bool cached_fleet = std::any_of(cases.begin(), cases.end(), [](const Case& c) { return c.row.label == "fleet"; });
+  first([&](const Case& c) { return c.row.family == "ortfleet" && (!cached_fleet || c.row.label == "fleet"); });
+  first([](const Case& c) { return c.row.family != "ortfleet"; });
+  return out;
+}
+
+/// How many timed rounds fit the budget, once `first_round_s` shows what one costs and `elapsed_s`
+/// went by: all of them when they fit, else as many as fit (at least one), said in a notice.
+int rounds_in_budget(const BenchOptions& o, double elapsed_s, double first_round_s) {
+  const double end_s = elapsed_s + first_round_s * (o.runs - 1);
+  auto say = [&](const std::string& s) {
+    if (o.notice) o.notice(s);
+  };
+  if (o.budget_s <= 0 || end_s <= o.budget_s || o.runs <= 1) {
+    if (o.runs > 1) say(fmt::format("one round took {}: the bench ends in about {}", seconds_text(first_round_s), seconds_text(end_s - elapsed_s)));
+    return o.runs;
+  }
+  const int fit = std::clamp(static_cast<int>((o.budget_s - elapsed_s) / std::max(first_round_s, 1e-3)) + 1, 1, o.runs);
+  say(fmt::format("one round took {}: {} rounds would end after {}, past the budget of {} (--budget); running {}{} (--budget 0 runs all {})",
+                  seconds_text(first_round_s), o.runs, seconds_text(end_s), seconds_text(o.budget_s), fit == 1 ? "1 round" : fmt::format("{} rounds", fit),
+                  fit == 1 ? ": no spread, so no difference can be told from noise" : "", o.runs));
+  return fit;
+}
+
+/// The untimed starts, then every case once per round, round-robin, so that slow drifts of the
+/// machine touch all alike; the rounds cut to the budget once the first shows their cost. Returns the
+/// timed rounds run.
+int run_rounds(const BenchOptions& o, std::vector<Case>& cases, BenchPool* pool, int& untimed_starts) {
+  const int64_t begin = monotonic_ns();
+  const auto elapsed_s = [&] { return static_cast<double>(monotonic_ns() - begin) / 1e9; };
+  const auto devices_of = [&](const Case& c) { return count_label(std::vector<Device>(o.devices.begin(), o.devices.begin() + c.row.device_count)); };
+  untimed_starts = 0;
+  for (int round = 0; round < o.warmup_rounds; ++round) {
+    for (Case* c : untimed_cases(cases)) {
+      if (!c->row.error.empty()) continue;
+      if (o.progress) o.progress(fmt::format("untimed start: {} on {}", c->row.label, devices_of(*c)));
+      run_case(o, *c, pool, /*timed=*/false);
+      ++untimed_starts;
     }
   }
+  if (o.notice && untimed_starts > 0 && o.runs > 1) {
+    const double per_start = elapsed_s() / untimed_starts;
+    o.notice(fmt::format("{} took {}: {} of {} each, about {} at that pace{}", count_text(static_cast<uint64_t>(untimed_starts), "untimed start"),
+                         seconds_text(elapsed_s()), count_text(static_cast<uint64_t>(o.runs), "round"), count_text(cases.size(), "start"), seconds_text(per_start * static_cast<double>(cases.size()) * o.runs),
+                         o.budget_s > 0 ? fmt::format(" (the budget, --budget, is {})", seconds_text(o.budget_s)) : ""));
+  }
+  int rounds = o.runs;
+  int run = 0;
+  for (; run < rounds; ++run) {
+    if (run > 0 && o.budget_s > 0 && elapsed_s() >= o.budget_s) break;  // none starts past the budget
+    const double round_begin = elapsed_s();
+    for (auto& c : cases) {
+      if (!c.row.error.empty()) continue;
+      if (o.progress) o.progress(fmt::format("round {}/{}: {} on {}", run + 1, rounds, c.row.label, devices_of(c)));
+      run_case(o, c, pool, /*timed=*/true);
+    }
+    if (run == 0) rounds = rounds_in_budget(o, elapsed_s(), elapsed_s() - round_begin);
+  }
+  return run;
 }
 
 }  // namespace
@@ -365,10 +430,16 @@ BenchReport run_bench(const BenchOptions& options) {
     report.skipped.push_back("fleet on a warm pool, resident: turned off (--no-pool)");
   }
   std::vector<Case> cases = plan_cases(o, ortfleet, anchor, pool ? pool->server->socket_path() : std::string());
-  run_rounds(o, cases, pool.get());
+  if (o.notice) {
+    o.notice(fmt::format("{}, each in a fresh process: {} after {}{}", count_text(cases.size(), "case"),
+                         count_text(static_cast<uint64_t>(o.runs), "timed round"),
+                         count_text(static_cast<uint64_t>(o.warmup_rounds) * untimed_cases(cases).size(), "untimed start"),
+                         o.budget_s > 0 ? fmt::format(", within a budget of {} (--budget)", seconds_text(o.budget_s)) : ""));
+  }
+  report.runs = run_rounds(o, cases, pool.get(), report.untimed_starts);
   detail::NextJobRows next_job;
   if (o.next_job_rows) {
-    next_job = detail::run_next_job_rows(o, ortfleet, std::min(o.runs, 3));
+    next_job = detail::run_next_job_rows(o, ortfleet, std::min(report.runs, 3));
   } else {
     report.skipped.push_back("the next job's rows: turned off (--no-next-job)");
   }
@@ -378,6 +449,9 @@ BenchReport run_bench(const BenchOptions& options) {
     c.row.min_ms = s.min;
     c.row.median_ms = s.median;
     c.row.max_ms = s.max;
+    const MeanSigma m = mean_sigma(c.row.wall_ms);
+    c.row.mean_ms = m.mean;
+    c.row.sigma_ms = m.sigma;
     if (c.row.ok()) medians[c.row.label] = s.median;
   }
   for (auto& c : cases) {
@@ -395,22 +469,12 @@ BenchReport run_bench(const BenchOptions& options) {
   }
   for (auto& r : next_job.rows) report.rows.push_back(std::move(r));
   for (auto& s : next_job.skipped) report.skipped.push_back(std::move(s));
-  // The fastest way to bring up all N devices, and how it compares with each alternative.
-  const BenchRow* fastest = nullptr;
-  for (const auto& r : report.rows) {
-    // The cache's other states are the fleet's own variants, compared in their notes.
-    if (r.ok() && r.warm.empty() && r.model_cache.empty() && r.device_count == static_cast<int>(o.devices.size()) &&
-        (!fastest || r.median_ms < fastest->median_ms)) {
-      fastest = &r;
-    }
-  }
-  if (fastest != nullptr) {
-    report.fastest = fastest->label;
-    for (const auto& r : report.rows) {
-      if (&r == fastest || !r.ok() || !r.warm.empty() || !r.model_cache.empty() || r.device_count != fastest->device_count) continue;
-      report.comparisons.push_back(fmt::format("{} is {:.2f}x faster than {}", fastest->label, r.median_ms / fastest->median_ms, r.label));
-    }
-  }
+  // The fastest way to bring up all N devices, how each alternative compares, and what made a gain.
+  BenchVerdict verdict = bench_verdict(report.rows, static_cast<int>(o.devices.size()), count_label(o.devices));
+  report.fastest = verdict.fastest;
+  report.verdict = verdict.headline;
+  report.comparisons = std::move(verdict.lines);
+  report.comparison_ratios = std::move(verdict.comparisons);
   if (auto note = python_fleet_note(report.rows)) report.notes.push_back(*note);
   for (auto& note : warm_notes(report.rows)) report.notes.push_back(std::move(note));
   for (auto& note : cache_notes(report.rows)) report.notes.push_back(std::move(note));
@@ -453,15 +517,21 @@ std::optional<StartRecord> start_record_of(const BenchReport& report, const std:
 std::string BenchReport::to_json() const {
   json rows_json = json::array();
   for (const auto& r : rows) rows_json.push_back(row_json(r));
-  return json{{"ortfleet_bench", 1}, {"model", model}, {"machine", machine}, {"onnxruntime", ort_version},
-              {"floor_ms", floor_ms}, {"rows", rows_json}, {"skipped", skipped}, {"fastest", fastest}, {"comparisons", comparisons}, {"notes", notes}}
+  json ratios = json::array();
+  for (const auto& c : comparison_ratios) {
+    ratios.push_back({{"row", c.row}, {"ratio", c.ratio}, {"sigma", c.sigma}, {"noise_known", c.noise_known}, {"within_noise", c.within_noise},
+                      {"gain_from", c.gain_from}});
+  }
+  return json{{"ortfleet_bench", 1}, {"model", model}, {"machine", machine}, {"onnxruntime", ort_version}, {"floor_ms", floor_ms},
+              {"rows", rows_json}, {"skipped", skipped}, {"fastest", fastest}, {"verdict", verdict}, {"comparisons", comparisons},
+              {"comparison_ratios", ratios}, {"runs", runs}, {"untimed_starts", untimed_starts}, {"notes", notes}}
       .dump(2);
 }
 
-BenchTable bench_table(const BenchReport& report, const std::function<std::string(double)>& format_ms) {
+BenchTable bench_table(const BenchReport& report) {
   BenchTable table;
   const bool floor = report.floor_ms > 0;
-  table.columns = {"start-up", "devices", "min", "median", "max", "vs 1 device", "efficiency"};
+  table.columns = {"start-up", "devices", "mean ± σ", "min", "max", "vs 1 device", "efficiency"};
   if (floor) table.columns.emplace_back("vs floor");
   for (const auto& r : report.rows) {
     BenchTable::Row row;
@@ -471,7 +541,8 @@ BenchTable bench_table(const BenchReport& report, const std::function<std::strin
     if (row.failed) {
       row.cells.emplace_back("failed");
     } else {
-      row.cells.insert(row.cells.end(), {format_ms(r.min_ms), format_ms(r.median_ms), format_ms(r.max_ms),
+      const std::string spread = r.wall_ms.size() >= 2 ? duration_text(r.mean_ms) + " ± " + duration_text(r.sigma_ms) : duration_text(r.mean_ms);
+      row.cells.insert(row.cells.end(), {spread, duration_text(r.min_ms), duration_text(r.max_ms),
                                          r.ratio_to_one > 0 ? fmt::format("{:.2f}x", r.ratio_to_one) : "",
                                          r.efficiency > 0 ? fmt::format("{:.0f}%", r.efficiency * 100) : ""});
       if (floor) row.cells.push_back(r.floor_ratio > 0 ? fmt::format("{:.2f}x", r.floor_ratio) : "");
@@ -483,9 +554,10 @@ BenchTable bench_table(const BenchReport& report, const std::function<std::strin
 }
 
 std::string BenchReport::to_markdown() const {
-  std::string out = fmt::format("Model `{}` on {} (ONNX Runtime {}): wall time from exec until every session is created and has run one inference.\n\n",
-                                fs::path(model).filename().string(), machine, ort_version);
-  const BenchTable table = bench_table(*this, [](double ms) { return fmt::format("{:.2f} s", ms / 1e3); });
+  std::string out = fmt::format("Model `{}` on {} (ONNX Runtime {}): wall time from exec until every session is created and has run one "
+                                "inference; {} timed round{} each, in fresh processes (mean ± σ, min and max).\n\n",
+                                fs::path(model).filename().string(), machine, ort_version, runs, runs == 1 ? "" : "s");
+  const BenchTable table = bench_table(*this);
   auto line = [](const std::vector<std::string>& cells) {
     std::string text = "|";
     for (const auto& c : cells) text += " " + c + " |";
@@ -496,9 +568,14 @@ std::string BenchReport::to_markdown() const {
   out += "\n";
   for (const auto& row : table.rows) {
     auto cells = row.cells;
-    if (row.failed) cells[2] = "failed: " + row.error;
+    if (row.failed) {
+      cells[2] = "failed: " + row.error;
+      std::replace(cells[2].begin(), cells[2].end(), '\n', ' ');  // a traceback's lines would end the table's row
+      std::replace(cells[2].begin(), cells[2].end(), '|', '/');
+    }
     out += line(cells);
   }
+  if (!verdict.empty()) out += "\n" + verdict + ":\n";
   for (const auto& c : comparisons) out += "\n- " + c;
   for (const auto& n : notes) out += "\n- " + n;
   for (const auto& s : skipped) out += "\n- not run: " + s;

@@ -13,6 +13,7 @@
 #include "diagnostics/profile_advice.hpp"
 #include "diagnostics/statistics.hpp"
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/base/units.hpp"
 #include "ortfleet/diagnostics/profile.hpp"
 
 namespace ortfleet {
@@ -74,6 +75,12 @@ std::string cudnn_split(const TimelineEvent& first_run) {
                      arg("cudnn_plan_build_ms"));
 }
 
+/// "1.27 GB at 12.3 GB/s", "50.6 kB": what an upload moved, and its speed where it is one worth saying.
+std::string upload_text(double bytes, double gb_per_s) {
+  const std::string moved = bytes_text(static_cast<uint64_t>(bytes));
+  return gb_per_s >= 0.1 ? fmt::format("{} at {:.1f} GB/s", moved, gb_per_s) : moved;
+}
+
 void add_phase(ProfileReport& r, const std::string& name, int64_t from, int64_t to, std::string detail = {}) {
   if (to <= from) return;
   const Advice& a = advice_for(name);
@@ -102,7 +109,7 @@ void add_phases_before_session(ProfileReport& r, const std::vector<TimelineEvent
       const double read_ms = e.args.count("read_ms") ? std::stod(e.args.at("read_ms")) : 0;
       const double seconds = e.args.count("copy_ms") ? std::stod(e.args.at("copy_ms")) / 1e3 : static_cast<double>(e.end_ns - e.start_ns) / 1e9;
       r.upload_gb_per_s = seconds > 0 ? bytes / 1e9 / seconds : 0;
-      std::string detail = fmt::format("{:.2f} GB at {:.1f} GB/s", bytes / 1e9, r.upload_gb_per_s);
+      std::string detail = upload_text(bytes, r.upload_gb_per_s);
       if (e.args.count("initializers")) detail += fmt::format(", {} weights found in {:.0f} ms", e.args.at("initializers"), read_ms);
       add_phase(r, e.name, e.start_ns, e.end_ns, detail);
     }
@@ -157,7 +164,7 @@ void add_session_phases(ProfileReport& r, const std::vector<OrtLogLine>& log, co
       add_phase(r, "initializer.upload", t_save, t_saved, "the initializers ortfleet did not upload (shapes, scalars)");
     } else {
       r.upload_gb_per_s = ort_upload_gb_per_s;
-      add_phase(r, "initializer.upload", t_save, t_saved, fmt::format("{:.2f} GB at {:.1f} GB/s", static_cast<double>(facts.initializer_bytes) / 1e9, ort_upload_gb_per_s));
+      add_phase(r, "initializer.upload", t_save, t_saved, upload_text(static_cast<double>(facts.initializer_bytes), ort_upload_gb_per_s));
     }
     add_phase(r, "kernel.creation", t_saved, t_done);
     add_phase(r, "session.other", t_done, create.end_ns);
@@ -266,7 +273,10 @@ ProfileReport build_profile(const StartReport& start, const std::vector<OrtLogLi
   r.on_gpu = start.devices.front().device.is_gpu();
   r.initializer_bytes = facts.initializer_bytes;
   r.dynamic_dims = facts.dynamic_dims;
-  if (!r.dynamic_dims.empty()) {
+  if (!r.dynamic_dims.empty() && !r.on_gpu) {
+    r.shapes_advice = "on the CPU a call of a new shape costs little more than a steady one (no cuDNN plans to build): one session serves "
+                      "every shape; measure a stream with 'ortfleet bench --inference --shape-mix'";
+  } else if (!r.dynamic_dims.empty()) {
     r.shapes_advice =
         "with a single ONNX Runtime session every call whose shape differs from the previous one rebuilds each convolution's cuDNN "
         "plan (ONNX Runtime 1.29's CUDA EP; ResNet-50 on an H100: 106 ms a call instead of 1.5 ms): declare the shapes you serve "
@@ -298,11 +308,17 @@ ProfileReport build_profile(const StartReport& start, const std::vector<OrtLogLi
 
   std::string warm_detail;
   if (r.conv_nodes > 0) {
-    warm_detail = fmt::format("{} conv nodes: {:.0f} ms in this run vs {:.1f} ms later (cuDNN's plans and search, per session)",
-                              r.conv_nodes, r.conv_first_ms, r.conv_steady_ms);
+    warm_detail = fmt::format("{} conv nodes: {:.0f} ms in this run vs {:.1f} ms later{}", r.conv_nodes, r.conv_first_ms, r.conv_steady_ms,
+                              r.on_gpu ? " (cuDNN's plans and search, per session)" : "");
   }
   if (const auto cudnn = cudnn_split(*first_run); !cudnn.empty()) warm_detail += (warm_detail.empty() ? "" : "; ") + cudnn;
   add_phase(r, "warmup", first_run->start_ns, first_run->end_ns, warm_detail);
+  if (!r.on_gpu && !r.phases.empty() && r.phases.back().name == "warmup") {
+    // The advice of the first inference is the GPU's (cuDNN's plans and search): on the CPU it is the
+    // kernels' first run and the memory they plan.
+    r.phases.back().advice = "every new ONNX Runtime session pays it: its kernels' first run and the memory they plan; a session a warm "
+                             "pool keeps resident (the one a start leaves behind, or ortfleet serve) skips it";
+  }
 
   std::vector<double> steady;
   for (const auto& e : events) {

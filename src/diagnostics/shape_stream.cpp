@@ -24,6 +24,7 @@
 #include "fleet/local/local_start.hpp"
 #include "ortfleet/base/clock.hpp"
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/base/units.hpp"
 #include "ortfleet/engine/cuda_provider.hpp"
 #include "ortfleet/engine/session.hpp"
 #include "process/child_process.hpp"
@@ -397,9 +398,9 @@ void add_notes(ThroughputReport& report, const std::vector<InputShapes>& calls, 
                const std::optional<BucketRun>& buckets, const std::vector<PythonRun>& python) {
   for (auto& r : report.rows) r.speedup = r.stream_ms > 0 && one.row.stream_ms > 0 ? one.row.stream_ms / r.stream_ms : 0;
   if (policy.row.error.empty()) {
-    report.notes.push_back(fmt::format("default policy: the stream took {:.0f} ms, {} one session ({:.0f} ms); {} sessions at the end",
+    report.notes.push_back(fmt::format("default policy: the stream took {:.0f} ms, {} one session ({:.0f} ms); {} at the end",
                                        policy.row.stream_ms, times(policy.row.stream_ms / one.row.stream_ms), one.row.stream_ms,
-                                       policy.row.sessions));
+                                       count_text(static_cast<uint64_t>(policy.row.sessions), "session")));
   }
   if (buckets && !buckets->shapes.empty() && buckets->run.row.error.empty() && !buckets->run.steady_p50_ms.empty()) {
     const StreamRun& bucketed = buckets->run;
@@ -445,13 +446,25 @@ ThroughputReport run_shape_stream(const ThroughputOptions& o) {
   }
   // onnxruntime's Python API runs before ortfleet's rows and after them (add_python_notes).
   std::vector<PythonRun> python;
+  const int64_t python_begin = monotonic_ns();
   if (o.anchors) {
     if (auto before = bench.run_python(report, "before ortfleet's rows")) python.push_back(std::move(*before));
   }
+  const double python_s = static_cast<double>(monotonic_ns() - python_begin) / 1e9;
   bench.say(fmt::format("one ONNX Runtime session, {}", what));
   // Its steady p50 on the stream's first shape is the in-process call overhead's measure.
+  const int64_t one_begin = monotonic_ns();
   const StreamRun one_run = bench.run(fmt::format("one session, {}", what), one, {});
   report.rows.push_back(one_run.row);
+  if (o.notice && one_run.row.error.empty()) {
+    // The rows to come run the same stream: the default policy once, the buckets each round, and
+    // Python again where it ran before: each about as long as this one (a bucket round less).
+    const double one_s = static_cast<double>(monotonic_ns() - one_begin) / 1e9;
+    const double rest_s = one_s * (1 + o.stream_rounds) + (python.empty() ? 0.0 : python_s);
+    o.notice(fmt::format("the stream through one session took {}: the default policy, {} of buckets{} take about {} more",
+                         duration_text(one_s * 1e3), count_text(static_cast<uint64_t>(o.stream_rounds), "round"),
+                         python.empty() ? "" : " and Python's API again", duration_text(rest_s * 1e3)));
+  }
   if (!one_run.row.error.empty()) {
     for (const auto& p : python) report.rows.push_back(p.row);
     return report;

@@ -188,9 +188,10 @@ std::vector<std::string> describe_disabled_transformers(const TuneReport& report
     for (const auto& [name, ms] : report.transformers) {
       if (std::find(names.begin(), names.end(), name) != names.end()) logged += ms;
     }
-    const std::string outputs = r.outputs_differ.empty()
-                                    ? fmt::format("outputs within {:.2g} of the first configuration's", r.max_output_difference)
-                                    : "it changes the outputs beyond the tolerance (" + r.outputs_differ + "), so it is not recommended";
+    const std::string outputs = !r.outputs_differ.empty()
+                                    ? "it changes the outputs beyond the tolerance (" + r.outputs_differ + "), so it is not recommended"
+                                : r.max_output_difference == 0 ? "outputs identical to the first configuration's"
+                                                               : fmt::format("outputs differ from the first configuration's by at most {:.2g}", r.max_output_difference);
     out.push_back(fmt::format("disabling {} {} {} at start and {} {} per call ({} in the logged start); {}", list, saved >= 0 ? "saves" : "adds",
                               magnitude_ms(saved), cost >= 0 ? "costs" : "saves", magnitude_ms(cost), magnitude_ms(logged), outputs));
   }

@@ -12,6 +12,7 @@ which scripts/bootstrap.sh does).
 """
 import argparse
 import html.parser
+import json
 import pathlib
 import re
 import shutil
@@ -54,10 +55,24 @@ def make_results(ortfleet, work):
     with open(work / "start.json", "w") as out:
         print("+ ortfleet start ... --json > start.json", flush=True)
         subprocess.run([ortfleet, "start", model, "--devices", "cpu*2", "--strategy", "fleet", "--json"] + quiet, check=True, stdout=out)
+    crowd(work / "tune.json")
     page = work / "report.html"
     run([ortfleet, "report"] + [str(work / name) for name in ("bench.json", "inference.json", "profile.json", "tune.json", "start.json")]
         + ["-o", str(page)])
     return page
+
+
+def crowd(tune_json):
+    """Adds configurations a hair apart from the first to a tune result, so that their names would
+    overlap in the scatter unless the page moves or hides them."""
+    result = json.loads(tune_json.read_text())
+    first = next(r for r in result["results"] if not r.get("error"))
+    for i in range(1, 7):
+        twin = dict(first, name=f"crowded configuration {i}", pareto=False)
+        twin["ready_median_ms"] = first["ready_median_ms"] * (1 + 0.002 * i)
+        twin["steady_p50_ms"] = first["steady_p50_ms"] * (1 + 0.002 * i)
+        result["results"].append(twin)
+    tune_json.write_text(json.dumps(result))
 
 
 def chromium(browser, work, page, arguments):
@@ -152,6 +167,16 @@ def main():
             problems.append(f"chart {name} did not draw: its box has no size, holds no canvas or no data "
                             f"(box {chart.get('data-rect')}, {chart.get('data-points')} data points)")
     print(f"page: {state.status.get('data-drawn')} of {state.status.get('data-charts')} charts drawn")
+    # Words a person reads: no two texts of a chart on top of each other (the tune scatter's names, the
+    # bench's values), and the profile's timeline marks the cold start its header gives, not "ready"
+    # (which comes after the steady runs the profile times).
+    for name, chart in state.charts.items():
+        overlaps = int(chart.get("data-label-overlaps", "0"))
+        if overlaps and (name == "tune" or name.startswith("bench-")):
+            problems.append(f"chart {name}: {overlaps} pair(s) of its texts overlap")
+    profile_series = state.charts.get("profile-timeline", {}).get("data-series", "").split("|")
+    if "ready" in profile_series or "end of the first inference (the cold start)" not in profile_series:
+        problems.append(f"the profile's timeline marks {profile_series}, not the end of the first inference its header names")
 
     height = min(int(state.status.get("data-page-height", "4000")), 16000)
     screenshot = work / "report.png"

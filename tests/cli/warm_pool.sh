@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # warm_pool.sh ORTFLEET MODEL: the warm pool a first start leaves behind, as a user meets it, on a node
-# with no `ortfleet serve`: the first `ortfleet start` is cold and says it left a pool; `pool status`
+# with no `ortfleet serve`: the first `ortfleet start` is cold and says it left a pool, even with -q; `pool status`
 # shows it, with its idle time; the next start finds the model resident on it; `--warm-pool-idle 0`
 # leaves none; a pool left with a short idle time exits by itself; `pool stop` stops one. Each pool
 # lives in this test's own runtime folder, and none is left running when the test ends.
@@ -17,8 +17,8 @@ fail() { echo "FAILED: $*"; [ -f "$socket.log" ] && { echo "--- pool log:"; cat 
 # Waits up to $2 tenths of a second for the condition $1 (a shell command).
 await() { for _ in $(seq 1 "$2"); do eval "$1" && return 0; sleep 0.1; done; return 1; }
 
-"$cli" start "$model" --devices cpu --json >"$dir/first.json" 2>"$dir/first.err" || fail "the first start failed: $(cat "$dir/first.err")"
-grep -q "left a warm pool for the next job" "$dir/first.err" || fail "the first start did not say it left a pool: $(cat "$dir/first.err")"
+"$cli" -q start "$model" --devices cpu --json >"$dir/first.json" 2>"$dir/first.err" || fail "the first start failed: $(cat "$dir/first.err")"
+grep -q "left a warm pool for the next job" "$dir/first.err" || fail "the first start (-q) did not say it left a pool: $(cat "$dir/first.err")"
 grep -q '"resident": false' "$dir/first.json" || fail "the first start was not a cold one"
 await '[ -S "$socket" ]' 300 || fail "no pool socket at $socket"
 # The pool makes the model's cache entry and keeps the model loaded: wait until it holds the session.
@@ -45,4 +45,10 @@ pid=$("$cli" -q pool status --json | sed -n 's/.*"pid": \([0-9]*\).*/\1/p' | tai
 await '[ ! -e "$socket" ]' 600 || fail "the pool did not exit after 2 s idle"
 await '! kill -0 "$pid" 2>/dev/null' 100 || fail "the pool's process $pid is still running after its socket went"
 grep -q "nobody used this pool for 2 s: exiting" "$socket.log" || fail "the pool's log does not say why it exited"
-echo "ok: a first start leaves a warm pool, the next start is resident on it, idle exit, --warm-pool-idle 0, pool stop"
+
+# No pool left: status says so and exits 4, stop has nothing to do and exits 0.
+"$cli" pool status >"$dir/none.out" 2>"$dir/none.err"; code=$?
+[ "$code" -eq 4 ] || fail "pool status with no pool exited $code, not 4"
+grep -q "^ortfleet: no pool server on $socket: nothing of ortfleet's runs there" "$dir/none.err" || fail "pool status with no pool said: $(cat "$dir/none.err")"
+"$cli" pool stop >/dev/null 2>&1 || fail "pool stop with no pool failed"
+echo "ok: a first start leaves a warm pool (said even with -q), the next start is resident on it, idle exit, --warm-pool-idle 0, pool stop, no pool"

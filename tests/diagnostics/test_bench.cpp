@@ -13,6 +13,73 @@
 namespace ortfleet {
 namespace fs = std::filesystem;
 
+namespace {
+/// A cold row of 2 devices that ran these rounds.
+BenchRow timed_row(const std::string& label, std::vector<double> wall_ms, const std::string& model_cache = "") {
+  BenchRow r;
+  r.label = label;
+  r.family = "ortfleet";
+  r.strategy = label;
+  r.device_count = 2;
+  r.wall_ms = std::move(wall_ms);
+  r.model_cache = model_cache;
+  return r;
+}
+}  // namespace
+
+TEST(BenchVerdict, CallsADifferenceWithinNoiseWhatItIs) {
+  // The same detector three times gave each of these the lead: their ranges overlap.
+  const std::vector<BenchRow> rows = {timed_row("sequential", {980, 1100, 1040, 1010, 1060}), timed_row("threads", {990, 1080, 1000, 1050, 1030}),
+                                      timed_row("fleet", {960, 1090, 1020, 1000, 1070})};
+  const BenchVerdict v = bench_verdict(rows, 2, "2 GPUs");
+  EXPECT_EQ(v.fastest, "fleet");
+  EXPECT_NE(v.headline.find("no start-up of 2 GPUs is faster than the others beyond noise (5 rounds each)"), std::string::npos) << v.headline;
+  ASSERT_EQ(v.comparisons.size(), 2u);
+  for (const auto& c : v.comparisons) EXPECT_TRUE(c.within_noise) << c.row;
+  EXPECT_NE(v.lines[0].find("within noise of threads"), std::string::npos) << v.lines[0];
+  EXPECT_NE(v.lines[0].find("their ranges overlap"), std::string::npos) << v.lines[0];
+}
+
+TEST(BenchVerdict, AttributesTheFleetsGainToTheModelCache) {
+  // The default bench's "5.34x faster than sequential" came from a cache hit: without the cache the
+  // fleet starts as fast as sequential.
+  const std::vector<BenchRow> rows = {timed_row("sequential", {5300, 5350, 5400, 5330, 5370}),
+                                      timed_row("fleet", {1000, 1010, 990, 1005, 995}),
+                                      timed_row("fleet, no model cache", {5290, 5380, 5320, 5410, 5350}, "off")};
+  const BenchVerdict v = bench_verdict(rows, 2, "2 GPUs");
+  EXPECT_EQ(v.fastest, "fleet");
+  EXPECT_NE(v.headline.find("fastest start-up of 2 GPUs: fleet, 1.00 s"), std::string::npos) << v.headline;
+  EXPECT_NE(v.headline.find("5 rounds, mean ± σ"), std::string::npos) << v.headline;
+  ASSERT_EQ(v.comparisons.size(), 1u) << "the start without the cache is the fleet's own variant, not a rival";
+  EXPECT_FALSE(v.comparisons[0].within_noise);
+  EXPECT_NEAR(v.comparisons[0].ratio, 5.35, 0.01);
+  EXPECT_GT(v.comparisons[0].sigma, 0.0);
+  EXPECT_EQ(v.comparisons[0].gain_from, "model cache");
+  EXPECT_NE(v.lines[0].find("5.35 ± "), std::string::npos) << v.lines[0];
+  EXPECT_NE(v.lines[0].find("faster than sequential"), std::string::npos) << v.lines[0];
+  EXPECT_NE(v.lines[0].find("the model cache's gain: without it the fleet is within noise of sequential"), std::string::npos) << v.lines[0];
+}
+
+TEST(BenchVerdict, PartsAGainBetweenTheCacheAndTheStrategy) {
+  const std::vector<BenchRow> rows = {timed_row("sequential", {3000, 3020, 2980, 3010, 2990}), timed_row("fleet", {1000, 1010, 990, 1005, 995}),
+                                      timed_row("fleet, no model cache", {2000, 2010, 1990, 2005, 1995}, "off")};
+  const BenchVerdict v = bench_verdict(rows, 2, "2 GPUs");
+  ASSERT_EQ(v.lines.size(), 1u);
+  EXPECT_TRUE(v.comparisons[0].gain_from.empty());
+  EXPECT_NE(v.lines[0].find("of it the model cache gives 2.00 ± "), std::string::npos) << v.lines[0];
+  EXPECT_NE(v.lines[0].find("the fleet's start without it 1.50 ± "), std::string::npos) << v.lines[0];
+}
+
+TEST(BenchVerdict, OneRoundSaysTheNoiseIsNotKnown) {
+  const std::vector<BenchRow> rows = {timed_row("sequential", {1300}), timed_row("fleet", {1000})};
+  const BenchVerdict v = bench_verdict(rows, 2, "2 GPUs");
+  EXPECT_FALSE(v.comparisons[0].noise_known);
+  EXPECT_FALSE(v.comparisons[0].within_noise);
+  EXPECT_NE(v.lines[0].find("1.30x faster than sequential"), std::string::npos) << v.lines[0];
+  EXPECT_NE(v.lines[0].find("one round: no spread, so the noise is not known"), std::string::npos) << v.lines[0];
+  EXPECT_NE(v.headline.find("1 round"), std::string::npos) << v.headline;
+}
+
 TEST(Bench, TimesEveryStrategyInFreshProcessesWithBaselines) {
   BenchOptions o;
   o.model = test::mlp_model();

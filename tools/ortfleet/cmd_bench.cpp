@@ -5,7 +5,10 @@
 #include <memory>
 #include <sstream>
 
-#include "cli.hpp"
+#include "command.hpp"
+#include "run_config_flags.hpp"
+#include "flag_checks.hpp"
+#include "output.hpp"
 #include "ortfleet/diagnostics/bench.hpp"
 #include "ortfleet/diagnostics/profile.hpp"
 #include "ortfleet/diagnostics/throughput.hpp"
@@ -22,6 +25,9 @@ struct BenchFlags {
   std::string strategies = "sequential,threads,processes,fleet";
   int runs = BenchOptions{}.runs;
   int warmup_rounds = 1;
+  double budget_s = 300;
+  bool runs_given = false;    ///< --runs on the command line: its rounds are run, unless --budget is given too
+  bool budget_given = false;
   bool no_anchors = false;
   bool no_pool = false;
   bool no_next_job = false;
@@ -48,17 +54,19 @@ void export_to(const std::string& path, const std::string& text) {
 
 void print_report(const BenchReport& r, std::ostream& out) {
   out << "model " << r.model << " on " << r.machine << " (ONNX Runtime " << r.ort_version << ")\n"
-      << "wall time from exec until every session is created and has run one inference\n\n";
-  const BenchTable table = bench_table(r, format_ms);
+      << "wall time from exec until every session is created and has run one inference: " << r.runs << " timed round"
+      << (r.runs == 1 ? "" : "s") << " of each row, in fresh processes, after " << r.untimed_starts << " untimed start"
+      << (r.untimed_starts == 1 ? "" : "s") << "\n\n";
+  const BenchTable table = bench_table(r);
   std::vector<bool> right(table.columns.size(), true);
   right[0] = false;
   Table t(table.columns, right);
   for (const auto& row : table.rows) t.add(row.cells);
   t.print(out);
   for (const auto& row : table.rows) {
-    if (row.failed) out << "\n" << row.cells[0] << " failed: " << row.error;
+    if (row.failed) out << "\n" << row.cells[0] << " failed: " << one_line(row.error, "--export-json");
   }
-  if (!r.fastest.empty()) out << "\n\nfastest: " << r.fastest << "\n";
+  if (!r.verdict.empty()) out << "\n\n" << r.verdict << "\n";
   for (const auto& c : r.comparisons) out << "  " << c << "\n";
   for (const auto& n : r.notes) out << "\n" << n << "\n";
   for (const auto& s : r.skipped) out << "not run: " << s << "\n";
@@ -78,21 +86,49 @@ void print_throughput(const ThroughputReport& r, std::ostream& out) {
       t.add({row.label, "failed"});
       continue;
     }
-    std::vector<std::string> cells = {row.label, fmt::format("{:.1f}", row.inferences_per_s), format_ms(row.p50_ms),
-                                      format_ms(row.p99_ms), row.speedup > 0 ? fmt::format("{:.2f}x", row.speedup) : "-"};
+    std::vector<std::string> cells = {row.label, fmt::format("{:.1f}", row.inferences_per_s), duration_text(row.p50_ms),
+                                      duration_text(row.p99_ms), row.speedup > 0 ? fmt::format("{:.2f}x", row.speedup) : "-"};
     if (mix) {
-      cells.insert(cells.end(), {format_ms(row.first_call_ms), std::to_string(row.sessions),
-                                 row.memory_bytes > 0 ? format_bytes(row.memory_bytes) : "-"});
+      cells.insert(cells.end(), {duration_text(row.first_call_ms), std::to_string(row.sessions),
+                                 row.memory_bytes > 0 ? bytes_text(row.memory_bytes) : "-"});
     }
-    if (stream) cells.push_back(row.stream_ms > 0 ? format_ms(row.stream_ms) : "-");
+    if (stream) cells.push_back(row.stream_ms > 0 ? duration_text(row.stream_ms) : "-");
     t.add(cells);
   }
-  t.print(out);
+  t.print(out, "no rows were measured");
   for (const auto& row : r.rows) {
-    if (!row.error.empty()) out << "\n" << row.label << " failed: " << row.error;
+    if (!row.error.empty()) out << "\n" << row.label << " failed: " << one_line(row.error, "--export-json");
   }
   for (const auto& n : r.notes) out << "\n" << n;
   out << "\n";
+}
+
+/// A notice of the bench (its plan, how long it takes) as a line on stderr, under the progress line.
+std::function<void(const std::string&)> notice_to_stderr(ProgressLine& progress) {
+  return [&progress](const std::string& s) {
+    progress.clear();
+    std::cerr << "bench: " << s << std::endl;
+  };
+}
+
+/// The flags of `bench` that do nothing together, refused before any work (FlagChecks): the inference
+/// bench's flags without --inference, the start-up bench's with it, the stream's without a stream.
+void check_bench_flags(const CLI::App& cmd, const BenchFlags& f) {
+  const FlagChecks flags(cmd);
+  f.config.check(flags);
+  for (const char* flag : {"--seconds", "--shape-mix", "--batch", "--shape-stream"}) flags.needs(flag, "--inference");
+  for (const char* flag : {"--stream-count", "--stream-rounds", "--stream-seed"}) flags.needs(flag, "--shape-stream");
+  flags.needs("--shape-order", "--shape-mix");
+  flags.excludes("--shape-mix", "--shape-stream", "the stream is measured instead");
+  flags.excludes("--batch", "--shape-stream", "the stream is measured instead");
+  flags.excludes("--batch", "--shape-mix", "the mix is measured instead");
+  flags.excludes("--seconds", "--shape-stream", "the stream's length is --stream-count calls");
+  if (f.inference) {
+    for (const char* flag : {"--strategies", "--runs", "--warmup", "--budget", "--no-pool", "--floor", "--export-markdown", "--case-timeout"}) {
+      flags.excludes(flag, "--inference", "it belongs to the start-up bench");
+    }
+  }
+  flags.excludes("--python", "--no-anchors", "Python runs only the anchors");
 }
 
 int run_inference(const BenchFlags& f, const Globals& g, const std::string& model, const std::vector<Device>& devices,
@@ -101,18 +137,25 @@ int run_inference(const BenchFlags& f, const Globals& g, const std::string& mode
   o.model = model;
   o.devices = devices;
   o.seconds = f.seconds;
-  o.config = f.config.resolve();
+  o.config = f.config.resolve_for(model);
   o.ort_library = g.ort_lib;
   if (!f.shape_mix.empty()) o.shape_mix = parse_batch_list(f.shape_mix);
+  if (!f.batch.empty()) o.batches = parse_batch_list(f.batch);
+  for (const auto* sizes : {&o.shape_mix, &o.batches}) {
+    // Sizes of the first dim: the model must have it dynamic, which is checked before the first row.
+    ShapeOptions batches;
+    batches.batches = *sizes;
+    if (!sizes->empty()) check_shapes_against_model(batches, model);
+  }
   o.shape_stream = f.shape_stream;
   o.stream_count = f.stream_count;
   o.stream_rounds = f.stream_rounds;
   o.stream_seed = f.stream_seed;
-  if (!f.batch.empty()) o.batches = parse_batch_list(f.batch);
   o.random_order = f.shape_order == "random";
   o.anchors = !f.no_anchors;
   o.python = f.python;
   o.progress = [&](const std::string& s) { progress.update(s); };
+  if (!g.quiet) o.notice = notice_to_stderr(progress);
   const ThroughputReport r = run_throughput(o);
   progress.clear();
   const std::string result = stamped(r.to_json(), g, devices);
@@ -121,7 +164,7 @@ int run_inference(const BenchFlags& f, const Globals& g, const std::string& mode
   else print_throughput(r, std::cout);
   write_html(f.html, result, g);
   for (const auto& row : r.rows) {
-    if (!row.error.empty()) return 3;
+    if (!row.error.empty()) return kExitDeviceFailed;
   }
   return 0;
 }
@@ -131,6 +174,7 @@ int run_bench_command(const BenchFlags& f, const Globals& g) {
   ProgressLine progress(!g.quiet);
   const std::string model = f.target.model_path(g.quiet);
   const auto devices = f.target.device_list();
+  say_what_runs(model, to_string(devices), f.config.resolve());
   if (f.inference) return run_inference(f, g, model, devices, progress);
   BenchOptions o;
   o.model = model;
@@ -141,12 +185,15 @@ int run_bench_command(const BenchFlags& f, const Globals& g) {
   for (std::string s; std::getline(list, s, ',');) o.strategies.push_back(parse_strategy(s));
   o.runs = f.runs;
   o.warmup_rounds = f.warmup_rounds;
+  // Rounds asked for are run, unless a budget is asked for too.
+  o.budget_s = f.runs_given && !f.budget_given ? 0 : f.budget_s;
+  if (!g.quiet) o.notice = notice_to_stderr(progress);
   o.anchors = !f.no_anchors;
   o.pool_rows = !f.no_pool;
   o.next_job_rows = !f.no_next_job;
   o.python = f.python;
   o.ort_library = g.ort_lib;
-  o.config = f.config.resolve();
+  o.config = f.config.resolve_for(model);
   o.progress = [&](const std::string& s) { progress.update(s); };
   if (f.floor) {
     ProfileOptions p;
@@ -167,7 +214,7 @@ int run_bench_command(const BenchFlags& f, const Globals& g) {
   else print_report(r, std::cout);
   write_html(f.html, result, g);
   for (const auto& row : r.rows) {
-    if (!row.ok()) return 3;
+    if (!row.ok()) return kExitDeviceFailed;
   }
   return 0;
 }
@@ -180,7 +227,14 @@ void register_bench(CLI::App& app, Globals& globals, Action& action) {
   f->target.add_to(cmd, /*one_device=*/false);
   cmd->add_option("--strategies", f->strategies, "Comma-separated: sequential,threads,processes,fleet");
   in_range(cmd->add_option("-r,--runs", f->runs, "Timed rounds (each case once per round, fresh process each)"), {.lo = 1, .hi = 1000});
-  in_range(cmd->add_option("-w,--warmup", f->warmup_rounds, "Untimed rounds first (page cache, JIT cache)"), {.lo = 0, .hi = 100});
+  in_range(cmd->add_option("-w,--warmup", f->warmup_rounds,
+                           "Untimed rounds first: one start of ortfleet's (which makes the model cache's entry) and one of Python's each, "
+                           "for the page cache and imports"),
+           {.lo = 0, .hi = 100});
+  in_range(cmd->add_option("--budget", f->budget_s,
+                           "Seconds the bench may take: once the first round shows what a round costs, the rounds are cut to fit and each "
+                           "Python anchor gets at most a quarter of it; 0: no limit (with --runs given and no --budget: none)"),
+           {.lo = 0, .hi = kMaxTimeoutS, .unit = "seconds", .whole = false});
   cmd->add_flag("--no-anchors", f->no_anchors, "Skip the onnxruntime Python package runs");
   cmd->add_flag("--no-pool", f->no_pool, "Skip the rows on a warm worker pool (new session, and resident)");
   cmd->add_flag("--no-next-job", f->no_next_job,
@@ -217,7 +271,12 @@ void register_bench(CLI::App& app, Globals& globals, Action& action) {
   cmd->add_option("--shape-order", f->shape_order, "With --shape-mix: cycle through the sizes, or draw them at random")
       ->check(CLI::IsMember({"cycle", "random"}));
   f->config.add_to(cmd);
-  cmd->callback([&globals, &action, f] { action = [&globals, f] { return run_bench_command(*f, globals); }; });
+  cmd->callback([cmd, &globals, &action, f] {
+    check_bench_flags(*cmd, *f);
+    f->runs_given = FlagChecks(*cmd).given("--runs");
+    f->budget_given = FlagChecks(*cmd).given("--budget");
+    action = [&globals, f] { return run_bench_command(*f, globals); };
+  });
 }
 
 }  // namespace ortfleet::cli

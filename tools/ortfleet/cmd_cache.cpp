@@ -5,7 +5,9 @@
 #include <iostream>
 #include <memory>
 
-#include "cli.hpp"
+#include "command.hpp"
+#include "run_config_flags.hpp"
+#include "output.hpp"
 #include "ortfleet/engine/cache.hpp"
 
 namespace ortfleet::cli {
@@ -38,9 +40,9 @@ void print_entries(const CacheBundle& b) {
   Table table({"model", "made for", "entry", "size", "outcome", "at start"}, {false, false, false, true, false, false});
   for (const auto& e : b.entries) {
     table.add({std::filesystem::path(e.model).filename().string(), e.device_class, e.name.empty() ? "-" : e.name,
-               e.bytes > 0 ? format_bytes(e.bytes) : "-", e.outcome, e.load_note});
+               e.bytes > 0 ? bytes_text(e.bytes) : "-", e.outcome, e.load_note});
   }
-  table.print(std::cout);
+  table.print(std::cout, "no entries");
 }
 
 size_t count_of(const CacheBundle& b, std::initializer_list<const char*> outcomes) {
@@ -63,7 +65,7 @@ int run_export(const ExportFlags& f, const Globals& g) {
   const size_t twice = static_cast<size_t>(std::count_if(b.entries.begin(), b.entries.end(), [](const BundleEntry& e) {
     return e.outcome.rfind("in the bundle once", 0) == 0;
   }));
-  std::cout << "exported " << exported << " entr" << (exported == 1 ? "y" : "ies") << " to " << b.path << " (" << format_bytes(b.bytes)
+  std::cout << "exported " << exported << " entr" << (exported == 1 ? "y" : "ies") << " to " << b.path << " (" << bytes_text(b.bytes)
             << "; ortfleet " << b.ortfleet_version << ", ONNX Runtime " << b.onnxruntime_version << ")";
   if (const size_t left_out = b.entries.size() - exported - twice; left_out > 0) std::cout << "; " << left_out << " not exported (see below)";
   if (twice > 0) std::cout << "; " << twice << " asked for again";
@@ -96,7 +98,7 @@ std::string entry_use(const CacheEntry& e) {
 
 void print_cache_entries(const std::vector<CacheEntry>& entries) {
   for (const auto& e : entries) {
-    std::cout << "  " << e.path << "  " << format_bytes(e.bytes);
+    std::cout << "  " << e.path << "  " << bytes_text(e.bytes);
     if (!e.model.empty()) std::cout << "  from " << e.model;
     std::cout << "\n    " << entry_use(e) << "\n";
   }
@@ -129,10 +131,10 @@ void register_cache(CLI::App& app, Globals& globals, Action& action) {
         print_json(j);
         return 0;
       }
-      std::cout << cache.dir() << ": " << entries.size() << " cached model(s)\n";
+      std::cout << cache.dir() << ": " << count_text(entries.size(), "cached model") << "\n";
       print_cache_entries(entries);
       if (shared) {
-        std::cout << "shared layer " << *shared << " (read-only, looked in first): " << shared_entries.size() << " cached model(s)\n";
+        std::cout << "shared layer " << *shared << " (read-only, looked in first): " << count_text(shared_entries.size(), "cached model") << "\n";
         print_cache_entries(shared_entries);
       }
       return 0;
@@ -145,7 +147,7 @@ void register_cache(CLI::App& app, Globals& globals, Action& action) {
       const size_t in_use = cache.clear();
       if (!globals.quiet) {
         const size_t left = cache.entries().size();
-        std::cout << "removed " << n - std::min(n, left) << " cached model(s) from " << cache.dir();
+        std::cout << "removed " << count_text(n - std::min(n, left), "cached model") << " from " << cache.dir();
         if (in_use > 0) std::cout << " (" << in_use << " in use by a running start, kept)";
         std::cout << "\n";
       }
@@ -159,10 +161,13 @@ void register_cache(CLI::App& app, Globals& globals, Action& action) {
   auto ef = std::make_shared<ExportFlags>();
   exp->add_option("models", ef->models, "The models whose entries to export (each started once here before)")->required();
   add_output_option(exp, "-o,--out", ef->out, "The bundle file to write (a tar: `tar tvf` lists it); an existing file is replaced only when it is a bundle")->required();
-  exp->add_option("-d,--devices", ef->devices,
+  add_devices_option(exp, ef->devices, /*one_device=*/false,
                   "The devices whose entries to export, by their kind (GPU architecture, or the CPU): all (default), 0, cpu, ...");
   ef->config.add_to(exp);
-  exp->callback([&globals, &action, ef] { action = [&globals, ef] { return run_export(*ef, globals); }; });
+  exp->callback([exp, &globals, &action, ef] {
+    ef->config.check(FlagChecks(*exp));
+    action = [&globals, ef] { return run_export(*ef, globals); };
+  });
 
   auto* imp = cmd->add_subcommand("import",
                                   "Check a bundle from `cache export` whole, then add its entries to the cache as if made here (refused, "

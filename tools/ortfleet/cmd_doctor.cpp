@@ -3,7 +3,10 @@
 
 #include <iostream>
 
-#include "cli.hpp"
+#include "command.hpp"
+#include "run_config_flags.hpp"
+#include "flag_checks.hpp"
+#include "output.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/diagnostics/crash_locator.hpp"
 #include "ortfleet/diagnostics/doctor.hpp"
@@ -47,7 +50,7 @@ void print_human(const DoctorReport& r) {
     }
     gpus.print(std::cout);
     std::cout << "  driver " << r.driver.driver_version << " (CUDA " << r.driver.driver_api_version / 1000 << "."
-              << r.driver.driver_api_version % 1000 / 10 << "), cuInit took " << format_ms(r.driver.init_ms) << "\n";
+              << r.driver.driver_api_version % 1000 / 10 << "), cuInit took " << duration_text(r.driver.init_ms) << "\n";
   }
   std::cout << "\nCUDA execution provider\n";
   if (r.cuda_ep) {
@@ -119,7 +122,19 @@ void register_doctor(CLI::App& app, Globals& globals, Action& action) {
   in_range(cmd->add_option("--try-timeout", f->try_timeout, "--locate-crash: seconds one try may take before it counts as a hang"), time_limit());
   cmd->add_option("--crash-step", f->crash_step, "(internal) one try of --locate-crash, in this process")->group("");
   f->run.add_to(cmd);
-  cmd->callback([&globals, &action, f] {
+  cmd->callback([cmd, &globals, &action, f] {
+    // The model, its device and the session flags are --locate-crash's: the checks of the machine take none.
+    const FlagChecks flags(*cmd);
+    if (!flags.given("--crash-step")) {
+      for (const std::string& flag : {std::string("model"), std::string("--device"), std::string("--out"), std::string("--try-timeout"),
+                                      f->run.first_given(flags)}) {
+        if (flag.empty() || !flags.given(flag) || flags.given("--locate-crash")) continue;
+        const std::string what = flag == "model" ? "a model" : flag;
+        FlagChecks::refuse(what + " does nothing without --locate-crash: add --locate-crash, or leave " + (flag == "model" ? "it" : flag) + " out");
+      }
+    }
+    flags.excludes("--no-register", "--locate-crash", "the crash search registers what the model needs");
+    f->run.check(flags);
     action = [&globals, f] {
       if (!f->crash_step.empty()) {
         run_crash_step(f->target.model, f->target.device(), f->run.resolve(), f->crash_step);

@@ -4,7 +4,10 @@
 #include <iostream>
 #include <memory>
 
-#include "cli.hpp"
+#include "command.hpp"
+#include "run_config_flags.hpp"
+#include "flag_checks.hpp"
+#include "output.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/base/output_file.hpp"
 #include "ortfleet/diagnostics/profile.hpp"
@@ -27,10 +30,10 @@ struct ProfileFlags {
 void print_profile(const ProfileReport& r, std::ostream& out) {
   out << fmt::format("profile of {} on {} ({})\n", r.model, r.device, r.config.summary());
   out << fmt::format("cold start: {} from exec to the end of the first inference; {:.0f}% attributed to named phases\n\n",
-                     format_ms(r.wall_ms), r.attributed_share() * 100);
+                     duration_text(r.wall_ms), r.attributed_share() * 100);
   Table phases({"phase", "time", "share", "detail"}, {false, true, true, false});
-  for (const auto& p : r.phases) phases.add({p.label, format_ms(p.ms), fmt::format("{:.1f}%", p.share * 100), p.detail});
-  phases.add({"(unattributed)", format_ms(r.wall_ms - r.attributed_ms), fmt::format("{:.1f}%", (1 - r.attributed_share()) * 100), ""});
+  for (const auto& p : r.phases) phases.add({p.label, duration_text(p.ms), fmt::format("{:.1f}%", p.share * 100), p.detail});
+  phases.add({"(unattributed)", duration_text(r.wall_ms - r.attributed_ms), fmt::format("{:.1f}%", (1 - r.attributed_share()) * 100), ""});
   phases.print(out);
   out << "\ntop costs and what to do\n";
   for (size_t i = 0; i < r.top_costs.size(); ++i) out << "  " << i + 1 << ". " << r.top_costs[i] << "\n";
@@ -62,18 +65,18 @@ void print_profile(const ProfileReport& r, std::ostream& out) {
     out << "; on the CPU:";
     for (const auto& op : r.cpu_fallback) out << " " << op;
   }
-  out << fmt::format("\nsteady inference: p50 {}, p99 {}\n", format_ms(r.steady_p50_ms), format_ms(r.steady_p99_ms));
+  out << fmt::format("\nsteady inference: p50 {}, p99 {}\n", duration_text(r.steady_p50_ms), duration_text(r.steady_p99_ms));
   if (r.shape_switch.measured()) {
     out << fmt::format("shape switch (batch 1 and 2 alternating through one ONNX Runtime session): p50 {} a call against {} "
                        "for each batch alone: {} per switch\n",
-                       format_ms(r.shape_switch.call_ms), format_ms(r.shape_switch.steady_call_ms), format_ms(r.shape_switch.cost_ms));
+                       duration_text(r.shape_switch.call_ms), duration_text(r.shape_switch.steady_call_ms), duration_text(r.shape_switch.cost_ms));
   }
   if (r.floor.empty()) return;
-  out << fmt::format("\nfloor of this start on this machine: {} (measured {}, {:.2f}x the floor)\n", format_ms(r.floor_ms),
-                     format_ms(r.wall_ms), r.floor_ratio());
+  out << fmt::format("\nfloor of this start on this machine: {} (measured {}, {:.2f}x the floor)\n", duration_text(r.floor_ms),
+                     duration_text(r.wall_ms), r.floor_ratio());
   Table floor({"term", "floor", "measured", "ratio", "floor from"}, {false, true, true, true, false});
   for (const auto& t : r.floor) {
-    floor.add({t.label, format_ms(t.floor_ms), format_ms(t.measured_ms), t.floor_ms > 0 ? fmt::format("{:.2f}x", t.ratio()) : "-", t.basis});
+    floor.add({t.label, duration_text(t.floor_ms), duration_text(t.measured_ms), t.floor_ms > 0 ? fmt::format("{:.2f}x", t.ratio()) : "-", t.basis});
   }
   floor.print(out);
 }
@@ -84,7 +87,8 @@ int run_profile_command(const ProfileFlags& f, const Globals& g) {
   o.model = f.target.model_path(g.quiet);
   o.timeout_s = case_timeout_s(o.model, f.case_timeout);
   o.device = f.target.device();
-  o.config = f.config.resolve();
+  o.config = f.config.resolve_for(o.model);
+  say_what_runs(o.model, o.device.to_string(), o.config);
   o.steady_runs = f.steady_runs;
   o.ort_library = g.ort_lib;
   o.work_dir = f.keep_dir;
@@ -119,7 +123,10 @@ void register_profile(CLI::App& app, Globals& globals, Action& action) {
                            "Seconds per stream measuring what a batch switch costs one ONNX Runtime session (dynamic batch only; 0 skips)"),
            {.lo = 0, .hi = 600, .unit = "seconds", .whole = false});
   f->config.add_to(cmd);
-  cmd->callback([&globals, &action, f] { action = [&globals, f] { return run_profile_command(*f, globals); }; });
+  cmd->callback([cmd, &globals, &action, f] {
+    f->config.check(FlagChecks(*cmd));
+    action = [&globals, f] { return run_profile_command(*f, globals); };
+  });
 }
 
 }  // namespace ortfleet::cli

@@ -3,7 +3,8 @@
 #include <iostream>
 #include <memory>
 
-#include "cli.hpp"
+#include "command.hpp"
+#include "output.hpp"
 #include "ortfleet/base/output_file.hpp"
 #include "ortfleet/report/html_report.hpp"
 

@@ -6,7 +6,10 @@
 #include <memory>
 #include <thread>
 
-#include "cli.hpp"
+#include "command.hpp"
+#include "run_config_flags.hpp"
+#include "flag_checks.hpp"
+#include "output.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/fleet/pool_server.hpp"
 
@@ -46,8 +49,8 @@ int run_serve(const ServeFlags& f, const Globals& g) {
 std::string socket_or_default(const std::string& socket) { return socket.empty() ? default_pool_socket() : socket; }
 
 void print_pool_status(const nlohmann::json& j) {
-  std::cout << "pool server pid " << j.value("pid", 0) << " on " << j.value("socket", "") << ", " << j.value("clients", 0)
-            << " client(s) connected";
+  std::cout << "pool server pid " << j.value("pid", 0) << " on " << j.value("socket", "") << ", "
+            << count_text(j.value("clients", 0), "client") << " connected";
   if (const double idle_exit = j.value("idle_exit_s", 0.0); idle_exit > 0) {
     std::cout << fmt::format("; exits after {:g} s idle (idle for {:.0f} s)", idle_exit, j.value("idle_s", 0.0));
   }
@@ -70,17 +73,20 @@ void print_pool_status(const nlohmann::json& j) {
     const bool parked = d.value("parked", false);
     const std::string state = parked ? fmt::format("parked {:.0f} s", d.value("parked_s", 0.0)) : d.value("state", "");
     workers.add({d.value("device", ""), d.value("role", "shared"), state, std::to_string(d.value("pid", 0)), d.value("visible_devices", ""),
-                 d.value("device", "").rfind("cuda", 0) == 0 ? format_bytes(d.value("memory_bytes", uint64_t{0})) : std::string("-"),
-                 format_bytes(d.value("host_memory_bytes", uint64_t{0})),
+                 d.value("device", "").rfind("cuda", 0) == 0 ? bytes_text(d.value("memory_bytes", uint64_t{0})) : std::string("-"),
+                 bytes_text(d.value("host_memory_bytes", uint64_t{0})),
                  std::to_string(d.at("sessions").size()), d.value("error", "")});
     for (const auto& s : d.at("sessions")) {
       sessions.add({d.value("device", ""), s.value("model", ""), std::to_string(s.value("holders", 0)),
-                    format_ms(s.value("idle_s", 0.0) * 1000), format_bytes(s.value("memory_bytes", uint64_t{0}))});
+                    duration_text(s.value("idle_s", 0.0) * 1000), bytes_text(s.value("memory_bytes", uint64_t{0}))});
     }
   }
-  workers.print(std::cout);
-  std::cout << "\nresident sessions:\n";
-  sessions.print(std::cout);
+  workers.print(std::cout, "no workers");
+  if (sessions.empty()) std::cout << "\nno resident sessions\n";
+  else {
+    std::cout << "\nresident sessions:\n";
+    sessions.print(std::cout);
+  }
 }
 
 }  // namespace
@@ -88,7 +94,7 @@ void print_pool_status(const nlohmann::json& j) {
 void register_serve(CLI::App& app, Globals& globals, Action& action) {
   auto* cmd = app.add_subcommand("serve", "Keep a warm worker pool for every job on this node (a daemon on a Unix socket)");
   auto f = std::make_shared<ServeFlags>();
-  cmd->add_option("-d,--devices", f->devices, "Devices: all, 0,1, cuda:0-3, cpu, cpu*2 (default all)");
+  add_devices_option(cmd, f->devices, /*one_device=*/false, "Devices: all, 0,1, cuda:0-3, cpu, cpu*2 (default all)");
   cmd->add_option("--socket", f->socket, std::string("The Unix socket to listen on (default ") + kDefaultSocketDoc + ")");
   in_range(cmd->add_option("--max-resident", f->max_resident,
                            "Sessions each worker keeps when no job holds them (least recently used go first; default 64)"),
@@ -107,8 +113,11 @@ void register_serve(CLI::App& app, Globals& globals, Action& action) {
                            "memory (no GPU memory held) and restores it on the next job's request, sessions intact (NVIDIA driver r570+; "
                            "default 30, 0: never)"),
            {.lo = 0, .hi = kMaxTimeoutS, .unit = "seconds", .whole = false});
-  f->config.add_to(cmd);
-  cmd->callback([&globals, &action, f] { action = [&globals, f] { return run_serve(*f, globals); }; });
+  f->config.add_to(cmd);  // its warm pool's idle time is --idle-exit: no --warm-pool-idle here
+  cmd->callback([cmd, &globals, &action, f] {
+    f->config.check(FlagChecks(*cmd));
+    action = [&globals, f] { return run_serve(*f, globals); };
+  });
 
   auto* pool = app.add_subcommand("pool", "Ask the pool server (ortfleet serve) what it holds, or have it let go");
   pool->require_subcommand(1);
@@ -117,28 +126,58 @@ void register_serve(CLI::App& app, Globals& globals, Action& action) {
   auto* status = pool->add_subcommand("status", "Devices, workers, resident sessions and memory");
   auto* evict = pool->add_subcommand("evict", "Drop every resident session that no job holds");
   auto* stop = pool->add_subcommand("stop", "Stop the pool server and its workers (it waits until the socket is gone)");
-  stop->callback([&globals, &action, socket] {
-    action = [&globals, socket] {
+  // No pool server on the socket is an answer, not a failure: status and evict say so and exit 4
+  // (documented with every exit code in docs/cli.md); stop has nothing to do and exits 0.
+  const auto no_pool = [&globals](const std::string& path, const Error& e, bool an_answer) {
+    if (e.what_failed().rfind("no warm pool runs on", 0) != 0) return false;  // pool_client.cpp's words for no server
+    if (globals.quiet && !an_answer) return true;
+    std::cerr << "ortfleet: no pool server on " << path << ": nothing of ortfleet's runs there (a start with --strategy auto leaves "
+              << "one, `ortfleet serve` starts one)" << std::endl;
+    return true;
+  };
+  stop->callback([&globals, &action, socket, no_pool] {
+    action = [&globals, socket, no_pool] {
       const std::string path = socket_or_default(*socket);
-      pool_stop(path);
+      try {
+        pool_stop(path);
+      } catch (const Error& e) {
+        if (!no_pool(path, e, /*an_answer=*/false)) throw;
+        if (globals.json) print_json({{"stopped", nullptr}, {"socket", path}});
+        return 0;
+      }
       if (globals.json) print_json({{"stopped", path}});
       else if (!globals.quiet) std::cout << "stopped the pool server on " << path << "\n";
       return 0;
     };
   });
-  status->callback([&globals, &action, socket] {
-    action = [&globals, socket] {
-      const auto j = nlohmann::json::parse(pool_status(socket_or_default(*socket)));
+  status->callback([&globals, &action, socket, no_pool] {
+    action = [&globals, socket, no_pool] {
+      const std::string path = socket_or_default(*socket);
+      nlohmann::json j;
+      try {
+        j = nlohmann::json::parse(pool_status(path));
+      } catch (const Error& e) {
+        if (!no_pool(path, e, /*an_answer=*/true)) throw;
+        if (globals.json) print_json({{"socket", path}, {"running", false}});
+        return kExitNoPool;
+      }
       if (globals.json) print_json(j);
       else print_pool_status(j);
       return 0;
     };
   });
-  evict->callback([&globals, &action, socket] {
-    action = [&globals, socket] {
-      const size_t dropped = pool_evict(socket_or_default(*socket));
+  evict->callback([&globals, &action, socket, no_pool] {
+    action = [&globals, socket, no_pool] {
+      const std::string path = socket_or_default(*socket);
+      size_t dropped = 0;
+      try {
+        dropped = pool_evict(path);
+      } catch (const Error& e) {
+        if (!no_pool(path, e, /*an_answer=*/true)) throw;
+        return kExitNoPool;
+      }
       if (globals.json) print_json({{"evicted", dropped}});
-      else if (!globals.quiet) std::cout << "evicted " << dropped << " session(s)\n";
+      else if (!globals.quiet) std::cout << "evicted " << dropped << " session" << (dropped == 1 ? "" : "s") << "\n";
       return 0;
     };
   });

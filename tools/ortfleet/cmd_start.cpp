@@ -2,7 +2,14 @@
 // fresh processes (--ready-line) to time each strategy.
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <future>
+#include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -10,7 +17,10 @@
 #include <optional>
 #include <thread>
 
-#include "cli.hpp"
+#include "command.hpp"
+#include "run_config_flags.hpp"
+#include "flag_checks.hpp"
+#include "output.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/base/output_file.hpp"
 #include "ortfleet/fleet/fleet.hpp"
@@ -103,7 +113,7 @@ CallsAfterReady run_after_ready(Fleet& fleet, const RunConfig& config, double se
 
 /// Durations per phase (rows) and lane (columns): where each device's start-up went.
 void print_start_report(const StartReport& r, std::ostream& out) {
-  out << "model " << r.model << ", strategy " << r.strategy << ", " << r.devices.size() << " device(s)";
+  out << "model " << r.model << ", strategy " << r.strategy << ", " << count_text(r.devices.size(), "device");
   out << (r.devices_reason.empty() ? "" : ": " + r.devices_reason) << "\n";
   if (!r.strategy_reason.empty() && r.strategy_reason != "as asked") out << r.strategy_reason << "\n";
   out << "\n";
@@ -111,8 +121,8 @@ void print_start_report(const StartReport& r, std::ostream& out) {
                 {false, false, true, false, false, true, false});
   for (const auto& d : r.devices) {
     devices.add({d.device.to_string(), to_string(d.state),
-                 d.state == DeviceState::ready ? format_ms(static_cast<double>(d.ready_ns - r.spawn_ns) / 1e6) : "-",
-                 d.state != DeviceState::ready ? "-" : d.resident ? "resident" : "new", d.provider, std::to_string(d.pid), d.error});
+                 d.state == DeviceState::ready ? duration_text(static_cast<double>(d.ready_ns - r.spawn_ns) / 1e6) : "-",
+                 d.state != DeviceState::ready ? "-" : d.resident ? "resident" : "new", d.provider, std::to_string(d.pid), one_line(d.error)});
   }
   devices.print(out);
   out << "\n";
@@ -142,18 +152,25 @@ void print_start_report(const StartReport& r, std::ostream& out) {
     }
     table.add(row);
   }
-  table.print(out);
-  out << "\n" << (r.all_ready ? "every device ready " : "done (with failures) ") << format_ms(r.wall_ms()) << " after exec\n";
+  const bool resident = !r.devices.empty() && std::all_of(r.devices.begin(), r.devices.end(), [](const DeviceStatus& d) { return d.resident; });
+  table.print(out, resident ? "no phases: every session was resident on the pool already" : "no phases were recorded");
+  out << "\n" << (r.all_ready ? "every device ready " : "done (with failures) ") << duration_text(r.wall_ms()) << " after exec\n";
 }
 
 /// After the report: what the start left for later starts. The cache entry this process makes itself
 /// (no warm pool took it over) is waited for, so that the next start can use it: it ends with this
 /// process otherwise. Said on stderr, so that stdout keeps only the result.
 void finish_background_work(Fleet& fleet, const Globals& g) {
-  const auto early = fleet.wait_for_cache_fill(0);  // also: every note of what was left is in
-  for (const auto& note : fleet.left_behind()) {
-    if (!g.quiet) std::cerr << note << std::endl;
+  std::cout << std::flush;  // the report first, whole, even into a pipe
+  // Deciding what the start leaves (a fill planned, a pool launched) can take seconds on a large model:
+  // said once it does, not after.
+  auto deciding = std::async(std::launch::async, [&fleet] { return fleet.wait_for_cache_fill(0); });
+  if (deciding.wait_for(std::chrono::seconds(1)) != std::future_status::ready && !g.quiet) {
+    std::cerr << "after ready: setting up what this start leaves for later starts (the model cache entry, a warm pool)" << std::endl;
   }
+  const auto early = deciding.get();  // also: every note of what was left is in
+  // What keeps running after this process (a warm pool) is said even with -q: nobody asked for it.
+  for (const auto& note : fleet.left_behind()) std::cerr << note << std::endl;
   if (early) {
     if (!g.quiet) std::cerr << *early << std::endl;
     return;
@@ -166,13 +183,83 @@ void finish_background_work(Fleet& fleet, const Globals& g) {
   if (done && !g.quiet) std::cerr << *done << std::endl;
 }
 
+/// The flags of `start` that do nothing together, refused before any work (FlagChecks).
+void check_start_flags(const CLI::App& cmd, const StartFlags& f) {
+  const FlagChecks flags(cmd);
+  f.config.check(flags);
+  const bool in_process = f.strategy == "sequential" || f.strategy == "threads";
+  for (const char* pool_flag : {"--warm-pool-idle", "--warm-pool-park"}) {
+    if (flags.given(pool_flag) && f.strategy != "auto") {
+      FlagChecks::refuse(std::string(pool_flag) + " does nothing with --strategy " + f.strategy +
+                         ": only --strategy auto leaves a warm pool; leave one of them out");
+    }
+    flags.excludes(pool_flag, "--pool", "a start on a pool leaves none of its own");
+  }
+  if (flags.given("--pool") && f.strategy != "auto" && f.strategy != "fleet") {
+    FlagChecks::refuse("--strategy " + f.strategy + " does nothing with --pool: a pool starts sessions the fleet's way; leave one of them out");
+  }
+  if (flags.given("--one-process") && f.strategy != "auto" && f.strategy != "fleet") {
+    FlagChecks::refuse("--one-process does nothing with --strategy " + f.strategy + ": it is the fleet's choice; use --strategy fleet or auto");
+  }
+  flags.excludes("--one-process", "--pool", "a pool's sessions live in its workers");
+  if (flags.given("--no-narrow-workers") && in_process) {
+    FlagChecks::refuse("--no-narrow-workers does nothing with --strategy " + f.strategy + ": it starts no worker process; leave one of them out");
+  }
+  flags.excludes("--no-narrow-workers", "--one-process", "no worker process is started");
+  flags.excludes("--run-for", "--ready-line", "--ready-line ends the start at ready");
+}
+
+/// --profile-dir is a folder ONNX Runtime writes into, wherever the sessions are made (here, in
+/// workers or on a pool): a file in its place, or a folder that cannot be made, is refused before any
+/// work, the same way on every path. A missing folder is made here.
+void prepare_profile_dir(const std::string& dir) {
+  if (dir.empty()) return;
+  std::error_code ec;
+  const auto status = std::filesystem::status(dir, ec);
+  if (std::filesystem::exists(status) && !std::filesystem::is_directory(status)) {
+    throw Error("--profile-dir " + dir + " is not a folder", "Give a folder for ONNX Runtime's profiles (it is made when missing)");
+  }
+  if (!std::filesystem::exists(status) && !std::filesystem::create_directories(dir, ec) && ec) {
+    throw Error("--profile-dir " + dir + " cannot be made: " + ec.message(), "Give a folder you can write (it is made when missing)");
+  }
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    throw Error("--profile-dir " + dir + " is not writable: " + std::strerror(errno), "Give a folder you can write");
+  }
+}
+
+/// Waits for every device; on a terminal, says meanwhile how many are ready and how long it has been
+/// (a large model's start is otherwise silent for seconds).
+void wait_saying_progress(Fleet& fleet, const std::string& model, bool enabled) {
+  ProgressLine progress(enabled);
+  if (!progress.enabled()) {
+    fleet.wait();  // a bench's timed child (--ready-line) polls nothing
+    return;
+  }
+  const int64_t begin = monotonic_ns();
+  while (true) {
+    const auto status = fleet.status();
+    const auto count = [&](std::initializer_list<DeviceState> states) {
+      return std::count_if(status.begin(), status.end(), [&](const DeviceStatus& d) { return std::find(states.begin(), states.end(), d.state) != states.end(); });
+    };
+    if (count({DeviceState::pending, DeviceState::starting}) == 0) break;
+    const double seconds = static_cast<double>(monotonic_ns() - begin) / 1e9;
+    if (seconds >= 1) {
+      progress.update(fmt::format("starting {} on {} device{}: {} ready{}, {:.0f} s", std::filesystem::path(model).filename().string(),
+                                  status.size(), status.size() == 1 ? "" : "s", count({DeviceState::ready}),
+                                  count({DeviceState::failed}) > 0 ? fmt::format(", {} failed", count({DeviceState::failed})) : "", seconds));
+    }
+    fleet.wait(0.2);
+  }
+  fleet.wait();
+}
+
 int run_start(const StartFlags& f, const Globals& g) {
   refuse_overwriting_inputs({{"--timeline", f.timeline_file}, {"--trace", f.trace_file}, {"--html", f.html}, {"--ort-log", f.ort_log}}, f.target,
                             f.config);
+  prepare_profile_dir(f.profile_dir);
   const int64_t main_ns = monotonic_ns();
   FleetOptions options;
   options.strategy = parse_strategy(f.strategy);
-  options.config = f.config.resolve();
   options.warmup_runs = f.warmup;
   options.ort_library = g.ort_lib;
   options.profile_dir = f.profile_dir;
@@ -181,6 +268,9 @@ int run_start(const StartFlags& f, const Globals& g) {
   options.one_process = f.one_process;
   if (!f.pool.empty()) options.pool_socket = f.pool == "default" ? default_pool_socket() : f.pool;
   const std::string model = f.target.model_path(g.quiet || f.ready_line);
+  // A bench's child start (--ready-line) was checked by the bench: its timed start reads no more.
+  options.config = f.ready_line ? f.config.resolve() : f.config.resolve_for(model);
+  say_what_runs(model, f.target.devices, options.config);
   // "all" is the fleet's to resolve (under Slurm: what Slurm gave), so that its report says why.
   if (!f.target.means_all()) options.devices = f.target.device_list();
 
@@ -189,7 +279,7 @@ int run_start(const StartFlags& f, const Globals& g) {
   Fleet fleet(model, options);
   options.devices = fleet.devices();
   fleet.start();
-  fleet.wait();
+  wait_saying_progress(fleet, model, !g.quiet && !f.ready_line);
   const StartReport result = make_start_report(fleet, model, main_ns);
   if (f.ready_line) {
     // One line, as soon as every device is done, for the benchmark parent to read.
@@ -218,7 +308,7 @@ int run_start(const StartFlags& f, const Globals& g) {
   }
   finish_background_work(fleet, g);
   fleet.shutdown();
-  return result.all_ready ? 0 : 3;
+  return result.all_ready ? kExitOk : kExitDeviceFailed;
 }
 
 }  // namespace
@@ -248,8 +338,11 @@ void register_start(CLI::App& app, Globals& globals, Action& action) {
                            "and p99 (what the work a start leaves behind costs a job's first calls)"),
            {.lo = 0, .hi = 3600, .unit = "seconds", .whole = false});
   add_output_option(cmd, "--ort-log", f->ort_log, "Write ONNX Runtime's log (verbose, timestamped JSON lines) here (in-process strategies)");
-  f->config.add_to(cmd);
-  cmd->callback([&globals, &action, f] { action = [&globals, f] { return run_start(*f, globals); }; });
+  f->config.add_to(cmd, /*leaves_warm_pool=*/true);
+  cmd->callback([cmd, &globals, &action, f] {
+    check_start_flags(*cmd, *f);
+    action = [&globals, f] { return run_start(*f, globals); };
+  });
 }
 
 }  // namespace ortfleet::cli

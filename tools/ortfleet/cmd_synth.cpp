@@ -5,7 +5,9 @@
 #include <limits>
 #include <memory>
 
-#include "cli.hpp"
+#include "command.hpp"
+#include "flag_checks.hpp"
+#include "output.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/synth/synth.hpp"
 
@@ -36,7 +38,7 @@ synth::WriteOptions write_options(const SynthFlags& f, ProgressLine& progress) {
                                             : synth::ExternalData::automatic;
   o.progress = [&progress](uint64_t done, uint64_t total) {
     if (total < (64u << 20)) return;  // small models are written in a blink
-    progress.update(fmt::format("writing weights {} / {} ({:.0f}%)", format_bytes(done), format_bytes(total),
+    progress.update(fmt::format("writing weights {} / {} ({:.0f}%)", bytes_text(done), bytes_text(total),
                                 100.0 * static_cast<double>(done) / static_cast<double>(total)));
   };
   return o;
@@ -49,8 +51,8 @@ int report(const synth::ModelSummary& s, const Globals& g) {
                 {"conv_nodes", s.conv_nodes}, {"distinct_convs", s.distinct_convs}});
     return 0;
   }
-  std::cout << fmt::format("wrote {} ({}): {:.1f} M parameters, {} on disk, {} nodes", s.path, s.kind,
-                           static_cast<double>(s.parameters) / 1e6, format_bytes(s.file_bytes), s.nodes);
+  std::cout << fmt::format("wrote {} ({}): {} parameters, {} on disk, {}", s.path, s.kind, magnitude_text(s.parameters),
+                           bytes_text(s.file_bytes), count_text(s.nodes, "node"));
   if (s.distinct_convs > 0) std::cout << fmt::format(", {} distinct conv shapes", s.distinct_convs);
   else if (s.conv_nodes > 0) std::cout << fmt::format(", {} convolutions", s.conv_nodes);
   if (!s.external_data_path.empty()) std::cout << ", weights in " << s.external_data_path;
@@ -130,7 +132,14 @@ void register_synth(CLI::App& app, Globals& globals, Action& action) {
   identity->add_flag("!--fixed-batch", f->identity.dynamic_batch, "Make the batch dimension fixed (default: symbolic)");
 
   auto bind = [&globals, &action, f](CLI::App* cmd, auto writer) {
-    cmd->callback([&globals, &action, f, writer] {
+    cmd->callback([cmd, &globals, &action, f, writer] {
+      // A size the model does not fix does nothing: refused before the model is written.
+      const FlagChecks flags(*cmd);
+      flags.excludes("--batch", "--dynamic-batch", "a dynamic batch has no size");
+      if (cmd->get_name() == "identity") flags.needs("--batch", "--fixed-batch");
+      if (cmd->get_name() == "segmenter") {
+        for (const char* size : {"--height", "--width"}) flags.needs(size, "--fixed-spatial");
+      }
       action = [&globals, f, writer] {
         ProgressLine progress(!globals.quiet);
         const auto summary = writer(*f, write_options(*f, progress));

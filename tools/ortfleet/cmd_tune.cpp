@@ -5,7 +5,10 @@
 #include <iostream>
 #include <memory>
 
-#include "cli.hpp"
+#include "command.hpp"
+#include "run_config_flags.hpp"
+#include "flag_checks.hpp"
+#include "output.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/diagnostics/tune.hpp"
 
@@ -37,13 +40,16 @@ void print_tune(const TuneReport& r, std::ostream& out) {
     if (static_cast<int>(i) == r.serve_fast) mark += "F";
     if (!x.outputs_differ.empty()) mark += "!";
     if (!x.ok()) {
-      t.add({mark, x.candidate.name, "failed", x.error.substr(0, 60), "", "", ""});
+      t.add({mark, x.candidate.name, "failed"});
       continue;
     }
-    t.add({mark, x.candidate.name, format_ms(x.ready_median_ms), format_ms(x.first_inference_ms), format_ms(x.steady_p50_ms),
-           format_ms(x.steady_p99_ms), format_bytes(x.memory_bytes)});
+    t.add({mark, x.candidate.name, duration_text(x.ready_median_ms), duration_text(x.first_inference_ms), duration_text(x.steady_p50_ms),
+           duration_text(x.steady_p99_ms), bytes_text(x.memory_bytes)});
   }
   t.print(out);
+  for (const auto& x : r.results) {
+    if (!x.ok()) out << x.candidate.name << " failed: " << one_line(x.error) << "\n";
+  }
   out << "\n* Pareto front (nothing else starts faster and runs faster); ready = exec until the first inference ends\n";
   if (std::any_of(r.results.begin(), r.results.end(), [](const TuneResult& x) { return !x.outputs_differ.empty(); })) {
     out << "! outputs differ from the first configuration's beyond the tolerance (--output-tolerance): never recommended\n";
@@ -52,11 +58,11 @@ void print_tune(const TuneReport& r, std::ostream& out) {
     const auto& s = r.results[static_cast<size_t>(r.start_fast)];
     const auto& base = r.results.front();
     out << fmt::format("S start fast: {} ({}, {:.2f}x the first configuration's start-up; p50 {})\n", s.candidate.name,
-                       format_ms(s.ready_median_ms), base.ok() ? s.ready_median_ms / base.ready_median_ms : 0.0, format_ms(s.steady_p50_ms));
+                       duration_text(s.ready_median_ms), base.ok() ? s.ready_median_ms / base.ready_median_ms : 0.0, duration_text(s.steady_p50_ms));
   }
   if (r.serve_fast >= 0) {
     const auto& s = r.results[static_cast<size_t>(r.serve_fast)];
-    out << fmt::format("F serve fast: {} (p50 {}, ready in {})\n", s.candidate.name, format_ms(s.steady_p50_ms), format_ms(s.ready_median_ms));
+    out << fmt::format("F serve fast: {} (p50 {}, ready in {})\n", s.candidate.name, duration_text(s.steady_p50_ms), duration_text(s.ready_median_ms));
   }
   if (!r.shapes_advice.empty()) out << "shapes: " << r.shapes_advice << "\n";
   for (const auto& finding : r.transformer_findings) out << "transformers: " << finding << "\n";
@@ -69,7 +75,8 @@ int run_tune_command(const TuneFlags& f, const Globals& g) {
   o.model = f.target.model_path(g.quiet);
   o.timeout_s = case_timeout_s(o.model, f.case_timeout);
   o.device = f.target.device();
-  o.base = f.config.resolve();
+  o.base = f.config.resolve_for(o.model);
+  say_what_runs(o.model, o.device.to_string(), o.base);
   o.quick = f.quick;
   o.repetitions = f.repetitions;
   o.steady_runs = f.steady_runs;
@@ -117,7 +124,14 @@ void register_tune(CLI::App& app, Globals& globals, Action& action) {
   add_html_option(cmd, f->html);
   add_case_timeout_option(cmd, f->case_timeout);
   f->config.add_to(cmd);
-  cmd->callback([&globals, &action, f] { action = [&globals, f] { return run_tune_command(*f, globals); }; });
+  cmd->callback([cmd, &globals, &action, f] {
+    const FlagChecks flags(*cmd);
+    f->config.check(flags);
+    if (flags.given("--output-tolerance") && f->transformers_to_disable == 0) {
+      FlagChecks::refuse("--output-tolerance does nothing with --disable-transformers 0: only disabled transformers' outputs are compared");
+    }
+    action = [&globals, f] { return run_tune_command(*f, globals); };
+  });
 }
 
 }  // namespace ortfleet::cli

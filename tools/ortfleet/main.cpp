@@ -4,7 +4,10 @@
 
 #include <iostream>
 
-#include "cli.hpp"
+#include "command.hpp"
+#include "flag_checks.hpp"
+#include "help.hpp"
+#include "output.hpp"
 #include "ortfleet/engine/ort_log.hpp"
 #include "ortfleet/engine/runtime.hpp"
 
@@ -15,11 +18,15 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("ortfleet ") + ORTFLEET_VERSION);
   Globals globals;
   globals.command_line = shell_line(argc, argv);
+  app.formatter(help_formatter());  // every subcommand copies both when it is made
+  show_defaults(app);
   app.fallthrough();  // global flags work after the subcommand too: `ortfleet doctor --json`
   app.add_option("--ort-lib", globals.ort_lib, "libonnxruntime.so to use (else $ORTFLEET_ORT_LIB, the fetched copy, Python packages)");
   app.add_flag("--json", globals.json, "Print machine-readable JSON on stdout");
-  app.add_flag("-v,--verbose", globals.verbose, "More log output (-vv: ONNX Runtime's own info messages)");
-  app.add_flag("-q,--quiet", globals.quiet, "No progress output");
+  app.add_flag("-v,--verbose", globals.verbose,
+               "More on stderr: -v ortfleet's own details (the runtime loaded, the model, devices and settings, each step's debug lines); "
+               "-vv also ONNX Runtime's info messages");
+  app.add_flag("-q,--quiet", globals.quiet, "No progress, notices or info lines (what a command leaves running, a warm pool, is still said)");
 
   Action action;
   register_doctor(app, globals, action);
@@ -31,13 +38,14 @@ int main(int argc, char** argv) {
   register_cache(app, globals, action);
   register_serve(app, globals, action);
   register_report(app, globals, action);
+  register_completion(app, globals, action);
 
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help and --version
     std::cerr << usage_error_line(app, e) << std::endl;  // a usage error: one line, exit 2
-    return 2;
+    return kExitUsage;
   }
   auto logger = spdlog::stderr_color_mt("ortfleet");
   logger->set_pattern("%^%l%$: %v");

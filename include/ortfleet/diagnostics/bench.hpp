@@ -1,7 +1,9 @@
 #pragma once
 // `ortfleet bench`: each start-up strategy timed in fresh processes, side by side with what users run
 // today (the onnxruntime Python package: sequential, threads, a spawn pool), hyperfine-style: an
-// untimed round first (page cache), then N rounds, min/median/max, ratios, and the fastest.
+// untimed start first (page cache, the model cache's entry), then N rounds, mean ± σ and the range,
+// ratios with their ±, and a verdict that calls a difference within noise what it is and says what
+// made a gain (bench_verdict).
 #include <functional>
 #include <optional>
 #include <string>
@@ -43,6 +45,13 @@ struct BenchOptions {
   /// when set, each 1-device row reports its median over it. 0: none.
   double floor_ms = 0;
   std::function<void(const std::string&)> progress;  ///< one status line at a time
+  /// Lines worth keeping, said as they come (the plan, how long it will take, rounds cut to the
+  /// budget); nothing when unset.
+  std::function<void(const std::string&)> notice;
+  /// Seconds the whole bench may take (0: no limit). Once the first timed round shows what a round
+  /// costs, the timed rounds are cut to fit (at least two, so that a spread is known), a Python anchor
+  /// that would take more than a quarter of it is stopped, and no round starts past it.
+  double budget_s = 0;
   /// Save the medians of a bench of several GPUs as this machine's start record, which
   /// Strategy::automatic chooses from (ortfleet/fleet/start_record.hpp).
   bool save_record = true;
@@ -57,6 +66,8 @@ struct BenchRow {
   double min_ms = 0;
   double median_ms = 0;
   double max_ms = 0;
+  double mean_ms = 0;       ///< mean of wall_ms
+  double sigma_ms = 0;      ///< their sample standard deviation (0 below two rounds)
   std::string baseline;     ///< the 1-device row this one is compared with
   double ratio_to_one = 0;  ///< median / baseline median (1.0 = as fast as starting one device)
   /// This row's round i over its baseline's round i (rows run round-robin, so the two of a round met
@@ -76,6 +87,32 @@ struct BenchRow {
   bool ok() const { return error.empty() && !wall_ms.empty(); }
 };
 
+/// One cold start set against the fastest, hyperfine's way.
+struct BenchComparison {
+  std::string row;            ///< the row set against the fastest
+  double ratio = 0;           ///< its mean over the fastest's: 1.3 = it takes 1.3 times as long
+  double sigma = 0;           ///< the ratio's ± (0 when the noise is not known: fewer than two rounds)
+  bool noise_known = false;
+  bool within_noise = false;  ///< their ranges overlap, or the ± reaches 1
+  /// What made the fastest's gain when the two differ in more than the strategy: "model cache" when
+  /// without its cache the fleet is within noise of this row; "" otherwise.
+  std::string gain_from;
+};
+
+/// The verdict on the cold starts of every device: the fastest, each other row against it, and what
+/// made a gain.
+struct BenchVerdict {
+  std::string fastest;   ///< the row of the lowest mean ("" when none ran)
+  /// "fastest start-up of 2 GPUs: fleet, 412 ± 12 ms (5 rounds)", or that none is faster beyond noise.
+  std::string headline;
+  std::vector<std::string> lines;  ///< one per other row: "1.31 ± 0.12x faster than sequential (540 ± 15 ms)", "within noise of ..."
+  std::vector<BenchComparison> comparisons;
+};
+/// The verdict on the cold starts of `device_count` devices among `rows` (other device counts, warm
+/// rows and the cache's other states left out; the fleet without its cache is read to say what made
+/// the fleet's gain). `devices` names them in the headline ("2 GPUs").
+BenchVerdict bench_verdict(const std::vector<BenchRow>& rows, int device_count, const std::string& devices);
+
 struct BenchReport {
   std::string model;
   std::string machine;      ///< "4 x NVIDIA H200, 64 CPUs" or "CPU only, 2 CPUs"
@@ -83,8 +120,12 @@ struct BenchReport {
   std::vector<BenchRow> rows;
   std::vector<std::string> skipped;   ///< what was not run and why (e.g. no onnxruntime in Python)
   double floor_ms = 0;                ///< the floor of a 1-device start (0: not measured)
-  std::string fastest;                ///< label of the fastest N-device row
-  std::vector<std::string> comparisons;  ///< "fleet is 3.1x faster than python sequential"
+  std::string fastest;                ///< label of the fastest N-device row (BenchVerdict::fastest)
+  std::string verdict;                ///< BenchVerdict::headline
+  std::vector<std::string> comparisons;  ///< BenchVerdict::lines: "1.31 ± 0.12x faster than sequential (...)"
+  std::vector<BenchComparison> comparison_ratios;  ///< the same as numbers
+  int runs = 0;                       ///< timed rounds run (fewer than asked when the budget cut them)
+  int untimed_starts = 0;             ///< untimed starts before them
   std::vector<std::string> notes;        ///< what a row's figure includes, e.g. the Python interpreter's start
   std::string to_json() const;  ///< the record; the HTML report (ortfleet report) draws from it
   std::string to_markdown() const;
@@ -101,8 +142,8 @@ struct BenchTable {
   std::vector<std::string> columns;
   std::vector<Row> rows;
 };
-/// `report`'s table, its times as `format_ms` writes them ("850 ms", "0.85 s").
-BenchTable bench_table(const BenchReport& report, const std::function<std::string(double)>& format_ms);
+/// `report`'s table, its times as duration_text writes them ("850 ms", "1.23 s").
+BenchTable bench_table(const BenchReport& report);
 
 BenchReport run_bench(const BenchOptions& options);
 

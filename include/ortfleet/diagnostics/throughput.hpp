@@ -43,6 +43,8 @@ struct ThroughputOptions {
   bool anchors = true;            ///< also the onnxruntime Python package's one session (shape mix)
   std::string python = "python3";
   std::function<void(const std::string&)> progress;
+  /// Lines worth keeping, said as they come (how long a shape stream's rows will take); nothing when unset.
+  std::function<void(const std::string&)> notice;
 };
 
 struct ThroughputRow {

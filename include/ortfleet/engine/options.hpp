@@ -127,6 +127,13 @@ struct ShapeOptions {
   void validate() const;
 };
 
+/// Refuses, before any session is made, shapes the model at `model` cannot take: a declared shape or
+/// bucket naming no input of it, a bucket on a dim the model fixes, batches without a dynamic first
+/// dim, more bucket shapes than a device keeps. Reads the inputs from the model's file (no ONNX
+/// Runtime), so that a command refuses them before any work; throws the ortfleet::Error a session
+/// would throw at start-up.
+void check_shapes_against_model(const ShapeOptions& shapes, const std::string& model);
+
 /// "input_ids=0" -> {"input_ids", 0}. Throws ortfleet::Error.
 std::pair<std::string, double> parse_pad_value(const std::string& text);
 const char* to_string(ShapePolicy policy);

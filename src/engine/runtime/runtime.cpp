@@ -1,6 +1,7 @@
 #include "ortfleet/engine/runtime.hpp"
 
 #include <dlfcn.h>
+#include <spdlog/spdlog.h>
 
 #include <unistd.h>
 
@@ -181,6 +182,7 @@ const RuntimeInfo& load_runtime(const std::string& explicit_library) {
     // A location the user named must work; default locations are skipped when absent.
     if (!candidate.exists && !candidate.explicit_choice) continue;
     g_loaded = open_runtime(candidate);
+    spdlog::debug("ONNX Runtime {} from {} ({})", g_loaded->info.version, g_loaded->info.library_path, g_loaded->info.source);
     return g_loaded->info;
   }
   const RuntimeChoiceWords words = runtime_choice_words();

@@ -8,6 +8,7 @@
 
 #include "engine/shapes/shapes.hpp"
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/engine/model_file.hpp"
 
 namespace ortfleet::detail {
 
@@ -228,4 +229,28 @@ std::vector<std::vector<int64_t>> BucketPlan::followed(const InputShapes& given,
   return out;
 }
 
+std::vector<InputShapes> declare_shapes(const std::vector<TensorSpec>& inputs, const ShapeOptions& options, int64_t dynamic_dim,
+                                        BucketPlan& buckets) {
+  std::vector<InputShapes> declared = resolve_shapes(inputs, options, dynamic_dim);
+  buckets = BucketPlan(inputs, options, options.pad_batch ? declared_batches(inputs, declared) : std::vector<int64_t>{});
+  for (auto& shape : buckets.shapes(inputs, dynamic_dim, kMaxShapeSessions)) {
+    if (std::find(declared.begin(), declared.end(), shape) == declared.end()) declared.push_back(std::move(shape));
+  }
+  if (declared.size() > static_cast<size_t>(kMaxShapeSessions)) {
+    throw Error(fmt::format("{} shapes were declared with the buckets, more than the {} sessions a device may keep", declared.size(), kMaxShapeSessions),
+                "Declare fewer shapes or bucket sizes");
+  }
+  return declared;
+}
+
 }  // namespace ortfleet::detail
+
+namespace ortfleet {
+
+void check_shapes_against_model(const ShapeOptions& shapes, const std::string& model) {
+  const std::vector<TensorSpec> inputs = inspect_model(model).input_specs;
+  detail::BucketPlan buckets;
+  detail::declare_shapes(inputs, shapes, 1, buckets);
+}
+
+}  // namespace ortfleet

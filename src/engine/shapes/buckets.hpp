@@ -94,4 +94,11 @@ class BucketPlan {
 /// instead): a second shape a convolutional net with strides still takes.
 int64_t second_size(int64_t size);
 
+/// The shapes a session makes and warms up at start-up: the declared ones (resolve_shapes) and every
+/// bucket shape not among them, with `buckets` planned from `options`. Throws ortfleet::Error for
+/// shapes or buckets the inputs cannot take, and for more shapes than kMaxShapeSessions.
+/// (Session's declare_shapes does the same with the session's lane named in the error.)
+std::vector<InputShapes> declare_shapes(const std::vector<TensorSpec>& inputs, const ShapeOptions& options, int64_t dynamic_dim,
+                                        BucketPlan& buckets);
+
 }  // namespace ortfleet::detail

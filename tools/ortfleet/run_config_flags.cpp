@@ -1,104 +1,38 @@
-#include "cli.hpp"
+#include "run_config_flags.hpp"
 
-#include <fmt/format.h>
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
-#include <chrono>
-#include <cmath>
-#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 
-#include "ortfleet/engine/cache.hpp"
+#include "command.hpp"
+#include "flag_checks.hpp"
 #include "ortfleet/base/error.hpp"
-#include "ortfleet/base/number_text.hpp"
 #include "ortfleet/base/output_file.hpp"
-#include "ortfleet/report/html_report.hpp"
+#include "ortfleet/engine/cache.hpp"
+#include "ortfleet/engine/model_file.hpp"
+#include "output.hpp"
 #include "ortfleet/synth/synth.hpp"
 
 namespace ortfleet::cli {
 namespace fs = std::filesystem;
 
-int guarded(const std::function<int()>& body) {
-  try {
-    return body();
-  } catch (const Error& e) {
-    std::cerr << "ortfleet: error: " << e.what() << "\n";
-  } catch (const std::exception& e) {
-    std::cerr << "ortfleet: error: " << e.what() << "\n";
-  }
-  return 1;
-}
-
-void print_json(const nlohmann::json& j) { std::cout << j.dump(2) << std::endl; }
-
-std::string shell_line(int argc, const char* const* argv) {
-  std::string line;
-  for (int i = 0; i < argc; ++i) {
-    std::string arg = argv[i];
-    const bool plain = !arg.empty() && arg.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,*+@%") == std::string::npos;
-    if (!plain) {
-      std::string quoted = "'";
-      for (char c : arg) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-      arg = quoted + "'";
-    }
-    line += (i == 0 ? "" : " ") + arg;
-  }
-  return line;
-}
-
-std::string stamped(const std::string& result_json, const Globals& globals, const std::vector<Device>& devices) {
-  return stamp_result(result_json, globals.command_line, devices, globals.ort_lib);
-}
-
-CLI::Option* add_output_option(CLI::App* app, const std::string& name, std::string& path, const std::string& help, bool folder) {
-  CLI::Option* option = app->add_option(name, path, help);
-  const std::string flag = option->get_positional() ? "the output path" : option->get_name();
-  const std::string what = folder ? "a folder" : "a file";
-  option->check(CLI::Validator(
-      [flag, what](std::string& text) -> std::string { return text.empty() ? flag + " is empty: give the path of " + what + " to write" : std::string(); },
-      ""));
-  return option;
-}
-
-void add_html_option(CLI::App* app, std::string& path) {
-  add_output_option(app, "--html", path, "Also draw the results as one self-contained HTML page here (as `ortfleet report` does)");
-}
-
-void write_html(const std::string& path, const std::string& stamped_json, const Globals& globals) {
-  if (path.empty()) return;
-  write_html_report(path, {parse_result(stamped_json, "this run")});
-  if (!globals.json) std::cout << "report: " << path << "\n";
-}
-
-std::string format_ms(double ms) {
-  // Three significant digits: inference latencies of 1.4 ms and 1.6 ms must not both read "2 ms".
-  if (ms < 0.1) return fmt::format("{:.1f} us", ms * 1000);
-  if (ms < 10) return fmt::format("{:.2f} ms", ms);
-  if (ms < 100) return fmt::format("{:.1f} ms", ms);
-  if (ms < 1000) return fmt::format("{:.0f} ms", ms);
-  if (ms < 60'000) return fmt::format("{:.2f} s", ms / 1000);
-  const long long seconds = std::llround(ms / 1000);
-  return fmt::format("{} min {} s", seconds / 60, seconds % 60);
-}
-
-std::string format_bytes(uint64_t b) {
-  const double v = static_cast<double>(b);
-  if (b >= 1'000'000'000ULL) return fmt::format("{:.2f} GB", v / 1e9);
-  if (b >= 1'000'000ULL) return fmt::format("{:.1f} MB", v / 1e6);
-  if (b >= 1'000ULL) return fmt::format("{:.1f} kB", v / 1e3);
-  return fmt::format("{} B", b);
+CLI::Option* add_devices_option(CLI::App* app, std::string& devices, bool one_device, const std::string& help) {
+  // One parenthesis for the alias and the default (the help's formatter adds none where it is said).
+  const std::string alias = one_device ? "--devices is the same flag" : "--device is the same flag";
+  const bool says_default = help.find("default") != std::string::npos;
+  return app->add_option(one_device ? "-d,--device,--devices" : "-d,--devices,--device", devices,
+                         help + " (" + (says_default ? alias : "default " + devices + "; " + alias) + ")");
 }
 
 void TargetFlags::add_to(CLI::App* app, bool one_device) {
   app->add_option("model", model, "The .onnx model (default: the built-in ResNet-50)");
   if (one_device) {
     devices = "auto";
-    app->add_option("-d,--device", devices, "One device: 0, cuda:1 or cpu (default: GPU 0, else the CPU)");
+    add_devices_option(app, devices, true, "One device: 0, cuda:1 or cpu (default: GPU 0, else the CPU)");
   } else {
     devices = "all";
-    app->add_option("-d,--devices", devices, "Devices: all (every GPU, else the CPU), 0,1,2, 0-3, cuda:0, cpu, cpu*4");
+    add_devices_option(app, devices, false, "Devices: all (every GPU, else the CPU), 0,1,2, 0-3, cuda:0, cpu, cpu*4");
   }
 }
 
@@ -130,90 +64,41 @@ Device TargetFlags::device() const {
   }
   return list.front();
 }
-
-namespace {
-/// 604800, 0.1, 1e+30: whole numbers as they are typed.
-std::string number_text(double v) {
-  return v == std::floor(v) && std::fabs(v) < 9e18 ? fmt::format("{}", static_cast<long long>(v)) : fmt::format("{:g}", v);
-}
-
-/// What `range` takes, in words: "a whole number from 1 to 1000", "a number of seconds above 0 and at most 604800".
-std::string allowed(const NumberRange& range) {
-  const std::string what = std::string(range.whole ? "a whole number" : "a number") + (*range.unit != 0 ? std::string(" of ") + range.unit : "");
-  if (range.above_lo) return what + " above " + number_text(range.lo) + " and at most " + number_text(range.hi);
-  return what + " from " + number_text(range.lo) + " to " + number_text(range.hi);
-}
-}  // namespace
-
-CLI::Option* in_range(CLI::Option* option, NumberRange range) {
-  const std::string name = option->get_name();
-  CLI::Validator check(
-      [name, range](std::string& text) -> std::string {
-        const auto number = parse_decimal(text);
-        if (!number) return fmt::format("{} {} is not a number: give {}", name, text, allowed(range));
-        const bool digits = text.find_first_not_of("0123456789", text[0] == '-' || text[0] == '+' ? 1 : 0) == std::string::npos;
-        if (range.whole && !digits) return fmt::format("{} {} is not a whole number: give {}", name, text, allowed(range));
-        const double value = *number;
-        const bool inside = (range.above_lo ? value > range.lo : value >= range.lo) && value <= range.hi;
-        if (!inside) return fmt::format("{} {} is out of range: give {}", name, text, allowed(range));
-        return {};
-      },
-      fmt::format(fmt::runtime(range.above_lo ? "over {}, up to {}{}" : "from {} to {}{}"), number_text(range.lo), number_text(range.hi),
-                  *range.unit != 0 ? std::string(" ") + range.unit : ""));
-  return option->check(check);
-}
-
-NumberRange time_limit() { return {.lo = 0, .hi = kMaxTimeoutS, .unit = "seconds", .whole = false, .above_lo = true}; }
-
-std::string usage_error_line(const CLI::App& app, const CLI::ParseError& error) {
-  // CLI11 says "NAME: MESSAGE"; our range checks name the flag themselves.
-  std::string text = error.what();
-  if (const auto colon = text.find(": "); colon != std::string::npos && text.compare(colon + 2, colon + 1, text.substr(0, colon) + " ") == 0) {
-    text.erase(0, colon + 2);
-  }
-  std::string command = "ortfleet";
-  for (const CLI::App* at = &app; !at->get_subcommands().empty();) {
-    at = at->get_subcommands().front();
-    command += " " + at->get_name();
-  }
-  for (char& c : text) {
-    if (c == '\n' || c == '\r') c = ' ';
-  }
-  return "ortfleet: error: " + text + " (see `" + command + " --help`)";
-}
-
-void add_case_timeout_option(CLI::App* app, double& seconds) {
-  in_range(app->add_option("--case-timeout", seconds,
-                           "Seconds one case (a fresh-process start or anchor) may take before it is killed and reported as a failed row "
-                           "(default: 300 plus 0.6 per MB of the model)"),
-           time_limit());
-}
-
-double case_timeout_s(const std::string& model, double given) {
-  if (given > 0) return given;
-  std::error_code ec;
-  uint64_t bytes = fs::file_size(model, ec);
-  if (ec) bytes = 0;
-  const uint64_t data = fs::file_size(model + ".data", ec);
-  if (!ec) bytes += data;
-  return 300.0 + 0.6 * static_cast<double>(bytes >> 20);
-}
-
 CLI::Option* RunConfigFlags::flag(CLI::Option* option, std::function<void(RunConfig&)> apply) {
   apply_.push_back(std::move(apply));
+  names_.push_back(option->get_name());
   return option;
 }
 
-void RunConfigFlags::add_to(CLI::App* app) {
+void RunConfigFlags::add_to(CLI::App* app, bool leaves_warm_pool) {
   // Each flag once: its option, and what it does to the config (run by resolve(), in this order).
   apply_.clear();
-  add_session_flags(app);
+  names_.clear();
+  add_session_flags(app, leaves_warm_pool);
   add_shape_flags(app);
   add_warmup_flags(app);
 }
 
-void RunConfigFlags::add_session_flags(CLI::App* app) {
-  app->add_option("--config", config_file, "Config file (from 'ortfleet tune --write-config')")->check(CLI::ExistingFile);
+void RunConfigFlags::check(const FlagChecks& flags) const {
+  flags.excludes("--model-cache", "--no-model-cache", "they contradict each other");
+  for (const char* cache_flag : {"--model-cache-fill", "--model-cache-format", "--model-cache-shared"}) {
+    flags.excludes(cache_flag, "--no-model-cache", "no cache is read or made");
+  }
+  // Padding values pad what buckets or padded batches pad (a config file may declare those).
+  if (flags.given("--pad-value") && flags.first_given({"--buckets", "--pad-batch", "--config"}).empty()) {
+    FlagChecks::refuse("--pad-value does nothing without --buckets or --pad-batch: add one, or leave --pad-value out");
+  }
+}
+
+std::string RunConfigFlags::first_given(const FlagChecks& flags) const {
+  for (const auto& name : names_) {
+    if (flags.given(name)) return name;
+  }
+  return {};
+}
+
+void RunConfigFlags::add_session_flags(CLI::App* app, bool leaves_warm_pool) {
+  names_.push_back(app->add_option("--config", config_file, "Config file (from 'ortfleet tune --write-config')")->check(CLI::ExistingFile)->get_name());
   flag(app->add_option("--conv-algo", conv_algo, "cuDNN conv algorithm search: EXHAUSTIVE, HEURISTIC or DEFAULT"), [this](RunConfig& c) {
     if (!conv_algo.empty()) c.cuda.conv_algo_search = parse_conv_algo_search(conv_algo);
   });
@@ -228,7 +113,6 @@ void RunConfigFlags::add_session_flags(CLI::App* app) {
     if (inter_threads >= 0) c.session.inter_op_threads = inter_threads;
   });
   flag(app->add_flag("--model-cache", model_cache, "Use the cache of pre-optimised models"), [this](RunConfig& c) {
-    if (model_cache && no_model_cache) throw Error("--model-cache and --no-model-cache contradict each other");
     if (model_cache) c.session.optimized_model_cache = true;
   });
   flag(app->add_flag("--no-model-cache", no_model_cache, "Never use it (the fleet strategy does by default)"), [this](RunConfig& c) {
@@ -253,20 +137,22 @@ void RunConfigFlags::add_session_flags(CLI::App* app) {
          // Absolute, so that worker processes and a pool started elsewhere find it whatever their folder.
          if (!model_cache_shared.empty()) c.session.model_cache_shared = std::filesystem::absolute(model_cache_shared).string();
        });
-  flag(in_range(app->add_option("--warm-pool-idle", warm_pool_idle,
-                                "Seconds the warm pool a start leaves on this node waits idle before it exits; 0 leaves none (default 1800 "
-                                "where its workers park, else 300; or ORTFLEET_WARM_POOL_IDLE)"),
-                {.lo = 0, .hi = kMaxTimeoutS, .unit = "seconds", .whole = false}),
-       [this](RunConfig& c) {
-         if (warm_pool_idle >= 0) c.warm_pool.idle_exit_s = warm_pool_idle;
-       });
-  flag(in_range(app->add_option("--warm-pool-park", warm_pool_park,
-                                "Seconds after which the warm pool a start leaves parks its GPU workers (their GPU memory released by the "
-                                "driver, restored on the next job's request); 0: never (default 30, or ORTFLEET_WARM_POOL_PARK)"),
-                {.lo = 0, .hi = kMaxTimeoutS, .unit = "seconds", .whole = false}),
-       [this](RunConfig& c) {
-         if (warm_pool_park >= 0) c.warm_pool.park_after_s = warm_pool_park;
-       });
+  if (leaves_warm_pool) {
+    flag(in_range(app->add_option("--warm-pool-idle", warm_pool_idle,
+                                  "Seconds the warm pool a start (--strategy auto) leaves on this node waits idle before it exits; 0 leaves none "
+                                  "(default 1800 where its workers park, else 300; or ORTFLEET_WARM_POOL_IDLE)"),
+                  {.lo = 0, .hi = kMaxTimeoutS, .unit = "seconds", .whole = false}),
+         [this](RunConfig& c) {
+           if (warm_pool_idle >= 0) c.warm_pool.idle_exit_s = warm_pool_idle;
+         });
+    flag(in_range(app->add_option("--warm-pool-park", warm_pool_park,
+                                  "Seconds after which the warm pool a start leaves parks its GPU workers (their GPU memory released by the "
+                                  "driver, restored on the next job's request); 0: never (default 30, or ORTFLEET_WARM_POOL_PARK)"),
+                  {.lo = 0, .hi = kMaxTimeoutS, .unit = "seconds", .whole = false}),
+         [this](RunConfig& c) {
+           if (warm_pool_park >= 0) c.warm_pool.park_after_s = warm_pool_park;
+         });
+  }
   flag(app->add_option("--session-config", session_config,
                        "An ONNX Runtime session config entry KEY=VALUE, e.g. session.disable_prepacking=1 (repeatable)"),
        [this](RunConfig& c) {
@@ -309,7 +195,7 @@ void RunConfigFlags::add_shape_flags(CLI::App* app) {
          if (!batches.empty()) c.shapes.batches = parse_batch_list(batches);
        });
   flag(in_range(app->add_option("--max-shape-sessions", max_shape_sessions,
-                                "ONNX Runtime sessions per device at most, one per input shape (1: one session for every shape)"),
+                                "ONNX Runtime sessions per device at most, one per input shape (1: one session for every shape; default 8)"),
                 {.lo = 1, .hi = kMaxShapeSessions}),
        [this](RunConfig& c) {
          if (max_shape_sessions > 0) c.shapes.max_sessions = max_shape_sessions;
@@ -372,72 +258,36 @@ void refuse_overwriting_inputs(const std::vector<std::pair<std::string, std::str
   refuse_overwriting(outputs, inputs);
 }
 
+void say_what_runs(const std::string& model, const std::string& devices, const RunConfig& config) {
+  if (!spdlog::should_log(spdlog::level::debug)) return;
+  try {
+    const ModelFacts facts = inspect_model(model);
+    std::string inputs;
+    for (const auto& spec : facts.input_specs) {
+      std::string dims;
+      for (size_t i = 0; i < spec.shape.size(); ++i) {
+        dims += (i ? "x" : "") + (spec.shape[i] >= 0 ? std::to_string(spec.shape[i]) : spec.dim_names[i].empty() ? "?" : spec.dim_names[i]);
+      }
+      inputs += (inputs.empty() ? "" : ", ") + spec.name + " " + dims;
+    }
+    spdlog::debug("model {}: {} nodes, {} of weights{}; inputs {}", model, facts.nodes, bytes_text(facts.initializer_bytes),
+                  facts.external_data ? " (external data)" : "", inputs.empty() ? "none" : inputs);
+  } catch (const std::exception& e) {
+    spdlog::debug("model {}: not read ({})", model, e.what());
+  }
+  spdlog::debug("devices {}; sessions: {}", devices, config.summary());
+}
+
+RunConfig RunConfigFlags::resolve_for(const std::string& model) const {
+  RunConfig c = resolve();
+  const ShapeOptions& declared = c.shapes;
+  if (!declared.declared.empty() || !declared.batches.empty() || !declared.buckets.empty()) check_shapes_against_model(declared, model);
+  return c;
+}
+
 RunConfig RunConfigFlags::resolve() const {
   RunConfig c = config_file.empty() ? RunConfig{} : RunConfig::load(config_file);
   for (const auto& apply : apply_) apply(c);
   return c;
 }
-
-ProgressLine::ProgressLine(bool enabled) : enabled_(enabled), tty_(::isatty(STDERR_FILENO) != 0) {
-  // Without a terminal, the first plain line waits a few seconds: short work prints nothing.
-  last_plain_ = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-ProgressLine::~ProgressLine() { clear(); }
-
-void ProgressLine::update(const std::string& text) {
-  if (!enabled_) return;
-  if (tty_) {
-    std::cerr << "\r\033[K" << text << std::flush;
-    shown_ = true;
-    return;
-  }
-  const double now = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-  if (now - last_plain_ >= 5.0) {
-    std::cerr << text << "\n";
-    last_plain_ = now;
-  }
-}
-
-void ProgressLine::clear() {
-  if (shown_ && tty_) std::cerr << "\r\033[K" << std::flush;
-  shown_ = false;
-}
-
-Table::Table(std::vector<std::string> headers, std::vector<bool> right_aligned)
-    : headers_(std::move(headers)), right_(std::move(right_aligned)) {
-  right_.resize(headers_.size(), false);
-}
-
-void Table::add(std::vector<std::string> row) {
-  row.resize(headers_.size());
-  rows_.push_back(std::move(row));
-}
-
-void Table::print(std::ostream& out) const {
-  std::vector<size_t> width(headers_.size());
-  auto visible = [](const std::string& s) {
-    size_t n = 0;
-    for (unsigned char c : s) n += (c & 0xC0) != 0x80 ? 1 : 0;  // count UTF-8 code points (×, …)
-    return n;
-  };
-  for (size_t i = 0; i < headers_.size(); ++i) width[i] = visible(headers_[i]);
-  for (const auto& r : rows_) {
-    for (size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], visible(r[i]));
-  }
-  auto line = [&](const std::vector<std::string>& cells) {
-    std::string text;
-    for (size_t i = 0; i < cells.size(); ++i) {
-      const std::string pad(width[i] - visible(cells[i]), ' ');
-      text += right_[i] ? pad + cells[i] : cells[i] + (i + 1 < cells.size() ? pad : "");
-      if (i + 1 < cells.size()) text += "  ";
-    }
-    out << text << "\n";
-  };
-  line(headers_);
-  std::vector<std::string> rule;
-  for (size_t w : width) rule.emplace_back(w, '-');
-  line(rule);
-  for (const auto& r : rows_) line(r);
-}
-
 }  // namespace ortfleet::cli

@@ -1,0 +1,79 @@
+#pragma once
+// What a command prints and writes for a person or a program: errors as one line, JSON, tables,
+// times and sizes, the progress line, and the results stamped with where they came from.
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "command.hpp"
+#include "ortfleet/base/units.hpp"  // duration_text, bytes_text, count_text: how every table prints them
+#include "ortfleet/engine/devices.hpp"
+
+namespace ortfleet::cli {
+
+/// `argv` as one line a shell would run again: arguments with spaces or quotes are single-quoted.
+std::string shell_line(int argc, const char* const* argv);
+
+/// A command's JSON result with where it came from (command line, date, machine, ONNX Runtime), for
+/// --json and the result files it writes, so `ortfleet report` can say it.
+std::string stamped(const std::string& result_json, const Globals& globals, const std::vector<Device>& devices);
+
+/// An option naming a path the command writes (a file, or a folder when `folder`): an empty value is
+/// refused as every bad value is, in one line naming the flag. Every output flag is declared with it.
+CLI::Option* add_output_option(CLI::App* app, const std::string& name, std::string& path, const std::string& help, bool folder = false);
+/// --html PATH, shared by bench, profile, tune and start.
+void add_html_option(CLI::App* app, std::string& path);
+/// Writes the page `ortfleet report` would draw from this stamped result to `path` (nothing if empty).
+void write_html(const std::string& path, const std::string& stamped_json, const Globals& globals);
+
+/// An error or note of several lines (a Python traceback, ONNX Runtime's text) as the one line a table
+/// or a list shows: its last non-empty line, which names the exception, and where the whole text is
+/// ("--json has all 14 lines"); a one-line text as it is.
+std::string one_line(const std::string& text, const std::string& whole_text_in = "--json");
+
+/// Runs `body`, turning ortfleet::Error and other exceptions into a one-line message on stderr.
+int guarded(const std::function<int()>& body);
+
+void print_json(const nlohmann::json& j);
+
+/// One status line on stderr, redrawn in place, only when stderr is a terminal: a log or a pipe gets
+/// none (lines worth keeping there, a plan or an estimate, are said as notices).
+class ProgressLine {
+ public:
+  explicit ProgressLine(bool enabled);
+  ~ProgressLine();
+  ProgressLine(const ProgressLine&) = delete;
+  ProgressLine& operator=(const ProgressLine&) = delete;
+  void update(const std::string& text);
+  void clear();
+  /// Whether it draws anything (stderr is a terminal, and progress was not turned off).
+  bool enabled() const { return enabled_; }
+
+ private:
+  bool enabled_;
+  bool shown_ = false;
+};
+
+/// A text table with aligned columns, at most kMaxWidth characters wide: its widest text column (a
+/// long label, an error) wraps onto more lines when it would be wider.
+class Table {
+ public:
+  static constexpr size_t kMaxWidth = 100;
+  static constexpr size_t kMinWrapped = 24;  ///< a wrapped column keeps at least this width
+  explicit Table(std::vector<std::string> headers, std::vector<bool> right_aligned = {});
+  void add(std::vector<std::string> row);
+  /// The table; with no row, `when_empty` as one line ("no resident sessions"), or nothing.
+  void print(std::ostream& out, const std::string& when_empty = "") const;
+  bool empty() const { return rows_.empty(); }
+
+ private:
+  std::vector<std::string> headers_;
+  std::vector<bool> right_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+}  // namespace ortfleet::cli
