@@ -148,12 +148,19 @@ std::vector<std::string> next_job_notes(const std::vector<BenchRow>& rows) {
   if (plain == nullptr) plain = find("fleet, no model cache");
   std::vector<std::string> notes;
   if (first == nullptr) return notes;
-  for (const char* label : {kNext, kParked, kParkedNew}) {
+  // What each row's job found on the pool the first job left.
+  const std::pair<const char*, const char*> found[] = {
+      {kNext, "the first job's workers, its model loaded"},
+      {kParked, "its workers parked (no GPU memory held) and restored on request, the model resident"},
+      {kParkedNew, "a parked worker restored on request, the session made anew"},
+  };
+  for (const auto& [label, what] : found) {
     const BenchRow* r = find(label);
     if (r == nullptr) continue;
-    std::string against = fmt::format("{:.2f}x the first job ({:.0f} ms)", r->median_ms / first->median_ms, first->median_ms);
-    if (plain != nullptr) against += fmt::format(", {:.2f}x {} ({:.0f} ms)", r->median_ms / plain->median_ms, plain->label, plain->median_ms);
-    notes.push_back(fmt::format("{}: {:.0f} ms, {}; on the pool the first job left (its workers, model loaded)", label, r->median_ms, against));
+    // Two significant digits: a resident job is a few ms against seconds, and 0.00x would say nothing.
+    std::string against = fmt::format("{:.2g}x the first job ({:.0f} ms)", r->median_ms / first->median_ms, first->median_ms);
+    if (plain != nullptr) against += fmt::format(", {:.2g}x {} ({:.0f} ms)", r->median_ms / plain->median_ms, plain->label, plain->median_ms);
+    notes.push_back(fmt::format("{}: {:.0f} ms, {}; on the pool: {}", label, r->median_ms, against, what));
   }
   return notes;
 }

@@ -18,7 +18,7 @@ namespace ortfleet {
 namespace fs = std::filesystem;
 
 namespace {
-struct Run {
+struct ChildRun {
   int exit_code = -1;
   std::string log;      // what the stand-in cuDNN did
   nlohmann::json report;  // what the preloaded library says it did
@@ -29,7 +29,7 @@ class CudnnChoices : public ::testing::Test {
   fs::path dir_ = test::fresh_dir("cudnn-choices");
   fs::path store_ = dir_ / "store";
 
-  Run run(bool preload) {
+  ChildRun run(bool preload) {
     if (!fs::exists(store_)) fs::create_directories(store_);
     const fs::path log = dir_ / "cudnn.log";
     fs::remove(log);
@@ -39,7 +39,7 @@ class CudnnChoices : public ::testing::Test {
                                               {"ORTFLEET_TEST_CUDNN_DEVICE", "Fake_GPU-sm00"}};
     if (preload) env["LD_PRELOAD"] = test::bin("libortfleet_cudnn.so");
     const auto child = detail::run_child({test::bin("ortfleet_test_cudnn_user")}, env, "{", 60);
-    Run r;
+    ChildRun r;
     r.exit_code = child.exit_code;
     r.log = test::read_all(log);
     if (!child.report_line.empty()) r.report = nlohmann::json::parse(child.report_line);
@@ -55,7 +55,7 @@ class CudnnChoices : public ::testing::Test {
 }  // namespace
 
 TEST_F(CudnnChoices, AFirstProcessRecordsWhatRanAndALaterOneSkipsTheHeuristics) {
-  const Run first = run(/*preload=*/true);
+  const ChildRun first = run(/*preload=*/true);
   ASSERT_EQ(first.exit_code, 0);
   EXPECT_EQ(first.log, "heuristics 1\nexecute 10\n");
   EXPECT_EQ(first.report.value("recorded", -1), 1);
@@ -63,14 +63,14 @@ TEST_F(CudnnChoices, AFirstProcessRecordsWhatRanAndALaterOneSkipsTheHeuristics) 
   const std::string record = test::read_all(store_file());
   EXPECT_NE(record.find(" 10 5=100\n"), std::string::npos) << record;  // engine 10, its knob 5 at 100
 
-  const Run later = run(/*preload=*/true);
+  const ChildRun later = run(/*preload=*/true);
   ASSERT_EQ(later.exit_code, 0);
   EXPECT_EQ(later.log, "execute 10\n") << "the same engine, without cuDNN's heuristics";
   EXPECT_EQ(later.report.value("replayed", -1), 1);
   EXPECT_EQ(later.report.value("recorded", -1), 0);
   EXPECT_EQ(test::read_all(store_file()), record) << "nothing new to record";
 
-  const Run without = run(/*preload=*/false);
+  const ChildRun without = run(/*preload=*/false);
   ASSERT_EQ(without.exit_code, 0);
   EXPECT_EQ(without.log, "heuristics 1\nexecute 10\n");
 }
@@ -78,7 +78,7 @@ TEST_F(CudnnChoices, AFirstProcessRecordsWhatRanAndALaterOneSkipsTheHeuristics) 
 TEST_F(CudnnChoices, TheRecordDecidesTheEngine) {
   ASSERT_EQ(run(true).exit_code, 0);
   write_store("11 5=101");
-  const Run r = run(true);
+  const ChildRun r = run(true);
   ASSERT_EQ(r.exit_code, 0);
   EXPECT_EQ(r.log, "execute 11\n");
 }
@@ -86,7 +86,7 @@ TEST_F(CudnnChoices, TheRecordDecidesTheEngine) {
 TEST_F(CudnnChoices, ARecordCudnnRefusesGivesWayToItsOwnQuery) {
   ASSERT_EQ(run(true).exit_code, 0);
   write_store("99 5=100");  // an engine this cuDNN does not have
-  const Run r = run(true);
+  const ChildRun r = run(true);
   ASSERT_EQ(r.exit_code, 0);
   EXPECT_EQ(r.log, "heuristics 1\nexecute 10\n");
   EXPECT_EQ(r.report.value("refused", -1), 1);
@@ -95,7 +95,7 @@ TEST_F(CudnnChoices, ARecordCudnnRefusesGivesWayToItsOwnQuery) {
 TEST_F(CudnnChoices, ARecordWhosePlanDoesNotBuildGivesWayToItsOwnQuery) {
   ASSERT_EQ(run(true).exit_code, 0);
   write_store("12 5=999");  // the engine builds, its plan does not
-  const Run r = run(true);
+  const ChildRun r = run(true);
   ASSERT_EQ(r.exit_code, 0);
   EXPECT_EQ(r.log, "heuristics 1\nexecute 10\n");
   EXPECT_EQ(r.report.value("refused", -1), 1);
@@ -104,7 +104,7 @@ TEST_F(CudnnChoices, ARecordWhosePlanDoesNotBuildGivesWayToItsOwnQuery) {
 TEST_F(CudnnChoices, AStoreThatCannotBeWrittenKeepsNothingAndBreaksNothing) {
   std::ofstream(store_) << "a file where the store's folder should be";
   for (int i = 0; i < 2; ++i) {
-    const Run r = run(true);
+    const ChildRun r = run(true);
     ASSERT_EQ(r.exit_code, 0);
     EXPECT_EQ(r.log, "heuristics 1\nexecute 10\n") << "run " << i;
   }

@@ -20,7 +20,7 @@ struct CudnnWork {
   double heuristics_ms = 0;      ///< cuDNN's heuristics queries (what a record saves)
   double engine_configs_ms = 0;  ///< engine configurations made, read and checked
   double plan_build_ms = 0;      ///< execution plans built (a runtime-compiled engine compiles here)
-  double execute_ms = 0;
+  double execute_ms = 0;         ///< each plan's first execution (where its kernels load); later ones go untimed
   int64_t queries = 0;           ///< heuristics queries asked
   int64_t replayed = 0;          ///< of them, answered from this machine's record
   int64_t refused = 0;           ///< records cuDNN would not build: its own query ran instead
