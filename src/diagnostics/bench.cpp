@@ -445,14 +445,8 @@ BenchReport run_bench(const BenchOptions& options) {
   }
   std::map<std::string, double> medians;
   for (auto& c : cases) {
-    const Summary s = summarize(c.row.wall_ms);
-    c.row.min_ms = s.min;
-    c.row.median_ms = s.median;
-    c.row.max_ms = s.max;
-    const MeanSigma m = mean_sigma(c.row.wall_ms);
-    c.row.mean_ms = m.mean;
-    c.row.sigma_ms = m.sigma;
-    if (c.row.ok()) medians[c.row.label] = s.median;
+    fill_times(c.row);
+    if (c.row.ok()) medians[c.row.label] = c.row.median_ms;
   }
   for (auto& c : cases) {
     auto base = medians.find(c.row.baseline);

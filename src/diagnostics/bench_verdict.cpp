@@ -43,6 +43,16 @@ std::string attribution(const BenchRow& fastest, const BenchRow& other, const st
 
 }  // namespace
 
+void detail::fill_times(BenchRow& row) {
+  const Summary s = summarize(row.wall_ms);
+  row.min_ms = s.min;
+  row.median_ms = s.median;
+  row.max_ms = s.max;
+  const MeanSigma m = mean_sigma(row.wall_ms);
+  row.mean_ms = m.mean;
+  row.sigma_ms = m.sigma;
+}
+
 const BenchRow* detail::ran_row(const std::vector<BenchRow>& rows, const std::string& label) {
   const auto it = std::find_if(rows.begin(), rows.end(), [&](const BenchRow& r) { return r.label == label && r.ok(); });
   return it == rows.end() ? nullptr : &*it;

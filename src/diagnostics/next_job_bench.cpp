@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "base/private_dir.hpp"
+#include "diagnostics/bench_rows.hpp"
 #include "diagnostics/cold_start.hpp"
 #include "diagnostics/statistics.hpp"
 #include "fleet/pool/worker_parking.hpp"
@@ -128,20 +129,14 @@ NextJobRows run_next_job_rows(const BenchOptions& o, const std::string& ortfleet
     }
   }
   for (auto& r : rows) {
-    const Summary s = summarize(r.wall_ms);
-    r.min_ms = s.min;
-    r.median_ms = s.median;
-    r.max_ms = s.max;
+    fill_times(r);
     out.rows.push_back(std::move(r));
   }
   return out;
 }
 
 std::vector<std::string> next_job_notes(const std::vector<BenchRow>& rows) {
-  const auto find = [&](const std::string& label) -> const BenchRow* {
-    const auto it = std::find_if(rows.begin(), rows.end(), [&](const BenchRow& r) { return r.label == label && r.ok(); });
-    return it == rows.end() ? nullptr : &*it;
-  };
+  const auto find = [&](const std::string& label) { return ran_row(rows, label); };
   const BenchRow* first = find(kFirst);
   const BenchRow* plain = find("python (1 device)");
   if (plain == nullptr) plain = find("python sequential");
