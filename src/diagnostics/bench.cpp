@@ -445,7 +445,7 @@ BenchReport run_bench(const BenchOptions& options) {
   }
   std::map<std::string, double> medians;
   for (auto& c : cases) {
-    fill_times(c.row);
+    detail::fill_times(c.row);
     if (c.row.ok()) medians[c.row.label] = c.row.median_ms;
   }
   for (auto& c : cases) {
