@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cstdint>
 #include <cstdio>
@@ -136,6 +137,19 @@ std::map<std::string, void*>& reals() {
   return *m;
 }
 void* cudnn_handle = nullptr;  // the handle the EP looked cuDNN's functions up in (reals_mutex)
+
+// The backend entry points this library stands in for, and cuDNN's own function for each, kept current
+// by dlsym below (an atomic load a call: every inference passes through Create, Set, Finalize, Execute
+// and Destroy). Current, not cached once: cuDNN 9's libcudnn.so looks the same names up in its
+// sub-libraries when first called, gets this library's functions, and calls them; by then the entry
+// here is the sub-library's, so the call goes on to it instead of back into libcudnn.so without end.
+enum class Entry { create, destroy, finalize, set, get, execute };
+constexpr int kEntries = 6;
+constexpr const char* kEntryNames[kEntries] = {"cudnnBackendCreateDescriptor", "cudnnBackendDestroyDescriptor", "cudnnBackendFinalize",
+                                               "cudnnBackendSetAttribute",     "cudnnBackendGetAttribute",      "cudnnBackendExecute"};
+std::atomic<void*> current_real[kEntries];
+std::atomic<void*>& current(Entry e) { return current_real[static_cast<int>(e)]; }
+
 template <class F>
 F real(const char* name) {
   // cuDNN's own function: the pointer the EP's dlsym found, else looked up in the library the EP
@@ -147,6 +161,14 @@ F real(const char* name) {
   if (found == nullptr) found = real_dlsym()(RTLD_NEXT, name);
   if (found != nullptr) reals()[name] = found;
   return reinterpret_cast<F>(found);
+}
+template <class F>
+F real(Entry e) {
+  if (void* p = current(e).load(std::memory_order_acquire)) return reinterpret_cast<F>(p);
+  const F f = real<F>(kEntryNames[static_cast<int>(e)]);
+  void* expected = nullptr;
+  current(e).compare_exchange_strong(expected, reinterpret_cast<void*>(f));
+  return f;
 }
 using CreateFn = Status (*)(int, Desc*);
 using DestroyFn = Status (*)(Desc);
@@ -267,9 +289,9 @@ void append_record(const std::string& store, const std::string& key, const Choic
 
 /// The engine and knobs of a configuration cuDNN made, read back.
 bool read_choice(Desc cfg, Choice& out) {
-  const auto create = real<CreateFn>("cudnnBackendCreateDescriptor");
-  const auto get = real<GetFn>("cudnnBackendGetAttribute");
-  const auto destroy = real<DestroyFn>("cudnnBackendDestroyDescriptor");
+  const auto create = real<CreateFn>(Entry::create);
+  const auto get = real<GetFn>(Entry::get);
+  const auto destroy = real<DestroyFn>(Entry::destroy);
   Desc engine = nullptr;
   if (create(kEngine, &engine) != kSuccess) return false;
   int64_t n = 0;
@@ -298,9 +320,9 @@ void keep(Desc d) {
 
 /// Makes `cfg` (created by the caller) the configuration `c` of `graph`; false when cuDNN refuses.
 bool build_choice(Desc cfg, Desc graph, const Choice& c) {
-  const auto create = real<CreateFn>("cudnnBackendCreateDescriptor");
-  const auto set = real<SetFn>("cudnnBackendSetAttribute");
-  const auto finalize = real<FinalizeFn>("cudnnBackendFinalize");
+  const auto create = real<CreateFn>(Entry::create);
+  const auto set = real<SetFn>(Entry::set);
+  const auto finalize = real<FinalizeFn>(Entry::finalize);
   Desc engine = nullptr;
   if (create(kEngine, &engine) != kSuccess) return false;
   keep(engine);
@@ -339,10 +361,10 @@ std::unordered_map<Desc, Query>& replayed_queries() {
 /// A plan built from a replayed configuration failed: cuDNN's own query for its graph, its candidates in
 /// order until one builds, as the frontend would have done.
 Status rebuild_plan(Desc plan, const Query& q) {
-  const auto create = real<CreateFn>("cudnnBackendCreateDescriptor");
-  const auto set = real<SetFn>("cudnnBackendSetAttribute");
-  const auto finalize = real<FinalizeFn>("cudnnBackendFinalize");
-  const auto get = real<GetFn>("cudnnBackendGetAttribute");
+  const auto create = real<CreateFn>(Entry::create);
+  const auto set = real<SetFn>(Entry::set);
+  const auto finalize = real<FinalizeFn>(Entry::finalize);
+  const auto get = real<GetFn>(Entry::get);
   Desc heur = nullptr;
   if (create(kEngineHeur, &heur) != kSuccess) return 3000;
   keep(heur);
@@ -379,7 +401,7 @@ Status cudnnBackendExecute(void* handle, Desc plan, Desc pack);
 // Only the descriptors a plan is built from are tracked, and only while plans are built.
 
 __attribute__((visibility("default"))) Status cudnnBackendCreateDescriptor(int type, Desc* d) {
-  static const auto create = real<CreateFn>("cudnnBackendCreateDescriptor");
+  const auto create = real<CreateFn>(Entry::create);
   if (type == kVariantPack) return create(type, d);
   const int64_t t = now_ns();
   const Status r = create(type, d);
@@ -394,7 +416,7 @@ __attribute__((visibility("default"))) Status cudnnBackendCreateDescriptor(int t
 }
 
 __attribute__((visibility("default"))) Status cudnnBackendDestroyDescriptor(Desc d) {
-  static const auto destroy = real<DestroyFn>("cudnnBackendDestroyDescriptor");
+  const auto destroy = real<DestroyFn>(Entry::destroy);
   const int type = type_of(d);
   if (type < 0) return destroy(d);  // untracked (a variant pack)
   const int64_t t = now_ns();
@@ -410,7 +432,7 @@ __attribute__((visibility("default"))) Status cudnnBackendDestroyDescriptor(Desc
 }
 
 __attribute__((visibility("default"))) Status cudnnBackendSetAttribute(Desc d, int name, int type, int64_t count, const void* values) {
-  static const auto set = real<SetFn>("cudnnBackendSetAttribute");
+  const auto set = real<SetFn>(Entry::set);
   const int dtype = type_of(d);
   if (dtype < 0) return set(d, name, type, count, values);
   const int64_t t = now_ns();
@@ -435,7 +457,7 @@ __attribute__((visibility("default"))) Status cudnnBackendSetAttribute(Desc d, i
 }
 
 __attribute__((visibility("default"))) Status cudnnBackendFinalize(Desc d) {
-  static const auto finalize = real<FinalizeFn>("cudnnBackendFinalize");
+  const auto finalize = real<FinalizeFn>(Entry::finalize);
   const int type = type_of(d);
   if (type < 0) return finalize(d);
   if (type == kEngineHeur) {
@@ -522,10 +544,10 @@ __attribute__((visibility("default"))) Status cudnnBackendGetAttribute(Desc d, i
         ++state().refused;
         state().records.erase(key);
       }
-      const Status f = real<FinalizeFn>("cudnnBackendFinalize")(d);
+      const Status f = real<FinalizeFn>(Entry::finalize)(d);
       if (f != kSuccess) return f;
     }
-    const Status r = real<GetFn>("cudnnBackendGetAttribute")(d, name, type, requested, count, values);
+    const Status r = real<GetFn>(Entry::get)(d, name, type, requested, count, values);
     add_time(kHeuristics, now_ns() - t);
     if (r == kSuccess && values != nullptr && count != nullptr) {
       std::lock_guard lock(state().mutex);
@@ -533,7 +555,7 @@ __attribute__((visibility("default"))) Status cudnnBackendGetAttribute(Desc d, i
     }
     return r;
   }
-  const Status r = real<GetFn>("cudnnBackendGetAttribute")(d, name, type, requested, count, values);
+  const Status r = real<GetFn>(Entry::get)(d, name, type, requested, count, values);
   add_time(kind_of(dtype), now_ns() - t);
   return r;
 }
@@ -565,7 +587,7 @@ __attribute__((visibility("default"))) Status cudnnBackendExecute(void* handle, 
       append_record(store, key, known);
     }
   }
-  static const auto execute = real<ExecuteFn>("cudnnBackendExecute");
+  const auto execute = real<ExecuteFn>(Entry::execute);
   if (!first) return execute(handle, plan, pack);
   const int64_t t = now_ns();  // a plan's first execution: where its kernels load
   const Status r = execute(handle, plan, pack);
@@ -590,6 +612,9 @@ __attribute__((visibility("default"))) void* dlsym(void* handle, const char* nam
     std::lock_guard lock(reals_mutex);
     reals()[name] = found;
     if (handle != RTLD_DEFAULT && handle != RTLD_NEXT) cudnn_handle = handle;
+    for (int e = 0; e < kEntries; ++e) {
+      if (std::strcmp(name, kEntryNames[e]) == 0) current_real[e].store(found, std::memory_order_release);
+    }
   }
   return it == mine.end() ? found : it->second;
 }

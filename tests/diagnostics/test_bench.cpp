@@ -91,8 +91,11 @@ TEST(Bench, TimesEveryStrategyInFreshProcessesWithBaselines) {
   const BenchReport r = run_bench(o);
   // Four strategies on 2 devices, the fleet's first start (empty cache) and its start without the
   // cache, the two one-device baselines, then the warm-pool rows: a new session and a resident one, on
-  // 2 devices and on 1.
-  ASSERT_EQ(r.rows.size(), 12u);
+  // 2 devices and on 1; last the next job's: the first job, and the next one right after it (a CPU pool
+  // does not park: no parked rows).
+  ASSERT_EQ(r.rows.size(), 14u);
+  EXPECT_EQ(r.rows[12].label, "first job (empty cache, leaves a warm pool)");
+  EXPECT_EQ(r.rows[13].label, "next job, right after the first");
   for (const auto& row : r.rows) {
     ASSERT_TRUE(row.ok()) << row.label << ": " << row.error;
     EXPECT_EQ(row.wall_ms.size(), 2u);

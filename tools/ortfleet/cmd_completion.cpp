@@ -12,7 +12,7 @@ void register_completion(CLI::App& app, Globals& /*globals*/, Action& action) {
   auto* cmd = app.add_subcommand("completion", "Print a shell completion script: source <(ortfleet completion bash)");
   auto shell = std::make_shared<std::string>();
   cmd->add_option("shell", *shell, "The shell: bash")->required()->check(CLI::IsMember({"bash"}));
-  cmd->callback([&app, &action] {
+  cmd->callback([&app, &action, shell] {  // `shell` held here: the option writes into it when parsed
     action = [&app] {
       std::cout << bash_completion(app);
       return kExitOk;

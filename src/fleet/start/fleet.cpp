@@ -440,12 +440,22 @@ std::string Fleet::Impl::choose_automatically(long gpus) {
       pool_note = fmt::format(" (the warm pool on {} does not serve {})", socket, fmt::join(missing, ", "));
     } else if (found.kind == detail::PoolProbe::Kind::unusable) {
       pool_note = fmt::format(" (the default pool socket {} is not usable: {})", socket, found.why);
-    } else if (s.options.config.warm_pool.chosen_idle_exit_s().value_or(WarmPoolOptions::kDefaultIdleExitS) > 0) {
+    } else {
       // Nobody there: this start leaves a pool, and its sessions start in workers that the pool then
-      // takes over, loaded, as the job ends (the next job finds its model resident).
-      s.leaves_pool = true;
-      return "auto chose fleet: " + floor + "; a worker process per device, which the warm pool this start leaves takes over, model " +
-             "loaded, for the next job (--warm-pool-idle 0 leaves none)";
+      // takes over, loaded, as the job ends (the next job finds its model resident). A bad
+      // ORTFLEET_WARM_POOL_IDLE leaves none, and the start says why.
+      std::optional<double> idle_exit;
+      try {
+        idle_exit = s.options.config.warm_pool.chosen_idle_exit_s();
+      } catch (const Error& e) {
+        idle_exit = 0;
+        pool_note = " (nothing left for later starts: " + e.what_failed() + ")";
+      }
+      if (idle_exit.value_or(WarmPoolOptions::kDefaultIdleExitS) > 0) {
+        s.leaves_pool = true;
+        return "auto chose fleet: " + floor + "; a worker process per device, which the warm pool this start leaves takes over, model " +
+               "loaded, for the next job (--warm-pool-idle 0 leaves none)";
+      }
     }
   }
   if (gpus <= 1) return "auto chose fleet: " + floor + "; one process" + pool_note;
