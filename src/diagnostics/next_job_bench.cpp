@@ -128,7 +128,11 @@ NextJobRows run_next_job_rows(const BenchOptions& o, const std::string& ortfleet
       // no pool was left (the first job failed)
     }
   }
+  // A row after a failed one never ran: it says which job failed, and why.
+  std::string failed;
   for (auto& r : rows) {
+    if (r.wall_ms.empty() && r.error.empty() && !failed.empty()) r.error = failed;
+    if (!r.error.empty() && failed.empty()) failed = fmt::format("not run: the job before it ({}) failed: {}", r.label, r.error);
     fill_times(r);
     out.rows.push_back(std::move(r));
   }
