@@ -28,6 +28,7 @@
 #include "ortfleet/fleet/fleet.hpp"
 #include "ortfleet/fleet/pool_server.hpp"
 #include "ortfleet/fleet/worker_pool.hpp"
+#include "fleet/pool/pool_test_outputs.hpp"
 #include "test_support.hpp"
 
 namespace ortfleet {
@@ -35,6 +36,8 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
+using test::first_output;
+using test::in_process_output;
 
 /// Sends raw `bytes` with `fds` attached on socket `fd` and reads the one answer.
 json ask_raw(int fd, const std::string& bytes, const std::vector<int>& fds = {}) {
@@ -104,16 +107,6 @@ class Served {
   std::unique_ptr<PoolServer> server_;
   std::thread serving_;
 };
-
-std::vector<float> first_output(const std::vector<Tensor>& out) {
-  return {out[0].values<float>(), out[0].values<float>() + out[0].element_count()};
-}
-
-std::vector<float> in_process_output(const std::string& model, const std::vector<Tensor>& inputs) {
-  SessionSpec spec;
-  spec.model_path = model;
-  return first_output(Session(spec).run(inputs));
-}
 
 /// A started plan of `model` on the CPU, as a client's open request carries it.
 json open_request(const std::string& model, double timeout_s = 60) {

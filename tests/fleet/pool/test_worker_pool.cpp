@@ -17,6 +17,7 @@
 #include "ortfleet/fleet/fleet.hpp"
 #include "ortfleet/fleet/pool_server.hpp"
 #include "ortfleet/fleet/worker_pool.hpp"
+#include "fleet/pool/pool_test_outputs.hpp"
 #include "test_support.hpp"
 
 namespace ortfleet {
@@ -24,6 +25,8 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
+using test::first_output;
+using test::in_process_output;
 /// A pool of CPU workers whose first start of a model lands in the shared worker, as the residency
 /// tests below need (test_crash.cpp tests the isolation of new models).
 PoolOptions cpu_pool(int n, size_t max_resident = 0) {
@@ -48,16 +51,6 @@ std::unique_ptr<Fleet> ready_fleet(const std::string& model, const FleetOptions&
   fleet->start();
   EXPECT_TRUE(fleet->wait(120));
   return fleet;
-}
-
-std::vector<float> first_output(const std::vector<Tensor>& out) {
-  return {out[0].values<float>(), out[0].values<float>() + out[0].element_count()};
-}
-
-std::vector<float> in_process_output(const std::string& model, const std::vector<Tensor>& inputs) {
-  SessionSpec spec;
-  spec.model_path = model;
-  return first_output(Session(spec).run(inputs));
 }
 
 /// Resident sessions per device in a pool status.
