@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "diagnostics/elf_inspect.hpp"
+#include "engine/cuda/process_checkpoint.hpp"
 #include "ortfleet/base/error.hpp"
 #include "base/system_paths.hpp"
 
@@ -137,6 +138,16 @@ void check_runtime(DoctorReport& r, const DoctorOptions& options) {
 void check_gpus(DoctorReport& r) {
   r.driver = probe_cuda_driver();
   for (auto& f : gpu_findings(r.driver)) r.findings.push_back(std::move(f));
+  if (r.driver.gpus.empty()) return;
+  // Whether a warm pool's idle workers can give their GPU memory back (serving.md: parked workers).
+  const auto& checkpoint = detail::ProcessCheckpoint::instance();
+  if (checkpoint.available()) {
+    r.findings.push_back({"parking", Verdict::ok,
+                          "the driver's checkpoint API is there: an idle warm pool parks its GPU workers (no GPU memory held until the next job)", {}});
+  } else {
+    r.findings.push_back({"parking", Verdict::info, "an idle warm pool keeps its GPU memory: " + checkpoint.why_unavailable(),
+                          "Parking needs NVIDIA's driver r570 or later; meanwhile a shorter --warm-pool-idle bounds what an idle pool holds"});
+  }
 }
 
 void check_cuda_ep(DoctorReport& r, const DoctorOptions& options) {
