@@ -8,6 +8,11 @@ function(ortfleet_set_warnings target)
   if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_LESS 13)
     target_compile_options(${target} PRIVATE -Wno-restrict)
   endif()
+  # A unity build (ORTFLEET_UNITY_BUILD) compiles our .cpp files as includes of one file, and GCC then
+  # flags a class that uses a type of a .cpp file's anonymous namespace as if a header did it.
+  if(CMAKE_UNITY_BUILD AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    target_compile_options(${target} PRIVATE -Wno-subobject-linkage)
+  endif()
   if(ORTFLEET_WERROR)
     target_compile_options(${target} PRIVATE -Werror)
   endif()

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -90,6 +91,11 @@ fs::path fresh_dir(const fs::path& relative) {
   fs::remove_all(p);
   fs::create_directories(p);
   return p;
+}
+
+void expect_same_values(const std::vector<float>& want, const std::vector<float>& got) {
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(want[i], got[i], 1e-4f * (1 + std::abs(want[i]))) << "output " << i;
 }
 
 void make_unloadable(const std::string& entry) {

@@ -25,6 +25,10 @@ const std::filesystem::path& scratch_dir();
 /// scratch_dir() / `relative`, made empty (its parents made as needed).
 std::filesystem::path fresh_dir(const std::filesystem::path& relative);
 
+/// Fails the test unless `got` holds `want`'s values, each within 1e-4 relative (outputs of the same
+/// model from two starts: a cached one against a plain one).
+void expect_same_values(const std::vector<float>& want, const std::vector<float>& got);
+
 /// Replaces the graph of the cache entry `entry` with junk that its manifest vouches for: the
 /// manifest's checks pass, loading it fails (an entry ortfleet wrote that no longer loads).
 void make_unloadable(const std::string& entry);

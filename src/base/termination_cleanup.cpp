@@ -11,21 +11,21 @@
 namespace ortfleet {
 namespace {
 
-constexpr size_t kSlots = 8;
-constexpr size_t kPathsPerSlot = 4;
+constexpr size_t kCleanupSlots = 8;
+constexpr size_t kPathsPerCleanupSlot = 4;
 
 /// One scope's paths. `state` is 0 (free), 1 (being filled) or 2 (active): the handler reads only an
 /// active slot, whose paths are whole.
-struct Slot {
+struct CleanupSlot {
   std::atomic<int> state{0};
-  std::array<std::array<char, PATH_MAX>, kPathsPerSlot> paths{};
+  std::array<std::array<char, PATH_MAX>, kPathsPerCleanupSlot> paths{};
   size_t count = 0;
 };
-std::array<Slot, kSlots> slots;
+std::array<CleanupSlot, kCleanupSlots> cleanup_slots;
 constexpr std::array<int, 3> kStopSignals = {SIGTERM, SIGINT, SIGHUP};
 
 void on_stop_signal(int sig) {
-  for (auto& slot : slots) {
+  for (auto& slot : cleanup_slots) {
     if (slot.state.load(std::memory_order_acquire) != 2) continue;
     for (size_t i = 0; i < slot.count; ++i) ::unlink(slot.paths[i].data());
   }
@@ -40,13 +40,13 @@ void on_stop_signal(int sig) {
 }  // namespace
 
 RemoveOnTermination::RemoveOnTermination(const std::vector<std::string>& paths) {
-  for (size_t i = 0; i < slots.size(); ++i) {
-    Slot& slot = slots[i];
+  for (size_t i = 0; i < cleanup_slots.size(); ++i) {
+    CleanupSlot& slot = cleanup_slots[i];
     int expected = 0;
     if (!slot.state.compare_exchange_strong(expected, 1)) continue;
     slot.count = 0;
     for (const auto& path : paths) {
-      if (slot.count == kPathsPerSlot || path.size() >= PATH_MAX) break;
+      if (slot.count == kPathsPerCleanupSlot || path.size() >= PATH_MAX) break;
       std::memcpy(slot.paths[slot.count].data(), path.c_str(), path.size() + 1);
       ++slot.count;
     }
@@ -60,7 +60,7 @@ RemoveOnTermination::~RemoveOnTermination() { release(); }
 
 void RemoveOnTermination::release() {
   if (slot_ < 0) return;
-  slots[static_cast<size_t>(slot_)].state.store(0, std::memory_order_release);
+  cleanup_slots[static_cast<size_t>(slot_)].state.store(0, std::memory_order_release);
   slot_ = -1;
 }
 

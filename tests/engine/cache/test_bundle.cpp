@@ -31,9 +31,9 @@ using nlohmann::json;
 
 namespace {
 
-fs::path fresh(const std::string& name) { return test::fresh_dir(fs::path("bundle-tests") / name); }
+fs::path fresh_bundle_dir(const std::string& name) { return test::fresh_dir(fs::path("bundle-tests") / name); }
 
-struct Started {
+struct BundleStart {
   std::vector<float> output;
   std::string outcome;
   std::string note;
@@ -41,7 +41,7 @@ struct Started {
 
 /// Starts `model` with the cache in `cache` (filled inline when it misses) and `shared` as the shared
 /// layer (none when empty), and runs it once on fixed inputs. Without `cache`: no cache at all.
-Started start(const std::string& model, const fs::path& cache = {}, const fs::path& shared = {}) {
+BundleStart start_with_bundle_cache(const std::string& model, const fs::path& cache = {}, const fs::path& shared = {}) {
   SessionSpec spec;
   spec.model_path = model;
   if (!cache.empty()) {
@@ -56,10 +56,6 @@ Started start(const std::string& model, const fs::path& cache = {}, const fs::pa
   return {{v, v + out.front().element_count()}, s.model_cache_outcome(), s.model_cache_note()};
 }
 
-void expect_same(const std::vector<float>& want, const std::vector<float>& got) {
-  ASSERT_EQ(want.size(), got.size());
-  for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(want[i], got[i], 1e-4f * (1 + std::abs(want[i]))) << "output " << i;
-}
 
 /// Every file under `folder` with its bytes, mode and change time: what "left as it was" compares.
 std::map<std::string, std::string> snapshot(const fs::path& folder) {
@@ -79,7 +75,7 @@ std::map<std::string, std::string> snapshot(const fs::path& folder) {
 
 /// An entry made in `cache` for `model` and exported alone to `bundle`.
 void make_bundle(const std::string& model, const fs::path& cache, const fs::path& bundle) {
-  start(model, cache);
+  start_with_bundle_cache(model, cache);
   const CacheBundle b = ModelCache((cache).string()).export_bundle({model}, {Device::cpu()}, {}, bundle.string());
   ASSERT_EQ(b.entries.size(), 1u);
   ASSERT_EQ(b.entries.front().outcome, "exported");
@@ -155,8 +151,8 @@ std::string write_small_transformer_copy(const fs::path& dir) { return test::wri
 
 /// A cache that holds one entry already (of another model): what every refused import must leave alone.
 fs::path lived_in_cache(const std::string& name) {
-  const fs::path cache = fresh(name);
-  start(test::mlp_model(), cache / "models");
+  const fs::path cache = fresh_bundle_dir(name);
+  start_with_bundle_cache(test::mlp_model(), cache / "models");
   return cache;
 }
 
@@ -164,7 +160,7 @@ fs::path lived_in_cache(const std::string& name) {
 }  // namespace
 
 TEST(TarArchive, WhatItWritesItReadsBackAndGnuTarListsIt) {
-  const fs::path dir = fresh("tar");
+  const fs::path dir = fresh_bundle_dir("tar");
   const std::string long_folder(120, 'f');
   write_members(dir / "a.tar", {{"first.json", "{}", '0', {}}, {long_folder + "/second.bin", std::string(1000, 'x'), '0', {}}, {"empty", "", '0', {}}});
   const auto back = members_of(dir / "a.tar");
@@ -176,7 +172,7 @@ TEST(TarArchive, WhatItWritesItReadsBackAndGnuTarListsIt) {
 }
 
 TEST(TarArchive, ADamagedOrTruncatedArchiveIsAnErrorNeverAShortRead) {
-  const fs::path dir = fresh("tar-damage");
+  const fs::path dir = fresh_bundle_dir("tar-damage");
   write_members(dir / "a.tar", {{"one", std::string(3000, 'a'), '0', {}}, {"two", "bb", '0', {}}});
   const std::string whole = test::read_all(dir / "a.tar");
   const auto read_all_members = [&](const std::string& bytes) {
@@ -194,17 +190,17 @@ TEST(TarArchive, ADamagedOrTruncatedArchiveIsAnErrorNeverAShortRead) {
 }
 
 TEST(CacheBundle, AnExportedEntryImportedIntoAFreshCacheIsAHitOnTheFirstStart) {
-  const fs::path dir = fresh("round-trip");
+  const fs::path dir = fresh_bundle_dir("round-trip");
   const std::string model = test::small_transformer();
-  const auto want = start(model).output;
+  const auto want = start_with_bundle_cache(model).output;
   make_bundle(model, dir / "a", dir / "models.ortfleet");
   const CacheBundle imported = ModelCache((dir / "b").string()).import_bundle((dir / "models.ortfleet").string());
   ASSERT_EQ(imported.entries.size(), 1u);
   EXPECT_EQ(imported.entries.front().outcome, "added");
   EXPECT_EQ(imported.onnxruntime_version, load_runtime().version);
-  const Started first = start(model, dir / "b");
+  const BundleStart first = start_with_bundle_cache(model, dir / "b");
   EXPECT_EQ(first.outcome, "hit");
-  expect_same(want, first.output);
+  test::expect_same_values(want, first.output);
   // Files as a start makes them: private, nothing of the import left behind.
   for (const auto& e : fs::directory_iterator(dir / "b")) {
     EXPECT_EQ(e.path().filename().string().find(".import-"), std::string::npos) << e.path();
@@ -217,27 +213,27 @@ TEST(CacheBundle, AnExportedEntryImportedIntoAFreshCacheIsAHitOnTheFirstStart) {
 }
 
 TEST(CacheBundle, TheEntryIsFoundUnderAnotherModelFileName) {
-  const fs::path dir = fresh("renamed");
+  const fs::path dir = fresh_bundle_dir("renamed");
   make_bundle(test::mlp_model(), dir / "a", dir / "b.ortfleet");
   ModelCache((dir / "b").string()).import_bundle((dir / "b.ortfleet").string());
   fs::copy_file(test::mlp_model(), dir / "renamed.onnx");
-  EXPECT_EQ(start((dir / "renamed.onnx").string(), dir / "b").outcome, "hit");
+  EXPECT_EQ(start_with_bundle_cache((dir / "renamed.onnx").string(), dir / "b").outcome, "hit");
 }
 
 TEST(CacheBundle, AModelWithALongFileNameIsExportedAndImported) {
-  const fs::path dir = fresh("long-name");
+  const fs::path dir = fresh_bundle_dir("long-name");
   const fs::path model = dir / (std::string(90, 'm') + ".onnx");
   fs::copy_file(test::mlp_model(), model);
   make_bundle(model.string(), dir / "a", dir / "long.ortfleet");
   const CacheBundle imported = ModelCache((dir / "b").string()).import_bundle((dir / "long.ortfleet").string());
   ASSERT_EQ(imported.entries.size(), 1u);
   EXPECT_EQ(imported.entries.front().outcome, "added");
-  EXPECT_EQ(start(model.string(), dir / "b").outcome, "hit");
+  EXPECT_EQ(start_with_bundle_cache(model.string(), dir / "b").outcome, "hit");
 }
 
 TEST(CacheBundle, ExportSaysWhatItMissedAndRefusesToWriteAnEmptyBundle) {
-  const fs::path dir = fresh("export-missing");
-  start(test::mlp_model(), dir / "cache");
+  const fs::path dir = fresh_bundle_dir("export-missing");
+  start_with_bundle_cache(test::mlp_model(), dir / "cache");
   const CacheBundle b =
       ModelCache((dir / "cache").string()).export_bundle({test::mlp_model(), test::resnet18_model()}, {Device::cpu()}, {}, (dir / "b").string());
   ASSERT_EQ(b.entries.size(), 2u);
@@ -255,8 +251,8 @@ TEST(CacheBundle, ExportSaysWhatItMissedAndRefusesToWriteAnEmptyBundle) {
 
 // "exported 2 entries" for one: an entry asked for twice is in the bundle once, and said so.
 TEST(CacheBundle, AnEntryAskedForTwiceIsExportedOnceAndCountedOnce) {
-  const fs::path dir = fresh("export-twice");
-  start(test::mlp_model(), dir / "cache");
+  const fs::path dir = fresh_bundle_dir("export-twice");
+  start_with_bundle_cache(test::mlp_model(), dir / "cache");
   fs::copy_file(test::mlp_model(), dir / "same.onnx");
   const CacheBundle b = ModelCache((dir / "cache").string())
                             .export_bundle({test::mlp_model(), test::mlp_model(), (dir / "same.onnx").string()}, {Device::cpu()}, {}, (dir / "b").string());
@@ -272,9 +268,9 @@ TEST(CacheBundle, AnEntryAskedForTwiceIsExportedOnceAndCountedOnce) {
 // is not a bundle are left as they are; a bundle is replaced keeping its mode; a link is written
 // through; a pipe or device is written, never replaced.
 TEST(CacheBundle, ExportReplacesOnlyABundleAndNeverWhatItReads) {
-  const fs::path dir = fresh("export-out");
+  const fs::path dir = fresh_bundle_dir("export-out");
   const std::string model = write_small_transformer_copy(dir);
-  start(model, dir / "cache");
+  start_with_bundle_cache(model, dir / "cache");
   const ModelCache cache((dir / "cache").string());
   const auto export_to = [&](const fs::path& out) { cache.export_bundle({model}, {Device::cpu()}, {}, out.string()); };
   for (const std::string& input : {model, model + ".data"}) {
@@ -314,7 +310,7 @@ TEST(CacheBundle, ExportReplacesOnlyABundleAndNeverWhatItReads) {
 // Import reads bundles only from regular files: a pipe without a writer blocked open() forever, and a
 // file of zeros was read to its end before it was called no bundle.
 TEST(CacheBundle, ImportRefusesWhatIsNotARegularFileBeforeOpeningIt) {
-  const fs::path dir = fresh("import-special");
+  const fs::path dir = fresh_bundle_dir("import-special");
   ASSERT_EQ(::mkfifo((dir / "pipe").c_str(), 0600), 0);
   const int code = test::exit_code_within(60, [&] {
     const std::string e = test::error_of([&] { ModelCache((dir / "cache").string()).import_bundle((dir / "pipe").string()); });
@@ -329,7 +325,7 @@ TEST(CacheBundle, ImportRefusesWhatIsNotARegularFileBeforeOpeningIt) {
 }
 
 TEST(CacheBundle, AFileOfZerosIsRefusedAtItsFirstBlock) {
-  const fs::path dir = fresh("import-zeros");
+  const fs::path dir = fresh_bundle_dir("import-zeros");
   // A terabyte of zeros (sparse: it takes no disk), which read to its end would take hours.
   const fs::path zeros = dir / "zeros.ortfleet";
   { std::ofstream(zeros) << ""; }
@@ -350,8 +346,8 @@ TEST(CacheBundle, AFileOfZerosIsRefusedAtItsFirstBlock) {
 }
 
 TEST(CacheBundle, ShapeCostsAndTheGainTravelWithTheEntry) {
-  const fs::path dir = fresh("companions");
-  start(test::mlp_model(), dir / "a");
+  const fs::path dir = fresh_bundle_dir("companions");
+  start_with_bundle_cache(test::mlp_model(), dir / "a");
   const std::string entry = ModelCache((dir / "a").string()).entries().front().path;
   detail::record_entry_gain(entry, {50, 10});
   std::ofstream(entry + ".shape-costs.json") << R"({"steady_ms": 1, "switch_ms": 2, "new_session_ms": 3, "conditions": "x"})";
@@ -365,7 +361,7 @@ TEST(CacheBundle, ShapeCostsAndTheGainTravelWithTheEntry) {
 }
 
 TEST(CacheBundle, EveryRefusalLeavesTheCacheAsItWas) {
-  const fs::path dir = fresh("refusals");
+  const fs::path dir = fresh_bundle_dir("refusals");
   const fs::path good = dir / "good.ortfleet";
   make_bundle(test::small_transformer(), dir / "source", good);
   const fs::path cache = lived_in_cache("refusals-target");
@@ -442,7 +438,7 @@ TEST(CacheBundle, EveryRefusalLeavesTheCacheAsItWas) {
 }
 
 TEST(CacheBundle, ClearRemovesWhatKilledImportsOfThisHostLeftAndNoOtherHostsStaging) {
-  const fs::path cache = fresh("sweep");
+  const fs::path cache = fresh_bundle_dir("sweep");
   char host[256] = {};
   ASSERT_EQ(::gethostname(host, sizeof(host) - 1), 0);
   // pid 999999999 exceeds every pid_max: that import is dead. Another host's pid means nothing here.
@@ -460,7 +456,7 @@ TEST(CacheBundle, ClearRemovesWhatKilledImportsOfThisHostLeftAndNoOtherHostsStag
 }
 
 TEST(CacheBundle, AnEntryThisMachineRejectedOrOneInUseIsNotReplaced) {
-  const fs::path dir = fresh("not-replaced");
+  const fs::path dir = fresh_bundle_dir("not-replaced");
   make_bundle(test::mlp_model(), dir / "a", dir / "b.ortfleet");
   const fs::path target = dir / "target";
   fs::create_directories(target);
@@ -486,9 +482,9 @@ TEST(CacheBundle, AnEntryThisMachineRejectedOrOneInUseIsNotReplaced) {
 // The shared layer: read before the local cache, never written.
 
 TEST(SharedCacheLayer, AHitComesFromTheSharedLayerAndNothingIsWrittenThere) {
-  const fs::path dir = fresh("shared-hit");
+  const fs::path dir = fresh_bundle_dir("shared-hit");
   const std::string model = test::small_transformer();
-  const auto want = start(model).output;
+  const auto want = start_with_bundle_cache(model).output;
   make_bundle(model, dir / "a", dir / "b.ortfleet");
   ModelCache((dir / "shared" / "models").string()).import_bundle((dir / "b.ortfleet").string(), /*shared_layer=*/true);
   for (const auto& e : fs::recursive_directory_iterator(dir / "shared")) {
@@ -499,17 +495,17 @@ TEST(SharedCacheLayer, AHitComesFromTheSharedLayerAndNothingIsWrittenThere) {
   }
   const auto before = snapshot(dir / "shared");
   for (int i = 0; i < 2; ++i) {
-    const Started s = start(model, dir / "local", dir / "shared");
+    const BundleStart s = start_with_bundle_cache(model, dir / "local", dir / "shared");
     EXPECT_EQ(s.outcome, "hit");
     EXPECT_NE(s.note.find("from the shared layer " + (dir / "shared").string()), std::string::npos) << s.note;
-    expect_same(want, s.output);
+    test::expect_same_values(want, s.output);
   }
   EXPECT_EQ(snapshot(dir / "shared"), before) << "a start wrote into the shared layer";
   EXPECT_TRUE(ModelCache((dir / "local").string()).entries().empty()) << "a shared hit made a local entry too";
 }
 
 TEST(SharedCacheLayer, ItsManifestIsNeverRewrittenAndItsHashesAreRememberedLocally) {
-  const fs::path dir = fresh("shared-memo");
+  const fs::path dir = fresh_bundle_dir("shared-memo");
   const std::string entry = shared_entry(test::mlp_model(), dir);
   const std::string manifest = test::read_all(entry + ".manifest.json");
   const std::string key = ModelCache((dir / "a").string()).key_text(test::mlp_model(), Device::cpu(), {});
@@ -526,34 +522,34 @@ TEST(SharedCacheLayer, ItsManifestIsNeverRewrittenAndItsHashesAreRememberedLocal
 }
 
 TEST(SharedCacheLayer, ADamagedSharedEntryIsSkippedWithAWarningAndLeftAsItIs) {
-  const fs::path dir = fresh("shared-damaged");
+  const fs::path dir = fresh_bundle_dir("shared-damaged");
   const std::string model = test::small_transformer();
-  const auto want = start(model).output;
+  const auto want = start_with_bundle_cache(model).output;
   const std::string entry = shared_entry(model, dir);
   fs::resize_file(entry + ".data", fs::file_size(entry + ".data") / 2);
   const auto before = snapshot(dir / "shared");
   test::CapturedLog log;
-  const Started first = start(model, dir / "local", dir / "shared");
-  expect_same(want, first.output);
+  const BundleStart first = start_with_bundle_cache(model, dir / "local", dir / "shared");
+  test::expect_same_values(want, first.output);
   EXPECT_EQ(first.note.find("shared"), std::string::npos) << first.note;
   EXPECT_EQ(log.count("the shared model cache entry " + entry + " is not used"), 1u);
   EXPECT_EQ(snapshot(dir / "shared"), before) << "the damaged shared entry was touched";
   // The local cache took over: its own entry, made from the model.
-  const Started local = start(model, dir / "local", dir / "shared");
+  const BundleStart local = start_with_bundle_cache(model, dir / "local", dir / "shared");
   EXPECT_EQ(local.outcome, "hit");
   EXPECT_EQ(local.note.find("shared"), std::string::npos) << local.note;
-  expect_same(want, local.output);
+  test::expect_same_values(want, local.output);
 }
 
 TEST(SharedCacheLayer, AnEntryThatFailsToLoadIsNotRejectedThere) {
-  const fs::path dir = fresh("shared-unloadable");
+  const fs::path dir = fresh_bundle_dir("shared-unloadable");
   const std::string model = test::small_transformer();
-  const auto want = start(model).output;
+  const auto want = start_with_bundle_cache(model).output;
   const std::string entry = shared_entry(model, dir);
   test::make_unloadable(entry);
   const auto before = snapshot(dir / "shared");
-  const Started s = start(model, dir / "local", dir / "shared");
-  expect_same(want, s.output);
+  const BundleStart s = start_with_bundle_cache(model, dir / "local", dir / "shared");
+  test::expect_same_values(want, s.output);
   EXPECT_EQ(s.outcome, "rejected");
   EXPECT_EQ(snapshot(dir / "shared"), before) << "the shared layer was written";
 }
@@ -562,7 +558,7 @@ TEST(SharedCacheLayer, AnEntryThatFailsToLoadIsNotRejectedThere) {
 // bit, when models/ was group-writable and when the entry files were 0666: every component up to / is
 // checked, and the one that fails is named.
 TEST(SharedCacheLayer, AFolderOrFileAnotherUserCouldChangeIsNotUsedAndNamed) {
-  const fs::path dir = fresh("shared-open");
+  const fs::path dir = fresh_bundle_dir("shared-open");
   const std::string entry = shared_entry(test::mlp_model(), dir / "layers");
   const fs::path layer = dir / "layers" / "shared";
   struct Case {
@@ -585,7 +581,7 @@ TEST(SharedCacheLayer, AFolderOrFileAnotherUserCouldChangeIsNotUsedAndNamed) {
     const mode_t before = st.st_mode & 07777;
     ASSERT_EQ(::chmod(c.path.c_str(), c.mode), 0);
     test::CapturedLog log;
-    const Started s = start(test::mlp_model(), dir / "local", layer);
+    const BundleStart s = start_with_bundle_cache(test::mlp_model(), dir / "local", layer);
     EXPECT_EQ(s.note.find("shared"), std::string::npos) << s.note;
     EXPECT_EQ(log.count(c.named), 1u) << log.text();
     const auto listed = ModelCache((layer / "models").string()).entries(/*private_folder=*/false);
@@ -597,13 +593,13 @@ TEST(SharedCacheLayer, AFolderOrFileAnotherUserCouldChangeIsNotUsedAndNamed) {
   }
   // Sticky, as /tmp: others may add names there but not replace the layer's. Used.
   ASSERT_EQ(::chmod((dir / "layers").c_str(), 01777), 0);
-  EXPECT_NE(start(test::mlp_model(), dir / "local", layer).note.find("from the shared layer"), std::string::npos);
+  EXPECT_NE(start_with_bundle_cache(test::mlp_model(), dir / "local", layer).note.find("from the shared layer"), std::string::npos);
   EXPECT_EQ(ModelCache((layer / "models").string()).entries(/*private_folder=*/false).front().skipped, "");
 }
 
 TEST(SharedCacheLayer, AFolderOrFileOfAnotherUserIsNotUsed) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root, to give files to another user";
-  const fs::path dir = fresh("shared-theirs");
+  const fs::path dir = fresh_bundle_dir("shared-theirs");
   const std::string entry = shared_entry(test::mlp_model(), dir);
   const fs::path models = dir / "shared" / "models";
   for (const fs::path& theirs : {fs::path(entry), models}) {
@@ -611,18 +607,18 @@ TEST(SharedCacheLayer, AFolderOrFileOfAnotherUserIsNotUsed) {
     ASSERT_EQ(::chown(theirs.c_str(), 65534, 65534), 0);
     const auto listed = ModelCache(models.string()).entries(/*private_folder=*/false);
     EXPECT_NE(listed.front().skipped.find(theirs.string() + " belongs to"), std::string::npos) << listed.front().skipped;
-    EXPECT_EQ(start(test::mlp_model(), dir / "local", dir / "shared").note.find("shared"), std::string::npos);
+    EXPECT_EQ(start_with_bundle_cache(test::mlp_model(), dir / "local", dir / "shared").note.find("shared"), std::string::npos);
     ASSERT_EQ(::chown(theirs.c_str(), 0, 0), 0);
   }
   // The layer's owner is whom its readers trust: a layer all of one other user's is used.
   for (const auto& e : fs::recursive_directory_iterator(dir / "shared")) ASSERT_EQ(::lchown(e.path().c_str(), 65534, 65534), 0);
   ASSERT_EQ(::chown((dir / "shared").c_str(), 65534, 65534), 0);
-  EXPECT_NE(start(test::mlp_model(), dir / "local2", dir / "shared").note.find("from the shared layer"), std::string::npos);
+  EXPECT_NE(start_with_bundle_cache(test::mlp_model(), dir / "local2", dir / "shared").note.find("from the shared layer"), std::string::npos);
 }
 
 // import --shared made the layer in a folder every user can write: nothing is made there now.
 TEST(SharedCacheLayer, ImportMakesNoLayerWhereAnotherUserCouldChangeIt) {
-  const fs::path dir = fresh("shared-import-open");
+  const fs::path dir = fresh_bundle_dir("shared-import-open");
   make_bundle(test::mlp_model(), dir / "a", dir / "b.ortfleet");
   fs::create_directories(dir / "open");
   ASSERT_EQ(::chmod((dir / "open").c_str(), 0777), 0);

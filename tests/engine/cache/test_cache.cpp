@@ -70,10 +70,6 @@ Started start(const std::string& model, const fs::path& cache = {}, ModelCacheFo
   return {{v, v + out.front().element_count()}, s.used_model_cache()};
 }
 
-void expect_same(const std::vector<float>& want, const std::vector<float>& got) {
-  ASSERT_EQ(want.size(), got.size());
-  for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(want[i], got[i], 1e-4f * (1 + std::abs(want[i]))) << "output " << i;
-}
 
 /// The one published entry in `cache`.
 std::string only_entry(const fs::path& cache) {
@@ -116,13 +112,13 @@ void expect_damage_is_repaired(const std::string& what, const std::function<void
   damage(entry);
   test::CapturedLog log;
   const Started repaired = start(model, cache);  // never an error, never wrong outputs
-  expect_same(want, repaired.output);
+  test::expect_same_values(want, repaired.output);
   EXPECT_FALSE(repaired.used_cache);
   EXPECT_EQ(log.count("the model cache entry " + entry + " is damaged"), 1u);
   EXPECT_EQ(detail::check_entry(entry, ModelCache(cache.string()).key_text(model, Device::cpu(), {})), "");
   const Started next = start(model, cache);  // the entry was made again
   EXPECT_TRUE(next.used_cache);
-  expect_same(want, next.output);
+  test::expect_same_values(want, next.output);
 }
 }  // namespace
 
@@ -192,7 +188,7 @@ TEST(ModelCache, AnOrtFormatEntryGivesTheUncachedOutputs) {
     const auto want = start(model).output;
     const Started miss = start(model, cache, ModelCacheFormat::ort);
     EXPECT_FALSE(miss.used_cache);
-    expect_same(want, miss.output);
+    test::expect_same_values(want, miss.output);
     const std::string entry = only_entry(cache);
     EXPECT_TRUE(entry.ends_with(".ort")) << entry;
     EXPECT_FALSE(fs::exists(entry + ".data"));
@@ -201,7 +197,7 @@ TEST(ModelCache, AnOrtFormatEntryGivesTheUncachedOutputs) {
     EXPECT_EQ(bytes.substr(4, 4), "ORTM");  // the FlatBuffer file identifier of ORT-format models
     const Started hit = start(model, cache, ModelCacheFormat::ort);
     EXPECT_TRUE(hit.used_cache);
-    expect_same(want, hit.output);
+    test::expect_same_values(want, hit.output);
     EXPECT_EQ(detail::check_entry(entry, ModelCache(cache.string()).key_text(model, Device::cpu(), [] {
                 RunConfig c;
                 c.session.model_cache_format = ModelCacheFormat::ort;
@@ -251,7 +247,7 @@ TEST(ModelCache, AModelRewrittenInPlaceWithItsOldSizeAndTimesGetsANewEntry) {
   ASSERT_EQ(after->mtime_ns, before->mtime_ns);
   const Started rewritten = start(model, cache);
   EXPECT_FALSE(rewritten.used_cache);  // not the stale optimised copy of the old model
-  expect_same(start(other).output, rewritten.output);
+  test::expect_same_values(start(other).output, rewritten.output);
 }
 
 // External weights are part of the model: new weights in the same .data file make a new entry.
@@ -266,7 +262,7 @@ TEST(ModelCache, NewExternalWeightsGetANewEntry) {
   overwrite_in_place(model + ".data", test::read_all(other + ".data"));  // the .onnx file is untouched
   const Started changed = start(model, cache);
   EXPECT_FALSE(changed.used_cache);
-  expect_same(start(other).output, changed.output);
+  test::expect_same_values(start(other).output, changed.output);
 }
 
 TEST(ModelCache, ATruncatedEntryIsRemadeNotAnError) {
@@ -347,7 +343,7 @@ TEST(ModelCache, AVouchedForEntryThatFailsToLoadIsSetAsideAndNotBlamedOnTheModel
 
   test::CapturedLog log;
   const Started started = start(model, cache);
-  expect_same(want, started.output);
+  test::expect_same_values(want, started.output);
   EXPECT_FALSE(started.used_cache);
   EXPECT_NE(detail::rejection_of(entry), "");
   EXPECT_FALSE(fs::exists(entry)) << "the rejected entry was left in place";
@@ -357,7 +353,7 @@ TEST(ModelCache, AVouchedForEntryThatFailsToLoadIsSetAsideAndNotBlamedOnTheModel
   // Later starts use the model without trying the entry again.
   const Started later = start(model, cache);
   EXPECT_FALSE(later.used_cache);
-  expect_same(want, later.output);
+  test::expect_same_values(want, later.output);
   EXPECT_FALSE(fs::exists(entry));
 }
 
@@ -445,7 +441,7 @@ TEST(ModelCache, ACacheFolderThatCannotBeMadeMeansAStartWithoutIt) {
   std::ofstream(root / "file") << "in the way";
   const Started s = start(test::mlp_model(), root / "file" / "models");
   EXPECT_FALSE(s.used_cache);
-  expect_same(start(test::mlp_model()).output, s.output);
+  test::expect_same_values(start(test::mlp_model()).output, s.output);
 }
 
 TEST(ModelCache, LockFilesAreNeverFollowedThroughSymlinks) {
