@@ -12,13 +12,14 @@ export ORTFLEET_AUTO_POOL=0
 ident=$MODELS/identity.onnx
 [ -f "$ident" ] || "$new/ortfleet" -q synth identity "$ident"
 for b in old new; do
-  ORTFLEET_CACHE=/tmp/ab-cache-$b "${!b}/ortfleet" start "$model" --devices cuda:0 > /dev/null 2> "$RESULTS/ab-fill-$b.err" ||
+  ORTFLEET_WORKER=${!b}/ortfleet-worker ORTFLEET_CACHE=/tmp/ab-cache-$b "${!b}/ortfleet" start "$model" --devices cuda:0 > /dev/null 2> "$RESULTS/ab-fill-$b.err" ||
     echo "$b: the filling start failed: $(tail -1 "$RESULTS/ab-fill-$b.err")"
 done
 for r in $(seq 1 "$rounds"); do
   if [ $((r % 2)) = 1 ]; then order="old new"; else order="new old"; fi
   for b in $order; do
     bin=${!b}
+    export ORTFLEET_WORKER=$bin/ortfleet-worker  # each build with its own worker (run.sh names one)
     t0=$(date +%s%N)
     ORTFLEET_CACHE=/tmp/ab-cache-$b "$bin/ortfleet" start "$model" --devices cuda:0 --json > "$RESULTS/ab-start-$b-$r.json" 2> "$RESULTS/ab-start-$b-$r.err"
     t1=$(date +%s%N)
