@@ -4,7 +4,8 @@
 # order alternating, each measurement a fresh process on cuda:0:
 #   start  MODEL's cached start (`start --json`, the cache filled first by an untimed start of the same
 #          build), timed from outside: exec to exit, in ms; and the start's own wall_ms
-#   ring   the worker's round trip (`bench --inference` on an identity model, host inputs, 3 s): p50, p99
+#   ring   the worker's round trip (`bench --inference` on an identity model, host inputs, AB_SECONDS
+#          seconds a measurement, default 3): p50, p99
 # One line per measurement, then each build's medians and new/old. JSON lands in $RESULTS/ab-*.
 set -u
 old=$1 new=$2 model=$3 rounds=$4
@@ -24,7 +25,7 @@ for r in $(seq 1 "$rounds"); do
     ORTFLEET_CACHE=/tmp/ab-cache-$b "$bin/ortfleet" start "$model" --devices cuda:0 --json > "$RESULTS/ab-start-$b-$r.json" 2> "$RESULTS/ab-start-$b-$r.err"
     t1=$(date +%s%N)
     echo "start $b $r $(((t1 - t0) / 1000000))" >> "$RESULTS/ab-exec.txt"
-    "$bin/ortfleet" bench "$ident" --inference --devices cuda:0 --seconds 3 --json > "$RESULTS/ab-ring-$b-$r.json" 2> "$RESULTS/ab-ring-$b-$r.err"
+    "$bin/ortfleet" bench "$ident" --inference --devices cuda:0 --seconds "${AB_SECONDS:-3}" --json > "$RESULTS/ab-ring-$b-$r.json" 2> "$RESULTS/ab-ring-$b-$r.err"
   done
 done
 python3 - "$RESULTS" "$rounds" <<'PY'
