@@ -138,20 +138,20 @@ void RunConfigFlags::add_session_flags(CLI::App* app, bool leaves_warm_pool) {
          if (!model_cache_shared.empty()) c.session.model_cache_shared = std::filesystem::absolute(model_cache_shared).string();
        });
   if (leaves_warm_pool) {
-    flag(in_range(app->add_option("--warm-pool-idle", warm_pool_idle,
-                                  "Seconds the warm pool a start (--strategy auto) leaves on this node waits idle before it exits; 0 leaves none "
-                                  "(default 1800 where its workers park, else 300; or ORTFLEET_WARM_POOL_IDLE)"),
-                  {.lo = 0, .hi = kMaxTimeoutS, .unit = "seconds", .whole = false}),
-         [this](RunConfig& c) {
-           if (warm_pool_idle >= 0) c.warm_pool.idle_exit_s = warm_pool_idle;
-         });
-    flag(in_range(app->add_option("--warm-pool-park", warm_pool_park,
-                                  "Seconds after which the warm pool a start leaves parks its GPU workers (their GPU memory released by the "
-                                  "driver, restored on the next job's request); 0: never (default 30, or ORTFLEET_WARM_POOL_PARK)"),
-                  {.lo = 0, .hi = kMaxTimeoutS, .unit = "seconds", .whole = false}),
-         [this](RunConfig& c) {
-           if (warm_pool_park >= 0) c.warm_pool.park_after_s = warm_pool_park;
-         });
+    // A seconds flag of the warm pool a start leaves: set, it replaces that field of the config's warm_pool.
+    const auto pool_seconds = [&](const std::string& name, double& seconds, std::optional<double> WarmPoolOptions::*field,
+                                  const std::string& help) {
+      flag(in_range(app->add_option(name, seconds, help), {.lo = 0, .hi = kMaxTimeoutS, .unit = "seconds", .whole = false}),
+           [&seconds, field](RunConfig& c) {
+             if (seconds >= 0) c.warm_pool.*field = seconds;
+           });
+    };
+    pool_seconds("--warm-pool-idle", warm_pool_idle, &WarmPoolOptions::idle_exit_s,
+                 "Seconds the warm pool a start (--strategy auto) leaves on this node waits idle before it exits; 0 leaves none "
+                 "(default 1800 where its workers park, else 300; or ORTFLEET_WARM_POOL_IDLE)");
+    pool_seconds("--warm-pool-park", warm_pool_park, &WarmPoolOptions::park_after_s,
+                 "Seconds after which the warm pool a start leaves parks its GPU workers (their GPU memory released by the "
+                 "driver, restored on the next job's request); 0: never (default 30, or ORTFLEET_WARM_POOL_PARK)");
   }
   flag(app->add_option("--session-config", session_config,
                        "An ONNX Runtime session config entry KEY=VALUE, e.g. session.disable_prepacking=1 (repeatable)"),
