@@ -29,11 +29,12 @@ class CudnnChoices : public ::testing::Test {
   fs::path dir_ = test::fresh_dir("cudnn-choices");
   fs::path store_ = dir_ / "store";
 
-  ChildRun run(bool preload) {
+  /// cudnn_user against the stand-in cuDNN in `cudnn_dir` (the plain one, or cuDNN 9's dispatcher layout).
+  ChildRun run(bool preload, const std::string& cudnn_dir = ORTFLEET_TEST_FAKE_CUDNN_DIR) {
     if (!fs::exists(store_)) fs::create_directories(store_);
     const fs::path log = dir_ / "cudnn.log";
     fs::remove(log);
-    std::map<std::string, std::string> env = {{"LD_LIBRARY_PATH", ORTFLEET_TEST_FAKE_CUDNN_DIR},
+    std::map<std::string, std::string> env = {{"LD_LIBRARY_PATH", cudnn_dir},
                                               {"FAKE_CUDNN_LOG", log.string()},
                                               {"ORTFLEET_CUDNN_CHOICES", store_.string()},
                                               {"ORTFLEET_TEST_CUDNN_DEVICE", "Fake_GPU-sm00"}};
@@ -73,6 +74,20 @@ TEST_F(CudnnChoices, AFirstProcessRecordsWhatRanAndALaterOneSkipsTheHeuristics) 
   const ChildRun without = run(/*preload=*/false);
   ASSERT_EQ(without.exit_code, 0);
   EXPECT_EQ(without.log, "heuristics 1\nexecute 10\n");
+}
+
+// cuDNN 9's libcudnn.so.9 looks each name up again in its sub-library and calls what dlsym gives it,
+// which is this library's function: that must lead on to the sub-library's, not back (4xH200-final's crash:
+// SIGSEGV in every GPU worker's init, the stack used up by the loop).
+TEST_F(CudnnChoices, CudnnsDispatcherThatLooksItsNamesUpAgainDoesNotCallBackIntoItself) {
+  const ChildRun first = run(/*preload=*/true, ORTFLEET_TEST_FAKE_CUDNN_DISPATCHER_DIR);
+  ASSERT_EQ(first.exit_code, 0) << first.log;
+  EXPECT_EQ(first.log, "heuristics 1\nexecute 10\n");
+  EXPECT_EQ(first.report.value("recorded", -1), 1);
+  const ChildRun later = run(/*preload=*/true, ORTFLEET_TEST_FAKE_CUDNN_DISPATCHER_DIR);
+  ASSERT_EQ(later.exit_code, 0) << later.log;
+  EXPECT_EQ(later.log, "execute 10\n") << "replayed through the dispatcher, without heuristics";
+  EXPECT_EQ(later.report.value("replayed", -1), 1);
 }
 
 TEST_F(CudnnChoices, TheRecordDecidesTheEngine) {
