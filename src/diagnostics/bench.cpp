@@ -306,12 +306,8 @@ void run_case(const BenchOptions& o, Case& c, BenchPool* pool, bool timed) {
   }
   const StartReport& start = *result.report;
   if (!timed) return;
-  c.row.wall_ms.push_back(start.wall_ms());
+  detail::add_timed_round(c.row, start);
   c.row.process_start_ms.push_back(process_start_ms(start));
-  const Summary s = summarize(c.row.wall_ms);
-  if (c.row.wall_ms.size() == 1 || std::abs(start.wall_ms() - s.median) <= std::abs(c.row.median_report.wall_ms() - s.median)) {
-    c.row.median_report = start;
-  }
 }
 
 /// The untimed starts before the rounds: the page cache and the model cache's entry need one start

@@ -11,6 +11,10 @@ namespace ortfleet::detail {
 /// job's rows too, is summed up the same way).
 void fill_times(BenchRow& row);
 
+/// Adds a timed round to `row`: its wall time, and its report, kept as the row's median_report when it is
+/// the nearest yet to the median of the rounds so far (the one whose timeline the row shows).
+void add_timed_round(BenchRow& row, const StartReport& start);
+
 /// The row labelled `label` that ran (BenchRow::ok), or null.
 const BenchRow* ran_row(const std::vector<BenchRow>& rows, const std::string& label);
 

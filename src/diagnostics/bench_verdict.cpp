@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "diagnostics/bench_rows.hpp"
 #include "diagnostics/statistics.hpp"
@@ -51,6 +52,14 @@ void detail::fill_times(BenchRow& row) {
   const MeanSigma m = mean_sigma(row.wall_ms);
   row.mean_ms = m.mean;
   row.sigma_ms = m.sigma;
+}
+
+void detail::add_timed_round(BenchRow& row, const StartReport& start) {
+  row.wall_ms.push_back(start.wall_ms());
+  const Summary s = summarize(row.wall_ms);
+  if (row.wall_ms.size() == 1 || std::abs(start.wall_ms() - s.median) <= std::abs(row.median_report.wall_ms() - s.median)) {
+    row.median_report = start;
+  }
 }
 
 const BenchRow* detail::ran_row(const std::vector<BenchRow>& rows, const std::string& label) {

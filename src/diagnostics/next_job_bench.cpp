@@ -11,7 +11,6 @@
 #include "base/private_dir.hpp"
 #include "diagnostics/bench_rows.hpp"
 #include "diagnostics/cold_start.hpp"
-#include "diagnostics/statistics.hpp"
 #include "fleet/pool/worker_parking.hpp"
 #include "ortfleet/base/clock.hpp"
 #include "ortfleet/base/error.hpp"
@@ -68,13 +67,7 @@ bool run_job(ColdStartRequest& request, BenchRow& r, bool timed) {
     r.error = result.error;
     return false;
   }
-  if (timed) {
-    r.wall_ms.push_back(result.report->wall_ms());
-    const Summary s = summarize(r.wall_ms);
-    if (r.wall_ms.size() == 1 || std::abs(result.report->wall_ms() - s.median) <= std::abs(r.median_report.wall_ms() - s.median)) {
-      r.median_report = *result.report;
-    }
-  }
+  if (timed) add_timed_round(r, *result.report);
   return true;
 }
 
