@@ -9,7 +9,8 @@ build=${1:-build/release}
 root=$(cd "$(dirname "$0")/../.." && pwd)
 out=$root/.device/ortfleet stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
-grep -qx '/.device/' "$root/.git/info/exclude" 2>/dev/null || echo '/.device/' >> "$root/.git/info/exclude"
+exclude=$(git -C "$root" rev-parse --path-format=absolute --git-path info/exclude)  # a worktree's .git is a file
+grep -qx '/.device/' "$exclude" 2>/dev/null || echo '/.device/' >> "$exclude"
 mkdir -p "$out" "$stage/bin" "$stage/models"
 for f in ortfleet ortfleet-worker ortfleet_gpu_tests libortfleet_cudnn.so; do cp "$build/bin/$f" "$stage/bin/" && strip -s "$stage/bin/$f"; done
 cmake --install "$build" --prefix "$stage/prefix" >/dev/null
