@@ -1,13 +1,56 @@
 #include "base/system_paths.hpp"
 
 #include <dlfcn.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
+#include <string>
 
 namespace ortfleet::detail {
+namespace {
+
+/// This process's start, in seconds since the Unix epoch, or nullopt: /proc/self/stat's 22nd field (clock
+/// ticks after boot) added to /proc/stat's btime (the boot, in whole seconds).
+std::optional<double> process_start_unix_s() {
+  std::ifstream self("/proc/self/stat");
+  std::string stat;
+  std::getline(self, stat);
+  const auto name_end = stat.rfind(')');  // the program's name, in parentheses, may hold spaces
+  if (name_end == std::string::npos) return std::nullopt;
+  std::istringstream fields(stat.substr(name_end + 1));
+  std::string field;
+  for (int i = 3; i <= 22 && (fields >> field); ++i) {}  // fields 3..22: the last one read is starttime
+  std::ifstream machine("/proc/stat");
+  std::string line;
+  while (std::getline(machine, line)) {
+    if (line.rfind("btime ", 0) != 0) continue;
+    const long ticks_per_s = ::sysconf(_SC_CLK_TCK);
+    try {
+      return std::stod(line.substr(6)) + std::stod(field) / static_cast<double>(ticks_per_s > 0 ? ticks_per_s : 100);
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+bool written_since_this_process_started(const std::filesystem::path& file) {
+  struct stat st {};
+  if (::stat(file.c_str(), &st) != 0) return false;
+  static const std::optional<double> start = process_start_unix_s();
+  if (!start) return true;
+  const double written = static_cast<double>(st.st_mtim.tv_sec) + static_cast<double>(st.st_mtim.tv_nsec) / 1e9;
+  return written >= *start - 1.0;
+}
+
 namespace fs = std::filesystem;
 
 fs::path own_binary_dir() {

@@ -14,6 +14,11 @@ std::filesystem::path own_binary_dir();
 /// The ONNX Runtime copy scripts/fetch-onnxruntime.sh fetched for this build (empty when unknown).
 std::filesystem::path fetched_ort_dir();
 
+/// Whether `file` exists and was last written since this process started (/proc/self/stat's start time;
+/// a second's slack for the boot time's rounding): a file named after this pid that an earlier process
+/// of the same pid left behind does not count. Where the start time cannot be read, any such file counts.
+bool written_since_this_process_started(const std::filesystem::path& file);
+
 /// An environment variable, or nullopt when unset or empty.
 std::optional<std::string> env_var(const char* name);
 

@@ -232,8 +232,8 @@ RuntimeTelemetry runtime_telemetry() {
   RuntimeTelemetry t;
   t.uploader = carries_uploader(info->library_path);
   const std::string trace = "/tmp/mat-debug-" + std::to_string(::getpid()) + ".log";
-  std::error_code ec;
-  t.collects = t.uploader && fs::exists(trace, ec);
+  // Only a file this process wrote: /tmp keeps the logs of earlier processes, and pids come round again.
+  t.collects = t.uploader && detail::written_since_this_process_started(trace);
   const char* setting = std::getenv(kOrtTelemetryVariable);
   const std::string set = std::string(kOrtTelemetryVariable) + "=" + (setting != nullptr ? setting : "(unset)");
   if (!t.uploader) {

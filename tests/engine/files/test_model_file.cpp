@@ -20,7 +20,7 @@ std::string write(const std::string& name, const std::string& bytes) {
   return path;
 }
 
-std::string error_of(const std::string& path) {
+std::string model_file_error(const std::string& path) {
   try {
     validate_model_file(path);
   } catch (const Error& e) {
@@ -36,13 +36,13 @@ TEST(ModelFile, AcceptsRealModels) {
 }
 
 TEST(ModelFile, SaysWhatIsWrongWithBadInput) {
-  EXPECT_NE(error_of("/nonexistent/m.onnx").find("does not exist"), std::string::npos);
-  EXPECT_NE(error_of(test::scratch_dir().string()).find("is a folder"), std::string::npos);
-  EXPECT_NE(error_of(write("empty.onnx", "")).find("is empty"), std::string::npos);
-  EXPECT_NE(error_of(write("text.onnx", "hello, this is text\n")).find("is not an ONNX model (it looks like a text file)"), std::string::npos);
-  EXPECT_NE(error_of(write("json.onnx", R"({"model": 1})")).find("is not an ONNX model"), std::string::npos);
-  EXPECT_NE(error_of(write("binary.onnx", std::string("\x08\x07\xff\xff\xff\xff", 6))).find("is not an ONNX model"), std::string::npos);
-  EXPECT_EQ(error_of(""), "no model path given. Give the path of an .onnx model ('ortfleet synth' writes test models)");
+  EXPECT_NE(model_file_error("/nonexistent/m.onnx").find("does not exist"), std::string::npos);
+  EXPECT_NE(model_file_error(test::scratch_dir().string()).find("is a folder"), std::string::npos);
+  EXPECT_NE(model_file_error(write("empty.onnx", "")).find("is empty"), std::string::npos);
+  EXPECT_NE(model_file_error(write("text.onnx", "hello, this is text\n")).find("is not an ONNX model (it looks like a text file)"), std::string::npos);
+  EXPECT_NE(model_file_error(write("json.onnx", R"({"model": 1})")).find("is not an ONNX model"), std::string::npos);
+  EXPECT_NE(model_file_error(write("binary.onnx", std::string("\x08\x07\xff\xff\xff\xff", 6))).find("is not an ONNX model"), std::string::npos);
+  EXPECT_EQ(model_file_error(""), "no model path given. Give the path of an .onnx model ('ortfleet synth' writes test models)");
 }
 
 TEST(ModelFile, AFileFoundValidIsCheckedAgainOnceItChanges) {
@@ -52,7 +52,7 @@ TEST(ModelFile, AFileFoundValidIsCheckedAgainOnceItChanges) {
   EXPECT_NO_THROW(validate_model_file(path));
   EXPECT_NO_THROW(validate_model_file(path));  // the same file: found valid before
   write("changes.onnx", "hello, this is text\n");
-  EXPECT_NE(error_of(path).find("is not an ONNX model"), std::string::npos) << error_of(path);
+  EXPECT_NE(model_file_error(path).find("is not an ONNX model"), std::string::npos) << model_file_error(path);
   write("changes.onnx", model.str());
   EXPECT_NO_THROW(validate_model_file(path));
 }
@@ -62,12 +62,12 @@ TEST(ModelFile, SymbolicLinkLoopsAndDanglingLinksAreNamedAsSuch) {
   const fs::path b = test::scratch_dir() / "loop-b.onnx";
   fs::create_symlink(b, a);
   fs::create_symlink(a, b);
-  EXPECT_NE(error_of(a.string()).find("loop-a.onnx is a symbolic link loop"), std::string::npos) << error_of(a.string());
+  EXPECT_NE(model_file_error(a.string()).find("loop-a.onnx is a symbolic link loop"), std::string::npos) << model_file_error(a.string());
   const fs::path dangling = test::scratch_dir() / "dangling.onnx";
   fs::create_symlink(test::scratch_dir() / "gone.onnx", dangling);
-  EXPECT_NE(error_of(dangling.string()).find("is a symbolic link to " + (test::scratch_dir() / "gone.onnx").string() + ", which does not exist"),
+  EXPECT_NE(model_file_error(dangling.string()).find("is a symbolic link to " + (test::scratch_dir() / "gone.onnx").string() + ", which does not exist"),
             std::string::npos)
-      << error_of(dangling.string());
+      << model_file_error(dangling.string());
 }
 
 TEST(ModelFile, TruncatedModelsAreCaught) {
@@ -76,7 +76,7 @@ TEST(ModelFile, TruncatedModelsAreCaught) {
   buffer << in.rdbuf();
   const std::string bytes = buffer.str();
   const std::string cut = write("truncated.onnx", bytes.substr(0, bytes.size() / 2));
-  EXPECT_NE(error_of(cut).find("truncated"), std::string::npos) << error_of(cut);
+  EXPECT_NE(model_file_error(cut).find("truncated"), std::string::npos) << model_file_error(cut);
 }
 
 TEST(ModelFile, InspectCountsNodesAndWeightsWithoutLoadingThem) {
