@@ -81,6 +81,13 @@ std::optional<std::string> env_var(const char* name) {
   return std::string(value);
 }
 
+bool set_env_where_different(const char* name, const std::string& value) {
+  const char* now = std::getenv(name);
+  if (now != nullptr && value == now) return false;
+  ::setenv(name, value.c_str(), /*overwrite=*/1);
+  return true;
+}
+
 namespace {
 void add_site_dirs(const fs::path& prefix, std::vector<fs::path>& out) {
   std::error_code ec;

@@ -22,6 +22,11 @@ bool written_since_this_process_started(const std::filesystem::path& file);
 /// An environment variable, or nullopt when unset or empty.
 std::optional<std::string> env_var(const char* name);
 
+/// Sets the environment variable `name` to `value` unless it already holds it; returns whether it wrote.
+/// setenv while another thread reads the environment (spawning a worker, ONNX Runtime or CUDA starting)
+/// is a data race, so a variable already as asked is never written again.
+bool set_env_where_different(const char* name, const std::string& value);
+
 /// Folders that may hold Python packages on this machine: $VIRTUAL_ENV, $CONDA_PREFIX,
 /// ~/.local, the lib/python3.*/site-packages of every python3 on $PATH, and the system folders.
 std::vector<std::filesystem::path> python_package_dirs();

@@ -86,12 +86,9 @@ std::pair<int, int> major_minor(const std::string& version) {
 /// environment, comes too late to stop any of it (strace of CreateEnv). ORT_DISABLE_TELEMETRY=1 is the
 /// runtime's own switch: set before the library is loaded, so that it holds for every environment of
 /// this process and of the processes it starts (workers, the warm pool).
-void keep_ort_telemetry_off() {
-  // setenv while another thread reads the environment (a pool's starter threads spawning workers) can
-  // crash: it is set once, when this library is loaded, before any thread; later calls find it set.
-  const char* now = std::getenv(kOrtTelemetryVariable);
-  if (now == nullptr || std::string_view(now) != "1") ::setenv(kOrtTelemetryVariable, "1", /*overwrite=*/1);
-}
+/// Set once, when this library is loaded, before any thread (a pool's starter threads spawning workers
+/// read the environment); later calls find it set and write nothing.
+void keep_ort_telemetry_off() { detail::set_env_where_different(kOrtTelemetryVariable, "1"); }
 namespace {
 [[maybe_unused]] const bool kTelemetryOffAtLoad = (keep_ort_telemetry_off(), true);
 }  // namespace
