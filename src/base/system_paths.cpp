@@ -11,6 +11,9 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
+
+#include "ortfleet/base/number_text.hpp"
 
 namespace ortfleet::detail {
 namespace {
@@ -25,17 +28,18 @@ std::optional<double> process_start_unix_s() {
   if (name_end == std::string::npos) return std::nullopt;
   std::istringstream fields(stat.substr(name_end + 1));
   std::string field;
-  for (int i = 3; i <= 22 && (fields >> field); ++i) {}  // fields 3..22: the last one read is starttime
+  int read = 0;
+  while (read < 20 && fields >> field) ++read;  // fields 3..22 follow the name: the 20th is starttime
+  const auto ticks = read == 20 ? parse_whole(field) : std::nullopt;
+  if (!ticks) return std::nullopt;
   std::ifstream machine("/proc/stat");
   std::string line;
   while (std::getline(machine, line)) {
     if (line.rfind("btime ", 0) != 0) continue;
+    const auto boot = parse_whole(std::string_view(line).substr(6));
     const long ticks_per_s = ::sysconf(_SC_CLK_TCK);
-    try {
-      return std::stod(line.substr(6)) + std::stod(field) / static_cast<double>(ticks_per_s > 0 ? ticks_per_s : 100);
-    } catch (const std::exception&) {
-      return std::nullopt;
-    }
+    if (!boot || ticks_per_s <= 0) return std::nullopt;
+    return static_cast<double>(*boot) + static_cast<double>(*ticks) / static_cast<double>(ticks_per_s);
   }
   return std::nullopt;
 }
