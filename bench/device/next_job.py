@@ -11,6 +11,10 @@ Per repeat, in a fresh runtime folder and an empty model cache, one after anothe
   next2       the one after that, right after
   parked      once the pool has parked (no GPU memory held), the model resident
   parked-new  after `pool evict`, parked again: a new session on a parked pool
+  daemon-new     on a node whose daemon (`ortfleet serve --detach`, as its systemd unit runs it) started,
+                 primed and parked before any job: the first job of a model it never saw, empty cache
+  daemon-cached  the same on a fresh daemon whose node has the model's cache entry (made by the daemon of
+                 daemon-new after that job): a model new to the daemon, not to the node
 Each job's time, its resident flag and the pool's GPU memory (nvidia-smi) while parked go to OUT_JSON;
 a summary with medians and ratios to the plain start is printed."""
 import argparse
@@ -106,6 +110,40 @@ def gpu_used_mib():
     return {"used_mib": [int(x) for x in out.split()], "apps": [a.strip() for a in apps.splitlines() if a.strip()]}
 
 
+def node_daemon_jobs(model, shapes, park, r):
+    """The first job of a model on a parked node daemon: on an empty cache, then (a new daemon) on the
+    cache entry the first daemon made."""
+    env = dict(os.environ)
+    run = f"/tmp/nextjob-daemon-run-{r}"
+    cache = f"/tmp/nextjob-daemon-cache-{r}"
+    for d in (run, cache):
+        shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(run, mode=0o700)
+    env.update(XDG_RUNTIME_DIR=run, ORTFLEET_CACHE=cache)
+    env.pop("ORTFLEET_AUTO_POOL", None)
+    jobs = {}
+    for kind in ("daemon-new", "daemon-cached"):
+        t0 = time.monotonic()
+        started = subprocess.run([os.environ["ORTFLEET"], "-q", "serve", "--detach", "--park-after", str(park)], env=env, capture_output=True,
+                                 text=True)
+        if started.returncode != 0:
+            jobs[kind] = {"kind": kind, "first_output_ms": None, "rc": started.returncode, "stderr_tail": started.stderr[-1500:]}
+            continue
+        status, waited = await_parked(env, 180)
+        jobs[kind] = timed_job("ortfleet", model, shapes, env)
+        jobs[kind]["daemon_parked_after_s"] = (time.monotonic() - t0) if waited is not None else None
+        jobs[kind]["daemon_status_parked"] = status
+        print(f"round {r} {kind}: {jobs[kind]['first_output_ms']} ms rc {jobs[kind]['rc']} resident {jobs[kind].get('resident')}", flush=True)
+        if jobs[kind]["rc"] != 0:
+            print(jobs[kind]["stderr_tail"], flush=True)
+        # The daemon makes the model's cache entry in the background after the job: wait for it.
+        t1 = time.monotonic()
+        while time.monotonic() - t1 < 180 and pool_status(env).get("cache_fills"):
+            time.sleep(0.5)
+        subprocess.run([os.environ["ORTFLEET"], "-q", "pool", "stop"], env=env, capture_output=True)
+    return jobs
+
+
 def one_round(model, shapes, park, r):
     env = dict(os.environ)
     run = f"/tmp/nextjob-run-{r}"
@@ -135,6 +173,7 @@ def one_round(model, shapes, park, r):
         log = open(os.path.join(run, "ortfleet", "pool.sock.log")).read()[-6000:]
     except OSError:
         pass
+    jobs.update(node_daemon_jobs(model, shapes, park, r))
     return {"jobs": jobs, "parked": parked, "after_stop": after_stop, "pool_log": log}
 
 
@@ -153,7 +192,7 @@ def main():
     rounds = [one_round(a.model, a.shapes, a.park, r) for r in range(a.repeat)]
     json.dump({"model": a.model, "park_after_s": a.park, "rounds": rounds}, open(a.out, "w"), indent=1)
     name = os.path.basename(a.model)
-    kinds = ["plain", "first", "next", "next2", "parked", "parked-new"]
+    kinds = ["plain", "first", "next", "next2", "parked", "parked-new", "daemon-new", "daemon-cached"]
     med = {}
     for k in kinds:
         xs = [r["jobs"][k]["first_output_ms"] for r in rounds if r["jobs"][k]["first_output_ms"]]

@@ -152,7 +152,10 @@ std::vector<Case> plan_cases(const BenchOptions& o, const std::string& ortfleet,
     // The fleet's workers as before narrowing: each cuInit sets up every GPU of the node.
     ortfleet_case(Strategy::fleet, all, "fleet, workers see every GPU");
     cases.back().start.arguments.push_back("--no-narrow-workers");
-    // What auto weighs the workers against (this machine's start record): every GPU in one process.
+  }
+  if (gpus >= 1) {
+    // What auto weighs the workers against (this machine's start record): every GPU in this process
+    // (on one GPU: in this process, where cuDNN's recorded choices do not apply, against a worker).
     ortfleet_case(Strategy::fleet, all, "fleet, one process");
     cases.back().start.arguments.push_back("--one-process");
   }
@@ -491,7 +494,7 @@ BenchReport run_bench(const BenchOptions& options) {
 
 std::optional<StartRecord> start_record_of(const BenchReport& report, const std::vector<Device>& devices, const std::vector<std::string>& gpus) {
   const bool all_gpus = std::all_of(devices.begin(), devices.end(), [](const Device& d) { return d.is_gpu(); });
-  if (devices.size() < 2 || !all_gpus) return std::nullopt;
+  if (devices.empty() || !all_gpus) return std::nullopt;
   StartRecord record;
   record.gpus = gpus;
   record.device_count = static_cast<int>(devices.size());

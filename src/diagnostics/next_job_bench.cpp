@@ -1,9 +1,13 @@
 #include "diagnostics/next_job_bench.hpp"
 
+#include <sys/wait.h>
+
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
@@ -15,6 +19,7 @@
 #include "ortfleet/base/clock.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/fleet/pool_server.hpp"
+#include "process/spawn.hpp"
 
 namespace ortfleet::detail {
 namespace {
@@ -24,6 +29,7 @@ constexpr const char* kFirst = "first job (empty cache, leaves a warm pool)";
 constexpr const char* kNext = "next job, right after the first";
 constexpr const char* kParked = "next job on a parked pool (model resident)";
 constexpr const char* kParkedNew = "new session on a parked pool (after pool evict)";
+constexpr const char* kDaemon = "first job of a new model on a node daemon";
 /// How long the pool a round's first job leaves waits idle before its workers park: short, so that a
 /// round does not wait long, and long enough that the next job, right after the first, finds them up.
 constexpr double kParkAfterS = 2;
@@ -59,6 +65,33 @@ bool await_parked(const std::string& socket, double timeout_s) {
   return false;
 }
 
+/// `ortfleet serve --detach` on the default socket of `runtime_dir`, as a node daemon (a systemd unit)
+/// runs it before any job: returns once it listens, its workers up and, where they can, parked. Throws
+/// ortfleet::Error when it does not come up.
+void start_node_daemon(const std::string& ortfleet, const BenchOptions& o, const std::map<std::string, std::string>& environment,
+                       const std::string& socket, bool parks) {
+  SpawnRequest spawn;
+  spawn.argv = {ortfleet, "-q", "serve", "--detach", "--devices", to_string(o.devices), "--park-after", fmt::format("{:g}", kParkAfterS)};
+  if (!o.ort_library.empty()) spawn.argv.insert(spawn.argv.begin() + 1, {"--ort-lib", o.ort_library});
+  spawn.environment = environment;
+  const Spawned started = spawn_process(spawn);
+  int status = 0;
+  while (::waitpid(started.pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) throw Error("the node daemon did not start: `ortfleet serve --detach` " + describe_exit_status(status));
+  // Its workers up (primed), then parked where they can park: what a node that served no job yet holds.
+  const int64_t deadline = deadline_in(kParkedWaitS, monotonic_ns());
+  while (monotonic_ns() < deadline) {
+    const json status_now = json::parse(pool_status(socket, 10));
+    const auto& workers = status_now.at("devices");
+    const bool up = !workers.empty() && std::none_of(workers.begin(), workers.end(), [](const json& w) { return w.value("state", "") == "starting"; });
+    if (up && !parks) return;
+    if (up && await_parked(socket, 0.2)) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  throw Error(fmt::format("the node daemon's workers were not {} within {:g} s", parks ? "parked" : "up", kParkedWaitS));
+}
+
 /// One job of a round; its wall time into `r` when the round is timed, its failure as the row's error.
 bool run_job(ColdStartRequest& request, BenchRow& r, bool timed) {
   if (!r.error.empty()) return false;
@@ -79,7 +112,8 @@ NextJobRows run_next_job_rows(const BenchOptions& o, const std::string& ortfleet
   for (const auto& d : o.devices) {
     if (!no_parking) no_parking = WorkerParking::unavailable(d);
   }
-  std::vector<BenchRow> rows = {row(kFirst, "", o.devices), row(kNext, "next job", o.devices)};
+  std::vector<BenchRow> rows = {row(kFirst, "", o.devices), row(kNext, "next job", o.devices), row(kDaemon, "node daemon", o.devices)};
+  rows[2].model_cache = "empty";
   if (no_parking) {
     out.skipped.push_back(std::string(kParked) + ", " + kParkedNew + ": the pool's workers do not park here (" + *no_parking + ")");
   } else {
@@ -107,12 +141,33 @@ NextJobRows run_next_job_rows(const BenchOptions& o, const std::string& ortfleet
     request.timeout_s = o.timeout_s;
     request.environment = {{"XDG_RUNTIME_DIR", runtime.path().string()}, {"ORTFLEET_CACHE", cache.path().string()},
                            {"ORTFLEET_AUTO_POOL", "1"}};
-    if (run_job(request, rows[0], timed) && run_job(request, rows[1], timed) && rows.size() > 2) {
-      if (!await_parked(socket, kParkedWaitS)) rows[2].error = fmt::format("the pool did not park within {:g} s", kParkedWaitS);
-      if (run_job(request, rows[2], timed)) {
+    {
+      // A node whose daemon (ortfleet serve, as its systemd unit runs it) started, primed and parked
+      // before any job: the first job of a model it never saw, on an empty cache.
+      const PrivateDir daemon_runtime = PrivateDir::temporary("ortfleet-bench-node-daemon");
+      const PrivateDir daemon_cache = PrivateDir::temporary("ortfleet-bench-node-daemon-cache");
+      const std::string daemon_socket = default_pool_socket_in(daemon_runtime.path().string());
+      ColdStartRequest on_daemon = request;
+      on_daemon.environment = {{"XDG_RUNTIME_DIR", daemon_runtime.path().string()}, {"ORTFLEET_CACHE", daemon_cache.path().string()},
+                               {"ORTFLEET_AUTO_POOL", "1"}};
+      try {
+        start_node_daemon(ortfleet, o, on_daemon.environment, daemon_socket, !no_parking);
+        run_job(on_daemon, rows[2], timed);
+      } catch (const std::exception& e) {
+        rows[2].error = Error::from(e).what_failed();
+      }
+      try {
+        pool_stop(daemon_socket);
+      } catch (const std::exception&) {
+        // it never listened
+      }
+    }
+    if (run_job(request, rows[0], timed) && run_job(request, rows[1], timed) && rows.size() > 3) {
+      if (!await_parked(socket, kParkedWaitS)) rows[3].error = fmt::format("the pool did not park within {:g} s", kParkedWaitS);
+      if (run_job(request, rows[3], timed)) {
         pool_evict(socket);
-        if (!await_parked(socket, kParkedWaitS)) rows[3].error = fmt::format("the pool did not park within {:g} s", kParkedWaitS);
-        run_job(request, rows[3], timed);
+        if (!await_parked(socket, kParkedWaitS)) rows[4].error = fmt::format("the pool did not park within {:g} s", kParkedWaitS);
+        run_job(request, rows[4], timed);
       }
     }
     try {
@@ -124,8 +179,9 @@ NextJobRows run_next_job_rows(const BenchOptions& o, const std::string& ortfleet
   // A row after a failed one never ran: it says which job failed, and why.
   std::string failed;
   for (auto& r : rows) {
-    if (r.wall_ms.empty() && r.error.empty() && !failed.empty()) r.error = failed;
-    if (!r.error.empty() && failed.empty()) failed = fmt::format("not run: the job before it ({}) failed: {}", r.label, r.error);
+    const bool own_round = r.label == kDaemon;  // the node daemon's job runs on a node of its own, before the others
+    if (r.wall_ms.empty() && r.error.empty() && !failed.empty() && !own_round) r.error = failed;
+    if (!r.error.empty() && failed.empty() && !own_round) failed = fmt::format("not run: the job before it ({}) failed: {}", r.label, r.error);
     fill_times(r);
     out.rows.push_back(std::move(r));
   }
@@ -145,6 +201,7 @@ std::vector<std::string> next_job_notes(const std::vector<BenchRow>& rows) {
       {kNext, "the first job's workers, its model loaded"},
       {kParked, "its workers parked (no GPU memory held) and restored on request, the model resident"},
       {kParkedNew, "a parked worker restored on request, the session made anew"},
+      {kDaemon, "the node daemon's primed worker (parked where it can), its first session of this model made on an empty cache"},
   };
   for (const auto& [label, what] : found) {
     const BenchRow* r = find(label);

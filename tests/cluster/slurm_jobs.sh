@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# slurm_jobs.sh ORTFLEET MODEL EXAMPLE: ortfleet under a real Slurm (a one-node cluster of this machine,
+# slurm_jobs.sh ORTFLEET MODEL EXAMPLE WARM_NODE_EXAMPLE: ortfleet under a real Slurm (a one-node cluster of this machine,
 # slurm_cluster.sh), on the CPU, as a cluster user meets it:
 #   1. two steps of one job: the first start is cold and leaves the job's warm pool, the second starts
 #      on it (its JSON says resident, on pool-job<ID>.sock), an `srun --overlap` step too; --devices all
@@ -8,10 +8,11 @@
 #      task wrote;
 #   3. a job cancelled with scancel while its start is under way: nothing of it left running, no partial
 #      cache entry;
-#   4. the sbatch example of docs/serving.md (EXAMPLE), as written there.
+#   4. the sbatch example of docs/serving.md (EXAMPLE), as written there;
+#   5. its warm-node example (WARM_NODE_EXAMPLE): `ortfleet serve --detach` first, the first step on it.
 # Skips (exit 77, saying why) where Slurm is not installed or this is not root.
 set -uo pipefail
-cli=$(readlink -f "$1") model=$(readlink -f "$2") example=$(readlink -f "$3")
+cli=$(readlink -f "$1") model=$(readlink -f "$2") example=$(readlink -f "$3") warm_node_example=$(readlink -f "$4")
 here=$(cd "$(dirname "$0")" && pwd)
 dir=$(mktemp -d /tmp/ortfleet-slurm-XXXXXX)
 chmod 755 "$dir"
@@ -127,3 +128,12 @@ out=$dir/ortfleet-steps-$job.out
 grep -q "^auto chose the warm worker pool on $dir/run/ortfleet/pool-job$job.sock" "$out" || fail "the example's second start was not on the job's pool: $(cat "$out")"
 [ "${ORTFLEET_SHOW_EXAMPLE:-0}" = 1 ] && cat "$out"
 echo "ok: the sbatch example of docs/serving.md ran (job $job)"
+
+# 5. The warm-node example of docs/serving.md: the job's daemon, started first, serves its first step.
+(cd "$dir" && MODEL=$model submit --wait "$warm_node_example" >"$dir/warm.jobid") || fail "the warm-node job failed: $(cat "$dir"/ortfleet-warm-node-*.out)"
+job=$(cat "$dir/warm.jobid")
+jobs_of_test+=("$job")
+out=$dir/ortfleet-warm-node-$job.out
+grep -q "^auto chose the warm worker pool on $dir/run/ortfleet/pool-job$job.sock" "$out" || fail "the first step did not start on the job's daemon: $(cat "$out")"
+grep -q "^cpu .* ready " "$out" || fail "the first step did not start: $(cat "$out")"
+echo "ok: the warm-node example ran (job $job): its first step started on the daemon the job script started"

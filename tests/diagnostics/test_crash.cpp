@@ -160,15 +160,15 @@ TEST(Crash, APoolIsolatesANewModelsCrashFromOtherJobsSessions) {
   FleetOptions fo;
   fo.devices = {Device::cpu()};
   fo.pool = pool;
-  // Another job's model: new to the pool, it runs in a worker of its own, where its later starts
-  // find it resident.
+  // Another job's model: new to a pool whose worker holds nothing, it starts there (there is nobody's
+  // session to protect), and its later starts find it resident.
   int home_pid = 0;
   {
     Fleet first(test::mlp_model(), fo);
     first.start();
     ASSERT_TRUE(first.wait(120));
     home_pid = first.status().front().pid;
-    EXPECT_NE(home_pid, shared_pid) << "a model new to the pool starts in a worker of its own";
+    EXPECT_EQ(home_pid, shared_pid) << "a fresh pool's first model starts in its worker, which held nothing";
   }
   Fleet other(test::mlp_model(), fo);
   other.start();
@@ -186,6 +186,7 @@ TEST(Crash, APoolIsolatesANewModelsCrashFromOtherJobsSessions) {
   const std::string error = victim.status().front().error;
   EXPECT_NE(error.find("SIGSEGV"), std::string::npos) << error;
   EXPECT_NE(error.find("inside ONNX Runtime"), std::string::npos) << error;
+  EXPECT_NE(victim.status().front().pid, shared_pid) << "the new model started beside the other job's session";
 
   // The other job's session is still there and serving, in the same worker; the shared one lives on.
   EXPECT_EQ(pool->status().front().pid, shared_pid);

@@ -27,9 +27,9 @@ def test_a_fleet_on_a_pool_runs_in_its_workers_and_the_same_model_is_resident(mo
         with ortfleet.Fleet(models["mlp"], devices="cpu*2", pool=pool) as fleet:
             assert fleet.start().wait(120)
             status = {s["device"]: s for s in fleet.status()}
-            # A model new to the pool runs in a worker of the pool's own for it (isolated from the
-            # shared workers, which other jobs' sessions live in).
-            workers = {(d["device"], d["pid"]) for d in pool.status()["devices"] if d["role"] == "isolated"}
+            # A model new to a fresh pool starts in its shared workers, which hold nobody's session yet
+            # (a new model starts on a spare once they do).
+            workers = {(d["device"], d["pid"]) for d in pool.status()["devices"] if d["role"] == "shared"}
             assert {(d, s["pid"]) for d, s in status.items()} == workers
             assert not any(s["resident"] for s in status.values())
             inputs = _inputs(fleet)

@@ -24,6 +24,7 @@ struct ServeFlags {
   bool no_narrow = false;
   bool no_prime = false;
   bool no_isolation = false;
+  bool detach = false;
   double idle_exit_s = 0;
   double park_after_s = WarmPoolOptions::kDefaultParkAfterS;
   RunConfigFlags config;
@@ -43,7 +44,16 @@ int run_serve(const ServeFlags& f, const Globals& g) {
   options.socket_path = f.socket;
   options.idle_exit_s = f.idle_exit_s;
   options.park_after_s = f.park_after_s;
-  return serve_pool(options, g.quiet);
+  if (!f.detach) return serve_pool(options, g.quiet);
+  const DetachedPool pool = serve_pool_detached(options);
+  if (!g.quiet) {
+    std::cout << fmt::format("a warm pool serves on {} as a daemon of its own (its log {}){}; `ortfleet pool stop` stops it\n", pool.socket_path,
+                             pool.log_path,
+                             pool.parking == "on" ? fmt::format(": its workers park after {:g} s unused", pool.park_after_s)
+                             : pool.parking == "off" ? std::string()
+                                                     : ": its workers do not park (" + pool.parking + ")");
+  }
+  return 0;
 }
 
 std::string socket_or_default(const std::string& socket) { return socket.empty() ? default_pool_socket() : socket; }
@@ -66,22 +76,33 @@ void print_pool_status(const nlohmann::json& j) {
     std::cout << "making the model cache entry of " << model.get<std::string>() << " in the background\n";
   }
   std::cout << "\n";
-  Table workers({"device", "worker", "state", "worker pid", "visible", "GPU memory", "host memory", "sessions", "error"},
-                {false, false, false, true, false, true, true, true, false});
+  // Memory is each worker's own: its GPU memory (NVML) and its share of host memory (PSS, which counts
+  // the libraries every worker maps once in all); a parked worker's GPU state is in its host memory.
+  Table workers({"device", "role", "state", "pid", "sessions", "GPU memory", "host memory", "note"},
+                {false, false, false, true, true, true, true, false});
   Table sessions({"device", "model", "holders", "idle", "memory at ready"}, {false, false, true, true, true});
   for (const auto& d : j.at("devices")) {
     const bool parked = d.value("parked", false);
     const std::string state = parked ? fmt::format("parked {:.0f} s", d.value("parked_s", 0.0)) : d.value("state", "");
-    workers.add({d.value("device", ""), d.value("role", "shared"), state, std::to_string(d.value("pid", 0)), d.value("visible_devices", ""),
-                 d.value("device", "").rfind("cuda", 0) == 0 ? bytes_text(d.value("memory_bytes", uint64_t{0})) : std::string("-"),
-                 bytes_text(d.value("host_memory_bytes", uint64_t{0})),
-                 std::to_string(d.at("sessions").size()), d.value("error", "")});
-    for (const auto& s : d.at("sessions")) {
+    const auto gpu = d.find("gpu_memory_bytes");
+    const std::string gpu_text = d.value("device", "").rfind("cuda", 0) != 0 ? std::string("-")
+                                 : gpu != d.end() && gpu->is_number_unsigned() ? bytes_text(gpu->get<uint64_t>())
+                                                                                : std::string("?");
+    std::string note = d.value("error", "");
+    if (note.empty()) note = d.value("note", "");
+    workers.add({d.value("device", ""), d.value("role", "shared"), state, std::to_string(d.value("pid", 0)),
+                 std::to_string(d.value("sessions", nlohmann::json::array()).size()), gpu_text, bytes_text(d.value("host_pss_bytes", uint64_t{0})),
+                 note});
+    for (const auto& s : d.value("sessions", nlohmann::json::array())) {
       sessions.add({d.value("device", ""), s.value("model", ""), std::to_string(s.value("holders", 0)),
                     duration_text(s.value("idle_s", 0.0) * 1000), bytes_text(s.value("memory_bytes", uint64_t{0}))});
     }
   }
   workers.print(std::cout, "no workers");
+  if (const auto total = j.find("total"); total != j.end() && total->is_object()) {
+    std::cout << fmt::format("in all: {}, GPU memory {}, host memory {} (PSS)\n", count_text(total->value("workers", 0), "worker"),
+                             bytes_text(total->value("gpu_memory_bytes", uint64_t{0})), bytes_text(total->value("host_pss_bytes", uint64_t{0})));
+  }
   if (sessions.empty()) std::cout << "\nno resident sessions\n";
   else {
     std::cout << "\nresident sessions:\n";
@@ -101,6 +122,9 @@ void register_serve(CLI::App& app, Globals& globals, Action& action) {
            {.lo = 1, .hi = 100000});
   cmd->add_flag("--no-narrow-workers", f->no_narrow, "Let every worker see every GPU (CUDA_VISIBLE_DEVICES as given)");
   cmd->add_flag("--no-prime", f->no_prime, "Do not load cuDNN and cuBLAS with throwaway sessions while the workers start");
+  cmd->add_flag("--detach", f->detach,
+                "Run as a daemon of its own and return once it listens (its log beside the socket): what a systemd unit, a Slurm job "
+                "script or a shell starts and forgets");
   cmd->add_flag("--no-isolation", f->no_isolation,
                 "Start models new to the pool in the shared worker too (saves a spare worker per device; a crash inside ONNX Runtime "
                 "then ends the sessions every job holds on that device)");

@@ -92,6 +92,13 @@ class Session {
   /// Runs one inference. Inputs may live on the host or on this session's GPU (bound with IO binding,
   /// no copy); outputs come back on the host, or on the GPU when outputs_on_device is true.
   std::vector<Tensor> run(const std::vector<Tensor>& inputs, bool outputs_on_device = false);
+  /// Hands back what the memory arena of its first ONNX Runtime session keeps beyond what a run needs
+  /// (the last run's activations, cuDNN's search workspace): one run of the warm-up inputs that shrinks
+  /// the arena. For a session that waits unused (a parked pool worker's checkpoint then holds less);
+  /// its next run grows the arena back (tens of ms). A CUDA-graph session keeps its memory (the graph
+  /// replays fixed addresses). Returns false when nothing was released (graph mode, or ONNX Runtime
+  /// refused to shrink).
+  bool release_spare_memory();
   /// Ends ONNX Runtime's profiling and returns the profile's path ("" when profiling was off).
   std::string end_profiling();
   /// Device memory (GPU) or resident memory (CPU) this session holds now: its ONNX Runtime sessions,

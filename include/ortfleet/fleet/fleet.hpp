@@ -52,9 +52,10 @@ struct FleetOptions {
   double run_timeout_s = 10 * 60;
   /// Worker processes see only their own GPU (CUDA_VISIBLE_DEVICES): each cuInit sets up one GPU.
   bool narrow_workers = true;
-  /// Strategy::fleet on several GPUs: every session in this process, started overlapped on threads,
-  /// instead of a worker process per GPU (bench's "fleet, one process" row; auto sets it when this
-  /// machine's bench record found one process faster).
+  /// Strategy::fleet on GPUs: every session in this process, started overlapped on threads, instead of
+  /// a worker process per GPU (bench's "fleet, one process" row; auto sets it when this machine's bench
+  /// record found one process faster). On one GPU the worker's first inference replays cuDNN's recorded
+  /// choices, which this process cannot.
   bool one_process = false;
   /// Start the sessions on this warm pool's workers (every device must be in it): no worker process,
   /// runtime load, cuInit or context is paid, and a session the pool holds already is handed over.

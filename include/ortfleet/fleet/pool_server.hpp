@@ -72,6 +72,19 @@ class PoolServer {
 /// `quiet`: the workers, the GPU memory the pool holds while idle, parking, why it ends. `ortfleet serve`.
 int serve_pool(const ServeOptions& options, bool quiet);
 
+/// What serve_pool_detached's daemon said once it listened.
+struct DetachedPool {
+  std::string socket_path;
+  std::string log_path;    ///< where it writes what it does
+  double park_after_s = 0;
+  std::string parking;     ///< "on", "off", or why its workers do not park here
+};
+/// Starts `options`'s pool as a daemon in a session of its own (`ortfleet serve --detach`: a node
+/// daemon that a systemd unit, a Slurm job script or a shell starts and forgets) and returns once it
+/// listens. Throws ortfleet::Error when it could not start (another server on the socket, a folder
+/// that is not private, ...), with its reason.
+DetachedPool serve_pool_detached(const ServeOptions& options);
+
 /// The pool server's status: {"ortfleet_pool": 1, "socket", "pid", "clients", "slurm_job", "devices": [{device,
 /// state, pid, sessions, memory_bytes, ...}]}. Throws ortfleet::Error when no server answers.
 std::string pool_status(const std::string& socket_path, double timeout_s = 30);

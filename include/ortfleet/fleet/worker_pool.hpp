@@ -32,10 +32,11 @@ struct PoolOptions {
   /// Sessions a worker keeps that nobody holds (least recently used go first); 0: the worker's default.
   size_t max_resident_sessions = 0;
   double start_timeout_s = 10 * 60;  ///< how long a worker may take to initialise
-  /// A model new to the pool makes its first session and runs its first inference in a spare worker
-  /// of its own (one kept warm per device, then replaced), never in the worker whose sessions other
-  /// jobs hold: a crash inside ONNX Runtime then ends only that job's start. Costs a second warm
-  /// worker per device (a CUDA context's memory on each GPU).
+  /// A model new to the pool makes its first session and runs its first inference where no other job's
+  /// session lives: the device's shared worker while it holds nothing, else a spare kept for it (or,
+  /// while the spare is busy, a worker of its own). A crash inside ONNX Runtime then ends only that
+  /// job's start. Once the model has run, its sessions join the shared worker (consolidate()), so that an
+  /// idle device keeps at most two worker processes. Off: every start goes to the shared worker.
   bool isolate_new_models = true;
 };
 
@@ -69,25 +70,35 @@ class WorkerPool {
   const std::vector<Device>& devices() const;
   const PoolOptions& options() const;
   std::vector<PoolWorkerStatus> status() const;
-  /// Every worker's sessions and memory, as JSON: {"devices": [{device, pid, state, sessions: [...]}]}.
+  /// Every worker, as JSON: {"devices": [{device, role (shared, spare, extra), state, pid, parked,
+  /// sessions: [...], gpu_memory_bytes (its own, from NVML; null where NVML cannot tell), host_pss_bytes,
+  /// host_rss_bytes}], "total": {workers, gpu_memory_bytes, host_pss_bytes}}. Answers within a second
+  /// whatever the workers do: one that does not answer in time shows what it said last ("answered": false).
   std::string status_json() const;
   /// Drops every session nobody holds; how many.
   size_t evict();
-  /// Starts again every worker that died (their clients have had their error). Returns how many.
-  int restart_dead_workers();
+  /// Keeps each device's workers as they should be: a dead shared worker replaced (its spare takes its
+  /// place when it holds nothing), a spare started while the shared worker holds sessions, a spare
+  /// stopped while it holds none, dead workers forgotten. Returns how many shared workers were replaced.
+  int keep_up();
+  /// Folds in what jobs left on a device's spare and extra workers: sessions no job holds move into the
+  /// shared worker (or the worker holding them becomes the shared one, when that holds nothing), then
+  /// the spare holds nothing again and extra workers end. For an idle pool, before it parks. Returns how
+  /// many extra workers ended.
+  size_t consolidate();
 
-  /// The initialised worker of `device`, waiting for it at most `timeout_s`; a worker found dead is
-  /// started again first. Throws ortfleet::Error when the device is not in the pool or its worker failed.
-  std::shared_ptr<detail::WorkerProcess> worker(const Device& device, double timeout_s);
-  /// The worker a start of `model` on `device` goes to: the shared worker once the model has run in
-  /// this pool; before that (options.isolate_new_models), a spare worker of its own, which keeps the
-  /// model's sessions while a new spare warms up. Throws ortfleet::Error, with the crash's line, for a
-  /// model that crashed ONNX Runtime on this machine before (until the model file changes).
+  /// The initialised worker a start of `model` on `device` goes to (restored first if it was parked):
+  /// where its sessions are resident, else the shared worker; for a model new to the pool, a worker where
+  /// no other job's session lives (PoolOptions::isolate_new_models). Waits for it at most `timeout_s`; a
+  /// dead worker is replaced first. The caller reports how the start went: start_succeeded or
+  /// start_failed. Throws ortfleet::Error when the device is not in the pool, its worker failed, or the
+  /// model crashed ONNX Runtime on this machine before (until the model file changes), with the crash's line.
   std::shared_ptr<detail::WorkerProcess> worker_for(const Device& device, const std::string& model, double timeout_s);
-  /// `model` made its sessions and ran: its later starts share the device's worker.
-  void mark_proven(const std::string& model);
-  /// A start of `model` on `worker` (from worker_for) failed: a worker of its own that holds nothing
-  /// else is stopped, so that a failed start leaves nothing running.
+  /// A start of `model` on `worker` (from worker_for) made its session and ran: the model is proven, and
+  /// its later starts on that device go where its sessions are.
+  void start_succeeded(const std::shared_ptr<detail::WorkerProcess>& worker, const std::string& model);
+  /// A start of `model` on `worker` (from worker_for) failed: an extra worker that holds nothing else is
+  /// stopped, so that a failed start leaves nothing running.
   void start_failed(const std::shared_ptr<detail::WorkerProcess>& worker, const std::string& model, const Device& device);
 
   /// Takes over a worker another process spawned (a job's own, handed over as the job ends), with its
@@ -96,12 +107,11 @@ class WorkerPool {
   /// not answer.
   void adopt(detail::AdoptedWorker worker, const std::string& model, int log_fd);
 
-  /// Parks every worker that can (ortfleet/fleet/pool_server.hpp, ServeOptions::park_after_s): its GPU
-  /// state moves into its host memory and the GPU's memory is released; a worker is restored before it
-  /// is handed out again. `lock_timeout_s`: how long the GPU work a worker has submitted may take.
+  /// Parks every worker that can (ortfleet/fleet/pool_server.hpp, ServeOptions::park_after_s): each first
+  /// hands back what no session needs (the worker's "trim"), then its GPU state moves into its host memory
+  /// and the GPU's memory is released; a worker is restored before it is handed out again.
+  /// `lock_timeout_s`: how long the GPU work a worker has submitted may take.
   ParkOutcome park_workers(double lock_timeout_s = 10);
-  /// How many workers are parked now.
-  size_t parked_workers() const;
 
  private:
   struct Impl;

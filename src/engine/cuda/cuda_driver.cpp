@@ -387,6 +387,21 @@ std::pair<uint64_t, uint64_t> CudaDriver::memory_info(int ordinal) const {
   return {free_bytes, total_bytes};
 }
 
+size_t CudaDriver::set_stack_size(int ordinal, size_t bytes) const {
+  constexpr int kStackSize = 0;  // CU_LIMIT_STACK_SIZE
+  using SetLimit = CUresult (*)(int, size_t);
+  using GetLimit = CUresult (*)(size_t*, int);
+  const auto set = reinterpret_cast<SetLimit>(optional_entry_point("cuCtxSetLimit"));
+  const auto get = reinterpret_cast<GetLimit>(optional_entry_point("cuCtxGetLimit"));
+  if (set == nullptr || get == nullptr) throw Error("the NVIDIA driver has no cuCtxSetLimit", "", "cuda:" + std::to_string(ordinal));
+  const CurrentContextKeeper keep;
+  const PrimaryContext context(ordinal);
+  check(set(kStackSize, bytes), "cuCtxSetLimit", ordinal);
+  size_t now = 0;
+  check(get(&now, kStackSize), "cuCtxGetLimit", ordinal);
+  return now;
+}
+
 std::unique_ptr<CudaDriver::HostRegistration> CudaDriver::register_host(int ordinal, void* pointer, size_t bytes) const {
   constexpr unsigned kPortable = 0x01;  // CU_MEMHOSTREGISTER_PORTABLE: pinned for every context
   const CurrentContextKeeper keep;

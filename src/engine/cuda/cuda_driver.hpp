@@ -97,6 +97,11 @@ class CudaDriver {
   double pinned_upload_gb_per_s(int ordinal, size_t bytes, int repeats = 3) const;
   /// Free and total device memory, from the primary context of `ordinal`.
   std::pair<uint64_t, uint64_t> memory_info(int ordinal) const;
+  /// Sets the per-thread stack size of the primary context of `ordinal` (cuCtxSetLimit): the driver
+  /// reserves it for every thread the GPU can hold at once (1 KB: ~264 MB on an H200), grows it again
+  /// when a kernel needs more, and never shrinks it by itself. Returns the size now in force. Throws
+  /// ortfleet::Error when the driver refuses.
+  size_t set_stack_size(int ordinal, size_t bytes) const;
 
   std::string describe(CUresult r) const;
   /// An entry point this class does not bind (a newer driver's), or null when the driver lacks it.

@@ -1,6 +1,5 @@
 #include "ortfleet/engine/devices.hpp"
 
-#include <dlfcn.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -15,6 +14,7 @@
 
 #include "base/slurm.hpp"
 #include "engine/cuda/cuda_driver.hpp"
+#include "engine/cuda/nvml.hpp"
 #include "ortfleet/base/error.hpp"
 
 namespace ortfleet {
@@ -158,39 +158,16 @@ DeviceSelection select_devices(std::string_view spec) {
 
 namespace {
 
-/// NVML (libnvidia-ml.so.1) tells what the driver API does not: the driver's release, MIG mode and
-/// persistence mode.
+/// NVML tells what the driver API does not: the driver's release, MIG mode and persistence mode.
 void add_nvml_facts(CudaDriverInfo& info) {
-  void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (lib == nullptr) return;
-  using Init = int (*)();
-  using DriverVersion = int (*)(char*, unsigned);
-  using ByPci = int (*)(const char*, void**);
-  using MigMode = int (*)(void*, unsigned*, unsigned*);
-  auto init = reinterpret_cast<Init>(dlsym(lib, "nvmlInit_v2"));
-  auto shutdown = reinterpret_cast<Init>(dlsym(lib, "nvmlShutdown"));
-  auto version = reinterpret_cast<DriverVersion>(dlsym(lib, "nvmlSystemGetDriverVersion"));
-  auto by_pci = reinterpret_cast<ByPci>(dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2"));
-  auto mig = reinterpret_cast<MigMode>(dlsym(lib, "nvmlDeviceGetMigMode"));
-  using PersistenceMode = int (*)(void*, unsigned*);
-  auto persistence = reinterpret_cast<PersistenceMode>(dlsym(lib, "nvmlDeviceGetPersistenceMode"));
-  if (init == nullptr || init() != 0) return;
-  char text[96] = {};
-  if (version != nullptr && version(text, sizeof(text)) == 0) info.driver_version = text;
+  const auto& nvml = detail::Nvml::instance();
+  if (!nvml.ok()) return;
+  if (auto version = nvml.driver_version()) info.driver_version = *version;
   for (auto& gpu : info.gpus) {
-    void* handle = nullptr;
-    unsigned current = 0;
-    unsigned pending = 0;
-    if (by_pci == nullptr || by_pci(gpu.pci_bus_id.c_str(), &handle) != 0) continue;
-    if (mig != nullptr) {
-      const int r = mig(handle, &current, &pending);
-      if (r == 0) gpu.mig_enabled = current != 0;
-      else if (r == 3) gpu.mig_enabled = false;  // NVML_ERROR_NOT_SUPPORTED: a GPU without MIG
-    }
-    unsigned enabled = 0;
-    if (persistence != nullptr && persistence(handle, &enabled) == 0) gpu.persistence_mode = enabled != 0;
+    const auto modes = nvml.modes(gpu.pci_bus_id);
+    if (modes.mig_enabled) gpu.mig_enabled = modes.mig_enabled;
+    if (modes.persistence_mode) gpu.persistence_mode = modes.persistence_mode;
   }
-  if (shutdown != nullptr) shutdown();
 }
 
 }  // namespace

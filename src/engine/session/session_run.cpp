@@ -71,6 +71,26 @@ void Session::Impl::prime(ShapeSession& s, const std::vector<Tensor>& given) {
   }
 }
 
+bool Session::release_spare_memory() {
+  auto& s = *impl_;
+  if (s.graph_mode() || !s.arena_shrinks) return false;
+  std::shared_ptr<ShapeSession> first;
+  {
+    std::lock_guard lock(s.mutex);
+    for (const auto& session : s.sessions) {
+      if (session->first) first = session;
+    }
+  }
+  if (!first) return false;
+  try {
+    s.run_plain(*first, s.warmup_source->make(s.first_warmup_shape(), 1).tensors, /*outputs_on_device=*/false, /*shrink_arena=*/true);
+    return true;
+  } catch (const Error& e) {
+    spdlog::debug("{}: the memory arena was not shrunk ({})", s.lane, e.what());
+    return false;
+  }
+}
+
 std::vector<Tensor> Session::Impl::run_plain(ShapeSession& shape_session, const std::vector<Tensor>& given, bool outputs_on_device,
                                              bool shrink_arena) {
   Ort::Session& session = shape_session.session;

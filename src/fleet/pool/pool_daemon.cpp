@@ -48,7 +48,9 @@ std::string gigabytes(uint64_t bytes) { return fmt::format("{:.2f} GB", static_c
 void announce(PoolServer& server, bool ready, double park_after_s) {
   const json status = json::parse(server.pool().status_json());
   std::map<std::string, uint64_t> memory;
-  for (const auto& d : status.at("devices")) memory[d.value("device", "")] += d.value("memory_bytes", uint64_t{0});
+  for (const auto& d : status.at("devices")) {
+    if (d.contains("gpu_memory_bytes") && d.at("gpu_memory_bytes").is_number_unsigned()) memory[d.value("device", "")] += d.at("gpu_memory_bytes").get<uint64_t>();
+  }
   for (const auto& w : server.pool().status()) {
     std::cerr << fmt::format("  {}: {} (worker pid {}{}{})\n", w.device.to_string(), w.state, w.pid,
                              w.visible_devices.empty() ? "" : ", CUDA_VISIBLE_DEVICES=" + w.visible_devices, w.error.empty() ? "" : ": " + w.error);
@@ -77,6 +79,7 @@ json request_json(const LeftPool& left) {
           {"narrow_workers", o.pool.narrow_workers},
           {"prime_libraries", o.pool.prime_libraries},
           {"isolate_new_models", o.pool.isolate_new_models},
+          {"max_resident_sessions", o.pool.max_resident_sessions},
           {"idle_exit_s", left.default_idle_exit ? json(nullptr) : json(o.idle_exit_s)},
           {"park_after_s", o.park_after_s},
           {"make_entry", left.make_entry ? plan_to_json(*left.make_entry) : json(nullptr)},
@@ -94,6 +97,7 @@ LeftPool left_pool_from_json(const json& request) {
   options.pool.narrow_workers = request.value("narrow_workers", true);
   options.pool.prime_libraries = request.value("prime_libraries", true);
   options.pool.isolate_new_models = request.value("isolate_new_models", true);
+  options.pool.max_resident_sessions = request.value("max_resident_sessions", size_t{0});
   left.default_idle_exit = request.at("idle_exit_s").is_null();
   options.idle_exit_s = left.default_idle_exit ? 0.0 : request.at("idle_exit_s").get<double>();
   options.park_after_s = request.value("park_after_s", 0.0);
@@ -286,3 +290,13 @@ int pool_daemon_main(const std::string& request_file, bool detached) {
 
 int ortfleet::serve_pool(const ServeOptions& options, bool quiet) { return detail::serve_until_stopped({options, std::nullopt, false}, quiet); }
 int ortfleet::run_pool_daemon(const std::string& request_file, bool detached) { return detail::pool_daemon_main(request_file, detached); }
+
+ortfleet::DetachedPool ortfleet::serve_pool_detached(const ServeOptions& options) {
+  detail::LeftPool left{options, std::nullopt, false};
+  if (left.serve.socket_path.empty()) left.serve.socket_path = default_pool_socket();
+  left.serve.socket_path = std::filesystem::absolute(left.serve.socket_path).lexically_normal().string();
+  left.serve.pool.ort_library = detail::resolve_ort_library(left.serve.pool.ort_library);
+  left.serve.pool.worker_executable = detail::find_worker_executable(left.serve.pool.worker_executable);
+  const detail::LaunchedPool launched = detail::launch_pool_daemon(left, left.serve.pool.worker_executable);
+  return {left.serve.socket_path, detail::pool_log_path(left.serve.socket_path), launched.park_after_s, launched.parking};
+}

@@ -24,6 +24,7 @@
 #include "engine/cache/file_lock.hpp"
 #include "fleet/pool/pool_client.hpp"
 #include "fleet/pool/pool_requests.hpp"
+#include "fleet/pool/pool_start.hpp"
 #include "fleet/pool/worker_parking.hpp"
 #include "fleet/worker/cache_fill.hpp"
 #include "fleet/worker/wire.hpp"
@@ -37,7 +38,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-constexpr double kAttachTimeoutS = 60;
 /// Clients served at once: each has a thread; a client past this is refused, not queued.
 constexpr int kMaxClients = 256;
 /// How long a parking worker's submitted GPU work may take before it is left unparked.
@@ -103,8 +103,7 @@ struct PoolServer::Impl {
     std::vector<std::unique_ptr<detail::WorkerChannel>> channels;
     std::vector<json> replies;
   };
-  Started start_everywhere(detail::LocalStartPlan plan, double timeout_s) {
-    plan.ort_library = pool->options().ort_library;  // the workers' runtime: already loaded
+  Started start_everywhere(const detail::LocalStartPlan& plan, double timeout_s) {
     Started started;
     started.replies.resize(plan.devices.size());
     started.channels.resize(plan.devices.size());
@@ -112,20 +111,14 @@ struct PoolServer::Impl {
     for (size_t i = 0; i < plan.devices.size(); ++i) {
       threads.emplace_back([&, i] {
         const Device device = plan.devices[i];
-        auto& channel = started.channels[i];
-        std::shared_ptr<detail::WorkerProcess> worker;
+        detail::LocalStartPlan one = plan;
+        one.devices = {device};
         try {
-          worker = pool->worker_for(device, plan.model_path, timeout_s);  // restored first if it was parked
-          channel = std::make_unique<detail::WorkerChannel>(worker->attach({}, kAttachTimeoutS), device, worker->pid(), worker->observer_hooks());
-          detail::LocalStartPlan one = plan;
-          one.devices = {device};
-          started.replies[i] = {{"device", device.to_string()},
-                                {"ready", channel->call(detail::message::start, {{"plan", detail::plan_to_json(one)}}, timeout_s).body}};
-          pool->mark_proven(plan.model_path);
+          auto done = detail::start_on_pool(*pool, std::move(one), timeout_s);  // its worker restored first if it was parked
+          started.channels[i] = std::move(done.channel);
+          started.replies[i] = {{"device", device.to_string()}, {"ready", std::move(done.ready)}};
         } catch (const std::exception& e) {
-          channel.reset();
-          if (worker) pool->start_failed(worker, plan.model_path, device);  // nothing of a failed start stays running
-          started.replies[i] = {{"device", device.to_string()}, {"error", detail::error_to_json(Error::from(e).at(device.to_string()))}};
+          started.replies[i] = {{"device", device.to_string()}, {"error", detail::error_to_json(e)}};
         }
       });
     }
@@ -235,6 +228,9 @@ struct PoolServer::Impl {
     if (parker.joinable()) parker.join();
     parking_now = true;
     parker = std::thread([this] {
+      // What jobs left on spare and extra workers joins the shared worker first: an idle device parks
+      // at most two workers.
+      if (const size_t ended = pool->consolidate(); ended > 0) spdlog::info("idle: {} extra worker(s) folded into the shared ones", ended);
       const ParkOutcome done = pool->park_workers(kParkLockTimeoutS);
       if (done.parked > 0) {
         spdlog::info("idle for {:g} s: parked {} worker(s) in {:.0f} ms (their GPU memory released; restored on the next job's request)",
@@ -453,7 +449,7 @@ void PoolServer::serve() {
     pollfd fds[2] = {{s.listener.get(), POLLIN, 0}, {s.wake[0], POLLIN, 0}};
     const int ready = ::poll(fds, 2, 1000);
     if (s.stopping) break;
-    s.pool->restart_dead_workers();  // once a second at least: a dead worker is replaced before it is needed
+    s.pool->keep_up();  // once a second at least: a dead worker is replaced before it is needed
     if (s.job && !s.job->alive()) {
       spdlog::info("Slurm job {} has no step left on this node: exiting with it", s.job->job_id());
       break;

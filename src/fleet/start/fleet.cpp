@@ -17,6 +17,7 @@
 #include "fleet/local/local_start.hpp"
 #include "fleet/pool/pool_daemon.hpp"
 #include "fleet/pool/pool_client.hpp"
+#include "fleet/pool/pool_start.hpp"
 #include "fleet/worker/worker_channel.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/runtime.hpp"
@@ -270,23 +271,11 @@ struct Fleet::Impl {
 
   void run_on_pool() {
     for_each_device([&](size_t i) {
+      auto on_pool = detail::start_on_pool(*options.pool, plan_for({options.devices[i]}, detail::LocalMode::overlapped), options.start_timeout_s);
       Remote remote;
-      remote.process = options.pool->worker_for(options.devices[i], model, options.start_timeout_s);
-      try {
-        // A channel of this fleet's own: its runs do not queue behind other fleets', and closing it
-        // lets go of the session.
-        remote.attached = std::make_unique<detail::WorkerChannel>(remote.process->attach({}, options.start_timeout_s),
-                                                                  options.devices[i], remote.process->pid(), remote.process->observer_hooks());
-        auto plan = plan_for({options.devices[i]}, detail::LocalMode::overlapped);
-        plan.ort_library = options.pool->options().ort_library;
-        auto ready = remote.attached->start(plan, options.start_timeout_s);
-        options.pool->mark_proven(model);
-        adopt(i, std::move(remote), std::move(ready));
-      } catch (const std::exception&) {
-        remote.attached.reset();
-        options.pool->start_failed(remote.process, model, options.devices[i]);  // nothing of a failed start stays running
-        throw;
-      }
+      remote.process = std::move(on_pool.worker);
+      remote.attached = std::move(on_pool.channel);  // of this fleet's own: closing it lets go of the session
+      adopt(i, std::move(remote), detail::ready_from_json(on_pool.ready));
     });
   }
 
@@ -421,7 +410,7 @@ std::string Fleet::Impl::choose_automatically(long gpus) {
                                        "overlapped start reaches (the plain strategies pay their sum)"
                                      : "the model is read while ONNX Runtime loads";
   if (s.on_pool()) return "auto chose fleet: " + floor + "; on the warm worker pool";
-  if (s.options.one_process && gpus > 1) return "auto chose fleet: " + floor + "; every GPU in this process, as asked (one_process)";
+  if (s.options.one_process && gpus >= 1) return "auto chose fleet: " + floor + "; every GPU in this process, as asked (one_process)";
   std::string pool_note;
   if (auto_pool_allowed(s.options)) {
     const std::string socket = default_pool_socket();
@@ -458,7 +447,7 @@ std::string Fleet::Impl::choose_automatically(long gpus) {
       }
     }
   }
-  if (gpus <= 1) return "auto chose fleet: " + floor + "; one process" + pool_note;
+  if (gpus == 0) return "auto chose fleet: " + floor + "; one process" + pool_note;
   const auto record = find_start_record(static_cast<int>(gpus));
   if (record && record->start_ms.count(kWorkersRow)) {
     const double workers_ms = record->start_ms.at(kWorkersRow);
@@ -473,6 +462,10 @@ std::string Fleet::Impl::choose_automatically(long gpus) {
       return fmt::format("auto chose fleet: on this machine ({}) a worker process per GPU started {} GPUs in {:.0f} ms vs {:.0f} ms for {}{}",
                          record->described(), gpus, workers_ms, one->second, words, pool_note);
     }
+  }
+  if (gpus == 1) {
+    return "auto chose fleet: " + floor + "; one GPU: a worker process, where cuDNN's recorded choices apply (libortfleet_cudnn.so is "
+           "preloaded into workers, not into this process; no bench record of 1 GPU on this machine: 'ortfleet bench' saves one)" + pool_note;
   }
   return "auto chose fleet: " + floor + "; " + std::to_string(gpus) +
          " GPUs: a worker process each, as GPUs in one process contend in the driver (no bench record of " + std::to_string(gpus) +
@@ -511,7 +504,10 @@ Fleet::Fleet(std::string model_path, FleetOptions options) : impl_(std::make_uni
   // cuDNN/cuBLAS handle creation, allocation): the fleet gives each GPU its own process, unless this
   // machine's bench found one process faster.
   const bool on_pool = s.on_pool();
-  s.use_workers = s.strategy == Strategy::processes || (s.strategy == Strategy::fleet && gpus > 1 && !s.options.one_process) || on_pool ||
+  // On one GPU too: a worker preloads libortfleet_cudnn.so, so its first inference replays cuDNN's
+  // recorded choices (this process cannot load it after the fact); bench's "fleet, one process" row
+  // measures the other way, and auto follows this machine's record.
+  s.use_workers = s.strategy == Strategy::processes || (s.strategy == Strategy::fleet && gpus >= 1 && !s.options.one_process) || on_pool ||
                   s.leaves_pool;
   if (s.options.strategy == Strategy::automatic && !on_pool) {
     if (const auto crash = detail::known_crash(s.model)) {

@@ -9,7 +9,9 @@
 //   {"op":"release", session}           -> {"event":"released"}
 //   {"op":"attach", hold} + fd          -> {"event":"attached"}   a new channel (a pool server's client)
 //   {"op":"evict"}                      -> {"event":"evicted", count}   sessions nobody holds
-//   {"op":"status"}                     -> {"event":"status", sessions, memory_bytes}
+//   {"op":"status", with_plans}         -> {"event":"status", sessions}   (with_plans: each session's plan too)
+//   {"op":"trim"}                       -> {"event":"trimmed", ...}   memory no session needs handed back, before
+//                                          the pool parks the worker (what it did: worker_server.cpp)
 //   {"op":"stop"}                       -> {"event":"stopping"}, and the worker exits (control channel only)
 //   {"op":"ring"} + fd                  -> {"event":"ring"}   a request ring for this channel's runs
 //   {"op":"adopt"} + fd                 -> {"event":"adopted"}   a pool takes over this worker from the job
@@ -45,6 +47,7 @@ inline constexpr MessageKind status{"status", "status"};
 inline constexpr MessageKind stop{"stop", "stopping"};
 inline constexpr MessageKind ring{"ring", "ring"};
 inline constexpr MessageKind adopt{"adopt", "adopted"};
+inline constexpr MessageKind trim{"trim", "trimmed"};
 inline constexpr MessageKind open{"open", "opened"};            ///< a pool server's
 inline constexpr MessageKind hand_over{"hand_over", "taken"};  ///< a pool server's
 /// The event of a reply to any request that failed: {"event":"failed", error}.
@@ -101,6 +104,12 @@ inline constexpr const char* kTestStartDelayVariable = "ORTFLEET_TEST_WORKER_STA
 /// its CPU and I/O priority first thing, before any thread exists, so that every thread it makes
 /// inherits the lower priority.
 inline constexpr const char* kBackgroundVariable = "ORTFLEET_WORKER_BACKGROUND";
+
+/// What a worker hands back before it parks ("trim"), a comma-separated list (default "arena,heap"):
+/// arena (each resident session's memory arena shrunk to what a run needs), heap (the C heap's free
+/// pages returned to the system: malloc_trim), stack (the CUDA context's per-thread stack reservation set
+/// to its smallest; the driver grows it again on demand); "none" for nothing. For measuring each part.
+inline constexpr const char* kParkTrimVariable = "ORTFLEET_PARK_TRIM";
 
 /// Set to 0, runs on worker processes go through the socket (a JSON message and a memfd per run) instead
 /// of the request ring: what `bench --inference` compares the ring with.

@@ -1,5 +1,6 @@
 #include "fleet/worker/worker_server.hpp"
 
+#include <malloc.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -14,6 +15,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "base/private_dir.hpp"
@@ -74,6 +76,7 @@ std::shared_ptr<void> pin_for(const Device& device, const RequestRing& ring) {
 struct ResidentSession {
   std::string key;
   std::string model_path;  // as its first start named it
+  nlohmann::json plan;     // the plan it started with: a pool moving it to another worker starts it there from this
   // The session records later phases (a session for a new input shape) on the timeline it started
   // with: the timeline lives as long as the session, and is declared first so that it goes last.
   std::unique_ptr<Timeline> timeline;
@@ -106,15 +109,11 @@ class WorkerState {
 
   /// Starts the plan's session, or finds it resident; the caller then holds it.
   json start(const LocalStartPlan& plan, std::vector<std::string>& held) {
-    std::lock_guard starting(start_mutex_);  // one creation at a time: they would contend for one GPU
     const std::string key = session_key(plan);
-    if (auto resident = find(key)) {
-      hold(key, held);
-      auto status = ready_status(resident->result);
-      status.ready_ns = monotonic_ns();
-      status.resident = true;
-      return ready_message(*resident, status, Timeline(monotonic_ns()));
-    }
+    // A resident session is handed out at once, never behind another model's creation.
+    if (auto resident = hand_out_resident(key, held)) return *resident;
+    std::lock_guard starting(start_mutex_);  // one creation at a time: they would contend for one GPU
+    if (auto resident = hand_out_resident(key, held)) return *resident;  // made while this start waited
     delay_start_if_asked(lane());
     auto session = std::make_shared<ResidentSession>();
     session->timeline = std::make_unique<Timeline>(main_ns_);
@@ -126,6 +125,7 @@ class WorkerState {
     }
     session->key = key;
     session->model_path = plan.model_path;
+    session->plan = plan_to_json(plan);
     session->result = start_one(plan, timeline);
     if (session->result.error && is_out_of_memory(*session->result.error) && evict(/*keep=*/0) > 0) {
       spdlog::info("{}: out of device memory; evicted the sessions nobody held and starting again", lane());
@@ -141,7 +141,50 @@ class WorkerState {
     }
     hold(key, held);
     evict(max_resident_);
+    // Making a session frees much of what it read (a model's bytes, ONNX Runtime's graph copies) into
+    // the C heap, which keeps it: handed back, the worker's resident memory is what its sessions use.
+    ::malloc_trim(0);
     return ready_message(*session, status, timeline);
+  }
+
+  /// The ready reply of resident session `key`, now held by this channel too; nothing when there is none.
+  std::optional<json> hand_out_resident(const std::string& key, std::vector<std::string>& held) {
+    auto resident = find(key);
+    if (!resident) return std::nullopt;
+    hold(key, held);
+    auto status = ready_status(resident->result);
+    status.ready_ns = monotonic_ns();
+    status.resident = true;
+    return ready_message(*resident, status, Timeline(monotonic_ns()));
+  }
+
+  /// Before the pool parks this worker: hands back what no session needs, so that the checkpoint the
+  /// driver keeps in host memory is the sessions' own (kParkTrimVariable says which parts).
+  json trim() {
+    const std::string parts = env_var(kParkTrimVariable).value_or("arena,heap");
+    const auto asked = [&parts](const char* part) { return parts.find(part) != std::string::npos; };
+    json done = json::object();
+    if (asked("arena")) {
+      std::vector<std::shared_ptr<ResidentSession>> idle;
+      {
+        std::lock_guard lock(mutex_);
+        for (const auto& [key, s] : sessions_) {
+          if (s->holders == 0 && s->result.session) idle.push_back(s);
+        }
+      }
+      int shrunk = 0;
+      for (const auto& s : idle) shrunk += s->result.session->release_spare_memory() ? 1 : 0;
+      done["arenas_shrunk"] = shrunk;
+    }
+    if (asked("stack") && device_.is_gpu()) {
+      try {
+        done["stack_bytes"] = CudaDriver::instance().set_stack_size(cuda_ordinal(device_), 0);
+      } catch (const Error& e) {
+        done["stack_error"] = e.what();
+      }
+    }
+    if (asked("heap")) done["heap_trimmed"] = ::malloc_trim(0) == 1;
+    return answer_to(message::trim, done);
   }
 
   /// The session a run names; throws when this worker does not have it.
@@ -203,26 +246,23 @@ class WorkerState {
     return dropped.size();
   }
 
-  json status() {
+  json status(bool with_plans) {
     std::lock_guard lock(mutex_);
     json list = json::array();
     const int64_t now = monotonic_ns();
     for (const auto& [key, s] : sessions_) {
-      list.push_back({{"session", key},
-                      {"model", s->model_path},
-                      {"holders", s->holders},
-                      {"idle_s", static_cast<double>(now - s->last_used_ns) / 1e9},
-                      {"memory_bytes", s->result.memory_bytes}});
+      json entry = {{"session", key},
+                    {"model", s->model_path},
+                    {"holders", s->holders},
+                    {"idle_s", static_cast<double>(now - s->last_used_ns) / 1e9},
+                    {"memory_bytes", s->result.memory_bytes}};
+      if (with_plans) entry["plan"] = s->plan;
+      list.push_back(std::move(entry));
     }
-    uint64_t memory = 0;
-    try {
-      memory = memory_in_use(device_);
-    } catch (const std::exception&) {
-      // no driver answer: the status still lists the sessions
-    }
+    // No CUDA call here: a parked worker (its CUDA calls locked by the driver) answers too.
     return answer_to(message::status, {{"device", device_.to_string()}, {"pid", ::getpid()}, {"sessions", list},
                                         {"cuda_visible_devices", env_var("CUDA_VISIBLE_DEVICES").value_or("")},
-                                        {"memory_bytes", memory}, {"max_resident_sessions", max_resident_}});
+                                        {"max_resident_sessions", max_resident_}});
   }
 
   void clear() {
@@ -443,7 +483,9 @@ bool serve_channel(MessageChannel& channel, WorkerState& state, bool control, st
       } else if (is_request(op, message::evict)) {
         reply(answer_to(message::evict, {{"count", state.evict(0)}}));
       } else if (is_request(op, message::status)) {
-        reply(state.status());
+        reply(state.status(request->body.value("with_plans", false)));
+      } else if (is_request(op, message::trim)) {
+        reply(state.trim());
       } else if (is_request(op, message::attach) && control) {
         if (request->fds.empty()) throw Error("an attach request came without its socket");
         auto client = std::make_shared<MessageChannel>(std::move(request->fds.front()));

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <functional>
 #include <future>
+#include <set>
 #include <sstream>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -17,6 +18,8 @@
 #include "ortfleet/fleet/fleet.hpp"
 #include "ortfleet/fleet/pool_server.hpp"
 #include "ortfleet/fleet/worker_pool.hpp"
+#include "ortfleet/synth/synth.hpp"
+#include "fleet/worker/worker_protocol.hpp"
 #include "fleet/pool/pool_test_outputs.hpp"
 #include "test_support.hpp"
 
@@ -133,7 +136,7 @@ TEST(WorkerPool, AKilledWorkerFailsItsFleetByDeviceAndIsStartedAgain) {
   // The socket closes while the process exits; it can be reaped a moment later.
   int restarted = 0;
   for (int i = 0; i < 500 && restarted == 0; ++i) {
-    restarted = pool->restart_dead_workers();
+    restarted = pool->keep_up();
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_EQ(restarted, 1);
@@ -185,6 +188,155 @@ TEST(WorkerPool, MisuseIsReported) {
   FleetOptions both = on_pool(pool);
   both.pool_socket = "/tmp/nowhere.sock";
   EXPECT_THROW(Fleet(test::mlp_model(), both), Error);
+}
+
+namespace {
+/// A pool of one CPU worker that isolates models new to it, as `ortfleet serve` runs by default.
+PoolOptions isolating_cpu_pool() {
+  PoolOptions o;
+  o.devices = {Device::cpu(0)};
+  return o;
+}
+
+/// A small model of its own content (its weights from `seed`): another model to the pool.
+std::string distinct_model(const std::string& name, uint64_t seed) {
+  const auto path = test::fresh_dir("distinct-models-" + name) / (name + ".onnx");
+  synth::WriteOptions w;
+  w.seed = seed;
+  return synth::write_mlp(path.string(), synth::MlpSpec{}, w).path;
+}
+
+/// The pool's workers as status_json lists them: role and pid, with how many sessions each holds.
+struct PoolWorker {
+  std::string role;
+  int pid = 0;
+  size_t sessions = 0;
+};
+std::vector<PoolWorker> pool_workers(const WorkerPool& pool) {
+  std::vector<PoolWorker> out;
+  const json status = json::parse(pool.status_json());
+  for (const auto& d : status.at("devices")) {
+    if (d.value("state", "") == "ready") out.push_back({d.value("role", ""), d.value("pid", 0), d.at("sessions").size()});
+  }
+  return out;
+}
+
+int pid_of_role(const WorkerPool& pool, const std::string& role) {
+  for (const auto& w : pool_workers(pool)) {
+    if (w.role == role) return w.pid;
+  }
+  return 0;
+}
+}  // namespace
+
+// A fresh pool keeps one worker per device; a model new to it starts there (nobody's session lives
+// there to protect), and only then does a spare come, for the next new model.
+TEST(WorkerPoolShape, AFreshPoolHasOneWorkerPerDeviceAndItsFirstModelStartsInIt) {
+  auto pool = std::make_shared<WorkerPool>(isolating_cpu_pool());
+  ASSERT_TRUE(pool->wait(120));
+  ASSERT_EQ(pool_workers(*pool).size(), 1u) << pool->status_json();
+  const int shared = pool->status().front().pid;
+  auto fleet = ready_fleet(distinct_model("first", 1), on_pool(pool));
+  EXPECT_EQ(fleet->status().front().pid, shared);
+  pool->keep_up();
+  ASSERT_TRUE(pool->wait(120));
+  for (int i = 0; i < 600 && pid_of_role(*pool, "spare") == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_NE(pid_of_role(*pool, "spare"), 0) << "the shared worker holds a session now: a spare waits for the next new model";
+  // Once nothing is resident any more, one blank worker per device is enough again.
+  fleet.reset();  // its channel closes: the worker lets go of the session a moment later
+  size_t evicted = 0;
+  for (int i = 0; i < 200 && evicted == 0; ++i) {
+    evicted = pool->evict();
+    if (evicted == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(evicted, 1u);
+  EXPECT_EQ(pool_workers(*pool).size(), 1u) << pool->status_json();
+}
+
+// Models new to the pool never start beside another job's session, whatever runs at once; when the
+// jobs have ended, the device folds back to its shared worker holding every model, and a spare.
+TEST(WorkerPoolShape, ANewModelNeverStartsBesideAnotherJobsSessionAndAnIdleDeviceKeepsTwoWorkers) {
+  auto pool = std::make_shared<WorkerPool>(isolating_cpu_pool());
+  ASSERT_TRUE(pool->wait(120));
+  const std::vector<std::string> models = {distinct_model("a", 11), distinct_model("b", 12), distinct_model("c", 13)};
+  std::vector<std::unique_ptr<Fleet>> jobs;
+  std::set<int> pids;
+  std::vector<std::vector<Tensor>> inputs;
+  std::vector<std::vector<float>> want;
+  for (const auto& m : models) {
+    jobs.push_back(ready_fleet(m, on_pool(pool)));  // held while the next one starts
+    pids.insert(jobs.back()->status().front().pid);
+    inputs.push_back(random_inputs(jobs.back()->inputs(), 4));
+    want.push_back(in_process_output(m, inputs.back()));
+  }
+  EXPECT_EQ(pids.size(), models.size()) << "three new models, each held by its job: three workers, none beside another's session";
+  jobs.clear();  // the jobs end; their workers let go of their sessions a moment later
+  for (int i = 0; i < 200 && pool_workers(*pool).size() > 2; ++i) {
+    pool->consolidate();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const auto workers = pool_workers(*pool);
+  ASSERT_LE(workers.size(), 2u) << pool->status_json();
+  const int shared = pid_of_role(*pool, "shared");
+  for (const auto& w : workers) {
+    if (w.role == "shared") EXPECT_EQ(w.sessions, models.size()) << "every model moved into the shared worker";
+    else EXPECT_EQ(w.sessions, 0u) << w.role << " holds nothing once folded in";
+  }
+  // Each model is resident in the shared worker, and gives what it gave.
+  for (size_t i = 0; i < models.size(); ++i) {
+    auto again = ready_fleet(models[i], on_pool(pool));
+    EXPECT_TRUE(again->status().front().resident) << models[i];
+    EXPECT_EQ(again->status().front().pid, shared);
+    EXPECT_EQ(first_output(again->run(Device::cpu(0), inputs[i])), want[i]);
+  }
+}
+
+// A worker that does not answer (stopped) does not hold up the pool's status: it is shown as it last
+// answered, and said to be busy.
+TEST(WorkerPoolShape, StatusAnswersWhileAWorkerIsStopped) {
+  auto pool = std::make_shared<WorkerPool>(isolating_cpu_pool());
+  ASSERT_TRUE(pool->wait(120));
+  auto fleet = ready_fleet(test::mlp_model(), on_pool(pool));
+  ASSERT_EQ(json::parse(pool->status_json()).at("devices").at(0).at("sessions").size(), 1u);
+  const int pid = pool->status().front().pid;
+  ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+  // kill() returns before every thread of the worker has stopped: wait until the kernel says it has.
+  const auto state_of = [pid] {
+    std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+    std::string line;
+    while (std::getline(status, line)) {
+      if (line.rfind("State:", 0) == 0) return line;
+    }
+    return std::string();
+  };
+  for (int i = 0; i < 500 && state_of().find("stopped") == std::string::npos; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  ASSERT_NE(state_of().find("stopped"), std::string::npos) << state_of();
+  const auto started = std::chrono::steady_clock::now();
+  const json status = json::parse(pool->status_json());
+  const double took_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  ::kill(pid, SIGCONT);
+  EXPECT_LT(took_s, 5) << "the status waited for a stopped worker";  // a hang guard, not a speed test
+  const json& shared = status.at("devices").at(0);
+  EXPECT_EQ(shared.value("answered", true), false) << shared.dump();
+  EXPECT_EQ(shared.at("sessions").size(), 1u) << "its sessions as it said last";
+  EXPECT_GT(status.at("total").at("host_pss_bytes").get<uint64_t>(), 0u);
+}
+
+// Before parking, a worker hands back what no session needs; its sessions still give what they gave.
+TEST(WorkerPoolShape, ATrimmedWorkerStillServesItsSessions) {
+  auto pool = std::make_shared<WorkerPool>(cpu_pool(1));
+  auto fleet = ready_fleet(test::mlp_model(), on_pool(pool));
+  const auto inputs = random_inputs(fleet->inputs(), 6);
+  const auto want = in_process_output(test::mlp_model(), inputs);
+  fleet.reset();  // nobody holds it: its arena may shrink
+  auto worker = pool->worker_for(Device::cpu(0), test::mlp_model(), 60);
+  const json done = worker->channel().call(detail::message::trim, nullptr, 60).body;
+  pool->start_succeeded(worker, test::mlp_model());
+  EXPECT_EQ(done.value("arenas_shrunk", -1), 1) << done.dump();
+  EXPECT_TRUE(done.contains("heap_trimmed")) << done.dump();
+  auto again = ready_fleet(test::mlp_model(), on_pool(pool));
+  EXPECT_TRUE(again->status().front().resident);
+  EXPECT_EQ(first_output(again->run(Device::cpu(0), inputs)), want);
 }
 
 TEST(WorkerNarrowing, AGpuWorkerSeesOnlyItsOwnGpu) {

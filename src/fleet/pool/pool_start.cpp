@@ -1,0 +1,34 @@
+#include "fleet/pool/pool_start.hpp"
+
+#include "fleet/worker/wire.hpp"
+#include "fleet/worker/worker_protocol.hpp"
+#include "ortfleet/base/error.hpp"
+
+namespace ortfleet::detail {
+
+namespace {
+constexpr double kAttachTimeoutS = 60;
+}
+
+PoolDeviceStart start_on_pool(WorkerPool& pool, LocalStartPlan plan, double timeout_s) {
+  if (plan.devices.size() != 1) throw Error("a start on a pool's worker names one device, not " + std::to_string(plan.devices.size()));
+  const Device device = plan.devices.front();
+  plan.ort_library = pool.options().ort_library;  // the workers' runtime: already loaded
+  PoolDeviceStart started;
+  try {
+    started.worker = pool.worker_for(device, plan.model_path, timeout_s);
+    // A channel of the caller's own: its runs do not queue behind other clients', and closing it lets
+    // go of the session.
+    started.channel = std::make_unique<WorkerChannel>(started.worker->attach({}, kAttachTimeoutS), device, started.worker->pid(),
+                                                      started.worker->observer_hooks());
+    started.ready = started.channel->call(message::start, {{"plan", plan_to_json(plan)}}, timeout_s).body;
+  } catch (const std::exception& e) {
+    started.channel.reset();
+    if (started.worker) pool.start_failed(started.worker, plan.model_path, device);
+    throw Error::from(e).at(device.to_string());
+  }
+  pool.start_succeeded(started.worker, plan.model_path);
+  return started;
+}
+
+}  // namespace ortfleet::detail
