@@ -147,6 +147,17 @@ py::object interruptible_report(std::function<Report(std::stop_token, Say)> run,
   return parse_json(result.get());
 }
 
+/// `run(options)` with the caller's stop and lines wired in: its progress, and its notices where it has them.
+template <typename Options, typename Report>
+std::function<Report(std::stop_token, Say)> wired(Options options, Report (*run)(const Options&)) {
+  return [options, run](std::stop_token stop, Say say) mutable {
+    options.stop = std::move(stop);
+    options.progress = say;
+    if constexpr (requires { options.notice; }) options.notice = say;
+    return run(options);
+  };
+}
+
 /// python=None: the interpreter running this (sys.executable), not whatever `python3` PATH finds.
 std::string python_or_this_one(const py::object& python) {
   if (!python.is_none()) return python.cast<std::string>();
@@ -185,12 +196,7 @@ void bind_diagnostics(py::module_& m) {
     o.python = python_or_this_one(python);
     o.config = to_config(config);
     o.budget_s = budget;
-    return interruptible_report<BenchReport>([o](std::stop_token stop, Say say) mutable {
-      o.stop = std::move(stop);
-      o.progress = say;
-      o.notice = say;
-      return run_bench(o);
-    }, progress);
+    return interruptible_report(wired(o, run_bench), progress);
   }, py::arg("model"), py::arg("devices") = py::none(), py::arg("runs") = BenchOptions{}.runs, py::arg("warmup") = 1, py::arg("anchors") = true,
      py::arg("python") = py::none(), py::arg("config") = py::none(), py::arg("budget") = 0.0, py::arg("progress") = py::none(),
      "What `ortfleet bench --json` reports, as a dict. The anchors run under `python` (default: this interpreter, sys.executable); "
@@ -205,11 +211,7 @@ void bind_diagnostics(py::module_& m) {
     o.steady_runs = runs;
     o.config = to_config(config);
     o.fleet = fleet;
-    return interruptible_report<ProfileReport>([o](std::stop_token stop, Say say) mutable {
-      o.stop = std::move(stop);
-      o.progress = say;
-      return run_profile(o);
-    }, progress);
+    return interruptible_report(wired(o, run_profile), progress);
   }, py::arg("model"), py::arg("device") = py::none(), py::arg("runs") = 20, py::arg("config") = py::none(), py::arg("fleet") = true,
      py::arg("progress") = py::none(),
      "What `ortfleet profile --json` reports, as a dict (`fleet`: on a machine of several GPUs, one start of a fleet on all of them "
@@ -225,12 +227,7 @@ void bind_diagnostics(py::module_& m) {
     o.base = to_config(config);
     o.rounds = rounds;
     o.budget_s = budget;
-    return interruptible_report<TuneReport>([o](std::stop_token stop, Say say) mutable {
-      o.stop = std::move(stop);
-      o.progress = say;
-      o.notice = say;
-      return run_tune(o);
-    }, progress);
+    return interruptible_report(wired(o, run_tune), progress);
   }, py::arg("model"), py::arg("device") = py::none(), py::arg("quick") = true, py::arg("runs") = 30, py::arg("config") = py::none(),
      py::arg("rounds") = TuneOptions{}.rounds, py::arg("budget") = 0.0, py::arg("progress") = py::none(),
      "What `ortfleet tune --json` reports, as a dict: `rounds` interleaved timed rounds (cut to `budget` seconds, 0: none), a "

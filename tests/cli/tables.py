@@ -83,20 +83,27 @@ def expect_ratio(where, printed, numerator, denominator):
 RATIO = r"(\d+\.\d+)(?: ± \d+\.\d+)?x"
 
 
+def first_table(name, text, rows_expected):
+    """The first table of `text`, checked (check_table), with its rows as dicts by header; None when none."""
+    found = tables(text)
+    if not found:
+        fail(f"{name} printed no table:\n" + text)
+        return None
+    table = found[0]
+    check_table(name, table, rows_expected)
+    header = cells(table["header"], table["spans"])
+    table["cells"] = [dict(zip(header, cells(line, table["spans"]))) for line in table["rows"]]
+    return table
+
+
 def check_bench(cli, model, work, env):
     exported = os.path.join(work, "bench.json")
     text = run(cli, "bench", model, "--devices", "cpu*2", "--runs", "3", "--no-anchors", "--export-json", exported, env=env)
     result = json.load(open(exported))
-    found = tables(text)
-    if not found:
-        return fail("bench printed no table:\n" + text)
-    table = found[0]
-    check_table("bench", table, len(result["rows"]))
-    header = cells(table["header"], table["spans"])
-    rows = {}
-    for line in table["rows"]:
-        c = cells(line, table["spans"])
-        rows[c[0]] = dict(zip(header, c))
+    table = first_table("bench", text, len(result["rows"]))
+    if table is None:
+        return
+    rows = {c["start-up"]: c for c in table["cells"]}
     means = {label: ms(r["mean ± σ"]) for label, r in rows.items() if r.get("mean ± σ") not in (None, "", "failed")}
     checked = 0
     for r in result["rows"]:
@@ -128,17 +135,10 @@ def check_tune(cli, model, work, env):
     exported = os.path.join(work, "tune.json")
     text = run(cli, "tune", model, "--devices", "cpu", "--quick", "--repeat", "2", "--runs", "5", "--export-json", exported, env=env)
     result = json.load(open(exported))
-    found = tables(text)
-    if not found:
-        return fail("tune printed no table:\n" + text)
-    table = found[0]
-    check_table("tune", table, len(result["results"]))
-    header = cells(table["header"], table["spans"])
-    ready = {}
-    for line in table["rows"]:
-        c = dict(zip(header, cells(line, table["spans"])))
-        if c.get("ready") and c["ready"] != "failed":
-            ready[c["configuration"]] = ms(c["ready"])
+    table = first_table("tune", text, len(result["results"]))
+    if table is None:
+        return
+    ready = {c["configuration"]: ms(c["ready"]) for c in table["cells"] if c.get("ready") and c["ready"] != "failed"}
     first = result["results"][0]["name"]
     for key in ("start_verdict",):
         m = re.match(r"(.+?): ready time .*?, " + RATIO + " the first configuration's", result[key])

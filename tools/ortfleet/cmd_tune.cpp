@@ -22,9 +22,7 @@ struct TuneFlags {
   TargetFlags target;
   bool quick = false;
   int rounds = TuneOptions{}.rounds;
-  double budget_s = 300;
-  bool rounds_given = false;  ///< --repeat on the command line: its rounds are run, unless --budget is given too
-  bool budget_given = false;
+  double budget_s = 300;  ///< --budget; 0 once parsed when the rounds were asked for alone (budget_for)
   int steady_runs = 30;
   int transformers_to_disable = 3;
   double output_tolerance = 1e-3;
@@ -81,8 +79,7 @@ int run_tune_command(const TuneFlags& f, const Globals& g) {
   say_what_runs(o.model, o.device.to_string(), o.base);
   o.quick = f.quick;
   o.rounds = f.rounds;
-  // Rounds asked for are run, unless a budget is asked for too.
-  o.budget_s = f.rounds_given && !f.budget_given ? 0 : f.budget_s;
+  o.budget_s = f.budget_s;
   o.steady_runs = f.steady_runs;
   o.transformers_to_disable = f.transformers_to_disable;
   o.output_tolerance = f.output_tolerance;
@@ -132,10 +129,7 @@ void register_tune(CLI::App& app, Globals& globals, Action& action) {
                            "Timed rounds, each a cold start of every configuration, interleaved: the spread that tells a gain from noise "
                            "needs 2 or more"),
            {.lo = 1, .hi = 100});
-  in_range(cmd->add_option("--budget", f->budget_s,
-                           "Seconds the sweep may take: once the first round shows what a round costs, the rounds are cut to fit (at least "
-                           "2); 0: no limit (with --repeat given and no --budget: none)"),
-           {.lo = 0, .hi = kMaxTimeoutS, .unit = "seconds", .whole = false});
+  add_budget_option(cmd, f->budget_s, " (at least 2)", "--repeat");
   in_range(cmd->add_option("--runs", f->steady_runs, "Inferences after the first, for p50/p99"), {.lo = 2, .hi = 100000});
   in_range(cmd->add_option("--disable-transformers", f->transformers_to_disable,
                            "Try disabling each of the N graph transformers that cost the start most, and all N together (0: none)"),
@@ -152,8 +146,7 @@ void register_tune(CLI::App& app, Globals& globals, Action& action) {
   cmd->callback([cmd, &globals, &action, f] {
     const FlagChecks flags(*cmd);
     f->config.check(flags);
-    f->rounds_given = flags.given("--repeat");
-    f->budget_given = flags.given("--budget");
+    f->budget_s = budget_for(*cmd, f->budget_s, "--repeat");
     if (flags.given("--output-tolerance") && f->transformers_to_disable == 0) {
       FlagChecks::refuse("--output-tolerance does nothing with --disable-transformers 0: only disabled transformers' outputs are compared");
     }
