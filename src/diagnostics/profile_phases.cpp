@@ -177,6 +177,9 @@ void add_session_phases(ProfileReport& r, const std::vector<OrtLogLine>& log, co
     if (uploaded) {
       // ortfleet uploaded the weights before: ONNX Runtime only placed the rest (shapes, scalars).
       step("initializer.upload", t_save, t_saved, "the initializers ortfleet did not upload (shapes, scalars)");
+    } else if (!r.on_gpu) {
+      // On the CPU nothing crosses a bus: the step places the weights, and a speed would mean nothing.
+      step("initializer.upload", t_save, t_saved, bytes_text(facts.initializer_bytes));
     } else {
       r.upload_gb_per_s = ort_upload_gb_per_s;
       step("initializer.upload", t_save, t_saved, upload_text(static_cast<double>(facts.initializer_bytes), ort_upload_gb_per_s));

@@ -160,7 +160,9 @@ void Table::print(std::ostream& out, const std::string& when_empty) const {
   if (!any) return;
   out << "\n" << headers_[columns] << ":\n";
   for (const auto& r : rows_) {
-    if (!r[columns].empty()) out << "  " << r[0] << ": " << r[columns] << "\n";
+    if (r[columns].empty()) continue;
+    const std::string& first = r[0];
+    out << "  " << first.substr(std::min(first.size(), first.find_first_not_of(' '))) << ": " << r[columns] << "\n";
   }
 }
 
