@@ -59,18 +59,25 @@ TEST(Profile, LogParserNamesTheBadLine) {
 }
 
 namespace {
-/// A GPU start whose timings are known exactly, with ONNX Runtime's log and profile of it.
-ProfileReport known_profile() {
+/// A start of m.onnx on `device`, spawned at 0 and in main() at `main_ms`, ready; its timeline holds
+/// process.start so far.
+StartReport start_on(const Device& device, int64_t main_ms) {
   StartReport start;
   start.model = "m.onnx";
   start.spawn_ns = 0;
-  start.main_ns = 2 * ms;
+  start.main_ns = main_ms * ms;
   DeviceStatus d;
-  d.device = Device::cuda(0);
+  d.device = device;
   d.state = DeviceState::ready;
   start.devices = {d};
   start.timeline = Timeline(0);
-  start.timeline.add({phase::process_start, "process", 0, 2 * ms, 1, {}});
+  start.timeline.add({phase::process_start, "process", 0, main_ms * ms, 1, {}});
+  return start;
+}
+
+/// A GPU start whose timings are known exactly, with ONNX Runtime's log and profile of it.
+ProfileReport known_profile() {
+  StartReport start = start_on(Device::cuda(0), 2);
   start.timeline.add({phase::runtime_load, "process", 10 * ms, 40 * ms, 1, {}});
   start.timeline.add({phase::ep_register, "cuda:0", 40 * ms, 140 * ms, 1, {}});
   start.timeline.add({phase::cuda_context, "cuda:0", 140 * ms, 240 * ms, 1, {}});
@@ -177,16 +184,7 @@ TEST(Profile, ItsPhasesAreTheTimelinesOwnWithTheSameBoundaries) {
 // The top costs are what the user can change: never the exec to main() or the command's own set-up,
 // however large, and a phase's steps rather than the phase they split.
 TEST(Profile, RanksOnlyWhatTheUserCanChange) {
-  StartReport start;
-  start.model = "m.onnx";
-  start.spawn_ns = 0;
-  start.main_ns = 300 * ms;
-  DeviceStatus d;
-  d.device = Device::cpu();
-  d.state = DeviceState::ready;
-  start.devices = {d};
-  start.timeline = Timeline(0);
-  start.timeline.add({phase::process_start, "process", 0, 300 * ms, 1, {}});
+  StartReport start = start_on(Device::cpu(), 300);
   start.timeline.add({phase::runtime_load, "process", 900 * ms, 1000 * ms, 1, {}});  // 600 ms of set-up before it
   start.timeline.add({phase::session_create, "cpu", 1000 * ms, 1400 * ms, 1, {}});
   start.timeline.add({phase::warmup, "cpu", 1400 * ms, 1450 * ms, 1, {{"run", "1"}}});
