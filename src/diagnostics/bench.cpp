@@ -212,8 +212,10 @@ std::vector<std::string> warm_notes(const std::vector<BenchRow>& rows) {
   std::vector<std::string> notes;
   const BenchRow* cold = ran_row(rows, "fleet");
   if (const BenchRow* wide = ran_row(rows, "fleet, workers see every GPU"); wide && cold) {
-    notes.push_back(fmt::format("narrowed workers: the fleet is ready {} sooner ({}) than with every worker seeing every GPU ({})",
-                                duration_text(wide->mean_ms - cold->mean_ms), duration_text(cold->mean_ms), duration_text(wide->mean_ms)));
+    const double sooner_ms = wide->mean_ms - cold->mean_ms;
+    notes.push_back(fmt::format("narrowed workers: the fleet is ready {} {} ({}) than with every worker seeing every GPU ({})",
+                                duration_text(std::fabs(sooner_ms)), sooner_ms >= 0 ? "sooner" : "later", duration_text(cold->mean_ms),
+                                duration_text(wide->mean_ms)));
   }
   if (const BenchRow* warm = ran_row(rows, "fleet, warm pool"); warm && cold) {
     notes.push_back(fmt::format("on a warm pool (new session, pool already up) the fleet is ready in {:.2f}x the cold fleet's time "
@@ -282,11 +284,13 @@ std::optional<std::string> driver_note(const std::vector<BenchRow>& rows, int de
     const StartReport& single = one->median_report;
     const DriverStart one_gpu = driver_start_of(single.timeline, single.spawn_ns, single.ready_ns);
     const double extra = out.fleet_ms - one_gpu.fleet_ms;
+    const double driver_extra = out.span_ms - one_gpu.span_ms;
     if (one_gpu.measured() && extra > 0) {
-      note += fmt::format(". One GPU's fleet spent {} of its {} there: of the {} the fleet of {} took beyond it, the driver's start "
-                          "accounts for {} ({:.0f}%)",
-                          duration_text(one_gpu.span_ms), duration_text(one_gpu.fleet_ms), duration_text(extra), device_count,
-                          duration_text(out.span_ms - one_gpu.span_ms), (out.span_ms - one_gpu.span_ms) / extra * 100);
+      note += fmt::format(". One GPU's fleet spent {} of its {} there: ", duration_text(one_gpu.span_ms), duration_text(one_gpu.fleet_ms));
+      note += driver_extra > 0 ? fmt::format("of the {} the fleet of {} took beyond it, the driver's start accounts for {} ({:.0f}%)",
+                                             duration_text(extra), device_count, duration_text(driver_extra), driver_extra / extra * 100)
+                               : fmt::format("the driver's start took no longer on {} GPUs, so none of the {} the fleet took beyond it",
+                                             device_count, duration_text(extra));
     }
   }
   return note;
