@@ -2,7 +2,7 @@
 
 tests/python/test_stubs.py checks them against the module as built.
 """
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeAlias
 
 _Device: TypeAlias = int | str  # a GPU ordinal (on a fleet without GPUs: an index into Fleet.devices), "cuda:1", "cpu"
@@ -111,17 +111,32 @@ def pool_stop(socket: str | None = None) -> bool: ...
 def default_pool_socket() -> str: ...
 def load_runtime(library: str = "") -> _Json: ...
 def doctor(ort_library: str = "") -> _Json: ...
+# progress=: None (a status line on a terminal), True (every line on stderr), False, or a callable taking each line.
+_Progress: TypeAlias = bool | Callable[[str], object] | None
 def bench(
     model: str,
     devices: _Devices = None,
     runs: int = 5,
     warmup: int = 1,
     anchors: bool = True,
-    python: str = "python3",
+    python: str | None = None,
     config: _Config = None,
+    budget: float = 0.0,
+    progress: _Progress = None,
 ) -> _Json: ...
-def profile(model: str, device: _Device | None = None, runs: int = 20, config: _Config = None) -> _Json: ...
-def tune(model: str, device: _Device | None = None, quick: bool = True, runs: int = 30, config: _Config = None) -> _Json: ...
+def profile(
+    model: str, device: _Device | None = None, runs: int = 20, config: _Config = None, fleet: bool = True, progress: _Progress = None
+) -> _Json: ...
+def tune(
+    model: str,
+    device: _Device | None = None,
+    quick: bool = True,
+    runs: int = 30,
+    config: _Config = None,
+    rounds: int = 5,
+    budget: float = 0.0,
+    progress: _Progress = None,
+) -> _Json: ...
 def synth_mlp(path: str, layers: int = 3, width: int = 64, seed: int = 1) -> str: ...
 def synth_nodes(path: str, nodes: int = 24000, width: int = 64, seed: int = 1) -> str: ...
 def synth_resnet(path: str, depth: int = 50, image_size: int = 224, seed: int = 1, dynamic_batch: bool = False) -> str: ...

@@ -16,6 +16,7 @@
 #include "diagnostics/machine.hpp"
 #include "diagnostics/next_job_bench.hpp"
 #include "diagnostics/python_anchor.hpp"
+#include "diagnostics/round_budget.hpp"
 #include "process/child_process.hpp"
 #include "ortfleet/base/clock.hpp"
 #include "ortfleet/base/units.hpp"
@@ -88,6 +89,7 @@ std::vector<Case> plan_cases(const BenchOptions& o, const std::string& ortfleet,
     r.ort_library = o.ort_library;
     r.config = o.config;
     r.timeout_s = o.timeout_s;
+    r.stop = o.stop;
     return r;
   };
   std::vector<Case> cases;
@@ -136,7 +138,7 @@ std::vector<Case> plan_cases(const BenchOptions& o, const std::string& ortfleet,
     // The cached fleet row's two counterparts: a model's first start (what a new user sees first) and
     // the start without the cache. The first start's cache is thrown away after each round, so it
     // makes no entry (--model-cache-fill off): a real one makes it after ready, off the timed path.
-    ortfleet_case(Strategy::fleet, all, "fleet, first start (empty cache)");
+    ortfleet_case(Strategy::fleet, all, "fleet, empty cache");
     cases.back().row.model_cache = "empty";
     cases.back().start.arguments.insert(cases.back().start.arguments.end(), {"--model-cache", "--model-cache-fill", "off"});
     ortfleet_case(Strategy::fleet, all, "fleet, no model cache");
@@ -167,17 +169,17 @@ std::vector<Case> plan_cases(const BenchOptions& o, const std::string& ortfleet,
       cases.back().evict_first = !resident;
       cases.back().start.arguments.insert(cases.back().start.arguments.end(), {"--pool", pool_socket});
     };
-    pool_case(all, "fleet on a warm pool", false);
+    pool_case(all, "fleet, warm pool", false);
     pool_case(all, "fleet, resident", true);
     if (multi) {
-      pool_case(one, "fleet on a warm pool (1 device)", false);
+      pool_case(one, "fleet, warm pool (1 device)", false);
       pool_case(one, "fleet, resident (1 device)", true);
     }
   }
   // Each multi-device row is compared with starting one device the same way.
   for (auto& c : cases) {
     if (!multi || c.row.device_count == 1 || !c.row.model_cache.empty()) continue;
-    c.row.baseline = c.row.warm == "warm pool"                ? "fleet on a warm pool (1 device)"
+    c.row.baseline = c.row.warm == "warm pool"                ? "fleet, warm pool (1 device)"
                      : c.row.warm == "resident"             ? "fleet, resident (1 device)"
                      : c.row.strategy == "python-ortfleet"  ? "fleet (1 device)"
                      : c.row.family == "onnxruntime-python" ? "python (1 device)"
@@ -213,19 +215,20 @@ std::vector<std::string> warm_notes(const std::vector<BenchRow>& rows) {
   std::vector<std::string> notes;
   const BenchRow* cold = ran_row(rows, "fleet");
   if (const BenchRow* wide = ran_row(rows, "fleet, workers see every GPU"); wide && cold) {
-    notes.push_back(fmt::format("narrowed workers: the fleet is ready {:.0f} ms sooner ({:.0f} ms) than with every worker seeing every GPU "
-                                "({:.0f} ms)",
-                                wide->median_ms - cold->median_ms, cold->median_ms, wide->median_ms));
+    const double sooner_ms = wide->mean_ms - cold->mean_ms;
+    notes.push_back(fmt::format("narrowed workers: the fleet is ready {} {} ({}) than with every worker seeing every GPU ({})",
+                                duration_text(std::fabs(sooner_ms)), sooner_ms >= 0 ? "sooner" : "later", duration_text(cold->mean_ms),
+                                duration_text(wide->mean_ms)));
   }
-  if (const BenchRow* warm = ran_row(rows, "fleet on a warm pool"); warm && cold) {
+  if (const BenchRow* warm = ran_row(rows, "fleet, warm pool"); warm && cold) {
     notes.push_back(fmt::format("on a warm pool (new session, pool already up) the fleet is ready in {:.2f}x the cold fleet's time "
-                                "({:.0f} ms vs {:.0f} ms){}",
-                                warm->median_ms / cold->median_ms, warm->median_ms, cold->median_ms,
+                                "({} vs {}){}",
+                                warm->mean_ms / cold->mean_ms, duration_text(warm->mean_ms), duration_text(cold->mean_ms),
                                 warm->ratio_to_one > 0 ? fmt::format("; {:.2f}x its 1-device start on the same pool", warm->ratio_to_one) : ""));
   }
   if (const BenchRow* resident = ran_row(rows, "fleet, resident")) {
-    notes.push_back(fmt::format("resident (the pool held the session already): every device ready {:.0f} ms after the client's exec",
-                                resident->median_ms));
+    notes.push_back(fmt::format("resident (the pool held the session already): every device ready {} after the client's exec",
+                                duration_text(resident->mean_ms)));
   }
   return notes;
 }
@@ -236,7 +239,7 @@ std::vector<std::string> cache_notes(const std::vector<BenchRow>& rows) {
   std::vector<std::string> notes;
   const BenchRow* cached = ran_row(rows, "fleet");
   const BenchRow* plain = ran_row(rows, "fleet, no model cache");
-  const BenchRow* first = ran_row(rows, "fleet, first start (empty cache)");
+  const BenchRow* first = ran_row(rows, "fleet, empty cache");
   if (!plain) return notes;
   // Each set against the start without the cache: its ratio with its ±, or that it is within noise.
   const auto against_plain = [&](const BenchRow& r) {
@@ -252,16 +255,48 @@ std::vector<std::string> cache_notes(const std::vector<BenchRow>& rows) {
   return notes;
 }
 
-/// How far each multi-device row's ratio to one device moved over the rounds (a round's own pair).
+/// How far each multi-device row's ratio to one device moved over the rounds (a round's own pair),
+/// beside the ratio of the means the table shows.
 std::vector<std::string> ratio_spread_notes(const std::vector<BenchRow>& rows) {
   std::vector<std::string> notes;
   for (const auto& r : rows) {
-    if (!r.ok() || r.ratio_per_round.size() < 2) continue;
+    if (!r.ok() || r.ratio_per_round.size() < 2 || r.ratio_to_one <= 0) continue;
     const Summary s = summarize(r.ratio_per_round);
-    notes.push_back(fmt::format("{} on {} devices / 1 device: {:.2f}x (median of {} rounds' own ratios; {:.2f}x to {:.2f}x)", r.label,
-                                r.device_count, s.median, r.ratio_per_round.size(), s.min, s.max));
+    notes.push_back(fmt::format("{} on {} devices / {}: {:.2f}x (the table's means); each round's own pair {:.2f}x to {:.2f}x over {} rounds",
+                                r.label, r.device_count, r.baseline, r.ratio_to_one, s.min, s.max, r.ratio_per_round.size()));
   }
   return notes;
+}
+
+/// On more than one GPU: what the driver's start cost the fleet's representative round on every
+/// device, and, against the fleet of one GPU, how much of the fleet's extra time it explains.
+std::optional<std::string> driver_note(const std::vector<BenchRow>& rows, int device_count, DriverStart& out) {
+  const BenchRow* fleet = nullptr;
+  for (const auto& r : rows) {
+    if (r.ok() && r.label == "fleet" && r.device_count == device_count) fleet = &r;
+  }
+  if (fleet == nullptr) return std::nullopt;
+  const StartReport& start = fleet->median_report;
+  out = driver_start_of(start.timeline, start.spawn_ns, start.ready_ns);
+  if (out.gpus < 2) {
+    out = {};
+    return std::nullopt;
+  }
+  std::string note = "in the fleet's round nearest its median, " + out.summary();
+  if (const BenchRow* one = ran_row(rows, "fleet (1 device)")) {
+    const StartReport& single = one->median_report;
+    const DriverStart one_gpu = driver_start_of(single.timeline, single.spawn_ns, single.ready_ns);
+    const double extra = out.fleet_ms - one_gpu.fleet_ms;
+    const double driver_extra = out.span_ms - one_gpu.span_ms;
+    if (one_gpu.measured() && extra > 0) {
+      note += fmt::format(". One GPU's fleet spent {} of its {} there: ", duration_text(one_gpu.span_ms), duration_text(one_gpu.fleet_ms));
+      note += driver_extra > 0 ? fmt::format("of the {} the fleet of {} took beyond it, the driver's start accounts for {} ({:.0f}%)",
+                                             duration_text(extra), device_count, duration_text(driver_extra), driver_extra / extra * 100)
+                               : fmt::format("the driver's start took no longer on {} GPUs, so none of the {} the fleet took beyond it",
+                                             device_count, duration_text(extra));
+    }
+  }
+  return note;
 }
 
 /// The onnxruntime Python anchor script, when `o.python` can run it (and whether it can import ortfleet
@@ -295,6 +330,7 @@ std::string seconds_text(double seconds) { return duration_text(seconds * 1000);
 /// One start of `c`, timed or not: its wall time into the row when timed, the round nearest the
 /// median as its report; a failure ends the row, with its reason.
 void run_case(const BenchOptions& o, Case& c, BenchPool* pool, bool timed) {
+  detail::throw_if_stopped(o.stop);
   if (c.evict_first) pool_evict(pool->server->socket_path());
   std::optional<detail::PrivateDir> empty_cache;  // a first start's: fresh each round, gone after it
   if (c.row.model_cache == "empty") {
@@ -302,6 +338,7 @@ void run_case(const BenchOptions& o, Case& c, BenchPool* pool, bool timed) {
     c.start.environment["ORTFLEET_CACHE"] = empty_cache->path().string();
   }
   const detail::ColdStart result = detail::run_cold_start(c.start);
+  detail::throw_if_stopped(o.stop);
   if (!result.ok()) {
     const bool anchor_on_gpu = c.row.family == "onnxruntime-python" && o.devices.front().is_gpu();
     c.row.error = anchor_on_gpu ? detail::explain_anchor_failure(result.error, o.python) : result.error;
@@ -339,7 +376,7 @@ int rounds_in_budget(const BenchOptions& o, double elapsed_s, double first_round
     if (o.runs > 1) say(fmt::format("one round took {}: the bench ends in about {}", seconds_text(first_round_s), seconds_text(end_s - elapsed_s)));
     return o.runs;
   }
-  const int fit = std::clamp(static_cast<int>((o.budget_s - elapsed_s) / std::max(first_round_s, 1e-3)) + 1, 1, o.runs);
+  const int fit = detail::rounds_that_fit(o.runs, o.budget_s, elapsed_s, first_round_s, 1);
   say(fmt::format("one round took {}: {} rounds would end after {}, past the budget of {} (--budget); running {}{} (--budget 0 runs all {})",
                   seconds_text(first_round_s), o.runs, seconds_text(end_s), seconds_text(o.budget_s), fit == 1 ? "1 round" : fmt::format("{} rounds", fit),
                   fit == 1 ? ": no spread, so no difference can be told from noise" : "", o.runs));
@@ -389,14 +426,43 @@ std::optional<std::string> python_fleet_note(const std::vector<BenchRow>& rows) 
   const auto from_python = std::find_if(rows.begin(), rows.end(), [](const BenchRow& r) { return r.strategy == "python-ortfleet" && r.ok(); });
   if (from_python == rows.end()) return std::nullopt;
   const auto cli = std::find_if(rows.begin(), rows.end(), [&](const BenchRow& r) {
-    return r.family == "ortfleet" && r.strategy == "fleet" && r.device_count == from_python->device_count && r.ok();
+    return r.family == "ortfleet" && r.strategy == "fleet" && r.model_cache.empty() && r.warm.empty() &&
+           r.device_count == from_python->device_count && r.ok();
   });
   if (cli == rows.end()) return std::nullopt;
-  const double interpreter = summarize(from_python->process_start_ms).median;
-  const double after = from_python->median_ms - interpreter;
-  return fmt::format("fleet from Python: {:.0f} ms of its {:.0f} ms went to starting the Python interpreter, before `import ortfleet`; "
-                     "from there to ready: {:.0f} ms, {:.2f}x the command line's fleet ({:.0f} ms)",
-                     interpreter, from_python->median_ms, after, after / cli->median_ms, cli->median_ms);
+  const double interpreter = mean_sigma(from_python->process_start_ms).mean;
+  const double after = from_python->mean_ms - interpreter;
+  return fmt::format("fleet from Python: {} of its {} went to starting the Python interpreter, before `import ortfleet`; "
+                     "from there to ready: {}, {:.2f}x the command line's fleet ({})",
+                     duration_text(interpreter), duration_text(from_python->mean_ms), duration_text(after), after / cli->mean_ms,
+                     duration_text(cli->mean_ms));
+}
+
+void conclude_bench(BenchReport& report, int device_count, const std::string& devices) {
+  auto& rows = report.rows;
+  for (auto& r : rows) detail::fill_times(r);
+  for (auto& r : rows) {
+    const BenchRow* base = ran_row(rows, r.baseline);
+    if (r.ok() && base != nullptr && !r.baseline.empty()) {
+      r.ratio_to_one = r.mean_ms / base->mean_ms;
+      r.efficiency = base->mean_ms / r.mean_ms;
+      r.ratio_per_round.clear();
+      for (size_t i = 0; i < std::min(r.wall_ms.size(), base->wall_ms.size()); ++i) r.ratio_per_round.push_back(r.wall_ms[i] / base->wall_ms[i]);
+    }
+    if (r.ok() && r.warm.empty() && report.floor_ms > 0 && r.device_count == 1) r.floor_ratio = r.mean_ms / report.floor_ms;
+  }
+  // The fastest way to bring up all N devices, how each alternative compares, and what made a gain.
+  BenchVerdict verdict = bench_verdict(rows, device_count, devices);
+  report.fastest = verdict.fastest;
+  report.verdict = verdict.headline;
+  report.comparisons = std::move(verdict.lines);
+  report.comparison_ratios = std::move(verdict.comparisons);
+  if (auto note = python_fleet_note(rows)) report.notes.push_back(*note);
+  for (auto& note : warm_notes(rows)) report.notes.push_back(std::move(note));
+  for (auto& note : cache_notes(rows)) report.notes.push_back(std::move(note));
+  for (auto& note : ratio_spread_notes(rows)) report.notes.push_back(std::move(note));
+  if (auto note = driver_note(rows, device_count, report.driver_start)) report.notes.push_back(*note);
+  for (auto& note : detail::next_job_notes(rows)) report.notes.push_back(std::move(note));
 }
 
 BenchReport run_bench(const BenchOptions& options) {
@@ -442,37 +508,10 @@ BenchReport run_bench(const BenchOptions& options) {
   } else {
     report.skipped.push_back("the next job's rows: turned off (--no-next-job)");
   }
-  std::map<std::string, double> medians;
-  for (auto& c : cases) {
-    detail::fill_times(c.row);
-    if (c.row.ok()) medians[c.row.label] = c.row.median_ms;
-  }
-  for (auto& c : cases) {
-    auto base = medians.find(c.row.baseline);
-    if (c.row.ok() && base != medians.end()) {
-      c.row.ratio_to_one = c.row.median_ms / base->second;
-      c.row.efficiency = base->second / c.row.median_ms;
-      const auto baseline = std::find_if(cases.begin(), cases.end(), [&](const Case& b) { return b.row.label == c.row.baseline; });
-      for (size_t i = 0; i < std::min(c.row.wall_ms.size(), baseline->row.wall_ms.size()); ++i) {
-        c.row.ratio_per_round.push_back(c.row.wall_ms[i] / baseline->row.wall_ms[i]);
-      }
-    }
-    if (c.row.ok() && c.row.warm.empty() && o.floor_ms > 0 && c.row.device_count == 1) c.row.floor_ratio = c.row.median_ms / o.floor_ms;
-    report.rows.push_back(c.row);
-  }
+  for (auto& c : cases) report.rows.push_back(std::move(c.row));
   for (auto& r : next_job.rows) report.rows.push_back(std::move(r));
   for (auto& s : next_job.skipped) report.skipped.push_back(std::move(s));
-  // The fastest way to bring up all N devices, how each alternative compares, and what made a gain.
-  BenchVerdict verdict = bench_verdict(report.rows, static_cast<int>(o.devices.size()), count_label(o.devices));
-  report.fastest = verdict.fastest;
-  report.verdict = verdict.headline;
-  report.comparisons = std::move(verdict.lines);
-  report.comparison_ratios = std::move(verdict.comparisons);
-  if (auto note = python_fleet_note(report.rows)) report.notes.push_back(*note);
-  for (auto& note : warm_notes(report.rows)) report.notes.push_back(std::move(note));
-  for (auto& note : cache_notes(report.rows)) report.notes.push_back(std::move(note));
-  for (auto& note : ratio_spread_notes(report.rows)) report.notes.push_back(std::move(note));
-  for (auto& note : detail::next_job_notes(report.rows)) report.notes.push_back(std::move(note));
+  conclude_bench(report, static_cast<int>(o.devices.size()), count_label(o.devices));
   if (o.save_record) {
     if (const auto record = start_record_of(report, o.devices, machine_gpu_names())) {
       try {
@@ -501,7 +540,7 @@ std::optional<StartRecord> start_record_of(const BenchReport& report, const std:
   record.measured_at = utc_now();
   record.model = report.model;
   for (const auto& r : report.rows) {
-    if (r.ok() && r.family == "ortfleet" && r.warm.empty() && r.device_count == record.device_count) record.start_ms[r.label] = r.median_ms;
+    if (r.ok() && r.family == "ortfleet" && r.warm.empty() && r.device_count == record.device_count) record.start_ms[r.label] = r.mean_ms;
   }
   if (record.start_ms.empty()) return std::nullopt;
   return record;
@@ -515,16 +554,19 @@ std::string BenchReport::to_json() const {
     ratios.push_back({{"row", c.row}, {"ratio", c.ratio}, {"sigma", c.sigma}, {"noise_known", c.noise_known}, {"within_noise", c.within_noise},
                       {"gain_from", c.gain_from}});
   }
-  return json{{"ortfleet_bench", 1}, {"model", model}, {"machine", machine}, {"onnxruntime", ort_version}, {"floor_ms", floor_ms},
-              {"rows", rows_json}, {"skipped", skipped}, {"fastest", fastest}, {"verdict", verdict}, {"comparisons", comparisons},
-              {"comparison_ratios", ratios}, {"runs", runs}, {"untimed_starts", untimed_starts}, {"notes", notes}}
-      .dump(2);
+  json j{{"ortfleet_bench", 1}, {"model", model}, {"machine", machine}, {"onnxruntime", ort_version}, {"floor_ms", floor_ms},
+         {"statistic", "mean"}, {"rows", rows_json}, {"skipped", skipped}, {"fastest", fastest}, {"verdict", verdict},
+         {"comparisons", comparisons}, {"comparison_ratios", ratios}, {"runs", runs}, {"untimed_starts", untimed_starts}, {"notes", notes}};
+  if (driver_start.measured()) j["driver_start"] = json::parse(driver_start.to_json());
+  return j.dump(2);
 }
 
 BenchTable bench_table(const BenchReport& report) {
   BenchTable table;
   const bool floor = report.floor_ms > 0;
-  table.columns = {"start-up", "devices", "mean ± σ", "min", "max", "vs 1 device", "efficiency"};
+  // The ratio columns are of the means in the "mean ± σ" column (efficiency, their inverse, is in the
+  // JSON): each recomputes from the row and its baseline's row.
+  table.columns = {"start-up", "devices", "mean ± σ", "min", "max", "vs 1 device"};
   if (floor) table.columns.emplace_back("vs floor");
   for (const auto& r : report.rows) {
     BenchTable::Row row;
@@ -536,8 +578,7 @@ BenchTable bench_table(const BenchReport& report) {
     } else {
       const std::string spread = r.wall_ms.size() >= 2 ? duration_text(r.mean_ms) + " ± " + duration_text(r.sigma_ms) : duration_text(r.mean_ms);
       row.cells.insert(row.cells.end(), {spread, duration_text(r.min_ms), duration_text(r.max_ms),
-                                         r.ratio_to_one > 0 ? fmt::format("{:.2f}x", r.ratio_to_one) : "",
-                                         r.efficiency > 0 ? fmt::format("{:.0f}%", r.efficiency * 100) : ""});
+                                         r.ratio_to_one > 0 ? fmt::format("{:.2f}x", r.ratio_to_one) : ""});
       if (floor) row.cells.push_back(r.floor_ratio > 0 ? fmt::format("{:.2f}x", r.floor_ratio) : "");
     }
     row.cells.resize(table.columns.size());
@@ -548,7 +589,8 @@ BenchTable bench_table(const BenchReport& report) {
 
 std::string BenchReport::to_markdown() const {
   std::string out = fmt::format("Model `{}` on {} (ONNX Runtime {}): wall time from exec until every session is created and has run one "
-                                "inference; {} timed round{} each, in fresh processes (mean ± σ, min and max).\n\n",
+                                "inference; {} timed round{} each, in fresh processes (mean ± σ, min and max; every ratio is of "
+                                "the means).\n\n",
                                 fs::path(model).filename().string(), machine, ort_version, runs, runs == 1 ? "" : "s");
   const BenchTable table = bench_table(*this);
   auto line = [](const std::vector<std::string>& cells) {

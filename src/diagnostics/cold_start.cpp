@@ -25,6 +25,10 @@ std::vector<std::string> cold_start_command(const ColdStartRequest& r, const std
   return argv;
 }
 
+void throw_if_stopped(const std::stop_token& stop) {
+  if (stop.stop_requested()) throw Error("stopped on request: the run was interrupted");
+}
+
 ColdStart run_cold_start(const ColdStartRequest& request) {
   ColdStart out;
   // The config file lives in a folder of its own, nobody else's to write, for as long as the child runs.
@@ -35,8 +39,10 @@ ColdStart run_cold_start(const ColdStartRequest& request) {
     config_file = (folder->path() / "config.json").string();
     config_for_child(request.config).save(config_file);
   }
-  const ChildResult child = run_child(cold_start_command(request, config_file), request.environment, "{", request.timeout_s);
-  if (child.report_line.empty()) {
+  const ChildResult child = run_child(cold_start_command(request, config_file), request.environment, "{", request.timeout_s, request.stop);
+  out.stopped = child.stopped;
+  out.crashed = child.crashed();
+  if (child.report_line.empty() || child.stopped) {
     out.error = child.describe();
     return out;
   }

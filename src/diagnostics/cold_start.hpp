@@ -7,6 +7,7 @@
 // flags composed again from it.
 #include <map>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <vector>
 
@@ -29,13 +30,21 @@ struct ColdStartRequest {
   double timeout_s = 3600;
   /// Non-empty: run this instead of `ortfleet start` (it must print the same report line).
   std::vector<std::string> command;
+  /// Stops the child in order when requested (run_child); the diagnostics then end (throw_if_stopped).
+  std::stop_token stop;
 };
 
 struct ColdStart {
   std::optional<StartReport> report;  ///< what the child reported, when it did
   std::string error;                  ///< why it did not, or which devices failed and why
+  bool stopped = false;               ///< stopped on request, before it ended
+  bool crashed = false;               ///< the child was killed by a crash's signal (SIGSEGV, SIGABRT, ...)
   bool ok() const { return report && report->all_ready && error.empty(); }
 };
+
+/// Ends a diagnostic that was asked to stop (its caller was interrupted: Ctrl-C in Python): throws
+/// ortfleet::Error saying so; nothing when no stop was requested.
+void throw_if_stopped(const std::stop_token& stop);
 
 /// The command line of the request: `ortfleet -q [--ort-lib L] start MODEL --devices D --strategy S
 /// --ready-line --config CONFIG_FILE [--warmup N] ARGUMENTS...` (the request's config saved in

@@ -7,8 +7,10 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
+#include "base/private_dir.hpp"
 #include "engine/files/npy_file.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/session.hpp"
@@ -62,27 +64,33 @@ class Locator {
   explicit Locator(const CrashLocateOptions& o) : o_(o), start_(std::chrono::steady_clock::now()) {
     ortfleet_ = detail::ortfleet_executable(o.ortfleet_path);
     out_ = o.out_dir.empty() ? fs::absolute(fs::path(o.model).stem().string() + "-crash") : fs::absolute(o.out_dir);
-    claim_out_dir();
-    // The cut models are written here: weights in external data files beside the model must be found.
-    const fs::path folder = fs::absolute(o.model).parent_path();
+    check_out_dir();  // refused before the first try, made only once the model crashed
+    // The first try (the whole model) runs in a temporary folder: a model that does not crash leaves
+    // nothing behind.
+    first_try_.emplace(detail::PrivateDir::temporary("ortfleet-locate-crash"));
+    use_folder(first_try_->path());
+  }
+
+  /// The folder the cut models and the tries go in (config.json, prefix.onnx, workaround.json, ...),
+  /// once the model crashed: made now; weights in external data files beside the model are linked
+  /// there, so that the cut models find them.
+  void claim_out_dir() {
+    fs::create_directories(out_);
+    std::ofstream(out_ / kOutDirMarker) << "made by ortfleet doctor --locate-crash: its files here may be replaced by the next locate\n";
+    const fs::path folder = fs::absolute(o_.model).parent_path();
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(folder, ec)) {
       const fs::path link = out_ / e.path().filename();
       if (e.path().extension() != ".onnx" && e.is_regular_file(ec) && !fs::exists(link, ec)) fs::create_symlink(e.path(), link, ec);
     }
-    RunConfig config = o.config;
-    config.session.optimized_model_cache = false;
-    config_path_ = (out_ / "config.json").string();
-    config.save(config_path_);  // the device comes with each try: the same config serves the CPU EP's
+    use_folder(out_);
   }
 
-  /// The folder the tries write into (config.json, prefix.onnx, workaround.json, ...): one that is new,
-  /// empty, or an earlier locate's (its marker file says so). A folder holding anything else is a
-  /// user's, whose files those names would replace: refused.
-  void claim_out_dir() {
-    const fs::path marker = out_ / kOutDirMarker;
+  /// The out folder must be new, empty, or an earlier locate's (its marker file says so). A folder
+  /// holding anything else is a user's, whose files those names would replace: refused.
+  void check_out_dir() const {
     std::error_code ec;
-    if (fs::exists(fs::symlink_status(out_, ec)) && !fs::exists(marker, ec)) {
+    if (fs::exists(fs::symlink_status(out_, ec)) && !fs::exists(out_ / kOutDirMarker, ec)) {
       if (!fs::is_directory(out_, ec)) throw Error(out_.string() + " is not a folder", "Give --out the path of a new folder");
       if (!fs::is_empty(out_, ec)) {
         throw Error(out_.string() + " holds files ortfleet did not make, and --locate-crash writes config.json, prefix.onnx, "
@@ -90,15 +98,23 @@ class Locator {
                     "Give --out a new or empty folder");
       }
     }
-    fs::create_directories(out_);
-    std::ofstream(marker) << "made by ortfleet doctor --locate-crash: its files here may be replaced by the next locate\n";
+  }
+
+  /// Tries write into `folder` from now on, with the config (less the model cache) saved there: the
+  /// device comes with each try, so the same config serves the CPU EP's.
+  void use_folder(const fs::path& folder) {
+    folder_ = folder;
+    RunConfig config = o_.config;
+    config.session.optimized_model_cache = false;
+    config_path_ = (folder_ / "config.json").string();
+    config.save(config_path_);
   }
 
   /// Runs `model` (a file under out_) on `device` in a fresh process, with `entries` added to the
   /// config's session config entries.
   Try attempt(const std::string& model, const Device& device, const std::string& label, const std::string& warmup_inputs = {},
               const std::map<std::string, std::string>& entries = {}) {
-    const fs::path dir = out_ / ("try-" + std::to_string(++tries_));
+    const fs::path dir = folder_ / ("try-" + std::to_string(++tries_));
     fs::create_directories(dir);
     std::string config = config_path_;
     if (!warmup_inputs.empty() || !entries.empty()) {
@@ -116,7 +132,7 @@ class Locator {
                                       "--config", config},
                                      {}, "", o_.try_timeout_s);
     Try t;
-    t.crashed = r.signal == SIGSEGV || r.signal == SIGBUS || r.signal == SIGABRT || r.signal == SIGFPE || r.signal == SIGILL;
+    t.crashed = r.crashed();
     t.ran = r.exit_code == 0;
     // How it ended, without the crash line the child printed (it names the try's own model).
     t.how = r.timed_out ? fmt::format("did not finish within {:.0f} s", o_.try_timeout_s) : r.describe();
@@ -144,9 +160,11 @@ class Locator {
     r.crashed = whole.crashed;
     r.how = whole.how;
     if (!whole.crashed) {
-      r.notes.push_back("the whole model did not crash here (" + whole.how + "): nothing to locate");
+      r.notes.push_back("the whole model did not crash here (" + whole.how + "): nothing to locate, and nothing written");
       return finish(r);
     }
+    claim_out_dir();
+    first_try_.reset();
     const onnx::OnnxGraph graph = onnx::OnnxGraph::load(o_.model);
     const auto& nodes = graph.nodes();
     r.nodes = nodes.size();
@@ -340,6 +358,8 @@ class Locator {
   std::chrono::steady_clock::time_point start_;
   std::string ortfleet_;
   fs::path out_;
+  std::optional<detail::PrivateDir> first_try_;  ///< the whole model's try, before anything is written to out_
+  fs::path folder_;                              ///< where tries write now: first_try_, then out_
   std::string config_path_;
   int tries_ = 0;
 };

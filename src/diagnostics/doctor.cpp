@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "diagnostics/doctor_model.hpp"
 #include "diagnostics/elf_inspect.hpp"
 #include "engine/cuda/process_checkpoint.hpp"
 #include "ortfleet/base/error.hpp"
@@ -349,6 +350,7 @@ DoctorReport run_doctor(const DoctorOptions& options) {
   check_cuda_ep(r, options);
   check_environment(r);
   check_machine(r);
+  if (!options.model.empty()) detail::check_model(r, options);
   return r;
 }
 
@@ -405,6 +407,12 @@ std::string DoctorReport::to_json() const {
     findings_json.push_back({{"check", f.check}, {"verdict", to_string(f.verdict)}, {"summary", f.summary}, {"fix", f.fix}});
   }
   j["findings"] = findings_json;
+  if (model) {
+    j["model"] = {{"path", model->model},          {"device", model->device},   {"nodes", model->facts.nodes},
+                  {"opset", model->facts.opset},    {"initializer_bytes", model->facts.initializer_bytes},
+                  {"dynamic_dims", model->facts.dynamic_dims}, {"file_error", model->file_error}, {"started", model->started},
+                  {"ready_ms", model->ready_ms},    {"crashed", model->crashed}, {"error", model->error}};
+  }
   j["ok"] = !has_failures();
   return j.dump(2);
 }

@@ -18,6 +18,7 @@
 #include "fleet/pool/worker_parking.hpp"
 #include "ortfleet/base/clock.hpp"
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/base/units.hpp"
 #include "ortfleet/fleet/pool_server.hpp"
 #include "process/spawn.hpp"
 
@@ -25,11 +26,12 @@ namespace ortfleet::detail {
 namespace {
 using nlohmann::json;
 
-constexpr const char* kFirst = "first job (empty cache, leaves a warm pool)";
-constexpr const char* kNext = "next job, right after the first";
-constexpr const char* kParked = "next job on a parked pool (model resident)";
-constexpr const char* kParkedNew = "new session on a parked pool (after pool evict)";
-constexpr const char* kDaemon = "first job of a new model on a node daemon";
+// Short labels, so that a table row keeps one line; next_job_notes says what each found.
+constexpr const char* kFirst = "first job, leaves a pool";
+constexpr const char* kNext = "next job";
+constexpr const char* kParked = "next job, parked pool";
+constexpr const char* kParkedNew = "new session, parked pool";
+constexpr const char* kDaemon = "new model, node daemon";
 /// How long the pool a round's first job leaves waits idle before its workers park: short, so that a
 /// round does not wait long, and long enough that the next job, right after the first, finds them up.
 constexpr double kParkAfterS = 2;
@@ -47,9 +49,9 @@ BenchRow row(const char* label, const char* warm, const std::vector<Device>& dev
 }
 
 /// Whether every GPU worker of the pool on `socket` is parked, waiting at most `timeout_s`.
-bool await_parked(const std::string& socket, double timeout_s) {
+bool await_parked(const std::string& socket, double timeout_s, const std::stop_token& stop) {
   const int64_t deadline = deadline_in(timeout_s, monotonic_ns());
-  while (monotonic_ns() < deadline) {
+  while (monotonic_ns() < deadline && !stop.stop_requested()) {
     try {
       const json status = json::parse(pool_status(socket, 10));
       const auto& workers = status.at("devices");
@@ -64,6 +66,22 @@ bool await_parked(const std::string& socket, double timeout_s) {
   }
   return false;
 }
+
+/// The pool a round's first job leaves: stopped as the round ends, however it ends (a stopped bench
+/// must leave no pool behind), before its runtime folder goes.
+struct PoolOfTheRound {
+  std::string socket;
+  explicit PoolOfTheRound(std::string path) : socket(std::move(path)) {}
+  PoolOfTheRound(const PoolOfTheRound&) = delete;
+  PoolOfTheRound& operator=(const PoolOfTheRound&) = delete;
+  ~PoolOfTheRound() {
+    try {
+      pool_stop(socket);
+    } catch (const std::exception&) {
+      // no pool was left (the first job failed)
+    }
+  }
+};
 
 /// `ortfleet serve --detach` on the default socket of `runtime_dir`, as a node daemon (a systemd unit)
 /// runs it before any job: returns once it listens, its workers up and, where they can, parked. Throws
@@ -86,7 +104,7 @@ void start_node_daemon(const std::string& ortfleet, const BenchOptions& o, const
     const auto& workers = status_now.at("devices");
     const bool up = !workers.empty() && std::none_of(workers.begin(), workers.end(), [](const json& w) { return w.value("state", "") == "starting"; });
     if (up && !parks) return;
-    if (up && await_parked(socket, 0.2)) return;
+    if (up && await_parked(socket, 0.2, o.stop)) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   throw Error(fmt::format("the node daemon's workers were not {} within {:g} s", parks ? "parked" : "up", kParkedWaitS));
@@ -96,6 +114,7 @@ void start_node_daemon(const std::string& ortfleet, const BenchOptions& o, const
 bool run_job(ColdStartRequest& request, BenchRow& r, bool timed) {
   if (!r.error.empty()) return false;
   const ColdStart result = run_cold_start(request);
+  throw_if_stopped(request.stop);
   if (!result.ok()) {
     r.error = result.error;
     return false;
@@ -129,6 +148,7 @@ NextJobRows run_next_job_rows(const BenchOptions& o, const std::string& ortfleet
     const PrivateDir runtime = PrivateDir::temporary("ortfleet-bench-next-job");
     const PrivateDir cache = PrivateDir::temporary("ortfleet-bench-next-job-cache");
     const std::string socket = default_pool_socket_in(runtime.path().string());
+    const PoolOfTheRound pool{socket};  // stopped when the round ends, also when it is stopped midway
     ColdStartRequest request;
     request.model = o.model;
     request.devices = o.devices;
@@ -139,6 +159,7 @@ NextJobRows run_next_job_rows(const BenchOptions& o, const std::string& ortfleet
     request.config.warm_pool.idle_exit_s = kParkedWaitS * 2;
     request.config.warm_pool.park_after_s = kParkAfterS;
     request.timeout_s = o.timeout_s;
+    request.stop = o.stop;
     request.environment = {{"XDG_RUNTIME_DIR", runtime.path().string()}, {"ORTFLEET_CACHE", cache.path().string()},
                            {"ORTFLEET_AUTO_POOL", "1"}};
     {
@@ -146,34 +167,24 @@ NextJobRows run_next_job_rows(const BenchOptions& o, const std::string& ortfleet
       // before any job: the first job of a model it never saw, on an empty cache.
       const PrivateDir daemon_runtime = PrivateDir::temporary("ortfleet-bench-node-daemon");
       const PrivateDir daemon_cache = PrivateDir::temporary("ortfleet-bench-node-daemon-cache");
-      const std::string daemon_socket = default_pool_socket_in(daemon_runtime.path().string());
+      const PoolOfTheRound daemon(default_pool_socket_in(daemon_runtime.path().string()));
       ColdStartRequest on_daemon = request;
       on_daemon.environment = {{"XDG_RUNTIME_DIR", daemon_runtime.path().string()}, {"ORTFLEET_CACHE", daemon_cache.path().string()},
                                {"ORTFLEET_AUTO_POOL", "1"}};
       try {
-        start_node_daemon(ortfleet, o, on_daemon.environment, daemon_socket, !no_parking);
+        start_node_daemon(ortfleet, o, on_daemon.environment, daemon.socket, !no_parking);
         run_job(on_daemon, rows[2], timed);
       } catch (const std::exception& e) {
         rows[2].error = Error::from(e).what_failed();
       }
-      try {
-        pool_stop(daemon_socket);
-      } catch (const std::exception&) {
-        // it never listened
-      }
     }
     if (run_job(request, rows[0], timed) && run_job(request, rows[1], timed) && rows.size() > 3) {
-      if (!await_parked(socket, kParkedWaitS)) rows[3].error = fmt::format("the pool did not park within {:g} s", kParkedWaitS);
+      if (!await_parked(socket, kParkedWaitS, o.stop)) rows[3].error = fmt::format("the pool did not park within {:g} s", kParkedWaitS);
       if (run_job(request, rows[3], timed)) {
         pool_evict(socket);
-        if (!await_parked(socket, kParkedWaitS)) rows[4].error = fmt::format("the pool did not park within {:g} s", kParkedWaitS);
+        if (!await_parked(socket, kParkedWaitS, o.stop)) rows[4].error = fmt::format("the pool did not park within {:g} s", kParkedWaitS);
         run_job(request, rows[4], timed);
       }
-    }
-    try {
-      pool_stop(socket);
-    } catch (const std::exception&) {
-      // no pool was left (the first job failed)
     }
   }
   // A row after a failed one never ran: it says which job failed, and why.
@@ -196,20 +207,24 @@ std::vector<std::string> next_job_notes(const std::vector<BenchRow>& rows) {
   if (plain == nullptr) plain = find("fleet, no model cache");
   std::vector<std::string> notes;
   if (first == nullptr) return notes;
+  notes.push_back(fmt::format("{}: {}, a node's first job on an empty cache; it leaves a warm pool behind as it ends, with its workers "
+                              "and its model loaded, for the jobs after it",
+                              kFirst, duration_text(first->mean_ms)));
   // What each row's job found on the pool the first job left.
   const std::pair<const char*, const char*> found[] = {
-      {kNext, "the first job's workers, its model loaded"},
-      {kParked, "its workers parked (no GPU memory held) and restored on request, the model resident"},
-      {kParkedNew, "a parked worker restored on request, the session made anew"},
-      {kDaemon, "the node daemon's primed worker (parked where it can), its first session of this model made on an empty cache"},
+      {kNext, "right after the first, it found the first job's workers, its model loaded"},
+      {kParked, "it found the workers parked (no GPU memory held) and restored on request, the model resident"},
+      {kParkedNew, "after `pool evict`, a parked worker restored on request, the session made anew"},
+      {kDaemon, "on a node whose daemon started, primed and parked before any job, the model new to it and the cache empty: the "
+                "daemon's primed worker restored, the session made"},
   };
   for (const auto& [label, what] : found) {
     const BenchRow* r = find(label);
     if (r == nullptr) continue;
     // Two significant digits: a resident job is a few ms against seconds, and 0.00x would say nothing.
-    std::string against = fmt::format("{:.2g}x the first job ({:.0f} ms)", r->median_ms / first->median_ms, first->median_ms);
-    if (plain != nullptr) against += fmt::format(", {:.2g}x {} ({:.0f} ms)", r->median_ms / plain->median_ms, plain->label, plain->median_ms);
-    notes.push_back(fmt::format("{}: {:.0f} ms, {}; on the pool: {}", label, r->median_ms, against, what));
+    std::string against = fmt::format("{:.2g}x the first job ({})", r->mean_ms / first->mean_ms, duration_text(first->mean_ms));
+    if (plain != nullptr) against += fmt::format(", {:.2g}x {} ({})", r->mean_ms / plain->mean_ms, plain->label, duration_text(plain->mean_ms));
+    notes.push_back(fmt::format("{}: {}, {}; {}", label, duration_text(r->mean_ms), against, what));
   }
   return notes;
 }

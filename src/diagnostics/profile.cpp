@@ -47,8 +47,44 @@ ShapeSwitchCost measure_shape_switch(const std::string& model, const std::vector
   return cost;
 }
 
+namespace {
+
+/// More than one GPU: one start of a fleet on them, in a fresh process, and what the driver's start
+/// (cuInit and a context per worker) cost it.
+void profile_fleet(const ProfileOptions& o, const std::string& ortfleet, ProfileReport& report) {
+  if (!o.fleet || !o.device.is_gpu()) return;
+  std::vector<Device> gpus;
+  for (const auto& d : select_devices("all").devices) {
+    if (d.is_gpu()) gpus.push_back(d);
+  }
+  if (gpus.size() < 2) return;
+  report.fleet_devices = to_string(gpus);
+  if (o.progress) o.progress("starting a fleet on " + report.fleet_devices + " once, for the driver's share");
+  detail::ColdStartRequest request;
+  request.model = o.model;
+  request.devices = gpus;
+  request.strategy = "fleet";
+  request.config = o.config;
+  request.ortfleet_executable = ortfleet;
+  request.ort_library = o.ort_library;
+  request.timeout_s = o.timeout_s;
+  request.stop = o.stop;
+  const detail::ColdStart fleet = detail::run_cold_start(request);
+  detail::throw_if_stopped(o.stop);
+  if (!fleet.ok()) {
+    report.fleet_error = fleet.error;
+    return;
+  }
+  report.fleet_driver = driver_start_of(fleet.report->timeline, fleet.report->spawn_ns, fleet.report->ready_ns);
+}
+
+}  // namespace
+
 ProfileReport run_profile(const ProfileOptions& options) {
   const ProfileOptions& o = options;
+  const auto say = [&](const std::string& line) {
+    if (o.progress) o.progress(line);
+  };
   const ModelFacts facts = inspect_model(o.model);
   const std::string ortfleet = detail::ortfleet_executable(o.ortfleet_executable);
   // The child writes ONNX Runtime's profile and log here: a folder nobody else can plant files or
@@ -68,10 +104,13 @@ ProfileReport run_profile(const ProfileOptions& options) {
   request.ortfleet_executable = ortfleet;
   request.ort_library = o.ort_library;
   request.timeout_s = o.timeout_s;
+  request.stop = o.stop;
   // On a GPU, the child keeps and reports cuDNN's choices as a worker does: the first inference is split
   // into cuDNN's heuristics, engine configurations and plan building.
   if (o.device.is_gpu()) request.environment = detail::cudnn_choices_environment(ortfleet);
+  say("profiling one cold start of " + o.model + " on " + o.device.to_string());
   const detail::ColdStart child = detail::run_cold_start(request);
+  detail::throw_if_stopped(o.stop);
   if (!child.ok()) throw Error("the profiled start failed: " + child.error, {}, o.device.to_string());
   const StartReport& start = *child.report;
   auto read = [](const std::string& path) {
@@ -85,8 +124,13 @@ ProfileReport run_profile(const ProfileOptions& options) {
   auto report = build_profile(start, read_ort_log(log_path),
                               profile_path.empty() ? std::vector<OrtProfileEvent>{} : parse_ort_profile(read(profile_path), profile_path), facts);
   report.config = o.config;
+  say("measuring this machine's speeds for the floor");
   add_floor(report, measure_machine_speeds(o.device, o.model, facts.initializer_bytes));
+  detail::throw_if_stopped(o.stop);
+  if (o.shape_switch_seconds > 0 && !facts.dynamic_dims.empty()) say("measuring a batch switch");
   report.shape_switch = measure_shape_switch(o.model, facts.dynamic_dims, o.device, o.config, o.shape_switch_seconds, o.ort_library);
+  detail::throw_if_stopped(o.stop);
+  profile_fleet(o, ortfleet, report);
   if (!work.removed_at_end()) report.ort_profile_path = profile_path;  // a temporary one is gone when we return
   return report;
 }

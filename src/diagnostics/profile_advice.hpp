@@ -9,6 +9,9 @@ struct Advice {
   const char* name;
   const char* label;
   const char* advice;
+  /// Whether the user can change it (a flag, the model's form, a warm pool): profile ranks only these
+  /// as top costs; the rest (exec to main, the command's own set-up) are shown, not advised on.
+  bool actionable = true;
 };
 
 /// The label and advice of phase `name` ("cuda.context", "warmup", ...); empty strings for a phase

@@ -31,7 +31,8 @@ json floor_json(const ProfileReport& r) {
 std::string ProfileReport::to_json() const {
   json phases_json = json::array();
   for (const auto& p : phases) {
-    phases_json.push_back({{"name", p.name}, {"label", p.label}, {"ms", p.ms}, {"share", p.share}, {"detail", p.detail}, {"advice", p.advice}});
+    phases_json.push_back({{"name", p.name}, {"label", p.label}, {"start_ms", p.start_ms}, {"ms", p.ms}, {"share", p.share}, {"detail", p.detail},
+                           {"advice", p.advice}, {"parent", p.parent}, {"actionable", p.actionable}});
   }
   json transformers_json = json::array();
   for (const auto& [n, ms] : transformers) transformers_json.push_back({{"name", n}, {"ms", ms}});
@@ -39,7 +40,13 @@ std::string ProfileReport::to_json() const {
   for (const auto& n : nodes) {
     nodes_json.push_back({{"node", n.node}, {"op", n.op}, {"provider", n.provider}, {"first_ms", n.first_ms}, {"steady_ms", n.steady_ms}});
   }
+  json fleet = nullptr;
+  if (fleet_driver.measured() || !fleet_error.empty()) {
+    fleet = {{"devices", fleet_devices}, {"error", fleet_error}};
+    if (fleet_driver.measured()) fleet["driver_start"] = json::parse(fleet_driver.to_json());
+  }
   return json{{"ortfleet_profile", 1},
+              {"fleet", fleet},
               {"model", model},
               {"device", device},
               {"config", json::parse(config.to_json())},

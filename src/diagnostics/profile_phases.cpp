@@ -81,46 +81,61 @@ std::string upload_text(double bytes, double gb_per_s) {
   return gb_per_s >= 0.1 ? fmt::format("{} at {:.1f} GB/s", moved, gb_per_s) : moved;
 }
 
-void add_phase(ProfileReport& r, const std::string& name, int64_t from, int64_t to, std::string detail = {}) {
+/// Adds phase `name` (from..to, our clock; `spawn` is exec) to `r` with its label and advice, as a step
+/// of `parent` when given; nothing when empty.
+void add_phase(ProfileReport& r, int64_t spawn, const std::string& name, int64_t from, int64_t to, std::string detail = {},
+               const std::string& parent = {}) {
   if (to <= from) return;
   const Advice& a = advice_for(name);
-  r.phases.push_back({name, a.label[0] ? a.label : name, static_cast<double>(to - from) / 1e6, 0, std::move(detail), a.advice});
+  ProfilePhase p;
+  p.name = name;
+  p.label = a.label[0] != '\0' ? a.label : name;
+  p.start_ms = static_cast<double>(from - spawn) / 1e6;
+  p.ms = static_cast<double>(to - from) / 1e6;
+  p.detail = std::move(detail);
+  p.advice = a.advice;
+  p.parent = parent;
+  p.actionable = a.actionable;
+  r.phases.push_back(std::move(p));
 }
 
-/// The phases before the session's creation: ortfleet's own (the runtime, the EP, CUDA, the model's
-/// read, the weights' upload) and the tool's setup from main() to the first of them.
-void add_phases_before_session(ProfileReport& r, const std::vector<TimelineEvent>& events, const TimelineEvent& create, int64_t main_ns) {
-  // Before the session: our own phases.
-  int64_t first_ortfleet_ns = create.start_ns;
-  for (const auto& e : events) {
-    if (e.name != phase::process_start) first_ortfleet_ns = std::min(first_ortfleet_ns, e.start_ns);
-  }
-  for (const auto& e : events) {
-    if (e.end_ns > create.start_ns) continue;
-    if (e.name == phase::process_start) add_phase(r, "process.start", e.start_ns, e.end_ns);
-    if (e.name == phase::runtime_load || e.name == phase::ep_register || e.name == phase::cuda_context ||
-        e.name == phase::cuda_init || e.name == phase::ep_library_load || e.name == phase::model_read) {
-      add_phase(r, e.name, e.start_ns, e.end_ns);
-    }
-    if (e.name == phase::weights_upload) {
-      // The cached graph's weights, uploaded by ortfleet in large copies before the session exists.
-      // Its speed is that of the copies; finding the weights in the entry's files is named beside it.
-      const double bytes = e.args.count("bytes") ? std::stod(e.args.at("bytes")) : 0;
-      const double read_ms = e.args.count("read_ms") ? std::stod(e.args.at("read_ms")) : 0;
-      const double seconds = e.args.count("copy_ms") ? std::stod(e.args.at("copy_ms")) / 1e3 : static_cast<double>(e.end_ns - e.start_ns) / 1e9;
-      r.upload_gb_per_s = seconds > 0 ? bytes / 1e9 / seconds : 0;
-      std::string detail = upload_text(bytes, r.upload_gb_per_s);
-      if (e.args.count("initializers")) detail += fmt::format(", {} weights found in {:.0f} ms", e.args.at("initializers"), read_ms);
-      add_phase(r, e.name, e.start_ns, e.end_ns, detail);
-    }
-  }
-  add_phase(r, "tool.setup", main_ns, first_ortfleet_ns);
+/// The details a timeline phase carries: what the weights' upload moved and how fast.
+std::string phase_detail(ProfileReport& r, const TimelineEvent& e) {
+  if (e.name != phase::weights_upload) return {};
+  // The cached graph's weights, uploaded by ortfleet in large copies before the session exists. Its
+  // speed is that of the copies; finding the weights in the entry's files is named beside it.
+  const double bytes = e.args.count("bytes") ? std::stod(e.args.at("bytes")) : 0;
+  const double read_ms = e.args.count("read_ms") ? std::stod(e.args.at("read_ms")) : 0;
+  const double seconds = e.args.count("copy_ms") ? std::stod(e.args.at("copy_ms")) / 1e3 : static_cast<double>(e.end_ns - e.start_ns) / 1e9;
+  r.upload_gb_per_s = seconds > 0 ? bytes / 1e9 / seconds : 0;
+  std::string detail = upload_text(bytes, r.upload_gb_per_s);
+  if (e.args.count("initializers")) detail += fmt::format(", {} weights found in {:.0f} ms", e.args.at("initializers"), read_ms);
+  return detail;
+}
 
+/// The start's own phases, exactly as its timeline has them (the same boundaries `ortfleet start`
+/// shows), up to the first inference; and the gap from main() to the first of ortfleet's phases, which
+/// is the command's own set-up (its arguments, config and device list).
+void add_timeline_phases(ProfileReport& r, const std::vector<TimelineEvent>& events, const TimelineEvent& first_run, int64_t spawn, int64_t main_ns) {
+  int64_t first_ortfleet_ns = first_run.start_ns;
+  for (const auto& e : events) {
+    if (e.name != phase::process_start && e.name != phase::ready) first_ortfleet_ns = std::min(first_ortfleet_ns, e.start_ns);
+  }
+  add_phase(r, spawn, "tool.setup", main_ns, first_ortfleet_ns);
+  for (const auto& e : events) {
+    if (e.name == phase::ready || e.start_ns >= first_run.end_ns) continue;
+    if (e.name == phase::warmup && &e != &first_run) continue;  // the later inferences are the steady ones
+    add_phase(r, spawn, e.name, e.start_ns, e.end_ns, phase_detail(r, e));
+  }
 }
 
 /// The phases inside the session's creation, from ONNX Runtime's own log markers; `uploaded` when
 /// ortfleet uploaded the weights before the session existed.
-void add_session_phases(ProfileReport& r, const std::vector<OrtLogLine>& log, const TimelineEvent& create, const ModelFacts& facts, bool uploaded) {
+void add_session_phases(ProfileReport& r, const std::vector<OrtLogLine>& log, const TimelineEvent& create, const ModelFacts& facts, bool uploaded,
+                        int64_t spawn) {
+  const auto step = [&](const std::string& name, int64_t from, int64_t to, std::string detail = {}) {
+    add_phase(r, spawn, name, from, to, std::move(detail), phase::session_create);
+  };
   // Inside session creation: ONNX Runtime's own log markers.
   auto at = [&](const char* prefix, bool last = false) -> int64_t {
     int64_t found = 0;
@@ -149,27 +164,33 @@ void add_session_phases(ProfileReport& r, const std::vector<OrtLogLine>& log, co
   if (t_init != 0 && graph_begin != 0 && t_save != 0 && t_saved != 0 && t_done != 0) {
     double transformers_ms = 0;
     for (const auto& [n, ms] : r.transformers) transformers_ms += ms;
-    add_phase(r, "model.load", create.start_ns, t_init);
-    add_phase(r, "session.setup", t_init, graph_begin);
+    step("model.load", create.start_ns, t_init);
+    step("session.setup", t_init, graph_begin);
     // Graph optimisation is the time inside transformers; the gaps between them (partitioning,
     // layout and memcpy insertion) count with what follows up to the session state.
     const auto optimisation_ns = static_cast<int64_t>(transformers_ms * 1e6);
-    add_phase(r, "graph.optimization", graph_begin, graph_begin + optimisation_ns,
-        r.transformers.empty() ? "" : fmt::format("largest: {} {:.0f} ms", r.transformers.front().first, r.transformers.front().second));
-    add_phase(r, "partitioning", graph_begin + optimisation_ns, t_save);
+    step("graph.optimization", graph_begin, graph_begin + optimisation_ns,
+         r.transformers.empty() ? "" : fmt::format("largest: {} {:.0f} ms", r.transformers.front().first, r.transformers.front().second));
+    step("partitioning", graph_begin + optimisation_ns, t_save);
     const double upload_s = static_cast<double>(t_saved - t_save) / 1e9;
     const double ort_upload_gb_per_s = upload_s > 0 ? static_cast<double>(facts.initializer_bytes) / 1e9 / upload_s : 0;
     if (uploaded) {
       // ortfleet uploaded the weights before: ONNX Runtime only placed the rest (shapes, scalars).
-      add_phase(r, "initializer.upload", t_save, t_saved, "the initializers ortfleet did not upload (shapes, scalars)");
+      step("initializer.upload", t_save, t_saved, "the initializers ortfleet did not upload (shapes, scalars)");
+    } else if (!r.on_gpu) {
+      // On the CPU nothing crosses a bus: the step places the weights, and a speed would mean nothing.
+      step("initializer.upload", t_save, t_saved, bytes_text(facts.initializer_bytes));
     } else {
       r.upload_gb_per_s = ort_upload_gb_per_s;
-      add_phase(r, "initializer.upload", t_save, t_saved, upload_text(static_cast<double>(facts.initializer_bytes), ort_upload_gb_per_s));
+      step("initializer.upload", t_save, t_saved, upload_text(static_cast<double>(facts.initializer_bytes), ort_upload_gb_per_s));
     }
-    add_phase(r, "kernel.creation", t_saved, t_done);
-    add_phase(r, "session.other", t_done, create.end_ns);
+    step("kernel.creation", t_saved, t_done);
+    step("session.other", t_done, create.end_ns);
   } else {
-    add_phase(r, "session.create", create.start_ns, create.end_ns, "ONNX Runtime's log lacked the markers to split it");
+    // The phase stays whole: ONNX Runtime's log lacked the markers to split it.
+    for (auto& p : r.phases) {
+      if (p.name == phase::session_create && p.parent.empty()) p.detail = "ONNX Runtime's log lacked the markers to split it";
+    }
   }
 
 }
@@ -223,17 +244,23 @@ void add_node_costs(ProfileReport& r, const std::vector<OrtProfileEvent>& ort_pr
 
 }
 
-/// Each phase's share of the wall time, and the three largest costs with their advice.
+/// Each phase's share of the wall time, and the three largest costs the user can change, with their
+/// advice: among the steps of a phase rather than the phase they split.
 void rank_costs(ProfileReport& r) {
   for (auto& p : r.phases) {
     p.share = r.wall_ms > 0 ? p.ms / r.wall_ms : 0;
-    r.attributed_ms += p.ms;
+    if (p.parent.empty()) r.attributed_ms += p.ms;
   }
+  const auto split = [&](const ProfilePhase& p) {
+    return std::any_of(r.phases.begin(), r.phases.end(), [&](const ProfilePhase& c) { return c.parent == p.name; });
+  };
   std::vector<const ProfilePhase*> order;
-  for (const auto& p : r.phases) order.push_back(&p);
-  std::sort(order.begin(), order.end(), [](const auto* a, const auto* b) { return a->ms > b->ms; });
+  for (const auto& p : r.phases) {
+    if (p.actionable && !split(p)) order.push_back(&p);
+  }
+  std::stable_sort(order.begin(), order.end(), [](const auto* a, const auto* b) { return a->ms > b->ms; });
   for (size_t i = 0; i < order.size() && i < 3; ++i) {
-    r.top_costs.push_back(fmt::format("{}: {:.0f} ms ({:.0f}%) - {}", order[i]->label, order[i]->ms, order[i]->share * 100, order[i]->advice));
+    r.top_costs.push_back(fmt::format("{}: {} ({:.0f}%) - {}", order[i]->label, duration_text(order[i]->ms), order[i]->share * 100, order[i]->advice));
   }
 
 }
@@ -263,6 +290,11 @@ void add_ort_events(ProfileReport& r, const std::vector<OrtProfileEvent>& ort_pr
 }
 
 }  // namespace
+
+const ProfilePhase* ProfileReport::phase(const std::string& name) const {
+  const auto it = std::find_if(phases.begin(), phases.end(), [&](const ProfilePhase& p) { return p.name == name; });
+  return it == phases.end() ? nullptr : &*it;
+}
 
 ProfileReport build_profile(const StartReport& start, const std::vector<OrtLogLine>& log,
                             const std::vector<OrtProfileEvent>& ort_profile, const ModelFacts& facts) {
@@ -302,8 +334,10 @@ ProfileReport build_profile(const StartReport& start, const std::vector<OrtLogLi
   r.wall_ms = static_cast<double>(first_run->end_ns - start.spawn_ns) / 1e6;
 
   const TimelineEvent* proc = find(phase::process_start);
-  add_phases_before_session(r, events, *create, proc ? proc->end_ns : start.main_ns);
-  add_session_phases(r, log, *create, facts, find(phase::weights_upload) != nullptr);
+  add_timeline_phases(r, events, *first_run, start.spawn_ns, proc ? proc->end_ns : start.main_ns);
+  add_session_phases(r, log, *create, facts, find(phase::weights_upload) != nullptr, start.spawn_ns);
+  // In order of occurrence, each step right under the phase it splits (which starts with it).
+  std::stable_sort(r.phases.begin(), r.phases.end(), [](const ProfilePhase& a, const ProfilePhase& b) { return a.start_ms < b.start_ms; });
   add_node_costs(r, ort_profile, start.devices.front().device.is_gpu());
 
   std::string warm_detail;
@@ -312,12 +346,15 @@ ProfileReport build_profile(const StartReport& start, const std::vector<OrtLogLi
                               r.on_gpu ? " (cuDNN's plans and search, per session)" : "");
   }
   if (const auto cudnn = cudnn_split(*first_run); !cudnn.empty()) warm_detail += (warm_detail.empty() ? "" : "; ") + cudnn;
-  add_phase(r, "warmup", first_run->start_ns, first_run->end_ns, warm_detail);
-  if (!r.on_gpu && !r.phases.empty() && r.phases.back().name == "warmup") {
+  for (auto& p : r.phases) {
+    if (p.name != phase::warmup) continue;
+    p.detail = warm_detail;
     // The advice of the first inference is the GPU's (cuDNN's plans and search): on the CPU it is the
     // kernels' first run and the memory they plan.
-    r.phases.back().advice = "every new ONNX Runtime session pays it: its kernels' first run and the memory they plan; a session a warm "
-                             "pool keeps resident (the one a start leaves behind, or ortfleet serve) skips it";
+    if (!r.on_gpu) {
+      p.advice = "every new ONNX Runtime session pays it: its kernels' first run and the memory they plan; a session a warm pool keeps "
+                 "resident (the one a start leaves behind, or ortfleet serve) skips it";
+    }
   }
 
   std::vector<double> steady;

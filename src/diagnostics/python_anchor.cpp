@@ -9,6 +9,7 @@
 
 #include "base/system_paths.hpp"
 #include "engine/cuda/cuda_provider.hpp"
+#include "ortfleet/engine/runtime.hpp"
 #include "process/child_process.hpp"
 
 #ifndef ORTFLEET_SOURCE_DIR
@@ -32,10 +33,18 @@ std::optional<std::string> find_anchor_script() {
   return std::nullopt;
 }
 
+std::string anchor_install_hint(const std::string& python) {
+  // The anchors time the same ONNX Runtime as ortfleet's rows: the version ortfleet loaded, when it has.
+  const RuntimeInfo* runtime = loaded_runtime();
+  const std::string pin = runtime != nullptr && !runtime->version.empty() ? "==" + runtime->version : "";
+  return "to time what users run today beside ortfleet, install them for it: " + python + " -m pip install onnxruntime" + pin +
+         " numpy (onnxruntime-gpu" + pin + " for GPUs), or name an interpreter that has them (--python; python= from Python)";
+}
+
 std::optional<std::string> anchor_problem(const std::string& python) {
   const auto probe = run_child({python, "-c", "import onnxruntime, numpy; print(onnxruntime.__version__)"}, {}, "", 120);
   if (probe.exit_code == 0) return std::nullopt;
-  return python + " cannot import onnxruntime and numpy (" + probe.describe() + ")";
+  return python + " cannot import onnxruntime and numpy (" + probe.describe() + "): " + anchor_install_hint(python);
 }
 
 namespace {

@@ -11,8 +11,13 @@ namespace ortfleet::detail {
 /// source tree's.
 std::optional<std::string> find_anchor_script();
 
-/// Why `python` cannot run the anchors (it cannot import onnxruntime and numpy), or nothing when it can.
+/// Why `python` cannot run the anchors (it cannot import onnxruntime and numpy) and how to get them
+/// (anchor_install_hint), or nothing when it can.
 std::optional<std::string> anchor_problem(const std::string& python);
+
+/// How to give `python` what the anchors import: the pip line, pinned to the ONNX Runtime ortfleet
+/// loaded, or another interpreter (--python).
+std::string anchor_install_hint(const std::string& python);
 
 /// The cause of an anchor's crash on a GPU, in words, when its onnxruntime has a core built without
 /// CUDA (no CUDAExecutionProvider among `providers`, its get_available_providers()) under the CUDA EP

@@ -12,12 +12,15 @@
 
 #include "base/private_dir.hpp"
 #include "diagnostics/cold_start.hpp"
+#include "diagnostics/round_budget.hpp"
 #include "process/child_process.hpp"
 #include "diagnostics/statistics.hpp"
 #include "ortfleet/engine/model_file.hpp"
 #include "ortfleet/engine/runtime.hpp"
 #include "ortfleet/engine/session.hpp"
+#include "ortfleet/base/clock.hpp"
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/base/units.hpp"
 #include "ortfleet/fleet/fleet.hpp"
 
 namespace ortfleet {
@@ -94,7 +97,12 @@ std::vector<TuneCandidate> transformer_candidates(const TuneCandidate& base, con
     out.push_back(std::move(c));
   };
   for (const auto& name : costliest) add({name});
-  if (costliest.size() > 1) add(costliest);
+  if (costliest.size() > 1) {
+    // Named by their count, so that the table's row keeps one line: disabled_transformers lists them.
+    add(costliest);
+    out.back().name = fmt::format("disable the {} costliest", costliest.size());
+    out.back().config.name = out.back().name;
+  }
   return out;
 }
 
@@ -182,7 +190,7 @@ std::vector<std::string> describe_disabled_transformers(const TuneReport& report
       out.push_back(fmt::format("disabling {} failed: {}", list, r.error));
       continue;
     }
-    const double saved = base.ready_median_ms - r.ready_median_ms;
+    const double saved = base.ready_mean_ms - r.ready_mean_ms;
     const double cost = r.steady_p50_ms - base.steady_p50_ms;
     double logged = 0;
     for (const auto& [name, ms] : report.transformers) {
@@ -198,6 +206,75 @@ std::vector<std::string> describe_disabled_transformers(const TuneReport& report
   return out;
 }
 
+namespace {
+
+/// A result's samples for one goal: its ready times (start fast) or its rounds' p50s (serve fast).
+using Samples = const std::vector<double>& (*)(const TuneResult&);
+const std::vector<double>& ready_samples(const TuneResult& r) { return r.ready_ms; }
+const std::vector<double>& p50_samples(const TuneResult& r) { return r.p50_per_round; }
+
+/// "412 ms ± 12.0 ms", as bench writes a mean and its σ.
+std::string mean_sigma_text(const std::vector<double>& samples) {
+  const MeanSigma m = mean_sigma(samples);
+  return duration_text(m.mean) + (m.n >= 2 ? " ± " + duration_text(m.sigma) : std::string());
+}
+
+/// One goal's recommendation among `rs` (the first is the configuration to beat): none unless the
+/// fastest beats the first beyond noise; then, of those within noise of the fastest, the first in the
+/// sweep's order that beats the first beyond noise too (so that noise between near-equals does not
+/// change the answer from one run to the next). `noun` names the figure ("ready time", "p50"),
+/// `faster` the gain ("starts faster"); `verdict` says it in words.
+int recommend(const std::vector<TuneResult>& rs, Samples samples, const char* noun, const char* faster, std::string& verdict) {
+  const auto mean_of = [&](const TuneResult& r) { return mean_sigma(samples(r)).mean; };
+  int fastest = -1;
+  for (int i = 0; i < static_cast<int>(rs.size()); ++i) {
+    if (!rs[i].recommendable() || samples(rs[i]).empty()) continue;
+    if (fastest < 0 || mean_of(rs[i]) < mean_of(rs[static_cast<size_t>(fastest)])) fastest = i;
+  }
+  if (fastest < 0) {
+    verdict = "no configuration was measured";
+    return -1;
+  }
+  const TuneResult& best = rs[static_cast<size_t>(fastest)];
+  const TuneResult& base = rs.front();
+  if (!base.recommendable() || samples(base).empty()) {
+    verdict = fmt::format("{}: {} {} (the first configuration failed, so nothing sets it against noise)", best.candidate.name, noun,
+                          mean_sigma_text(samples(best)));
+    return fastest;
+  }
+  if (fastest == 0) {
+    verdict = fmt::format("none {} than the first configuration ({}), whose {} of {} is the lowest", faster, base.candidate.name, noun,
+                          mean_sigma_text(samples(base)));
+    return -1;
+  }
+  const TimeRatio t = compare_times(samples(base), samples(best));
+  if (!t.noise_known) {
+    verdict = fmt::format("none recommended: {} has the lowest {}, {} the first configuration's, but one round has no spread, so no gain "
+                          "can be told from noise (run 2 rounds or more)",
+                          best.candidate.name, noun, t.text());
+    return -1;
+  }
+  if (t.within_noise) {
+    verdict = fmt::format("none {} than the first configuration ({}, {}) beyond noise: the lowest, {} ({}), is {} its {} ({})", faster,
+                          base.candidate.name, mean_sigma_text(samples(base)), best.candidate.name, mean_sigma_text(samples(best)), t.text(),
+                          noun, t.ranges_overlap ? "their ranges overlap" : "the ± covers 1");
+    return -1;
+  }
+  for (int i = 1; i < static_cast<int>(rs.size()); ++i) {
+    if (!rs[i].recommendable() || samples(rs[i]).empty()) continue;
+    if (i != fastest && !compare_times(samples(best), samples(rs[i])).within_noise) continue;
+    const TimeRatio gain = compare_times(samples(base), samples(rs[i]));
+    if (!gain.noise_known || gain.within_noise || gain.ratio >= 1) continue;
+    verdict = fmt::format("{}: {} {}, {} the first configuration's ({}), beyond noise", rs[i].candidate.name, noun,
+                          mean_sigma_text(samples(rs[i])), gain.text(), mean_sigma_text(samples(base)));
+    if (i != fastest) verdict += fmt::format("; the lowest mean, {}, is within noise of it and comes later in the sweep", best.candidate.name);
+    return i;
+  }
+  return fastest;  // the fastest itself always qualifies
+}
+
+}  // namespace
+
 void choose(TuneReport& report) {
   auto& rs = report.results;
   for (auto& r : rs) {
@@ -206,25 +283,54 @@ void choose(TuneReport& report) {
     bool dominated = false;
     for (const auto& o : rs) {
       if (&o == &r || !o.recommendable()) continue;
-      const bool no_worse = o.ready_median_ms <= r.ready_median_ms && o.steady_p50_ms <= r.steady_p50_ms;
-      const bool better = o.ready_median_ms < r.ready_median_ms || o.steady_p50_ms < r.steady_p50_ms;
+      const bool no_worse = o.ready_mean_ms <= r.ready_mean_ms && o.steady_p50_ms <= r.steady_p50_ms;
+      const bool better = o.ready_mean_ms < r.ready_mean_ms || o.steady_p50_ms < r.steady_p50_ms;
       dominated = dominated || (no_worse && better);
     }
     r.pareto = !dominated;
   }
-  report.start_fast = report.serve_fast = -1;
-  for (int i = 0; i < static_cast<int>(rs.size()); ++i) {
-    if (!rs[i].pareto) continue;
-    auto& sf = report.start_fast;
-    auto& sv = report.serve_fast;
-    if (sf < 0 || rs[i].ready_median_ms < rs[sf].ready_median_ms) sf = i;
-    if (sv < 0 || rs[i].steady_p50_ms < rs[sv].steady_p50_ms) sv = i;
-  }
+  report.start_fast = recommend(rs, ready_samples, "ready time", "starts faster", report.start_verdict);
+  report.serve_fast = recommend(rs, p50_samples, "p50", "serves faster", report.serve_verdict);
 }
+
+namespace {
+
+/// What one timed start of a configuration measured: ready (exec until the first inference ends),
+/// the first inference, and the later inferences, which give the steady latency.
+struct TimedStarts {
+  std::vector<double> first_ms;
+  std::vector<double> steady_ms;  ///< every steady inference of every round (for p99)
+  void add(TuneResult& result, const StartReport& start) {
+    std::vector<double> steady;
+    for (const auto& e : start.timeline.events()) {
+      if (e.name != phase::warmup) continue;
+      if (e.args.count("run") && e.args.at("run") == "1") {
+        result.ready_ms.push_back(static_cast<double>(e.end_ns - start.spawn_ns) / 1e6);
+        first_ms.push_back(e.duration_ms());
+      } else {
+        steady.push_back(e.duration_ms());
+      }
+    }
+    if (!steady.empty()) result.p50_per_round.push_back(percentile(steady, 50));
+    steady_ms.insert(steady_ms.end(), steady.begin(), steady.end());
+    result.memory_bytes = start.devices.front().memory_bytes;
+  }
+  void summarize_into(TuneResult& result) const {
+    const MeanSigma ready = mean_sigma(result.ready_ms);
+    result.ready_mean_ms = ready.mean;
+    result.ready_sigma_ms = ready.sigma;
+    result.first_inference_ms = mean_sigma(first_ms).mean;
+    result.steady_p50_ms = mean_sigma(result.p50_per_round).mean;
+    result.steady_p99_ms = percentile(steady_ms, 99);
+  }
+};
+
+}  // namespace
 
 TuneReport run_tune(const TuneOptions& options) {
   const TuneOptions& o = options;
   validate_model_file(o.model);
+  if (o.rounds < 1) throw Error("tune needs at least one timed round", "Use --repeat 1 or more (2 or more to tell a gain from noise)");
   auto say = [&](const std::string& s) {
     if (o.progress) o.progress(s);
   };
@@ -236,73 +342,56 @@ TuneReport run_tune(const TuneOptions& options) {
   // A private model cache: the first (untimed) start of a cached configuration fills it, as a
   // deployment's first start would; the timed starts then measure what every later start costs.
   const std::string cache = o.cache_dir.empty() ? (work / "cache").string() : o.cache_dir;
+  const int64_t begin = monotonic_ns();
+  const auto elapsed_s = [&] { return static_cast<double>(monotonic_ns() - begin) / 1e9; };
 
   std::optional<std::vector<Tensor>> reference;  // the first configuration's outputs, for those that disable transformers
   TuneReport report;
   report.model = o.model;
   report.device = o.device.to_string();
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    TuneResult result;
-    result.candidate = candidates[i];
+  auto request_for = [&](const TuneCandidate& c) {
     detail::ColdStartRequest request;
     request.model = o.model;
     request.devices = {o.device};
     request.strategy = "sequential";
     request.warmup_runs = 1 + o.steady_runs;
-    request.config = candidates[i].config;
+    request.config = c.config;
     request.ortfleet_executable = ortfleet;
     request.ort_library = o.ort_library;
     request.environment = {{"ORTFLEET_CACHE", cache}};
     request.timeout_s = o.timeout_s;
-    std::vector<double> first;
-    std::vector<double> steady;
-    // The untimed start of the first configuration logs which graph transformers cost its start, and
-    // that of one disabling transformers shows that ONNX Runtime no longer runs them.
+    request.stop = o.stop;
+    return request;
+  };
+  // One untimed start of each configuration first: it fills its model cache entry; the first's logs
+  // which graph transformers cost its start (adding the configurations that disable them), and that of
+  // one disabling transformers shows that ONNX Runtime no longer runs them.
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    TuneResult result;
+    result.candidate = candidates[i];
+    say(fmt::format("[{}/{}] {}: untimed start", i + 1, candidates.size(), candidates[i].name));
     const bool find_transformers = i == 0 && o.transformers_to_disable > 0;
     const bool logged = find_transformers || !candidates[i].disabled_transformers.empty();
     const std::string log_path = (work / ("ort-log-" + std::to_string(i) + ".jsonl")).string();
-    for (int rep = 0; rep < 1 + o.repetitions && result.error.empty(); ++rep) {
-      say(fmt::format("[{}/{}] {}: {}", i + 1, candidates.size(), candidates[i].name,
-                      rep == 0 ? "untimed start" : fmt::format("start {}/{}", rep, o.repetitions)));
-      detail::ColdStartRequest this_start = request;
-      if (rep == 0 && logged) this_start.arguments.insert(this_start.arguments.end(), {"--ort-log", log_path});
-      const detail::ColdStart child = detail::run_cold_start(this_start);
-      if (!child.ok()) {
-        result.error = child.error;
-        break;
+    detail::ColdStartRequest untimed = request_for(candidates[i]);
+    if (logged) untimed.arguments.insert(untimed.arguments.end(), {"--ort-log", log_path});
+    const detail::ColdStart child = detail::run_cold_start(untimed);
+    detail::throw_if_stopped(o.stop);
+    if (!child.ok()) result.error = child.error;
+    if (child.ok() && logged) {
+      const auto ran = transformer_times(read_ort_log(log_path), std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
+      std::string still_ran;
+      for (const auto& name : candidates[i].disabled_transformers) {
+        if (std::any_of(ran.begin(), ran.end(), [&](const auto& t) { return t.first == name; })) still_ran += (still_ran.empty() ? "" : ", ") + name;
       }
-      const StartReport& start = *child.report;
-      if (rep == 0 && logged) {
-        const auto ran = transformer_times(read_ort_log(log_path), std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max());
-        std::string still_ran;
-        for (const auto& name : candidates[i].disabled_transformers) {
-          if (std::any_of(ran.begin(), ran.end(), [&](const auto& t) { return t.first == name; })) still_ran += (still_ran.empty() ? "" : ", ") + name;
-        }
-        if (!still_ran.empty()) result.error = "ONNX Runtime still ran " + still_ran + " with " + kDisableOptimizersEntry + " naming it";
-        if (find_transformers) {
-          report.transformers = ran;
-          auto more = transformer_candidates(candidates[0], ran, o.transformers_to_disable);
-          candidates.insert(candidates.end(), more.begin(), more.end());
-        }
+      if (!still_ran.empty()) result.error = "ONNX Runtime still ran " + still_ran + " with " + kDisableOptimizersEntry + " naming it";
+      if (find_transformers) {
+        report.transformers = ran;
+        auto more = transformer_candidates(candidates[0], ran, o.transformers_to_disable);
+        candidates.insert(candidates.end(), more.begin(), more.end());
       }
-      if (rep == 0) continue;
-      // Ready = exec until the first inference ends; the later inferences give the steady latency.
-      for (const auto& e : start.timeline.events()) {
-        if (e.name != phase::warmup) continue;
-        if (e.args.count("run") && e.args.at("run") == "1") {
-          result.ready_ms.push_back(static_cast<double>(e.end_ns - start.spawn_ns) / 1e6);
-          first.push_back(e.duration_ms());
-        } else {
-          steady.push_back(e.duration_ms());
-        }
-      }
-      result.memory_bytes = start.devices.front().memory_bytes;
     }
-    result.ready_median_ms = summarize(result.ready_ms).median;
-    result.first_inference_ms = summarize(first).median;
-    result.steady_p50_ms = percentile(steady, 50);
-    result.steady_p99_ms = percentile(steady, 99);
-    if (!candidates[i].disabled_transformers.empty() && result.ok()) {
+    if (!candidates[i].disabled_transformers.empty() && result.error.empty()) {
       // A fusion replaces nodes by one kernel: without it the numbers may differ, within rounding.
       say(fmt::format("[{}/{}] {}: comparing outputs", i + 1, candidates.size(), candidates[i].name));
       try {
@@ -317,14 +406,52 @@ TuneReport run_tune(const TuneOptions& options) {
     }
     report.results.push_back(std::move(result));
   }
+
+  // The timed rounds: every configuration once a round, round-robin, so that slow drifts of the
+  // machine touch all alike; cut to the budget once the first shows what a round costs.
+  if (o.notice) {
+    o.notice(fmt::format("{} configurations, {} of a cold start each, in fresh processes{}", candidates.size(),
+                         count_text(static_cast<uint64_t>(o.rounds), "timed round"),
+                         o.budget_s > 0 ? fmt::format(", within a budget of {} (--budget)", duration_text(o.budget_s * 1000)) : ""));
+  }
+  std::vector<TimedStarts> timed(report.results.size());
+  int rounds = o.rounds;
+  int run = 0;
+  for (; run < rounds; ++run) {
+    if (run > 0 && o.budget_s > 0 && elapsed_s() >= o.budget_s) break;  // none starts past the budget
+    const double round_begin = elapsed_s();
+    for (size_t i = 0; i < report.results.size(); ++i) {
+      TuneResult& result = report.results[i];
+      if (!result.error.empty()) continue;
+      say(fmt::format("round {}/{}: [{}/{}] {}", run + 1, rounds, i + 1, report.results.size(), result.candidate.name));
+      const detail::ColdStart child = detail::run_cold_start(request_for(result.candidate));
+      detail::throw_if_stopped(o.stop);
+      if (!child.ok()) {
+        result.error = child.error;
+        continue;
+      }
+      timed[i].add(result, *child.report);
+    }
+    if (run == 0) {
+      rounds = detail::rounds_that_fit(o.rounds, o.budget_s, elapsed_s(), elapsed_s() - round_begin, 2);
+      if (rounds < o.rounds && o.notice) {
+        o.notice(fmt::format("one round took {}: running {} of the {} rounds asked, to end within the budget of {} (--budget; 0 runs them all)",
+                             duration_text((elapsed_s() - round_begin) * 1000), rounds, o.rounds, duration_text(o.budget_s * 1000)));
+      }
+    }
+  }
+  report.rounds = run;
+  for (size_t i = 0; i < report.results.size(); ++i) timed[i].summarize_into(report.results[i]);
   choose(report);
   report.transformer_findings = describe_disabled_transformers(report);
   // The recommendation accounts for the calls a server makes after start-up: with a dynamic batch,
   // what each batch switch costs one ONNX Runtime session under the configuration that serves fastest.
-  const int chosen = report.serve_fast >= 0 ? report.serve_fast : report.start_fast;
-  if (chosen >= 0) {
-    say("measuring a batch switch");
-    report.shape_switch = measure_shape_switch(o.model, inspect_model(o.model).dynamic_dims, o.device,
+  // (With no recommendation, the first configuration's.)
+  const int chosen = report.serve_fast >= 0 ? report.serve_fast : report.start_fast >= 0 ? report.start_fast : 0;
+  if (report.results[static_cast<size_t>(chosen)].ok()) {
+    const std::vector<std::string> dynamic_dims = inspect_model(o.model).dynamic_dims;
+    if (o.shape_switch_seconds > 0 && !dynamic_dims.empty()) say("measuring a batch switch");
+    report.shape_switch = measure_shape_switch(o.model, dynamic_dims, o.device,
                                                report.results[static_cast<size_t>(chosen)].candidate.config, o.shape_switch_seconds,
                                                o.ort_library);
     const ShapeSwitchCost& c = report.shape_switch;
@@ -344,8 +471,8 @@ std::string TuneReport::to_json() const {
   json rows = json::array();
   for (const auto& r : results) {
     rows.push_back({{"name", r.candidate.name}, {"config", json::parse(r.candidate.config.to_json())},
-                    {"ready_ms", r.ready_ms}, {"ready_median_ms", r.ready_median_ms},
-                    {"first_inference_ms", r.first_inference_ms}, {"steady_p50_ms", r.steady_p50_ms},
+                    {"ready_ms", r.ready_ms}, {"ready_mean_ms", r.ready_mean_ms}, {"ready_sigma_ms", r.ready_sigma_ms},
+                    {"first_inference_ms", r.first_inference_ms}, {"p50_per_round_ms", r.p50_per_round}, {"steady_p50_ms", r.steady_p50_ms},
                     {"steady_p99_ms", r.steady_p99_ms}, {"memory_bytes", r.memory_bytes}, {"pareto", r.pareto},
                     {"disabled_transformers", r.candidate.disabled_transformers},
                     {"max_output_difference", r.max_output_difference}, {"outputs_differ", r.outputs_differ}, {"error", r.error}});
@@ -353,8 +480,9 @@ std::string TuneReport::to_json() const {
   json transformers_json = json::array();
   for (const auto& [n, ms] : transformers) transformers_json.push_back({{"name", n}, {"ms", ms}});
   auto name_of = [&](int i) { return i >= 0 ? json(results[static_cast<size_t>(i)].candidate.name) : json(nullptr); };
-  return json{{"ortfleet_tune", 1}, {"model", model}, {"device", device}, {"results", rows},
+  return json{{"ortfleet_tune", 1}, {"model", model}, {"device", device}, {"statistic", "mean"}, {"rounds", rounds}, {"results", rows},
               {"start_fast", name_of(start_fast)}, {"serve_fast", name_of(serve_fast)},
+              {"start_verdict", start_verdict}, {"serve_verdict", serve_verdict},
               {"shape_switch", {{"call_ms", shape_switch.call_ms}, {"steady_call_ms", shape_switch.steady_call_ms}, {"cost_ms", shape_switch.cost_ms}}},
               {"shapes_advice", shapes_advice}, {"transformers", transformers_json}, {"transformer_findings", transformer_findings}}
       .dump(2);

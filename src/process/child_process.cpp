@@ -21,6 +21,7 @@ namespace fs = std::filesystem;
 
 std::string ChildResult::describe() const {
   std::string what = timed_out        ? "timed out"
+                     : stopped        ? "was stopped on request"
                      : exit_code >= 0 ? "exited with code " + std::to_string(exit_code)
                      : signal > 0     ? describe_signal(signal)
                                       : "was killed by a signal";
@@ -31,8 +32,12 @@ std::string ChildResult::describe() const {
   return tail.empty() ? what : what + ": " + tail;
 }
 
+bool ChildResult::crashed() const {
+  return !timed_out && !stopped && (signal == SIGSEGV || signal == SIGBUS || signal == SIGABRT || signal == SIGFPE || signal == SIGILL);
+}
+
 ChildResult run_child(const std::vector<std::string>& argv, const std::map<std::string, std::string>& extra_env,
-                      const std::string& report_prefix, double timeout_s) {
+                      const std::string& report_prefix, double timeout_s, std::stop_token stop) {
   int out_pipe[2];
   int err_pipe[2];
   if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) {
@@ -44,6 +49,7 @@ ChildResult run_child(const std::vector<std::string>& argv, const std::map<std::
   request.environment = extra_env;
   request.descriptors = {{out_pipe[1], STDOUT_FILENO}, {err_pipe[1], STDERR_FILENO}};
   request.search_path = true;
+  request.new_process_group = stop.stop_possible();
   pid_t pid = -1;
   try {
     const Spawned spawned = spawn_process(request);
@@ -61,14 +67,27 @@ ChildResult run_child(const std::vector<std::string>& argv, const std::map<std::
   pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
   int open_fds = 2;
   const int64_t deadline = result.spawn_ns + static_cast<int64_t>(timeout_s * 1e9);
+  // A stop is looked at every 100 ms; the child's group (it and what it started) gets SIGTERM, and
+  // SIGKILL once the grace is over.
+  const auto signal_child = [&](int sig) { ::kill(request.new_process_group ? -pid : pid, sig); };
+  int64_t kill_at = 0;
   while (open_fds > 0) {
+    if (!result.stopped && stop.stop_requested()) {
+      result.stopped = true;
+      signal_child(SIGTERM);
+      kill_at = monotonic_ns() + static_cast<int64_t>(kStopGraceS * 1e9);
+    }
+    if (kill_at != 0 && monotonic_ns() >= kill_at) {
+      signal_child(SIGKILL);
+      break;
+    }
     const int64_t left_ms = (deadline - monotonic_ns()) / 1'000'000;
     if (left_ms <= 0) {
       result.timed_out = true;
-      ::kill(pid, SIGKILL);
+      signal_child(SIGKILL);
       break;
     }
-    const int n = ::poll(fds, 2, static_cast<int>(std::min<int64_t>(left_ms, 1000)));
+    const int n = ::poll(fds, 2, static_cast<int>(std::min<int64_t>(left_ms, stop.stop_possible() ? 100 : 1000)));
     if (n < 0 && errno != EINTR) break;
     for (int i = 0; i < 2; ++i) {
       if (fds[i].fd < 0 || (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;

@@ -81,6 +81,10 @@ Spawned spawn_process(const SpawnRequest& request) {
   posix_spawnattr_setsigdefault(&attributes, &stop_signals);
   short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
   if (request.new_session) flags |= POSIX_SPAWN_SETSID;
+  if (request.new_process_group && !request.new_session) {
+    flags |= POSIX_SPAWN_SETPGROUP;
+    posix_spawnattr_setpgroup(&attributes, 0);  // a group of its own, led by the child
+  }
   posix_spawnattr_setflags(&attributes, flags);
   pid_t pid = -1;
   const int rc = request.search_path ? posix_spawnp(&pid, args[0].c_str(), actions.get(), &attributes, argv.data(), envp.data())

@@ -22,6 +22,10 @@ struct SpawnRequest {
   bool search_path = false;                           ///< look argv[0] up on $PATH
   /// A session of its own (setsid): no terminal's signals reach it, and it outlives its parent's group.
   bool new_session = false;
+  /// A process group of its own (led by the child), in the parent's session: a terminal's Ctrl-C goes
+  /// to the foreground group only, so it reaches the parent and not the child, which the parent then
+  /// stops in order (with the processes it started) by signalling the group.
+  bool new_process_group = false;
 };
 
 struct Spawned {

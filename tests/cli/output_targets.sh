@@ -41,8 +41,8 @@ run_with() {
   code=$?
 }
 cmd=("$@")
-# (bench says its plan first, "bench: N cases ...": a notice, not part of the error)
-one_error_line() { [ "$(grep -c '^ortfleet: error:' "$scratch/err")" -eq 1 ] && [ "$(grep -vc '^bench: ' "$scratch/err")" -eq 1 ]; }
+# (bench and tune say their plan first, "bench: N cases ...", "tune: N configurations ...": notices, not part of the error)
+one_error_line() { [ "$(grep -c '^ortfleet: error:' "$scratch/err")" -eq 1 ] && [ "$(grep -vcE '^(bench|tune): ' "$scratch/err")" -eq 1 ]; }
 # fresh NAME: a path in a new folder, nothing at it.
 fresh() { mkdir -p "$scratch/$1"; echo "$scratch/$1/out"; }
 

@@ -126,6 +126,28 @@ TEST(Crash, TheBisectNamesTheCrashingNodeAndWritesAModelThatReproducesIt) {
                                 cache_for("locate"), {{"ORTFLEET_TEST_CRASH", "none"}});
   EXPECT_EQ(healthy.exit_code, 1) << healthy.describe();
   EXPECT_FALSE(json::parse(healthy.stdout_text).at("crashed").get<bool>());
+  EXPECT_FALSE(fs::exists(out + "-none")) << "a locate that found nothing left its folder";
+}
+
+// `doctor MODEL` starts the model once in a fresh process: a crash fails the doctor, not the doctor's
+// process, and its fix is the crash search; a model that starts is said to, with its time.
+TEST(Crash, DoctorWithAModelStartsItAndNamesTheCrashSearchWhenItCrashes) {
+  const std::string model = crash_model("doctor");
+  const auto crashed = ortfleet({"doctor", model, "--device", "cpu", "--custom-ops", crash_ops(), "--json", "-q"}, cache_for("doctor"));
+  EXPECT_EQ(crashed.exit_code, 1) << crashed.describe();
+  const json report = json::parse(crashed.stdout_text);
+  EXPECT_TRUE(report.at("model").at("crashed").get<bool>()) << report.at("model").dump();
+  bool names_the_search = false;
+  for (const auto& f : report.at("findings")) {
+    if (f.at("check") == "model") names_the_search = f.at("fix").get<std::string>().find("--locate-crash") != std::string::npos;
+  }
+  EXPECT_TRUE(names_the_search) << report.at("findings").dump();
+  const auto healthy = ortfleet({"doctor", model, "--device", "cpu", "--custom-ops", crash_ops(), "--json", "-q"}, cache_for("doctor"),
+                                {{"ORTFLEET_TEST_CRASH", "none"}});
+  const json fine = json::parse(healthy.stdout_text);
+  EXPECT_TRUE(fine.at("model").at("started").get<bool>()) << fine.at("model").dump();
+  EXPECT_GT(fine.at("model").at("ready_ms").get<double>(), 0.0);
+  EXPECT_EQ(fine.at("model").at("nodes"), 40);
 }
 
 // --locate-crash writes config.json, prefix.onnx, workaround.json... into --out: a folder that holds

@@ -2,6 +2,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
+#include <set>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -57,18 +59,25 @@ TEST(Profile, LogParserNamesTheBadLine) {
 }
 
 namespace {
-/// A GPU start whose timings are known exactly, with ONNX Runtime's log and profile of it.
-ProfileReport known_profile() {
+/// A start of m.onnx on `device`, spawned at 0 and in main() at `main_ms`, ready; its timeline holds
+/// process.start so far.
+StartReport start_on(const Device& device, int64_t main_ms) {
   StartReport start;
   start.model = "m.onnx";
   start.spawn_ns = 0;
-  start.main_ns = 2 * ms;
+  start.main_ns = main_ms * ms;
   DeviceStatus d;
-  d.device = Device::cuda(0);
+  d.device = device;
   d.state = DeviceState::ready;
   start.devices = {d};
   start.timeline = Timeline(0);
-  start.timeline.add({phase::process_start, "process", 0, 2 * ms, 1, {}});
+  start.timeline.add({phase::process_start, "process", 0, main_ms * ms, 1, {}});
+  return start;
+}
+
+/// A GPU start whose timings are known exactly, with ONNX Runtime's log and profile of it.
+ProfileReport known_profile() {
+  StartReport start = start_on(Device::cuda(0), 2);
   start.timeline.add({phase::runtime_load, "process", 10 * ms, 40 * ms, 1, {}});
   start.timeline.add({phase::ep_register, "cuda:0", 40 * ms, 140 * ms, 1, {}});
   start.timeline.add({phase::cuda_context, "cuda:0", 140 * ms, 240 * ms, 1, {}});
@@ -120,6 +129,7 @@ TEST(Profile, AttributesTheColdStartToNamedPhases) {
   EXPECT_DOUBLE_EQ(p["kernel.creation"], 100);
   EXPECT_DOUBLE_EQ(p["session.other"], 40);
   EXPECT_DOUBLE_EQ(p["warmup"], 500);
+  EXPECT_DOUBLE_EQ(p["session.create"], 1000);  // the timeline's own phase, its steps under it
   EXPECT_NEAR(r.attributed_ms, 1740, 1e-9);  // every millisecond from exec to the first inference's end
   EXPECT_NEAR(r.upload_gb_per_s, 2.0, 1e-9);
   ASSERT_EQ(r.transformers.size(), 2u);
@@ -138,6 +148,66 @@ TEST(Profile, AttributesTheColdStartToNamedPhases) {
   bool aligned = false;
   for (const auto& e : r.timeline.events()) aligned = aligned || (e.name == "session_initialization" && e.end_ns == 1240 * ms);
   EXPECT_TRUE(aligned);
+}
+
+// profile's phases are the start's own: each is a phase of its timeline with the same boundaries (what
+// `ortfleet start` shows), the gap before the first is named, and ONNX Runtime's steps split session
+// creation under it, adding up to it.
+TEST(Profile, ItsPhasesAreTheTimelinesOwnWithTheSameBoundaries) {
+  const ProfileReport r = known_profile();
+  const auto events = r.timeline.events();
+  std::set<std::string> matched;
+  double steps_ms = 0;
+  for (const auto& p : r.phases) {
+    if (!p.parent.empty()) {
+      EXPECT_EQ(p.parent, phase::session_create) << p.name;
+      steps_ms += p.ms;
+      continue;
+    }
+    if (p.name == "tool.setup") {
+      EXPECT_DOUBLE_EQ(p.start_ms, 2);  // main(), where process.start ends
+      EXPECT_DOUBLE_EQ(p.ms, 8);        // to the first of ortfleet's phases
+      continue;
+    }
+    const auto event = std::find_if(events.begin(), events.end(), [&](const TimelineEvent& e) {
+      return e.name == p.name && static_cast<double>(e.start_ns) / 1e6 == p.start_ms;
+    });
+    ASSERT_NE(event, events.end()) << p.name << " at " << p.start_ms << " ms is no phase of the start's timeline";
+    EXPECT_DOUBLE_EQ(p.ms, event->duration_ms()) << p.name;
+    matched.insert(p.name);
+  }
+  EXPECT_EQ(matched, (std::set<std::string>{"process.start", "runtime.load", "ep.register", "cuda.context", "session.create", "warmup"}));
+  ASSERT_NE(r.phase("session.create"), nullptr);
+  EXPECT_DOUBLE_EQ(steps_ms, r.phase("session.create")->ms);
+}
+
+// The top costs are what the user can change: never the exec to main() or the command's own set-up,
+// however large, and a phase's steps rather than the phase they split.
+TEST(Profile, RanksOnlyWhatTheUserCanChange) {
+  StartReport start = start_on(Device::cpu(), 300);
+  start.timeline.add({phase::runtime_load, "process", 900 * ms, 1000 * ms, 1, {}});  // 600 ms of set-up before it
+  start.timeline.add({phase::session_create, "cpu", 1000 * ms, 1400 * ms, 1, {}});
+  start.timeline.add({phase::warmup, "cpu", 1400 * ms, 1450 * ms, 1, {{"run", "1"}}});
+  const std::vector<OrtLogLine> log = {
+      {1100 * ms, 1, "Initializing session."},
+      {1110 * ms, 1, "Applying graph transformer ConstantFolding on step 1."},
+      {1310 * ms, 1, "GraphTransformer ConstantFolding modified: 1 with status: OK"},
+      {1320 * ms, 1, "Saving initialized tensors."},
+      {1330 * ms, 1, "Done saving initialized tensors"},
+      {1390 * ms, 1, "Session successfully initialized."},
+  };
+  const ProfileReport r = build_profile(start, log, {}, ModelFacts{});
+  ASSERT_EQ(r.top_costs.size(), 3u);
+  EXPECT_EQ(r.top_costs[0].rfind("graph optimisation: 200 ms", 0), 0u) << r.top_costs[0];
+  EXPECT_EQ(r.top_costs[1].rfind("ONNX Runtime library load: 100 ms", 0), 0u) << r.top_costs[1];
+  for (const auto& cost : r.top_costs) {
+    EXPECT_EQ(cost.find("set-up"), std::string::npos) << cost;
+    EXPECT_EQ(cost.find("process start"), std::string::npos) << cost;
+    EXPECT_EQ(cost.find("session creation:"), std::string::npos) << cost;  // split into its steps
+  }
+  ASSERT_NE(r.phase("tool.setup"), nullptr);
+  EXPECT_DOUBLE_EQ(r.phase("tool.setup")->ms, 600);  // shown, with its share, not advised on
+  EXPECT_FALSE(r.phase("tool.setup")->actionable);
 }
 
 // The floor: process start + max(EP side, cuInit + context) + weights at the bus's speed + one
@@ -203,6 +273,22 @@ TEST(Profile, RunsAColdStartInAFreshProcessAndAttributesMostOfIt) {
   o.ortfleet_executable = test::bin("ortfleet");
   const ProfileReport r = run_profile(o);
   EXPECT_GT(r.wall_ms, 0.0);
+  // Every phase of the start's own is the timeline's, with its boundaries, in the real start too.
+  const auto events = r.timeline.events();
+  for (const auto& p : r.phases) {
+    if (!p.parent.empty() || p.name == "tool.setup") continue;
+    const bool same = std::any_of(events.begin(), events.end(), [&](const TimelineEvent& e) {
+      return e.name == p.name && std::abs(static_cast<double>(e.start_ns - r.timeline.origin_ns()) / 1e6 - p.start_ms) < 1e-6 &&
+             std::abs(e.duration_ms() - p.ms) < 1e-6;
+    });
+    EXPECT_TRUE(same) << p.name << " differs from the timeline's phase of that name";
+  }
+  // ONNX Runtime is loaded where the timeline says (its runtime.load), not before it: the command's
+  // own set-up before the first phase is the smaller part (it took 107 ms against 0.8 ms when the
+  // runtime was loaded early, for ONNX Runtime's log).
+  ASSERT_NE(r.phase("runtime.load"), nullptr);
+  ASSERT_NE(r.phase("tool.setup"), nullptr);
+  EXPECT_GT(r.phase("runtime.load")->ms, r.phase("tool.setup")->ms) << r.to_json();
   EXPECT_GE(r.attributed_share(), 0.9) << r.to_json();
   EXPECT_LE(r.attributed_share(), 1.0 + 1e-9);
   bool graph = false;

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "diagnostics/round_budget.hpp"
 #include "ortfleet/diagnostics/tune.hpp"
 #include "ortfleet/synth/synth.hpp"
 #include "test_support.hpp"
@@ -11,12 +12,30 @@
 namespace ortfleet {
 
 namespace {
+/// A configuration measured in three rounds: ready at `ready` ± 10 ms, p50 `p50` ± 1%.
 TuneResult result(const std::string& name, double ready, double p50) {
   TuneResult r;
   r.candidate.name = name;
-  r.ready_ms = {ready};
-  r.ready_median_ms = ready;
+  r.ready_ms = {ready - 10, ready, ready + 10};
+  r.ready_mean_ms = ready;
+  r.ready_sigma_ms = 10;
+  r.p50_per_round = {p50 * 0.99, p50, p50 * 1.01};
   r.steady_p50_ms = p50;
+  return r;
+}
+
+/// A configuration measured in these rounds.
+TuneResult rounds(const std::string& name, std::vector<double> ready_ms, std::vector<double> p50s) {
+  TuneResult r;
+  r.candidate.name = name;
+  double sum = 0;
+  for (double x : ready_ms) sum += x;
+  r.ready_mean_ms = sum / static_cast<double>(ready_ms.size());
+  r.ready_ms = std::move(ready_ms);
+  sum = 0;
+  for (double x : p50s) sum += x;
+  r.steady_p50_ms = sum / static_cast<double>(p50s.size());
+  r.p50_per_round = std::move(p50s);
   return r;
 }
 }  // namespace
@@ -33,7 +52,11 @@ TEST(Tune, ParetoFrontAndRecommendations) {
   EXPECT_TRUE(report.results[3].pareto);
   EXPECT_FALSE(report.results[4].pareto);  // failures are never recommended
   EXPECT_EQ(report.start_fast, 3);
-  EXPECT_EQ(report.serve_fast, 0);
+  EXPECT_EQ(report.start_verdict.rfind("default: ready time 800 ms ± 10.0 ms, 0.40 ± ", 0), 0u) << report.start_verdict;
+  EXPECT_NE(report.start_verdict.find("x the first configuration's (2.00 s ± 10.0 ms), beyond noise"), std::string::npos) << report.start_verdict;
+  // The first configuration serves fastest already: nothing to recommend for it.
+  EXPECT_EQ(report.serve_fast, -1);
+  EXPECT_NE(report.serve_verdict.find("none serves faster than the first configuration (exhaustive)"), std::string::npos) << report.serve_verdict;
 }
 
 TEST(Tune, ConfigurationsThatChangeTheOutputsAreNeverRecommended) {
@@ -43,8 +66,56 @@ TEST(Tune, ConfigurationsThatChangeTheOutputsAreNeverRecommended) {
   choose(report);
   EXPECT_TRUE(report.results[0].pareto);
   EXPECT_FALSE(report.results[1].pareto);
-  EXPECT_EQ(report.start_fast, 0);
-  EXPECT_EQ(report.serve_fast, 0);
+  EXPECT_EQ(report.start_fast, -1);
+  EXPECT_EQ(report.serve_fast, -1);
+}
+
+// tune named three different winners in three runs on one model, each timed once: a configuration is
+// recommended only for a gain over the first beyond noise (as bench calls noise), and said to be
+// within noise otherwise.
+TEST(Tune, RecommendsOnlyAGainBeyondNoise) {
+  TuneReport report;
+  report.results = {rounds("as given", {500, 520, 480}, {2.0, 2.1, 1.9}), rounds("intra-op 1 thread", {470, 530, 475}, {1.95, 2.2, 1.9})};
+  choose(report);
+  EXPECT_EQ(report.start_fast, -1);
+  EXPECT_NE(report.start_verdict.find("none starts faster than the first configuration (as given, 500 ms ± 20.0 ms) beyond noise: the "
+                                      "lowest, intra-op 1 thread (492 ms ± 33.3 ms), is 0.98 ±"),
+            std::string::npos)
+      << report.start_verdict;
+  EXPECT_NE(report.start_verdict.find("their ranges overlap"), std::string::npos) << report.start_verdict;
+  EXPECT_EQ(report.serve_fast, -1);
+  // Timed once each there is no spread: no gain can be told from noise, however large it looks.
+  TuneReport once;
+  once.results = {rounds("as given", {500}, {2}), rounds("model cache", {300}, {2})};
+  choose(once);
+  EXPECT_EQ(once.start_fast, -1);
+  EXPECT_NE(once.start_verdict.find("one round has no spread"), std::string::npos) << once.start_verdict;
+}
+
+// Near-equals (within noise of each other) both beat the first beyond noise: the recommendation is the
+// first of them in the sweep's order, not whichever the noise put lowest this time.
+TEST(Tune, AmongNearEqualsTheFirstInTheSweepIsRecommended) {
+  TuneReport report;
+  report.results = {rounds("as given", {1000, 1010, 990}, {2, 2, 2}), rounds("model cache", {600, 640, 620}, {2, 2, 2}),
+                    rounds("graph opt basic", {590, 630, 610}, {2, 2, 2}), rounds("slower", {800, 810, 790}, {2, 2, 2})};
+  choose(report);
+  EXPECT_EQ(report.start_fast, 1);
+  EXPECT_NE(report.start_verdict.find("model cache: ready time 620 ms"), std::string::npos) << report.start_verdict;
+  EXPECT_NE(report.start_verdict.find("the lowest mean, graph opt basic, is within noise of it"), std::string::npos) << report.start_verdict;
+  // Swapped by the noise, the answer stays.
+  std::swap(report.results[1].ready_ms, report.results[2].ready_ms);
+  std::swap(report.results[1].ready_mean_ms, report.results[2].ready_mean_ms);
+  choose(report);
+  EXPECT_EQ(report.start_fast, 1);
+}
+
+// The timed rounds are cut to the budget once the first shows what one costs, keeping a spread.
+TEST(Tune, TheRoundsAreCutToTheBudgetButKeepASpread) {
+  EXPECT_EQ(detail::rounds_that_fit(5, 0, 10, 100, 2), 5);    // no budget
+  EXPECT_EQ(detail::rounds_that_fit(5, 300, 10, 50, 2), 5);   // 10 + 4 x 50 fits in 300
+  EXPECT_EQ(detail::rounds_that_fit(5, 300, 100, 80, 2), 3);  // (300 - 100) / 80 + 1
+  EXPECT_EQ(detail::rounds_that_fit(5, 300, 290, 200, 2), 2);  // past it already: still a spread
+  EXPECT_EQ(detail::rounds_that_fit(1, 300, 290, 200, 2), 1);  // never more than asked
 }
 
 TEST(Tune, DisablesEachOfTheCostliestTransformersAndThemAllTogether) {
@@ -58,7 +129,8 @@ TEST(Tune, DisablesEachOfTheCostliestTransformersAndThemAllTogether) {
   EXPECT_EQ(c[0].disabled_transformers, std::vector<std::string>{"GeluFusionL2"});
   EXPECT_EQ(c[0].config.session.config_entries.at(kDisableOptimizersEntry), "NchwcTransformer;GeluFusionL2");
   EXPECT_EQ(c[2].name, "disable MatMulAddFusion");
-  EXPECT_EQ(c[3].name, "disable GeluFusionL2 + ConstantFolding + MatMulAddFusion");
+  EXPECT_EQ(c[3].name, "disable the 3 costliest");  // short: the table's row keeps one line
+  EXPECT_EQ(c[3].disabled_transformers, (std::vector<std::string>{"GeluFusionL2", "ConstantFolding", "MatMulAddFusion"}));
   EXPECT_EQ(c[3].config.session.config_entries.at(kDisableOptimizersEntry), "NchwcTransformer;GeluFusionL2;ConstantFolding;MatMulAddFusion");
   EXPECT_EQ(c[3].config.name, c[3].name);
   EXPECT_EQ(transformer_candidates(base, logged, 1).size(), 1u);     // one alone: no "all together"
@@ -96,6 +168,7 @@ TEST(Tune, MeasuresTheCostliestTransformersDisabled) {
   o.model = model;
   o.candidates = {{"as given", {}, {}}};
   o.transformers_to_disable = 2;
+  o.rounds = 1;
   o.steady_runs = 3;
   o.ortfleet_executable = test::bin("ortfleet");
   const TuneReport r = run_tune(o);
@@ -137,19 +210,25 @@ TEST(Tune, SweepsInFreshProcessesAndRecommends) {
   TuneOptions o;
   o.model = test::resnet18_model();
   o.quick = true;
+  o.rounds = 2;
   o.steady_runs = 3;
   o.ortfleet_executable = test::bin("ortfleet");
   const TuneReport r = run_tune(o);
   ASSERT_GE(r.results.size(), 3u);
+  EXPECT_EQ(r.rounds, 2);
   for (const auto& x : r.results) {
     ASSERT_TRUE(x.ok()) << x.candidate.name << ": " << x.error;
-    EXPECT_GT(x.ready_median_ms, x.first_inference_ms);
+    EXPECT_EQ(x.ready_ms.size(), 2u);  // a round each, interleaved
+    EXPECT_EQ(x.p50_per_round.size(), 2u);
+    EXPECT_GT(x.ready_mean_ms, x.first_inference_ms);
     EXPECT_GT(x.steady_p50_ms, 0.0);
     EXPECT_GT(x.memory_bytes, 0u);
   }
-  EXPECT_GE(r.start_fast, 0);
-  EXPECT_GE(r.serve_fast, 0);
-  EXPECT_TRUE(r.results[static_cast<size_t>(r.start_fast)].pareto);
+  EXPECT_FALSE(r.start_verdict.empty());
+  EXPECT_FALSE(r.serve_verdict.empty());
+  if (r.start_fast >= 0) {
+    EXPECT_TRUE(r.results[static_cast<size_t>(r.start_fast)].pareto) << r.start_verdict;
+  }
   EXPECT_EQ(nlohmann::json::parse(r.to_json())["results"].size(), r.results.size());
 }
 
@@ -160,6 +239,7 @@ TEST(Tune, MeasuresTheBatchSwitchOfTheChosenConfiguration) {
   o.model = test::dynamic_mlp_model();
   o.candidates = {{"as given", {}, {}}};
   o.transformers_to_disable = 0;
+  o.rounds = 1;
   o.steady_runs = 3;
   o.shape_switch_seconds = 0.2;
   o.ortfleet_executable = test::bin("ortfleet");
@@ -181,6 +261,7 @@ TEST(Tune, WorksInAPrivateFolderThatItRemoves) {
   o.model = test::mlp_model();
   o.candidates = {TuneCandidate{"as given", {}, {}}};
   o.transformers_to_disable = 0;
+  o.rounds = 1;
   o.steady_runs = 1;
   o.ortfleet_executable = test::bin("ortfleet");
   const TuneReport r = run_tune(o);

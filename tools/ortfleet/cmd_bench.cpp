@@ -25,9 +25,7 @@ struct BenchFlags {
   std::string strategies = "sequential,threads,processes,fleet";
   int runs = BenchOptions{}.runs;
   int warmup_rounds = 1;
-  double budget_s = 300;
-  bool runs_given = false;    ///< --runs on the command line: its rounds are run, unless --budget is given too
-  bool budget_given = false;
+  double budget_s = 300;  ///< --budget; 0 once parsed when the rounds were asked for alone (budget_for)
   bool no_anchors = false;
   bool no_pool = false;
   bool no_next_job = false;
@@ -185,8 +183,7 @@ int run_bench_command(const BenchFlags& f, const Globals& g) {
   for (std::string s; std::getline(list, s, ',');) o.strategies.push_back(parse_strategy(s));
   o.runs = f.runs;
   o.warmup_rounds = f.warmup_rounds;
-  // Rounds asked for are run, unless a budget is asked for too.
-  o.budget_s = f.runs_given && !f.budget_given ? 0 : f.budget_s;
+  o.budget_s = f.budget_s;
   if (!g.quiet) o.notice = notice_to_stderr(progress);
   o.anchors = !f.no_anchors;
   o.pool_rows = !f.no_pool;
@@ -231,10 +228,7 @@ void register_bench(CLI::App& app, Globals& globals, Action& action) {
                            "Untimed rounds first: one start of ortfleet's (which makes the model cache's entry) and one of Python's each, "
                            "for the page cache and imports"),
            {.lo = 0, .hi = 100});
-  in_range(cmd->add_option("--budget", f->budget_s,
-                           "Seconds the bench may take: once the first round shows what a round costs, the rounds are cut to fit and each "
-                           "Python anchor gets at most a quarter of it; 0: no limit (with --runs given and no --budget: none)"),
-           {.lo = 0, .hi = kMaxTimeoutS, .unit = "seconds", .whole = false});
+  add_budget_option(cmd, f->budget_s, " and each Python anchor gets at most a quarter of it", "--runs");
   cmd->add_flag("--no-anchors", f->no_anchors, "Skip the onnxruntime Python package runs");
   cmd->add_flag("--no-pool", f->no_pool, "Skip the rows on a warm worker pool (new session, and resident)");
   cmd->add_flag("--no-next-job", f->no_next_job,
@@ -273,8 +267,7 @@ void register_bench(CLI::App& app, Globals& globals, Action& action) {
   f->config.add_to(cmd);
   cmd->callback([cmd, &globals, &action, f] {
     check_bench_flags(*cmd, *f);
-    f->runs_given = FlagChecks(*cmd).given("--runs");
-    f->budget_given = FlagChecks(*cmd).given("--budget");
+    f->budget_s = budget_for(*cmd, f->budget_s, "--runs");
     action = [&globals, f] { return run_bench_command(*f, globals); };
   });
 }

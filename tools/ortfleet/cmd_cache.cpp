@@ -36,10 +36,12 @@ nlohmann::json bundle_json(const CacheBundle& b, const std::string& dir) {
           {"onnxruntime_version", b.onnxruntime_version}, {"device_classes", b.device_classes}, {"entries", entries}};
 }
 
+/// One row per entry, named by the entry (its model's stem and key), or by its model's file where there
+/// is none (the outcome says why): a model's name once, so that the row keeps one line.
 void print_entries(const CacheBundle& b) {
-  Table table({"model", "made for", "entry", "size", "outcome", "at start"}, {false, false, false, true, false, false});
+  Table table({"entry", "made for", "size", "outcome", "at start"}, {false, false, true, false, false});
   for (const auto& e : b.entries) {
-    table.add({std::filesystem::path(e.model).filename().string(), e.device_class, e.name.empty() ? "-" : e.name,
+    table.add({e.name.empty() ? std::filesystem::path(e.model).filename().string() : e.name, e.device_class,
                e.bytes > 0 ? bytes_text(e.bytes) : "-", e.outcome, e.load_note});
   }
   table.print(std::cout, "no entries");

@@ -64,6 +64,15 @@ void print_human(const DoctorReport& r) {
     for (const auto& l : r.libraries) libs.add({l.name, l.found ? l.version : "-", l.found ? l.path : "NOT FOUND (" + l.why + ")"});
     libs.print(std::cout);
   }
+  if (r.model) {
+    const ModelCheck& m = *r.model;
+    std::cout << "\nModel\n  " << m.model << " on " << m.device << ": "
+              << (!m.file_error.empty() ? "not a model ortfleet can start"
+                  : m.started          ? "started, ready " + duration_text(m.ready_ms) + " after exec"
+                  : m.crashed          ? "crashed ONNX Runtime"
+                                       : "did not start")
+              << "\n";
+  }
   std::cout << "\nFindings\n";
   for (const auto& f : r.findings) {
     std::cout << "  " << marker(f.verdict) << " " << f.summary << "\n";
@@ -101,8 +110,9 @@ void print_location(const CrashLocation& r) {
 }  // namespace
 
 void register_doctor(CLI::App& app, Globals& globals, Action& action) {
-  auto* cmd = app.add_subcommand("doctor", "Check ONNX Runtime, GPUs, the CUDA EP and its libraries, and the environment; with a model "
-                                           "and --locate-crash, find the node that crashes ONNX Runtime");
+  auto* cmd = app.add_subcommand("doctor", "Check ONNX Runtime, GPUs, the CUDA EP and its libraries, and the environment; with a model, "
+                                           "also start it once on the device in a fresh process; with --locate-crash, find the node "
+                                           "that crashes ONNX Runtime");
   struct Flags {
     bool no_register = false;
     bool locate = false;
@@ -115,6 +125,8 @@ void register_doctor(CLI::App& app, Globals& globals, Action& action) {
   auto f = std::make_shared<Flags>();
   cmd->add_flag("--no-register", f->no_register, "Do not load and register the CUDA EP (skips CUDA initialisation)");
   f->target.add_to(cmd, /*one_device=*/true);
+  cmd->get_option("model")->description(
+      "A model to start once on the device, in a fresh process, after the machine's checks (default: none, the machine only)");
   cmd->add_flag("--locate-crash", f->locate,
                 "Find the first node of MODEL whose execution crashes ONNX Runtime, bisecting its graph in fresh processes; writes the "
                 "smallest model that crashes, with its inputs, for a bug report");
@@ -123,14 +135,20 @@ void register_doctor(CLI::App& app, Globals& globals, Action& action) {
   cmd->add_option("--crash-step", f->crash_step, "(internal) one try of --locate-crash, in this process")->group("");
   f->run.add_to(cmd);
   cmd->callback([cmd, &globals, &action, f] {
-    // The model, its device and the session flags are --locate-crash's: the checks of the machine take none.
+    // The device and the session flags are the model's (its start, or its crash search); --out and
+    // --try-timeout are --locate-crash's. The checks of the machine take none.
     const FlagChecks flags(*cmd);
     if (!flags.given("--crash-step")) {
-      for (const std::string& flag : {std::string("model"), std::string("--device"), std::string("--out"), std::string("--try-timeout"),
-                                      f->run.first_given(flags)}) {
-        if (flag.empty() || !flags.given(flag) || flags.given("--locate-crash")) continue;
-        const std::string what = flag == "model" ? "a model" : flag;
-        FlagChecks::refuse(what + " does nothing without --locate-crash: add --locate-crash, or leave " + (flag == "model" ? "it" : flag) + " out");
+      for (const std::string& flag : {std::string("--out"), std::string("--try-timeout")}) {
+        if (flags.given(flag) && !flags.given("--locate-crash")) {
+          FlagChecks::refuse(flag + " does nothing without --locate-crash: add --locate-crash, or leave " + flag + " out");
+        }
+      }
+      for (const std::string& flag : {std::string("--device"), f->run.first_given(flags)}) {
+        if (!flag.empty() && flags.given(flag) && !flags.given("model")) {
+          FlagChecks::refuse(flag + " does nothing without a model: give the model to start (ortfleet doctor MODEL " + flag +
+                             " ...), or leave " + flag + " out");
+        }
       }
     }
     flags.excludes("--no-register", "--locate-crash", "the crash search registers what the model needs");
@@ -157,6 +175,11 @@ void register_doctor(CLI::App& app, Globals& globals, Action& action) {
       DoctorOptions options;
       options.ort_library = globals.ort_lib;
       options.register_cuda_ep = !f->no_register;
+      if (!f->target.model.empty()) {
+        options.model = f->target.model;
+        options.device = f->target.device();
+        options.config = f->run.resolve_for(options.model);
+      }
       const DoctorReport report = run_doctor(options);
       if (globals.json) std::cout << report.to_json() << std::endl;
       else print_human(report);

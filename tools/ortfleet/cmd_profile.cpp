@@ -24,18 +24,28 @@ struct ProfileFlags {
   std::string keep_dir;
   std::string html;
   double shape_switch_seconds = 1;
+  bool no_fleet = false;
   RunConfigFlags config;
 };
+
+/// "CUDAExecutionProvider" as "CUDA": the provider column stays narrow.
+std::string short_provider(const std::string& provider) {
+  const std::string suffix = "ExecutionProvider";
+  return provider.ends_with(suffix) ? provider.substr(0, provider.size() - suffix.size()) : provider;
+}
 
 void print_profile(const ProfileReport& r, std::ostream& out) {
   out << fmt::format("profile of {} on {} ({})\n", r.model, r.device, r.config.summary());
   out << fmt::format("cold start: {} from exec to the end of the first inference; {:.0f}% attributed to named phases\n\n",
                      duration_text(r.wall_ms), r.attributed_share() * 100);
+  // The start's own phases in order, each step of one indented under it.
   Table phases({"phase", "time", "share", "detail"}, {false, true, true, false});
-  for (const auto& p : r.phases) phases.add({p.label, duration_text(p.ms), fmt::format("{:.1f}%", p.share * 100), p.detail});
+  for (const auto& p : r.phases) {
+    phases.add({(p.parent.empty() ? "" : "  ") + p.label, duration_text(p.ms), fmt::format("{:.1f}%", p.share * 100), p.detail});
+  }
   phases.add({"(unattributed)", duration_text(r.wall_ms - r.attributed_ms), fmt::format("{:.1f}%", (1 - r.attributed_share()) * 100), ""});
   phases.print(out);
-  out << "\ntop costs and what to do\n";
+  out << "\ntop costs you can change, and what to do\n";
   for (size_t i = 0; i < r.top_costs.size(); ++i) out << "  " << i + 1 << ". " << r.top_costs[i] << "\n";
   if (!r.dynamic_dims.empty()) {
     std::string dims;
@@ -54,7 +64,7 @@ void print_profile(const ProfileReport& r, std::ostream& out) {
     Table nodes({"node", "op", "provider", "first", "later"}, {false, false, false, true, true});
     for (size_t i = 0; i < r.nodes.size() && i < 8; ++i) {
       const auto& n = r.nodes[i];
-      nodes.add({n.node, n.op, n.provider, fmt::format("{:.2f} ms", n.first_ms), fmt::format("{:.2f} ms", n.steady_ms)});
+      nodes.add({n.node, n.op, short_provider(n.provider), fmt::format("{:.2f} ms", n.first_ms), fmt::format("{:.2f} ms", n.steady_ms)});
     }
     nodes.print(out);
   }
@@ -70,6 +80,11 @@ void print_profile(const ProfileReport& r, std::ostream& out) {
     out << fmt::format("shape switch (batch 1 and 2 alternating through one ONNX Runtime session): p50 {} a call against {} "
                        "for each batch alone: {} per switch\n",
                        duration_text(r.shape_switch.call_ms), duration_text(r.shape_switch.steady_call_ms), duration_text(r.shape_switch.cost_ms));
+  }
+  if (r.fleet_driver.measured()) {
+    out << fmt::format("\nfleet on {} (one start, in a fresh process): {}\n", r.fleet_devices, r.fleet_driver.summary());
+  } else if (!r.fleet_error.empty()) {
+    out << fmt::format("\nthe fleet on {} failed, so the driver's share is not known: {}\n", r.fleet_devices, one_line(r.fleet_error));
   }
   if (r.floor.empty()) return;
   out << fmt::format("\nfloor of this start on this machine: {} (measured {}, {:.2f}x the floor)\n", duration_text(r.floor_ms),
@@ -93,8 +108,9 @@ int run_profile_command(const ProfileFlags& f, const Globals& g) {
   o.ort_library = g.ort_lib;
   o.work_dir = f.keep_dir;
   o.shape_switch_seconds = f.shape_switch_seconds;
+  o.fleet = !f.no_fleet;
   ProgressLine progress(!g.quiet);
-  progress.update("profiling one cold start of " + o.model + " on " + o.device.to_string());
+  o.progress = [&](const std::string& s) { progress.update(s); };
   const ProfileReport r = run_profile(o);
   progress.clear();
   if (!f.trace.empty()) write_output_file(f.trace, r.timeline.to_chrome_trace());
@@ -122,6 +138,9 @@ void register_profile(CLI::App& app, Globals& globals, Action& action) {
   in_range(cmd->add_option("--shape-switch-seconds", f->shape_switch_seconds,
                            "Seconds per stream measuring what a batch switch costs one ONNX Runtime session (dynamic batch only; 0 skips)"),
            {.lo = 0, .hi = 600, .unit = "seconds", .whole = false});
+  cmd->add_flag("--no-fleet", f->no_fleet,
+                "On a machine of more than one GPU, skip the one start of a fleet on all of them that says what the driver's start "
+                "(cuInit and a context per worker) costs it");
   f->config.add_to(cmd);
   cmd->callback([cmd, &globals, &action, f] {
     f->config.check(FlagChecks(*cmd));

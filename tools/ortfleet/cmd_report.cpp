@@ -24,7 +24,12 @@ int run_report_command(const ReportFlags& f, const Globals& g) {
   std::vector<ResultDocument> documents;
   for (const auto& path : f.results) documents.push_back(read_result_file(path));
   write_html_report(f.output, documents);
-  if (!g.quiet) {
+  if (g.json) {
+    // What was written, for a program: the page and the results it draws, each with its kind.
+    nlohmann::json drawn = nlohmann::json::array();
+    for (const auto& d : documents) drawn.push_back({{"source", d.source}, {"kind", d.kind}});
+    print_json({{"html", f.output}, {"results", drawn}});
+  } else if (!g.quiet) {
     std::string kinds;
     for (const auto& d : documents) kinds += (kinds.empty() ? "" : ", ") + d.kind;
     std::cout << "wrote " << f.output << " (" << kinds << ")\n";

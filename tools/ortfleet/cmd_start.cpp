@@ -275,7 +275,7 @@ int run_start(const StartFlags& f, const Globals& g) {
   if (!f.target.means_all()) options.devices = f.target.device_list();
 
   std::unique_ptr<OrtLogCapture> capture;
-  if (!f.ort_log.empty()) capture = std::make_unique<OrtLogCapture>(f.ort_log, g.ort_lib);
+  if (!f.ort_log.empty()) capture = std::make_unique<OrtLogCapture>(f.ort_log);
   Fleet fleet(model, options);
   options.devices = fleet.devices();
   fleet.start();

@@ -133,6 +133,18 @@ void add_case_timeout_option(CLI::App* app, double& seconds) {
            time_limit());
 }
 
+void add_budget_option(CLI::App* app, double& seconds, const std::string& what_else, const std::string& rounds_flag) {
+  in_range(app->add_option("--budget", seconds,
+                           "Seconds it may take: once the first round shows what a round costs, the rounds are cut to fit" + what_else +
+                               "; 0: no limit (with " + rounds_flag + " given and no --budget: none)"),
+           {.lo = 0, .hi = kMaxTimeoutS, .unit = "seconds", .whole = false});
+}
+
+double budget_for(const CLI::App& app, double seconds, const std::string& rounds_flag) {
+  const FlagChecks flags(app);
+  return flags.given(rounds_flag) && !flags.given("--budget") ? 0 : seconds;
+}
+
 double case_timeout_s(const std::string& model, double given) {
   if (given > 0) return given;
   std::error_code ec;

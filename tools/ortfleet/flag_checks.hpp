@@ -57,6 +57,12 @@ class FlagChecks {
 /// --case-timeout SECONDS, shared by bench, profile and tune: each fresh-process case (a start, an
 /// anchor) that outlives it is killed and becomes a failed row with the reason.
 void add_case_timeout_option(CLI::App* app, double& seconds);
+/// --budget SECONDS, shared by bench and tune: once the first timed round shows what a round costs, the
+/// rounds are cut to fit; `what_else` says what else the budget bounds (", and each Python anchor ...").
+void add_budget_option(CLI::App* app, double& seconds, const std::string& what_else, const std::string& rounds_flag);
+/// The budget a run gets: none (0) when `rounds_flag` was given and --budget was not (the rounds asked
+/// for are run), else `seconds`.
+double budget_for(const CLI::App& app, double seconds, const std::string& rounds_flag);
 /// The deadline of one case: `given` when set (> 0), else sized to the model: 300 s and 0.6 s per MB
 /// of it (weights in external data included), so that a 1.3 GB model gets about 18 minutes.
 double case_timeout_s(const std::string& model, double given);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 
@@ -112,32 +113,20 @@ size_t visible(const std::string& s) {
   return n;
 }
 
-/// `text` in lines of at most `width` visible characters, broken at spaces where it can be.
-std::vector<std::string> wrapped(const std::string& text, size_t width) {
-  std::vector<std::string> lines;
-  std::string line;
-  std::string word;
-  auto flush_word = [&] {
-    while (visible(word) > width) {  // a word longer than the column: cut it
-      if (!line.empty()) lines.push_back(std::move(line)), line.clear();
-      size_t cut = 0;
-      for (size_t seen = 0; cut < word.size() && seen < width; ++cut) seen += (static_cast<unsigned char>(word[cut]) & 0xC0) != 0x80 ? 1 : 0;
-      while (cut < word.size() && (static_cast<unsigned char>(word[cut]) & 0xC0) == 0x80) ++cut;
-      lines.push_back(word.substr(0, cut));
-      word.erase(0, cut);
-    }
-    if (word.empty()) return;
-    if (!line.empty() && visible(line) + 1 + visible(word) > width) lines.push_back(std::move(line)), line.clear();
-    line += (line.empty() ? "" : " ") + word;
-    word.clear();
-  };
-  for (char c : text) {
-    if (c == ' ') flush_word();
-    else word += c;
+/// The width of each column over `headers` and `rows`, the first `columns` of them.
+std::vector<size_t> column_widths(const std::vector<std::string>& headers, const std::vector<std::vector<std::string>>& rows, size_t columns) {
+  std::vector<size_t> width(columns);
+  for (size_t i = 0; i < columns; ++i) width[i] = visible(headers[i]);
+  for (const auto& r : rows) {
+    for (size_t i = 0; i < columns; ++i) width[i] = std::max(width[i], visible(r[i]));
   }
-  flush_word();
-  if (!line.empty() || lines.empty()) lines.push_back(line);
-  return lines;
+  return width;
+}
+
+size_t table_width(const std::vector<size_t>& width) {
+  size_t sum = 2 * (width.size() - 1);
+  for (size_t w : width) sum += w;
+  return sum;
 }
 }  // namespace
 
@@ -146,49 +135,35 @@ void Table::print(std::ostream& out, const std::string& when_empty) const {
     if (!when_empty.empty()) out << when_empty << "\n";
     return;
   }
-  std::vector<size_t> width(headers_.size());
-  for (size_t i = 0; i < headers_.size(); ++i) width[i] = visible(headers_[i]);
-  for (const auto& r : rows_) {
-    for (size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], visible(r[i]));
-  }
-  // Wider than a terminal: the widest text column (an error, a long label) wraps, down to 24 wide.
-  const auto total = [&] {
-    size_t sum = 2 * (width.size() - 1);
-    for (size_t w : width) sum += w;
-    return sum;
-  };
-  while (total() > kMaxWidth) {
-    size_t widest = width.size();
-    for (size_t i = 0; i < width.size(); ++i) {
-      if (!right_[i] && width[i] > kMinWrapped && (widest == width.size() || width[i] > width[widest])) widest = i;
-    }
-    if (widest == width.size()) break;
-    width[widest] = std::max(kMinWrapped, width[widest] - std::min(width[widest] - kMinWrapped, total() - kMaxWidth));
-  }
+  size_t columns = headers_.size();
+  std::vector<size_t> width = column_widths(headers_, rows_, columns);
+  // Too wide: a last column of free text goes under the table, so that each row keeps one line.
+  const bool notes_below = table_width(width) > kMaxWidth && columns > 1 && !right_[columns - 1];
+  if (notes_below) width = column_widths(headers_, rows_, --columns);
   auto line = [&](const std::vector<std::string>& cells) {
-    std::vector<std::vector<std::string>> parts(cells.size());
-    size_t height = 1;
-    for (size_t i = 0; i < cells.size(); ++i) {
-      parts[i] = visible(cells[i]) > width[i] ? wrapped(cells[i], width[i]) : std::vector<std::string>{cells[i]};
-      height = std::max(height, parts[i].size());
+    std::string text;
+    for (size_t i = 0; i < columns; ++i) {
+      const std::string pad(width[i] - std::min(width[i], visible(cells[i])), ' ');
+      text += right_[i] ? pad + cells[i] : cells[i] + (i + 1 < columns ? pad : "");
+      if (i + 1 < columns) text += "  ";
     }
-    for (size_t row = 0; row < height; ++row) {
-      std::string text;
-      for (size_t i = 0; i < cells.size(); ++i) {
-        const std::string cell = row < parts[i].size() ? parts[i][row] : "";
-        const std::string pad(width[i] - std::min(width[i], visible(cell)), ' ');
-        text += right_[i] ? pad + cell : cell + (i + 1 < cells.size() ? pad : "");
-        if (i + 1 < cells.size()) text += "  ";
-      }
-      while (!text.empty() && text.back() == ' ') text.pop_back();
-      out << text << "\n";
-    }
+    while (!text.empty() && text.back() == ' ') text.pop_back();
+    out << text << "\n";
   };
   line(headers_);
   std::vector<std::string> rule;
   for (size_t w : width) rule.emplace_back(w, '-');
   line(rule);
   for (const auto& r : rows_) line(r);
+  if (!notes_below) return;
+  const bool any = std::any_of(rows_.begin(), rows_.end(), [&](const auto& r) { return !r[columns].empty(); });
+  if (!any) return;
+  out << "\n" << headers_[columns] << ":\n";
+  for (const auto& r : rows_) {
+    if (r[columns].empty()) continue;
+    const std::string& first = r[0];
+    out << "  " << first.substr(std::min(first.size(), first.find_first_not_of(' '))) << ": " << r[columns] << "\n";
+  }
 }
 
 }  // namespace ortfleet::cli

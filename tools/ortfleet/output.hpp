@@ -58,12 +58,15 @@ class ProgressLine {
   bool shown_ = false;
 };
 
-/// A text table with aligned columns, at most kMaxWidth characters wide: its widest text column (a
-/// long label, an error) wraps onto more lines when it would be wider.
+/// A text table with aligned columns, every row on one line: no row is wrapped and no cell is cut, so
+/// grep, awk and copy-paste see whole rows and whole names, in a terminal and in a pipe alike. A table
+/// wider than kMaxWidth whose last column is free text (left-aligned: an error, a detail, a note) moves
+/// that column under the table, one "first cell: text" line per row that has some, under the column's
+/// header; the rest keeps its columns. What still does not fit (a long path in a cell) stays on its
+/// line, wider.
 class Table {
  public:
   static constexpr size_t kMaxWidth = 100;
-  static constexpr size_t kMinWrapped = 24;  ///< a wrapped column keeps at least this width
   explicit Table(std::vector<std::string> headers, std::vector<bool> right_aligned = {});
   void add(std::vector<std::string> row);
   /// The table; with no row, `when_empty` as one line ("no resident sessions"), or nothing.

@@ -3,12 +3,16 @@
 // today (the onnxruntime Python package: sequential, threads, a spawn pool), hyperfine-style: an
 // untimed start first (page cache, the model cache's entry), then N rounds, mean ± σ and the range,
 // ratios with their ±, and a verdict that calls a difference within noise what it is and says what
-// made a gain (bench_verdict).
+// made a gain (bench_verdict). One statistic throughout: the mean of a row's rounds. Its table, its
+// ratio columns, its verdict, its notes, its JSON, its Markdown and the report page all use it, so
+// every ratio bench prints recomputes from the means of the table it stands under.
 #include <functional>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <vector>
 
+#include "ortfleet/diagnostics/driver_start.hpp"
 #include "ortfleet/engine/devices.hpp"
 #include "ortfleet/fleet/fleet.hpp"
 #include "ortfleet/fleet/start_record.hpp"
@@ -52,7 +56,10 @@ struct BenchOptions {
   /// costs, the timed rounds are cut to fit (at least two, so that a spread is known), a Python anchor
   /// that would take more than a quarter of it is stopped, and no round starts past it.
   double budget_s = 0;
-  /// Save the medians of a bench of several GPUs as this machine's start record, which
+  /// Ends the bench when requested (Ctrl-C in Python): the start under way is stopped in order (its
+  /// process group gets SIGTERM), what the bench set up is taken down, and run_bench throws.
+  std::stop_token stop;
+  /// Save the means of a bench of several GPUs as this machine's start record, which
   /// Strategy::automatic chooses from (ortfleet/fleet/start_record.hpp).
   bool save_record = true;
 };
@@ -69,15 +76,15 @@ struct BenchRow {
   double mean_ms = 0;       ///< mean of wall_ms
   double sigma_ms = 0;      ///< their sample standard deviation (0 below two rounds)
   std::string baseline;     ///< the 1-device row this one is compared with
-  double ratio_to_one = 0;  ///< median / baseline median (1.0 = as fast as starting one device)
+  double ratio_to_one = 0;  ///< mean / baseline mean (1.0 = as fast as starting one device)
   /// This row's round i over its baseline's round i (rows run round-robin, so the two of a round met
   /// the same machine): the spread of ratio_to_one.
   std::vector<double> ratio_per_round;
-  double efficiency = 0;    ///< baseline median / median
-  double floor_ratio = 0;   ///< median / the floor of a 1-device start (1-device rows, when the floor is known)
+  double efficiency = 0;    ///< baseline mean / mean
+  double floor_ratio = 0;   ///< mean / the floor of a 1-device start (1-device rows, when the floor is known)
   std::vector<double> process_start_ms;  ///< per timed round: exec until main() (the Python interpreter, for Python rows)
   std::string error;        ///< why a round failed
-  StartReport median_report;  ///< the round at the median, with its timeline
+  StartReport median_report;  ///< the round at the median, with its timeline (the row's representative round)
   /// "" for a cold start; "warm pool" (the pool's workers were up, the session new) or "resident"
   /// (the pool held the session already).
   std::string warm;
@@ -127,6 +134,9 @@ struct BenchReport {
   int runs = 0;                       ///< timed rounds run (fewer than asked when the budget cut them)
   int untimed_starts = 0;             ///< untimed starts before them
   std::vector<std::string> notes;        ///< what a row's figure includes, e.g. the Python interpreter's start
+  /// The driver's start (cuInit and contexts per worker) in the representative round of the fleet on
+  /// every device; measured only on more than one GPU.
+  DriverStart driver_start;
   std::string to_json() const;  ///< the record; the HTML report (ortfleet report) draws from it
   std::string to_markdown() const;
 };
@@ -147,7 +157,13 @@ BenchTable bench_table(const BenchReport& report);
 
 BenchReport run_bench(const BenchOptions& options);
 
-/// The start record of a bench on `devices` (two GPUs or more): the median of every cold ortfleet row
+/// What a bench concludes from its rows' timed rounds (run_bench calls it once they have run; exposed
+/// for tests): each row's statistics, its ratio to its 1-device baseline and to `report.floor_ms`,
+/// the verdict on the cold starts of `device_count` devices (named `devices` in the headline: "2
+/// GPUs"), the notes that set rows against each other, and the driver's share on more than one GPU.
+void conclude_bench(BenchReport& report, int device_count, const std::string& devices);
+
+/// The start record of a bench on `devices` (two GPUs or more): the mean of every cold ortfleet row
 /// that brought up all of them, on a machine with these `gpus`; nothing for CPU devices, one device or
 /// no such row.
 std::optional<StartRecord> start_record_of(const BenchReport& report, const std::vector<Device>& devices, const std::vector<std::string>& gpus);

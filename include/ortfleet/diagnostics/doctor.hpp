@@ -1,12 +1,15 @@
 #pragma once
 // `ortfleet doctor`: everything about this machine that decides whether and how fast ONNX Runtime
-// sessions start on its GPUs, each finding with a verdict and the fix.
+// sessions start on its GPUs, each finding with a verdict and the fix; given a model, also whether
+// that model starts here (one cold start in a fresh process) and, when it crashes, the next step.
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "ortfleet/engine/devices.hpp"
 #include "ortfleet/engine/cuda_provider.hpp"
+#include "ortfleet/engine/model_file.hpp"
+#include "ortfleet/engine/options.hpp"
 #include "ortfleet/engine/runtime.hpp"
 
 namespace ortfleet {
@@ -49,6 +52,19 @@ struct MachineFacts {
   std::string kernel;
 };
 
+/// `doctor MODEL`: the model's file, and one cold start of it on the device in a fresh process (a
+/// crash ends that process, not the doctor).
+struct ModelCheck {
+  std::string model;
+  std::string device;
+  ModelFacts facts;          ///< read from the file (nodes, opset, weights, dynamic dims)
+  std::string file_error;    ///< why the file is not a model ortfleet can start ("" when it is)
+  bool started = false;
+  double ready_ms = 0;       ///< exec until the session ran its first inference
+  bool crashed = false;      ///< the start was killed by a crash's signal (SIGSEGV, SIGABRT, ...)
+  std::string error;         ///< why it did not start
+};
+
 struct DoctorReport {
   std::vector<RuntimeCandidate> runtime_candidates;
   std::optional<RuntimeInfo> runtime;
@@ -64,6 +80,7 @@ struct DoctorReport {
   std::vector<ArchCheck> architectures;
   std::vector<EnvCheck> environment;
   MachineFacts machine;
+  std::optional<ModelCheck> model;  ///< with a model (DoctorOptions::model)
   std::vector<Finding> findings;
 
   bool has_failures() const;
@@ -73,6 +90,11 @@ struct DoctorReport {
 struct DoctorOptions {
   std::string ort_library;        ///< --ort-lib
   bool register_cuda_ep = true;   ///< load and register the CUDA EP when a GPU is present
+  std::string model;              ///< also check that this model starts here ("" = the machine only)
+  Device device = Device::cpu();  ///< where the model is started
+  RunConfig config;               ///< how its session is made
+  std::string ortfleet_executable;  ///< the `ortfleet` that runs the start ("" = the one beside this binary)
+  double timeout_s = 600;         ///< the start's deadline
 };
 
 DoctorReport run_doctor(const DoctorOptions& options = {});

@@ -1,13 +1,19 @@
 #pragma once
 // `ortfleet profile`: one cold start of one session, broken into named phases with their share of the
-// wall time, the top costs and what to do about each. Sources: ortfleet's own timeline, ONNX
-// Runtime's log (timestamped: graph transformers, partitioning, initializer upload) and ONNX
-// Runtime's profiler (per-node times of the first and later inferences).
+// wall time, the top costs and what to do about each. Its phases are the start's own timeline phases,
+// with the same boundaries (what `ortfleet start` shows), and the gap before the first of them named;
+// session creation is split further into ONNX Runtime's steps, from its log (timestamped: graph
+// transformers, partitioning, initializer upload). ONNX Runtime's profiler gives per-node times of the
+// first and later inferences. On more than one GPU it also starts a fleet on them once and says what
+// the driver's start cost it (driver_start.hpp).
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <stop_token>
 #include <string>
 #include <vector>
 
+#include "ortfleet/diagnostics/driver_start.hpp"
 #include "ortfleet/engine/devices.hpp"
 #include "ortfleet/fleet/start_report.hpp"
 #include "ortfleet/engine/options.hpp"
@@ -44,12 +50,18 @@ std::vector<OrtLogLine> read_ort_log(const std::string& path);
 std::vector<std::pair<std::string, double>> transformer_times(const std::vector<OrtLogLine>& log, int64_t from_ns, int64_t to_ns);
 
 struct ProfilePhase {
-  std::string name;     ///< stable id: "cuda.context", "graph.optimization", ...
+  std::string name;     ///< stable id: the timeline's phase ("runtime.load", "session.create"), a step of one, or a gap ("tool.setup")
   std::string label;    ///< for people: "graph optimisation"
+  double start_ms = 0;  ///< since exec, on the start's timeline (a timeline phase's own boundaries)
   double ms = 0;
   double share = 0;     ///< of the cold start's wall time
   std::string detail;
   std::string advice;   ///< what to do when this phase is a top cost
+  /// "" for a phase of the start's timeline (or the gap before the first); the phase this one is a
+  /// step of otherwise ("session.create" for ONNX Runtime's steps). Steps add up to their phase.
+  std::string parent;
+  /// Whether the user can change it (a flag, the model, a warm pool): only these are ranked as top costs.
+  bool actionable = false;
 };
 
 struct NodeCost {
@@ -106,7 +118,9 @@ struct ProfileReport {
   double upload_gb_per_s = 0;
   double steady_p50_ms = 0;
   double steady_p99_ms = 0;
-  std::vector<std::string> top_costs;  ///< "graph optimisation: 1.21 s (45%) - <advice>"
+  /// The largest costs the user can change, steps rather than the phase they split: "graph optimisation:
+  /// 1.21 s (45%) - <advice>".
+  std::vector<std::string> top_costs;
   std::vector<std::string> dynamic_dims;  ///< the model's inputs' dims without a fixed size, "input[0] (batch)"
   std::string shapes_advice;              ///< what dynamic dims cost, and what to declare
   ShapeSwitchCost shape_switch;  ///< measured for a dynamic batch (ProfileOptions::shape_switch_seconds)
@@ -119,8 +133,15 @@ struct ProfileReport {
   std::vector<FloorTerm> floor;
   double floor_ms = 0;
   MachineSpeeds speeds;
+  /// On more than one GPU: one start of a fleet on them (ProfileOptions::fleet_devices) and what the
+  /// driver's start (cuInit and a context per worker) cost it; `fleet_error` when it failed.
+  DriverStart fleet_driver;
+  std::string fleet_devices;
+  std::string fleet_error;
 
   double attributed_share() const { return wall_ms > 0 ? attributed_ms / wall_ms : 0; }
+  /// The phase named `name` ("runtime.load"), or null.
+  const ProfilePhase* phase(const std::string& name) const;
   /// The measured start over its floor (0 without a floor).
   double floor_ratio() const { return floor_ms > 0 ? wall_ms / floor_ms : 0; }
   std::string to_json() const;
@@ -149,6 +170,12 @@ struct ProfileOptions {
   /// streams, in this process); 0 skips it.
   double shape_switch_seconds = 1;
   double timeout_s = 3600;
+  /// Profiling a GPU of a machine with more than one: after the profiled start, one start of a fleet
+  /// on every GPU, in a fresh process, for what the driver's start costs it (ProfileReport::fleet_driver).
+  bool fleet = true;
+  std::function<void(const std::string&)> progress;  ///< one status line at a time
+  /// Ends the profile when requested (Ctrl-C in Python): its child start is stopped and run_profile throws.
+  std::stop_token stop;
 };
 
 /// Measures a batch switch of `model` (streams of `seconds` each, in this process) on `device`; not

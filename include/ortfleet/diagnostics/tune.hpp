@@ -1,7 +1,12 @@
 #pragma once
-// `ortfleet tune`: sweeps the options that trade start-up time for inference speed, each in a fresh
-// process, marks the Pareto front and recommends a "start fast" and a "serve fast" configuration.
+// `ortfleet tune`: sweeps the options that trade start-up time for inference speed, each in fresh
+// processes, in interleaved rounds (every configuration once a round, so that the machine's drifts
+// touch all alike) until each one's spread is known or the budget is spent. It marks the Pareto front
+// and recommends a "start fast" and a "serve fast" configuration only for a gain over the first
+// configuration beyond noise, as bench judges noise (statistics.hpp); otherwise it says the
+// difference is within noise, and recommends nothing.
 #include <functional>
+#include <stop_token>
 #include <string>
 #include <vector>
 
@@ -25,11 +30,13 @@ struct TuneCandidate {
 
 struct TuneResult {
   TuneCandidate candidate;
-  std::vector<double> ready_ms;   ///< exec until ready (session + first inference), per repetition
-  double ready_median_ms = 0;
-  double first_inference_ms = 0;
-  double steady_p50_ms = 0;
-  double steady_p99_ms = 0;
+  std::vector<double> ready_ms;   ///< exec until ready (session + first inference), per timed round
+  double ready_mean_ms = 0;       ///< the mean of ready_ms: the statistic tune compares and prints
+  double ready_sigma_ms = 0;      ///< their sample standard deviation (0 below two rounds)
+  double first_inference_ms = 0;  ///< mean over the rounds
+  std::vector<double> p50_per_round;  ///< each timed round's steady p50
+  double steady_p50_ms = 0;       ///< the mean of p50_per_round
+  double steady_p99_ms = 0;       ///< p99 of every steady inference of every round
   uint64_t memory_bytes = 0;      ///< GPU memory in use at ready (GPU) or the resident set (CPU)
   /// Largest |difference| of its outputs from the first configuration's on the same generated inputs
   /// (configurations that disable transformers; -1: not compared).
@@ -46,8 +53,15 @@ struct TuneReport {
   std::string model;
   std::string device;
   std::vector<TuneResult> results;
-  int start_fast = -1;   ///< index into results
+  int rounds = 0;        ///< timed rounds run (fewer than asked when the budget cut them)
+  /// The recommendations, indices into results: a configuration faster than the first beyond noise
+  /// (within noise of the fastest, the first such in the sweep's order); -1 when none is.
+  int start_fast = -1;
   int serve_fast = -1;
+  /// What was found, in one line each: the recommendation and its gain with its ±, or that no
+  /// configuration beats the first beyond noise (and which came closest).
+  std::string start_verdict;
+  std::string serve_verdict;
   /// A model with a dynamic batch: what a batch switch costs one ONNX Runtime session under the
   /// serve-fast configuration, and what to do about it.
   ShapeSwitchCost shape_switch;
@@ -82,19 +96,28 @@ struct TuneOptions {
   double output_tolerance = 1e-3;
   RunConfig base;
   bool quick = false;
-  int repetitions = 1;   ///< timed cold starts per configuration (after one untimed)
+  /// Timed rounds, each a cold start of every configuration (after one untimed start of each): five,
+  /// so that each one's spread is known and a gain can be told from noise.
+  int rounds = 5;
+  /// Seconds the timed rounds may take (0: no limit): once the first round shows what one costs, the
+  /// rest are cut to fit, at least two (a spread needs two).
+  double budget_s = 0;
   int steady_runs = 30;  ///< inferences after the first, for p50/p99
   std::string ortfleet_executable;
   std::string ort_library;
   std::string cache_dir;  ///< for the model-cache configurations (default: a fresh temporary folder)
   double timeout_s = 3600;
   double shape_switch_seconds = 1;  ///< per stream of the shape-switch measurement (dynamic batch only); 0 skips it
-  std::function<void(const std::string&)> progress;
+  std::function<void(const std::string&)> progress;  ///< one status line at a time
+  std::function<void(const std::string&)> notice;    ///< lines worth keeping (the plan, rounds cut to the budget)
+  /// Ends the sweep when requested (Ctrl-C in Python): its child start is stopped and run_tune throws.
+  std::stop_token stop;
 };
 
 TuneReport run_tune(const TuneOptions& options);
 
-/// Marks the Pareto front on (ready time, steady p50) and picks the recommendations (exposed for tests).
+/// Marks the Pareto front on (mean ready time, mean steady p50) and picks the recommendations: for
+/// each goal, a gain over the first result beyond noise or none, with its verdict (exposed for tests).
 void choose(TuneReport& report);
 
 /// What disabling transformers did, against the first result: one sentence per configuration that

@@ -7,10 +7,12 @@ namespace ortfleet {
 
 /// Writes every ONNX Runtime log message (verbose and up) to `path` as JSON lines
 /// {"t": monotonic ns, "severity": 0-4, "message": "..."} while it lives; `ortfleet profile` reads
-/// them to time graph transformers and session-initialisation steps. Loads the runtime if needed.
+/// them to time graph transformers and session-initialisation steps. It does not load the runtime:
+/// made before the runtime is loaded, it hears every message from the environment's making on, and
+/// the runtime's load stays where the start's timeline puts it (runtime.load).
 class OrtLogCapture {
  public:
-  explicit OrtLogCapture(const std::string& path, const std::string& ort_library = {});
+  explicit OrtLogCapture(const std::string& path);
   ~OrtLogCapture();
   OrtLogCapture(const OrtLogCapture&) = delete;
   OrtLogCapture& operator=(const OrtLogCapture&) = delete;

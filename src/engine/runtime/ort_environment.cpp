@@ -116,7 +116,7 @@ Ort::Env& ort_env() {
 }
 
 OrtLogListener::OrtLogListener(std::function<void(const OrtLogRecord&)> callback, OrtLoggingLevel min_severity) {
-  ort_env();
+  // Before the runtime is loaded too: ort_env() makes the environment at the level its listeners ask.
   auto& s = log_state();
   {
     std::lock_guard lock(s.mutex);

@@ -18,8 +18,9 @@ struct OrtLogCapture::Impl {
   std::unique_ptr<detail::OrtLogListener> listener;
 };
 
-OrtLogCapture::OrtLogCapture(const std::string& path, const std::string& ort_library) {
-  load_runtime(ort_library);
+OrtLogCapture::OrtLogCapture(const std::string& path) {
+  // The runtime is not loaded here: the start loads it in its own phase (runtime.load), where its
+  // time shows; the listener is in place before, and the environment logs to it once made.
   impl_ = std::make_unique<Impl>(path);
   impl_->out.fd();  // streamed from the start: a pipe nobody reads is refused now, before any work
   impl_->listener = std::make_unique<detail::OrtLogListener>(
