@@ -56,6 +56,7 @@ void bind_diagnostics(py::module_& m) {
     o.anchors = anchors;
     o.python = python;
     o.config = to_config(config);
+    check_config_against_model(o.config, o.model);  // before any child process: options.hpp
     return json_report([&] { return run_bench(o); });
   }, py::arg("model"), py::arg("devices") = py::none(), py::arg("runs") = BenchOptions{}.runs, py::arg("warmup") = 1, py::arg("anchors") = true,
      py::arg("python") = "python3", py::arg("config") = py::none(), "What `ortfleet bench --json` reports, as a dict");
@@ -66,6 +67,7 @@ void bind_diagnostics(py::module_& m) {
     o.device = device_or_default(device);
     o.steady_runs = runs;
     o.config = to_config(config);
+    check_config_against_model(o.config, o.model);  // before any child process: options.hpp
     return json_report([&] { return run_profile(o); });
   }, py::arg("model"), py::arg("device") = py::none(), py::arg("runs") = 20, py::arg("config") = py::none(),
      "What `ortfleet profile --json` reports, as a dict");
@@ -77,6 +79,7 @@ void bind_diagnostics(py::module_& m) {
     o.quick = quick;
     o.steady_runs = runs;
     o.base = to_config(config);
+    check_config_against_model(o.base, o.model);  // before any child process: options.hpp
     return json_report([&] { return run_tune(o); });
   }, py::arg("model"), py::arg("device") = py::none(), py::arg("quick") = true, py::arg("runs") = 30, py::arg("config") = py::none(),
      "What `ortfleet tune --json` reports, as a dict");
