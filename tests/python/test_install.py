@@ -5,6 +5,7 @@ any folder with the checkout's .deps/ hidden. With no ONNX Runtime anywhere, its
 import filecmp
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -94,3 +95,28 @@ def test_without_any_runtime_the_error_names_the_python_parameter(site, tmp_path
     assert "no ONNX Runtime library found" in r.stdout
     assert "ort_library=PATH" in r.stdout and "ORTFLEET_ORT_LIB" in r.stdout and "pip install" in r.stdout
     assert "--ort-lib" not in r.stdout
+
+
+def test_the_package_installs_an_ortfleet_command(site, tmp_path):
+    """`ortfleet` lands on the environment's PATH (bin/ of the target here), running the command line the
+    package carries: before, only `python -m ortfleet` did."""
+    command = site / "bin" / "ortfleet"
+    assert os.access(command, os.X_OK), f"no ortfleet command in {site / 'bin'}"
+    r = subprocess.run([str(command), "--version"], capture_output=True, text=True, cwd=tmp_path,
+                       env={**os.environ, "PYTHONPATH": str(site)}, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("ortfleet 0."), r.stdout
+
+
+def test_pip_shows_the_builds_progress_on_the_terminal(tmp_path):
+    """pip keeps a backend's output for -v; the build's steps reach the terminal pip runs in all the same
+    (a pseudo-terminal here, made by `script`), with pip's own output quiet (-q)."""
+    if shutil.which("script") is None:
+        pytest.skip("`script` (util-linux) is not installed: no pseudo-terminal to run pip in")
+    pip = f"{sys.executable} -m pip install -q --no-deps --target {tmp_path / 'site'} {ROOT}"
+    r = subprocess.run(["script", "-qec", pip, "/dev/null"], capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "PIP_NO_INDEX": "1", "ORTFLEET_BUILD_DIR": str(BUILD)})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert re.search(r"ortfleet build \(\d+:\d\d\): cmake --build ", r.stdout), r.stdout
+    assert re.search(r"ortfleet build \(\d+:\d\d\): \[\d+/\d+\] ", r.stdout), r.stdout  # Ninja's steps, as they come
+    assert "packed ortfleet-0.1.0-" in r.stdout, r.stdout
