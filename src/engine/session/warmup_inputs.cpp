@@ -48,8 +48,8 @@ std::optional<ValueRange> type_bounds(ElementType type) {
 void check_range_fits(const TensorSpec& spec, const ValueRange& range) {
   const auto bounds = type_bounds(spec.type);
   if (!bounds || (range.lo >= bounds->lo && range.hi <= bounds->hi)) return;
-  throw Error(fmt::format("input range {}={}:{} (--input-range, input_ranges=) is beyond what {} input '{}' holds", spec.name, range.lo,
-                          range.hi, to_string(spec.type), spec.name),
+  throw Error(fmt::format("input range {}={}:{} (--input-range, input_ranges=) is beyond what {} input '{}' holds ({} to {})", spec.name,
+                          range.lo, range.hi, to_string(spec.type), spec.name, bounds->lo, bounds->hi),
               fmt::format("Give a range within {}:{}", bounds->lo, bounds->hi));
 }
 

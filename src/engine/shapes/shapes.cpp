@@ -156,7 +156,7 @@ std::vector<InputShapes> resolve_shapes(const std::vector<TensorSpec>& inputs, c
     s = complete_shapes(inputs, std::move(s), dynamic_dim);
     check_shapes(inputs, s);
     if (const auto conflict = shared_dim_conflict(inputs, s)) {
-      throw Error("declared shapes: " + *conflict + ": they must be equal", "Give that dim one size in every input that has it");
+      throw Error("declared shapes: " + *conflict + ": they must be equal", "Give them one size");
     }
     return s;
   };
