@@ -232,9 +232,12 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
             packed = {}
             for folder, _, files in os.walk(source):
                 for name in sorted(files):
-                    if name.endswith(".pyc"):
-                        continue
                     path = os.path.join(folder, name)
+                    # A wheel holds no links: one would be packed as a second copy of its file (the
+                    # runtime's libonnxruntime.so -> .so.1 -> .so.1.29.0, 28 MB each); the installed
+                    # package finds the core by its versioned name.
+                    if name.endswith(".pyc") or os.path.islink(path):
+                        continue
                     packed[os.path.join(NAME, os.path.relpath(path, source))] = path
             packed.update(_runtime_files(source))
             for arcname, path in packed.items():

@@ -3,6 +3,7 @@ again, and the installed package carries the ONNX Runtime it loads, so that it s
 any folder with the checkout's .deps/ hidden. With no ONNX Runtime anywhere, its error speaks Python
 (ort_library=, ORTFLEET_ORT_LIB), not the command line's --ort-lib."""
 import filecmp
+import hashlib
 import os
 import pathlib
 import re
@@ -45,6 +46,15 @@ def test_the_wheel_packs_the_built_tree(site):
     installed = site / "ortfleet" / EXTENSION
     assert filecmp.cmp(installed, BUILD / "python" / "ortfleet" / EXTENSION, shallow=False), "the extension was built again"
     assert os.access(site / "ortfleet" / "bin" / "ortfleet-worker", os.X_OK)
+
+
+def test_the_package_carries_each_runtime_file_once(site):
+    """The build tree's lib/onnxruntime holds links (libonnxruntime.so -> .so.1 -> .so.1.29.0); a wheel
+    holds none, and each was packed as another 28 MB copy of the core."""
+    carried = sorted((site / "ortfleet" / "lib" / "onnxruntime").iterdir())
+    assert carried, "the package carries no ONNX Runtime"
+    contents = [p.read_bytes() for p in carried]
+    assert len({hashlib.sha256(c).hexdigest() for c in contents}) == len(carried), [p.name for p in carried]
 
 
 def test_the_installed_package_loads_its_own_runtime_before_the_checkouts(site, tmp_path):
