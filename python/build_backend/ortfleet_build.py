@@ -144,7 +144,7 @@ def _package_dir(tmp):
     # by scripts/bootstrap.sh: the preset "release" (batches of sources), only what the package needs
     # (the tests are built by scripts/test.sh, not here).
     _progress().say(f"no built tree for {sys.executable}: building the C++ side into {os.path.join(ROOT, 'build', 'release')} "
-                    "(about 7 minutes on 2 idle cores; ONNX Runtime and ECharts are fetched from npm if missing)")
+                    "(5 to 10 minutes on 2 cores; ONNX Runtime and ECharts are fetched from npm if missing)")
     if not os.path.exists(os.path.join(ROOT, ".deps", "onnxruntime", "include")):
         _run([os.path.join(ROOT, "scripts", "fetch-onnxruntime.sh")])
     if not os.path.exists(os.path.join(ROOT, ".deps", "web", "echarts.min.js")):
