@@ -79,7 +79,11 @@ def test_a_run_whose_inputs_disagree_on_a_shared_dim_says_they_must_be_equal(zoo
     assert "multiple of 32" not in text, text
 
 
-def test_the_diagnostics_check_their_config_before_any_child(zoo):
+@pytest.mark.parametrize("model, config, words", [
+    ("fixed", {"shapes": {"buckets": ["input.2=32,64"]}}, "is fixed by the model"),
+    ("mlp", {"warmup": {"input_ranges": {"no_such_input": [0, 1]}}}, "input range 'no_such_input'"),
+])
+def test_the_diagnostics_check_their_config_before_any_child(zoo, model, config, words):
     for call in (ortfleet.profile, ortfleet.tune, ortfleet.bench):
-        with pytest.raises(ortfleet.Error, match="is fixed by the model"):
-            call(zoo["fixed"], config={"shapes": {"buckets": ["input.2=32,64"]}})
+        with pytest.raises(ortfleet.Error, match=words):
+            call(zoo[model], config=config)
