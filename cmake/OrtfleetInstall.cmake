@@ -18,5 +18,9 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/ortfleetConfig.cmake
 install(FILES ${ORTFLEET_FETCHED_WEB_DIR}/echarts.min.js ${ORTFLEET_FETCHED_WEB_DIR}/ECHARTS-LICENSE
               ${ORTFLEET_FETCHED_WEB_DIR}/ECHARTS-NOTICE
         DESTINATION ${CMAKE_INSTALL_DATADIR}/ortfleet/web OPTIONAL)
+# What the installed binaries load, found relative to them (bin/../lib/onnxruntime, bin/../share/ortfleet):
+# the ONNX Runtime the build staged (cmake/OrtfleetRelocatable.cmake), and the anchor script of `bench`.
+install(DIRECTORY ${CMAKE_BINARY_DIR}/lib/onnxruntime/ DESTINATION lib/onnxruntime USE_SOURCE_PERMISSIONS OPTIONAL)
+install(FILES ${PROJECT_SOURCE_DIR}/bench/anchors/onnxruntime_python.py DESTINATION ${CMAKE_INSTALL_DATADIR}/ortfleet)
 # Man pages of the command line, where help2man is installed.
 include(${CMAKE_CURRENT_LIST_DIR}/OrtfleetManPages.cmake)

@@ -174,6 +174,7 @@ void WarmupInputsFile::apply(WarmupOptions& o, const py::object& inputs, const p
     }
     numpy.attr("savez")(temporary_, **arrays);
     o.inputs_file = temporary_;
+    o.inputs_origin = "the warmup_inputs dict";  // not the temporary file, which the user never made
   } else if (!inputs.is_none()) {
     throw Error("warmup_inputs is a path of a .npz/.npy file or a dict of input name -> array, not " + py::repr(inputs).cast<std::string>());
   }

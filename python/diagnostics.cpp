@@ -195,6 +195,7 @@ void bind_diagnostics(py::module_& m) {
     o.anchors = anchors;
     o.python = python_or_this_one(python);
     o.config = to_config(config);
+    check_config_against_model(o.config, o.model);  // before any child process: options.hpp
     o.budget_s = budget;
     return interruptible_report(wired(o, run_bench), progress);
   }, py::arg("model"), py::arg("devices") = py::none(), py::arg("runs") = BenchOptions{}.runs, py::arg("warmup") = 1, py::arg("anchors") = true,
@@ -210,6 +211,7 @@ void bind_diagnostics(py::module_& m) {
     o.device = device_or_default(device);
     o.steady_runs = runs;
     o.config = to_config(config);
+    check_config_against_model(o.config, o.model);  // before any child process: options.hpp
     o.fleet = fleet;
     return interruptible_report(wired(o, run_profile), progress);
   }, py::arg("model"), py::arg("device") = py::none(), py::arg("runs") = 20, py::arg("config") = py::none(), py::arg("fleet") = true,
@@ -225,6 +227,7 @@ void bind_diagnostics(py::module_& m) {
     o.quick = quick;
     o.steady_runs = runs;
     o.base = to_config(config);
+    check_config_against_model(o.base, o.model);  // before any child process: options.hpp
     o.rounds = rounds;
     o.budget_s = budget;
     return interruptible_report(wired(o, run_tune), progress);

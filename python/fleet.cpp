@@ -125,6 +125,7 @@ class PyFleet {
     choose_pool(o, pool);
     start_timeout_s_ = o.start_timeout_s;
     py::gil_scoped_release release;
+    check_config_against_model(o.config, model);  // raised here, not as a failed device after wait()
     fleet_ = std::make_unique<Fleet>(model, o);
   }
   PyFleet(const PyFleet&) = delete;

@@ -14,7 +14,14 @@ PYBIND11_MODULE(_ortfleet, m) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const ortfleet::Error& e) {
-      error(e.what());
+      // Decoded leniently: a message quoting a file name or a value that is not UTF-8 (a model given
+      // as bytes) made PyErr_SetString fail, and the Error was raised with no message at all.
+      std::string text = e.what();
+      if (text.empty()) text = "an ortfleet call failed without saying why; please report it, with the call that raised this";
+      py::object message = py::reinterpret_steal<py::object>(
+          PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "backslashreplace"));
+      if (!message) throw py::error_already_set();
+      PyErr_SetObject(error.ptr(), message.ptr());
     }
   });
   // A warning category of its own, so that a job may silence it, or make it an error in its tests

@@ -67,7 +67,7 @@ echo "| code | meaning |"
 echo "|---|---|"
 echo "| 0 | success |"
 echo "| 1 | an error: one line on stderr, \`ortfleet: error: WHAT. WHAT TO DO\`; also \`doctor\` found a failing check, \`doctor --locate-crash\` found no node that crashes, \`tune\` found no configuration that starts |"
-echo "| 2 | a usage error, before any work: a value out of range, flags that do nothing together, a mistyped command or flag (named with the closest one) |"
+echo "| 2 | a usage error, before any work: a value out of range, flags that do nothing together, a mistyped command or flag (named with the closest one), a setting the model contradicts (a bucket or shape past a fixed dim, warm-up inputs of another type, inputs sharing a dim given two sizes) |"
 echo "| 3 | it ran, but a device failed to start (\`start\`) or a row could not be measured (\`bench\`): the output says which and why |"
 echo "| 4 | \`pool status\`, \`pool evict\`: no pool server listens on the socket (\`pool stop\` then exits 0: nothing to stop) |"
 echo

@@ -1,25 +1,35 @@
-"""A PEP 517 build backend for ortfleet that builds with the project's CMake and needs no network.
+"""A PEP 517 build backend for ortfleet that builds with the project's CMake and needs nothing from PyPI.
 
 Three sources for the compiled parts, first match wins:
   a built tree         ORTFLEET_BUILD_DIR, else the checkout's build/release (what scripts/bootstrap.sh
-                       built), when it holds the extension for this Python: brought up to date with
-                       `cmake --build` (nothing to do after bootstrap) and packed as it is
+                       built, or an earlier `pip install .`), when it holds the extension for this
+                       Python: brought up to date with `cmake --build` (nothing to do after bootstrap)
+                       and packed as it is: seconds
   ORTFLEET_PREFIX      an installed ortfleet (cmake --install): only the extension is compiled, against it
-  otherwise            the whole project is configured and built in a temporary folder
+  otherwise            the checkout's build/release is configured (the CMake preset "release") and what
+                       the package needs is built there: the library, the command line, the worker and
+                       the extension, in batches, no tests (minutes: docs/python.md#install gives the
+                       time); a later `pip install .` or scripts/bootstrap.sh reuses it
+
+pip shows a backend's output only with -v, so the build's progress ([12/48] ...) is also written to the
+terminal pip runs in (/dev/tty), where there is one.
 
 The wheel carries the ONNX Runtime that the built ortfleet loads (its libonnxruntime*.so files, in
 ortfleet/lib/onnxruntime, which the installed package searches before anything else but what the user
-names), so that the installed package does not depend on the checkout's .deps/ folder.
+names), so that the installed package does not depend on the checkout's .deps/ folder, and an
+`ortfleet` command (console script) that runs the command line the package carries.
 """
 import base64
 import hashlib
 import json
 import os
 import shutil
+import re
 import subprocess
 import sys
 import sysconfig
 import tempfile
+import time
 import zipfile
 
 NAME = "ortfleet"
@@ -27,9 +37,64 @@ VERSION = "0.1.0"
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
+class _Progress:
+    """Where a person sees the build: the terminal pip runs in, which pip leaves to its backend (it
+    keeps the backend's stdout and stderr for -v and its log). Nothing where there is no terminal."""
+
+    def __init__(self):
+        self.started = time.monotonic()
+        try:
+            self.tty = open("/dev/tty", "w", buffering=1)  # noqa: SIM115  (held for the build)
+        except OSError:
+            self.tty = None
+
+    def say(self, line):
+        print("ortfleet build:", line, file=sys.stderr, flush=True)
+        if self.tty is not None:
+            elapsed = int(time.monotonic() - self.started)
+            try:
+                self.tty.write(f"\nortfleet build ({elapsed // 60}:{elapsed % 60:02d}): {line}")
+            except OSError:
+                self.tty = None
+
+    def done(self):
+        if self.tty is not None:
+            try:
+                self.tty.write("\n")
+                self.tty.close()
+            except OSError:
+                pass
+            self.tty = None
+
+
+_PROGRESS = None
+_STEP = re.compile(r"^\[(\d+)/(\d+)\] (.*)$")  # Ninja's "[12/48] Building CXX object ..."
+
+
+def _progress():
+    global _PROGRESS
+    if _PROGRESS is None:
+        _PROGRESS = _Progress()
+    return _PROGRESS
+
+
 def _run(cmd):
-    print("ortfleet build:", " ".join(cmd), file=sys.stderr)
-    subprocess.run(cmd, check=True, stdout=sys.stderr)
+    """Runs a step of the build: its output goes to stderr (pip -v, pip's log), and each of Ninja's steps
+    ("[12/48] Linking ...") and each line of the fetch scripts to the terminal too."""
+    progress = _progress()
+    progress.say(" ".join(cmd))
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace") as child:
+        for line in child.stdout:
+            sys.stderr.write(line)
+            step = _STEP.match(line.strip())
+            if step:
+                what = step.group(3)
+                progress.say(f"[{step.group(1)}/{step.group(2)}] {what if len(what) <= 90 else what[:87] + '...'}")
+            elif line.startswith(("fetch-onnxruntime:", "fetch-web-assets:", "CMake Error", "FAILED:", "ninja: build stopped")):
+                progress.say(line.rstrip())
+    if child.returncode != 0:
+        progress.say(f"failed (exit {child.returncode}): {' '.join(cmd)}; `pip install -v .` shows every line")
+        raise subprocess.CalledProcessError(child.returncode, cmd)
 
 
 def _pybind11_args():
@@ -56,7 +121,7 @@ def _built_tree():
                else "it holds no Python extension (configure it with -DORTFLEET_BUILD_PYTHON=ON)")
         if named:
             sys.exit(f"ortfleet build: cannot use ORTFLEET_BUILD_DIR={named}: {why}")
-        print(f"ortfleet build: not reusing {build}: {why}; building everything in a temporary folder", file=sys.stderr)
+        _progress().say(f"not packing {build} as it is: {why}")
         return None
     return build
 
@@ -67,21 +132,26 @@ def _package_dir(tmp):
     if build:
         _run(["cmake", "--build", build, "--target", "ortfleet_python"])  # up to date: nothing to do
         return os.path.join(build, "python")
-    out = os.path.join(tmp, "build")
-    prefix = os.environ.get("ORTFLEET_PREFIX")
     python = [f"-DPython_EXECUTABLE={sys.executable}", *_pybind11_args()]
+    prefix = os.environ.get("ORTFLEET_PREFIX")
     if prefix:
+        out = os.path.join(tmp, "build")
         _run(["cmake", "-S", os.path.join(ROOT, "python"), "-B", out, "-DCMAKE_BUILD_TYPE=Release",
               f"-Dortfleet_DIR={prefix}/lib/cmake/ortfleet", f"-DORTFLEET_BIN_DIR={prefix}/bin", *python])
         _run(["cmake", "--build", out, "-j", str(os.cpu_count() or 2)])
-    else:
-        if not os.path.exists(os.path.join(ROOT, ".deps", "onnxruntime", "include")):
-            _run([os.path.join(ROOT, "scripts", "fetch-onnxruntime.sh")])
-        if not os.path.exists(os.path.join(ROOT, ".deps", "web", "echarts.min.js")):
-            _run([os.path.join(ROOT, "scripts", "fetch-web-assets.sh")])
-        _run(["cmake", "-S", ROOT, "-B", out, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release", "-DORTFLEET_BUILD_PYTHON=ON",
-              "-DORTFLEET_BUILD_TESTS=OFF", "-DORTFLEET_BUILD_MICROBENCH=OFF", *python])
-        _run(["cmake", "--build", out, "--target", "ortfleet_python"])
+        return os.path.join(out, "python")
+    # The set-up's own build tree, so that what this builds is reused by the next `pip install .` and
+    # by scripts/bootstrap.sh: the preset "release" (batches of sources), only what the package needs
+    # (the tests are built by scripts/test.sh, not here).
+    _progress().say(f"no built tree for {sys.executable}: building the C++ side into {os.path.join(ROOT, 'build', 'release')} "
+                    "(5 to 10 minutes on 2 cores; ONNX Runtime and ECharts are fetched from npm if missing)")
+    if not os.path.exists(os.path.join(ROOT, ".deps", "onnxruntime", "include")):
+        _run([os.path.join(ROOT, "scripts", "fetch-onnxruntime.sh")])
+    if not os.path.exists(os.path.join(ROOT, ".deps", "web", "echarts.min.js")):
+        _run([os.path.join(ROOT, "scripts", "fetch-web-assets.sh")])
+    _run(["cmake", "--preset", "release", "-S", ROOT, *python])
+    out = os.path.join(ROOT, "build", "release")
+    _run(["cmake", "--build", out, "--target", "ortfleet_python"])
     return os.path.join(out, "python")
 
 
@@ -116,6 +186,10 @@ def _runtime_files(package):
 def _tag():
     impl = f"cp{sys.version_info.major}{sys.version_info.minor}"
     return f"{impl}-{impl}-{sysconfig.get_platform().replace('-', '_').replace('.', '_')}"
+
+
+# `ortfleet` on the PATH of the environment the package is installed into: the command line it carries.
+_ENTRY_POINTS = "[console_scripts]\nortfleet = ortfleet.__main__:main\n"
 
 
 def _metadata():
@@ -158,17 +232,23 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
             packed = {}
             for folder, _, files in os.walk(source):
                 for name in sorted(files):
-                    if name.endswith(".pyc"):
-                        continue
                     path = os.path.join(folder, name)
+                    # A wheel holds no links: one would be packed as a second copy of its file (the
+                    # runtime's libonnxruntime.so -> .so.1 -> .so.1.29.0, 28 MB each); the installed
+                    # package finds the core by its versioned name.
+                    if name.endswith(".pyc") or os.path.islink(path):
+                        continue
                     packed[os.path.join(NAME, os.path.relpath(path, source))] = path
             packed.update(_runtime_files(source))
             for arcname, path in packed.items():
                 with open(path, "rb") as f:
                     add(arcname, f.read(), executable=os.access(path, os.X_OK) and not path.endswith(".py"))
             add(f"{info}/METADATA", _metadata().encode())
+            add(f"{info}/entry_points.txt", _ENTRY_POINTS.encode())
             add(f"{info}/WHEEL", f"Wheel-Version: 1.0\nGenerator: ortfleet_build\nRoot-Is-Purelib: false\nTag: {_tag()}\n".encode())
             whl.writestr(f"{info}/RECORD", "\n".join(records + [f"{info}/RECORD,,"]) + "\n")
+    _progress().say(f"packed {wheel_name} ({len(packed)} files)")
+    _progress().done()
     return wheel_name
 
 

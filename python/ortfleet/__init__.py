@@ -63,6 +63,14 @@ from ._ortfleet import (  # noqa: E402,F401  (the public API)
     tune,
 )
 
+from ._calls import checked as _checked  # noqa: E402
+
+# Paths as os.PathLike, unknown keywords named with the closest one, wrong types in one line (_calls.py).
+_checked(globals(),
+         ["bench", "default_pool_socket", "doctor", "load_runtime", "pool_status", "pool_stop", "prewarm", "profile", "synth_mlp",
+          "synth_nodes", "synth_resnet", "synth_segmenter", "tune"],
+         ["Fleet", "Pool", "RunFuture"])
+
 __all__ = ["DeviceTensor", "Error", "Fleet", "LeftBehindWarning", "Pool", "RunFuture", "bench", "default_pool_socket", "doctor",
            "load_runtime", "pool_status", "pool_stop", "prewarm", "profile", "synth_mlp", "synth_nodes", "synth_resnet",
            "synth_segmenter", "tune"]

@@ -2,12 +2,14 @@
 
 tests/python/test_stubs.py checks them against the module as built.
 """
+import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeAlias
 
 _Device: TypeAlias = int | str  # a GPU ordinal (on a fleet without GPUs: an index into Fleet.devices), "cuda:1", "cpu"
 _Devices: TypeAlias = str | Sequence[int | str] | None  # None: every GPU, else the CPU; "all", "0,1", "cpu*2"
-_Config: TypeAlias = str | Mapping[str, Any] | None  # a config file's path, or a dict in its shape
+_Path: TypeAlias = str | bytes | os.PathLike[str]  # a path: every call takes os.PathLike too (ortfleet/_calls.py)
+_Config: TypeAlias = _Path | Mapping[str, Any] | None  # a config file's path, or a dict in its shape
 _Json: TypeAlias = dict[str, Any]
 
 class Error(RuntimeError):
@@ -38,22 +40,22 @@ class RunFuture:
 class Fleet:
     def __init__(
         self,
-        model: str,
+        model: _Path,
         devices: _Devices = None,
         *,
         strategy: str = "auto",
         config: _Config = None,
         warmup: int = 1,
-        ort_library: str = "",
-        profile_dir: str = "",
+        ort_library: _Path = "",
+        profile_dir: _Path = "",
         shapes: str | Mapping[str, Sequence[int]] | Sequence[str | Mapping[str, Sequence[int]]] | None = None,
         batches: str | Sequence[int] | None = None,
         max_shape_sessions: int | None = None,
         pad_batch: bool | None = None,
         start_timeout: float = 7200.0,
         run_timeout: float = 600.0,
-        pool: Pool | str | bool | None = None,
-        warmup_inputs: str | Mapping[str, Any] | None = None,
+        pool: Pool | _Path | bool | None = None,
+        warmup_inputs: _Path | Mapping[str, Any] | None = None,
         input_ranges: Mapping[str, float | tuple[float, float]] | None = None,
         buckets: Mapping[str, str | Sequence[int]] | Sequence[str] | None = None,
         pad_values: Mapping[str, float] | None = None,
@@ -89,7 +91,7 @@ class Pool:
         self,
         devices: _Devices = None,
         *,
-        ort_library: str = "",
+        ort_library: _Path = "",
         narrow_workers: bool = True,
         max_resident_sessions: int = 0,
         start_timeout: float = 600.0,
@@ -105,16 +107,16 @@ class Pool:
     def __enter__(self) -> Pool: ...
     def __exit__(self, arg0: object, arg1: object, arg2: object) -> None: ...
 
-def prewarm(devices: _Devices = None, ort_library: str = "") -> Pool: ...
-def pool_status(socket: str | None = None) -> _Json: ...
-def pool_stop(socket: str | None = None) -> bool: ...
+def prewarm(devices: _Devices = None, ort_library: _Path = "") -> Pool: ...
+def pool_status(socket: _Path | None = None) -> _Json: ...
+def pool_stop(socket: _Path | None = None) -> bool: ...
 def default_pool_socket() -> str: ...
-def load_runtime(library: str = "") -> _Json: ...
-def doctor(ort_library: str = "") -> _Json: ...
+def load_runtime(library: _Path = "") -> _Json: ...
+def doctor(ort_library: _Path = "") -> _Json: ...
 # progress=: None (a status line on a terminal), True (every line on stderr), False, or a callable taking each line.
 _Progress: TypeAlias = bool | Callable[[str], object] | None
 def bench(
-    model: str,
+    model: _Path,
     devices: _Devices = None,
     runs: int = 5,
     warmup: int = 1,
@@ -125,10 +127,10 @@ def bench(
     progress: _Progress = None,
 ) -> _Json: ...
 def profile(
-    model: str, device: _Device | None = None, runs: int = 20, config: _Config = None, fleet: bool = True, progress: _Progress = None
+    model: _Path, device: _Device | None = None, runs: int = 20, config: _Config = None, fleet: bool = True, progress: _Progress = None
 ) -> _Json: ...
 def tune(
-    model: str,
+    model: _Path,
     device: _Device | None = None,
     quick: bool = True,
     runs: int = 30,
@@ -137,9 +139,9 @@ def tune(
     budget: float = 0.0,
     progress: _Progress = None,
 ) -> _Json: ...
-def synth_mlp(path: str, layers: int = 3, width: int = 64, seed: int = 1) -> str: ...
-def synth_nodes(path: str, nodes: int = 24000, width: int = 64, seed: int = 1) -> str: ...
-def synth_resnet(path: str, depth: int = 50, image_size: int = 224, seed: int = 1, dynamic_batch: bool = False) -> str: ...
-def synth_segmenter(path: str, channels: int = 32, depth: int = 2, seed: int = 1) -> str: ...
+def synth_mlp(path: _Path, layers: int = 3, width: int = 64, seed: int = 1) -> str: ...
+def synth_nodes(path: _Path, nodes: int = 24000, width: int = 64, seed: int = 1) -> str: ...
+def synth_resnet(path: _Path, depth: int = 50, image_size: int = 224, seed: int = 1, dynamic_batch: bool = False) -> str: ...
+def synth_segmenter(path: _Path, channels: int = 32, depth: int = 2, seed: int = 1) -> str: ...
 def _forget_prewarmed() -> None: ...
 def _host_device_tensor(array: Any) -> DeviceTensor: ...

@@ -44,16 +44,17 @@ def test_bench_profile_tune(models):
 
 
 def test_a_config_from_python_reaches_the_timed_child_starts(models):
-    # A warm-up range for an input the model does not have: each child start that gets this config
-    # fails, and says so; a child that started on defaults would be ready.
-    config = {"warmup": {"input_ranges": {"no_such_input": [0, 1]}}}
+    # A custom-op library that is not there: each child start that gets this config fails, and says so;
+    # a child that started on defaults would be ready. (What the model itself contradicts, such as a
+    # range for an input it lacks, is refused before any child: test_settings_checked.py.)
+    config = {"session": {"custom_op_libraries": ["/nonexistent/libno_such_ops.so"]}}
     bench = ortfleet.bench(models["mlp"], devices="cpu", runs=1, warmup=0, anchors=False, config=config)
     started = [r for r in bench["rows"] if r["family"] == "ortfleet"]
-    assert started and all("no_such_input" in r["error"] for r in started), [r["error"] for r in started]
-    with pytest.raises(Exception, match="no_such_input"):
+    assert started and all("libno_such_ops.so" in r["error"] for r in started), [r["error"] for r in started]
+    with pytest.raises(Exception, match="libno_such_ops.so"):
         ortfleet.profile(models["mlp"], device="cpu", runs=1, config=config)
     tune = ortfleet.tune(models["mlp"], device="cpu", quick=True, runs=1, rounds=1, config=config)
-    assert tune["results"] and all("no_such_input" in r["error"] for r in tune["results"]), [r["error"] for r in tune["results"]]
+    assert tune["results"] and all("libno_such_ops.so" in r["error"] for r in tune["results"]), [r["error"] for r in tune["results"]]
 
 
 def test_synth_nodes_writes_the_node_heavy_graph(tmp_path):

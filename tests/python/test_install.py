@@ -3,8 +3,10 @@ again, and the installed package carries the ONNX Runtime it loads, so that it s
 any folder with the checkout's .deps/ hidden. With no ONNX Runtime anywhere, its error speaks Python
 (ort_library=, ORTFLEET_ORT_LIB), not the command line's --ort-lib."""
 import filecmp
+import hashlib
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -44,6 +46,15 @@ def test_the_wheel_packs_the_built_tree(site):
     installed = site / "ortfleet" / EXTENSION
     assert filecmp.cmp(installed, BUILD / "python" / "ortfleet" / EXTENSION, shallow=False), "the extension was built again"
     assert os.access(site / "ortfleet" / "bin" / "ortfleet-worker", os.X_OK)
+
+
+def test_the_package_carries_each_runtime_file_once(site):
+    """The build tree's lib/onnxruntime holds links (libonnxruntime.so -> .so.1 -> .so.1.29.0); a wheel
+    holds none, and each was packed as another 28 MB copy of the core."""
+    carried = sorted((site / "ortfleet" / "lib" / "onnxruntime").iterdir())
+    assert carried, "the package carries no ONNX Runtime"
+    contents = [p.read_bytes() for p in carried]
+    assert len({hashlib.sha256(c).hexdigest() for c in contents}) == len(carried), [p.name for p in carried]
 
 
 def test_the_installed_package_loads_its_own_runtime_before_the_checkouts(site, tmp_path):
@@ -94,3 +105,28 @@ def test_without_any_runtime_the_error_names_the_python_parameter(site, tmp_path
     assert "no ONNX Runtime library found" in r.stdout
     assert "ort_library=PATH" in r.stdout and "ORTFLEET_ORT_LIB" in r.stdout and "pip install" in r.stdout
     assert "--ort-lib" not in r.stdout
+
+
+def test_the_package_installs_an_ortfleet_command(site, tmp_path):
+    """`ortfleet` lands on the environment's PATH (bin/ of the target here), running the command line the
+    package carries: before, only `python -m ortfleet` did."""
+    command = site / "bin" / "ortfleet"
+    assert os.access(command, os.X_OK), f"no ortfleet command in {site / 'bin'}"
+    r = subprocess.run([str(command), "--version"], capture_output=True, text=True, cwd=tmp_path,
+                       env={**os.environ, "PYTHONPATH": str(site)}, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("ortfleet 0."), r.stdout
+
+
+def test_pip_shows_the_builds_progress_on_the_terminal(tmp_path):
+    """pip keeps a backend's output for -v; the build's steps reach the terminal pip runs in all the same
+    (a pseudo-terminal here, made by `script`), with pip's own output quiet (-q)."""
+    if shutil.which("script") is None:
+        pytest.skip("`script` (util-linux) is not installed: no pseudo-terminal to run pip in")
+    pip = f"{sys.executable} -m pip install -q --no-deps --target {tmp_path / 'site'} {ROOT}"
+    r = subprocess.run(["script", "-qec", pip, "/dev/null"], capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "PIP_NO_INDEX": "1", "ORTFLEET_BUILD_DIR": str(BUILD)})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert re.search(r"ortfleet build \(\d+:\d\d\): cmake --build ", r.stdout), r.stdout
+    assert re.search(r"ortfleet build \(\d+:\d\d\): \[\d+/\d+\] ", r.stdout), r.stdout  # Ninja's steps, as they come
+    assert "packed ortfleet-0.1.0-" in r.stdout, r.stdout

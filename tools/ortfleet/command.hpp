@@ -5,6 +5,8 @@
 #include <functional>
 #include <string>
 
+#include "ortfleet/base/error.hpp"
+
 namespace ortfleet::cli {
 
 /// Where the pool socket is by default (default_pool_socket()), in words: the help must not depend on
@@ -31,6 +33,14 @@ inline constexpr int kExitUsage = 2;        ///< a command line refused before a
 inline constexpr int kExitDeviceFailed = 3; ///< it ran, but a device (start) or a row (bench) failed: said in the output
 inline constexpr int kExitNoPool = 4;       ///< pool status or evict: no pool server listens on the socket
 using Action = std::function<int()>;
+
+/// A setting the command line took but the model contradicts (a bucket on a fixed dim, warm-up inputs
+/// of another element type), refused before any work: said like any error, with exit code 2, since the
+/// fix is in the command line.
+class SettingRefused : public Error {
+ public:
+  explicit SettingRefused(const Error& e) : Error(e) {}
+};
 
 /// Each subcommand registers itself: adds its options to `app` and sets `action`.
 void register_doctor(CLI::App& app, Globals& globals, Action& action);

@@ -21,7 +21,7 @@ int main(int argc, char** argv) {
   app.formatter(help_formatter());  // every subcommand copies both when it is made
   show_defaults(app);
   app.fallthrough();  // global flags work after the subcommand too: `ortfleet doctor --json`
-  app.add_option("--ort-lib", globals.ort_lib, "libonnxruntime.so to use (else $ORTFLEET_ORT_LIB, the fetched copy, Python packages)");
+  app.add_option("--ort-lib", globals.ort_lib, "libonnxruntime.so to use (else $ORTFLEET_ORT_LIB, the copy beside ortfleet, the fetched copy, Python packages, the system's)");
   app.add_flag("--json", globals.json, "Print machine-readable JSON on stdout");
   app.add_flag("-v,--verbose", globals.verbose,
                "More on stderr: -v ortfleet's own details (the runtime loaded, the model, devices and settings, each step's debug lines); "

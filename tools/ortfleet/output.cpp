@@ -16,6 +16,9 @@ namespace ortfleet::cli {
 int guarded(const std::function<int()>& body) {
   try {
     return body();
+  } catch (const SettingRefused& e) {
+    std::cerr << "ortfleet: error: " << e.what() << "\n";
+    return kExitUsage;
   } catch (const Error& e) {
     std::cerr << "ortfleet: error: " << e.what() << "\n";
   } catch (const std::exception& e) {

@@ -280,8 +280,12 @@ void say_what_runs(const std::string& model, const std::string& devices, const R
 
 RunConfig RunConfigFlags::resolve_for(const std::string& model) const {
   RunConfig c = resolve();
-  const ShapeOptions& declared = c.shapes;
-  if (!declared.declared.empty() || !declared.batches.empty() || !declared.buckets.empty()) check_shapes_against_model(declared, model);
+  try {
+    check_config_against_model(c, model);
+  } catch (const Error& e) {
+    validate_model_file(model);  // a missing or broken model is an error of its own (exit 1), not a refused setting
+    throw SettingRefused(e);
+  }
   return c;
 }
 

@@ -52,9 +52,10 @@ struct RunConfigFlags {
   std::string first_given(const FlagChecks& flags) const;
   /// The config file (or defaults), with the flags given on top.
   RunConfig resolve() const;
-  /// resolve(), its shapes, batches and buckets checked against the inputs of `model` (read from its
-  /// file), so that a command refuses what the model cannot take before any work, not at its first
-  /// session. Throws ortfleet::Error.
+  /// resolve(), checked against `model` (check_config_against_model: shapes, batches, buckets, warm-up
+  /// inputs, input ranges, read from its file), so that a command refuses what the model cannot take
+  /// before any work, not at its first session. Throws SettingRefused (exit 2), or ortfleet::Error
+  /// when the model file itself is missing or broken.
   RunConfig resolve_for(const std::string& model) const;
 
  private:

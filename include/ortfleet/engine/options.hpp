@@ -152,6 +152,10 @@ struct WarmupOptions {
   /// A `.npz` file (an array per input name) or, for a one-input model, a `.npy` file: these values
   /// and shapes are fed as they are; inputs the file lacks are generated.
   std::string inputs_file;
+  /// How messages name where those arrays came from when it is not a file the user named: a front end
+  /// that wrote them into inputs_file itself says what the user gave ("the warmup_inputs dict").
+  /// Not part of a config file.
+  std::string inputs_origin;
   /// Ranges of generated inputs by name ("sr" -> 16000..16000); others take [-1, 1) (floats), {0, 1}
   /// (integers), or the range the model's metadata records (ortfleet.input_range.NAME).
   std::map<std::string, ValueRange> input_ranges;
@@ -200,6 +204,15 @@ struct RunConfig {
   /// One line for tables: "conv=HEURISTIC opt=all threads=1 ...", only the fields that differ from default.
   std::string summary() const;
 };
+
+/// Refuses, before any session or worker is made, every setting of `config` that the model at `model`
+/// contradicts, with the ortfleet::Error a session would throw at start-up (naming the input and the
+/// fix): declared shapes, batches and buckets (check_shapes_against_model), inputs that share a
+/// symbolic dim given different sizes, the warm-up inputs (each array's name, element type, rank,
+/// fixed and shared dims) and the input ranges (names, and bounds of the input's type). Reads the
+/// model's file (no ONNX Runtime), and only when one of those settings is given. The command line and
+/// the Python module call it before they start anything.
+void check_config_against_model(const RunConfig& config, const std::string& model);
 
 /// What is wrong with `value` for ONNX Runtime's session config entry `key`, or "" when nothing is:
 /// its on/off entries (session.disable_prepacking, ...) take "0" or "1" and read any other value as

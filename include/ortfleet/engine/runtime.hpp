@@ -26,9 +26,11 @@ struct RuntimeInfo {
 };
 
 /// The search order: --ort-lib (explicit_library), $ORTFLEET_ORT_LIB, $ORTFLEET_ORT_ROOT/lib,
-/// a copy installed with ortfleet (lib/onnxruntime beside the Python extension, or beside bin/ of
-/// the executables: the Python package carries the one it was built with), the copy the set-up
-/// fetched (.deps/onnxruntime), then Python onnxruntime packages found on this system.
+/// a copy found relative to the binary (lib/onnxruntime beside the Python extension, or beside bin/ of
+/// the executables: an installed prefix, a build tree, which stages the fetched copy there, and the
+/// Python package carry the one they were built with), the copy the set-up fetched (.deps/onnxruntime
+/// of the checkout the build was configured in), Python onnxruntime packages found on this system,
+/// then $LD_LIBRARY_PATH and the system's library folders.
 std::vector<RuntimeCandidate> runtime_candidates(const std::string& explicit_library = {});
 
 /// How the runtime's errors tell the user of this process to choose a library. The command line's

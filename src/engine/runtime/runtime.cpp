@@ -149,16 +149,40 @@ LoadedRuntime* open_runtime(const RuntimeCandidate& candidate) {
 
 }  // namespace
 
+namespace {
+/// Where a runtime installed with ortfleet lies, relative to the binary holding this code: lib/onnxruntime
+/// of the Python package (beside the extension), or of the prefix or build tree (beside bin/).
+std::vector<fs::path> beside_this_binary() {
+  const fs::path here = detail::own_binary_dir();
+  return {here / "lib" / "onnxruntime", (here / ".." / "lib" / "onnxruntime").lexically_normal()};
+}
+
+/// The folders the system's loader searches, where a runtime installed system-wide lies
+/// ($LD_LIBRARY_PATH, then the usual library folders). Only folders that hold one are candidates.
+std::vector<fs::path> system_library_dirs() {
+  std::vector<fs::path> dirs;
+  if (auto v = detail::env_var("LD_LIBRARY_PATH")) {
+    size_t start = 0;
+    while (start <= v->size()) {
+      const size_t end = std::min(v->find(':', start), v->size());
+      if (end > start) dirs.emplace_back(v->substr(start, end - start));
+      start = end + 1;
+    }
+  }
+  for (const char* dir : {"/usr/local/lib", "/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib"}) dirs.emplace_back(dir);
+  return dirs;
+}
+}  // namespace
+
 std::vector<RuntimeCandidate> runtime_candidates(const std::string& explicit_library) {
   std::vector<RuntimeCandidate> out;
   if (!explicit_library.empty()) add_path(out, explicit_library, runtime_choice_words().option);
   if (auto v = detail::env_var("ORTFLEET_ORT_LIB")) add_path(out, *v, "ORTFLEET_ORT_LIB");
   if (auto v = detail::env_var("ORTFLEET_ORT_ROOT")) add_folder(out, fs::path(*v) / "lib", "ORTFLEET_ORT_ROOT", true);
-  // Before the set-up's copy: an installed ortfleet keeps the runtime it was installed with, whatever
-  // becomes of the checkout it was built in.
-  const fs::path here = detail::own_binary_dir();
-  add_folder(out, here / "lib" / "onnxruntime", "installed with ortfleet", false);
-  add_folder(out, here / ".." / "lib" / "onnxruntime", "installed with ortfleet", false);
+  // Relative to the binary, before the set-up's copy: an installed ortfleet, a build tree (which stages
+  // the runtime beside bin/: cmake/OrtfleetRelocatable.cmake) or the Python package keeps the runtime
+  // it was built with, wherever it is copied or moved and whatever becomes of the checkout's .deps/.
+  for (const auto& dir : beside_this_binary()) add_folder(out, dir, "installed with ortfleet", false);
   if (const auto fetched = detail::fetched_ort_dir(); !fetched.empty()) {
     add_folder(out, fetched / "lib", "fetched by scripts/fetch-onnxruntime.sh", false);
   }
@@ -166,6 +190,9 @@ std::vector<RuntimeCandidate> runtime_candidates(const std::string& explicit_lib
     std::error_code ec;
     const fs::path capi = site / "onnxruntime" / "capi";
     if (fs::is_directory(capi, ec)) add_folder(out, capi, "Python package onnxruntime in " + site.string(), false);
+  }
+  for (const auto& dir : system_library_dirs()) {
+    if (library_in(dir)) add_folder(out, dir, "the system's library folder " + dir.string(), false);
   }
   return out;
 }
@@ -191,9 +218,10 @@ const RuntimeInfo& load_runtime(const std::string& explicit_library) {
     return g_loaded->info;
   }
   const RuntimeChoiceWords words = runtime_choice_words();
-  throw Error("no ONNX Runtime library found (looked in: " + words.option + ", ORTFLEET_ORT_LIB, ORTFLEET_ORT_ROOT, " +
-                  "lib/onnxruntime installed with ortfleet, " + (detail::fetched_ort_dir() / "lib").string() +
-                  ", Python onnxruntime packages)",
+  std::string beside;
+  for (const auto& dir : beside_this_binary()) beside += dir.string() + ", ";
+  throw Error("no ONNX Runtime library found (looked in: " + words.option + ", ORTFLEET_ORT_LIB, ORTFLEET_ORT_ROOT, " + beside +
+                  (detail::fetched_ort_dir() / "lib").string() + ", Python onnxruntime packages, $LD_LIBRARY_PATH and the system's library folders)",
               words.hint);
 }
 

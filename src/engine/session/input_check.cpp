@@ -63,6 +63,13 @@ void check_run_inputs(const std::vector<TensorSpec>& inputs, const std::vector<T
 void rethrow_run_error(const Ort::Exception& e, const std::string& model_path, const std::vector<TensorSpec>& inputs,
                        const std::vector<Tensor>& given, const std::string& where) {
   const std::string_view raw = e.what();
+  // Two inputs the model names a dim alike in, given two sizes: that, not where the graph tripped on it.
+  if (const auto conflict = shared_dim_conflict(inputs, shapes_of(given))) {
+    spdlog::debug("running {} failed; ONNX Runtime said: {}", model_path, raw);
+    throw Error(fmt::format("running {} failed: {}: they must be equal (ONNX Runtime: {})", model_path, *conflict,
+                            describe_ort_failure(raw).cause),
+                "Give that dim one size in every input that has it (pad the shorter, e.g. a mask with 0s)", where);
+  }
   if (!sizes_do_not_fit(raw)) rethrow_ort_error(e, "running " + model_path, where);
   spdlog::debug("running {} failed; ONNX Runtime said: {}", model_path, raw);
   std::vector<std::string> shapes;

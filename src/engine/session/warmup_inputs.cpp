@@ -48,30 +48,9 @@ std::optional<ValueRange> type_bounds(ElementType type) {
 void check_range_fits(const TensorSpec& spec, const ValueRange& range) {
   const auto bounds = type_bounds(spec.type);
   if (!bounds || (range.lo >= bounds->lo && range.hi <= bounds->hi)) return;
-  throw Error(fmt::format("--input-range {}={}:{} is beyond what {} input '{}' holds ({} to {})", spec.name, range.lo, range.hi,
-                          to_string(spec.type), spec.name, bounds->lo, bounds->hi),
+  throw Error(fmt::format("input range {}={}:{} (--input-range, input_ranges=) is beyond what {} input '{}' holds ({} to {})", spec.name,
+                          range.lo, range.hi, to_string(spec.type), spec.name, bounds->lo, bounds->hi),
               fmt::format("Give a range within {}:{}", bounds->lo, bounds->hi));
-}
-
-/// Refuses arrays that give one symbolic dim ("sequence") two sizes: the model would fail deep inside
-/// its graph (at an Add of the two) rather than say which inputs disagree.
-void check_shared_dims(const std::vector<TensorSpec>& inputs, const std::map<std::string, Tensor>& arrays, const std::string& file) {
-  std::map<std::string, std::pair<const Tensor*, size_t>> first;  // dim name -> the array and the index that set it
-  for (const auto& spec : inputs) {
-    const auto array = arrays.find(spec.name);
-    if (array == arrays.end()) continue;
-    for (size_t i = 0; i < spec.dim_names.size() && i < array->second.shape.size(); ++i) {
-      if (spec.dim_names[i].empty() || spec.shape[i] >= 0) continue;
-      const auto [seen, fresh] = first.try_emplace(spec.dim_names[i], &array->second, i);
-      const Tensor& other = *seen->second.first;
-      const size_t at = seen->second.second;
-      if (fresh || other.shape[at] == array->second.shape[i]) continue;
-      throw Error(fmt::format("warm-up inputs '{}' {} and '{}' {} in {} disagree on dim '{}': {} (dim {}) against {} (dim {})", other.name,
-                              shape_text(other.shape), array->second.name, shape_text(array->second.shape), file, spec.dim_names[i],
-                              other.shape[at], at, array->second.shape[i], i),
-                  "Give every array the same size for '" + spec.dim_names[i] + "', as the model's inputs share it");
-    }
-  }
 }
 
 }  // namespace
@@ -87,13 +66,15 @@ WarmupInputSource::WarmupInputSource(const WarmupOptions& options, const std::ve
     : inputs_(inputs), file_path_(options.inputs_file), ranges_(std::move(model_ranges)), dynamic_dim_(dynamic_dim) {
   for (const auto& [name, range] : options.input_ranges) {
     if (std::none_of(inputs.begin(), inputs.end(), [&](const TensorSpec& s) { return s.name == name; })) {
-      throw Error("--input-range names '" + name + "', which is not an input of this model (inputs: " + input_names(inputs) + ")",
-                  "Use the model's input names ('ortfleet start MODEL --json' lists them)");
+      throw Error("input range '" + name + "' (--input-range, input_ranges=) is not an input of this model (inputs: " + input_names(inputs) + ")",
+                  "Use one of its input names");
     }
     check_range_fits(*std::find_if(inputs.begin(), inputs.end(), [&](const TensorSpec& s) { return s.name == name; }), range);
     ranges_[name] = range;
   }
   if (file_path_.empty()) return;
+  // Where the arrays came from, as messages name it: the user's file, or what a front end wrote it from.
+  const std::string origin = options.inputs_origin.empty() ? file_path_ : options.inputs_origin;
   const std::string only_input = inputs.size() == 1 ? inputs.front().name : std::string();
   for (Tensor& t : read_array_file(file_path_, only_input)) {
     const auto spec = std::find_if(inputs.begin(), inputs.end(), [&](const TensorSpec& s) { return s.name == t.name; });
@@ -104,22 +85,27 @@ WarmupInputSource::WarmupInputSource(const WarmupOptions& options, const std::ve
                   hint);
     }
     if (spec == inputs.end()) {
-      throw Error("the warm-up inputs file " + file_path_ + " holds '" + t.name + "', which is not an input of this model (inputs: " +
+      throw Error((options.inputs_origin.empty() ? "the warm-up inputs file " + file_path_ : origin) + " holds '" + t.name +
+                      "', which is not an input of this model (inputs: " +
                       input_names(inputs) + ")",
                   hint);
     }
     if (t.type != spec->type) {
-      throw Error(fmt::format("warm-up input '{}' in {} is {}, and the model takes {}", t.name, file_path_, to_string(t.type), to_string(spec->type)),
+      throw Error(fmt::format("warm-up input '{}' in {} is {}, and the model takes {}", t.name, origin, to_string(t.type), to_string(spec->type)),
                   "Convert it: array.astype(numpy." + to_string(spec->type) + ")");
     }
     try {
       check_shapes({*spec}, {{t.name, t.shape}});
     } catch (const Error& e) {
-      throw Error("warm-up input '" + t.name + "' in " + file_path_ + " does not fit the model: " + e.what_failed(), e.hint());
+      throw Error("warm-up input '" + t.name + "' in " + origin + " does not fit the model: " + e.what_failed(), e.hint());
     }
     file_.emplace(t.name, std::move(t));
   }
-  check_shared_dims(inputs, file_, file_path_);
+  InputShapes given;
+  for (const auto& [name, t] : file_) given[name] = t.shape;
+  if (const auto conflict = shared_dim_conflict(inputs, given)) {
+    throw Error("warm-up inputs in " + origin + ": " + *conflict + ": they must be equal", "Give those arrays one size for that dim");
+  }
 }
 
 InputShapes WarmupInputSource::default_shapes() const {

@@ -8,7 +8,6 @@
 
 #include "engine/shapes/shapes.hpp"
 #include "ortfleet/base/error.hpp"
-#include "ortfleet/engine/model_file.hpp"
 
 namespace ortfleet::detail {
 
@@ -244,13 +243,3 @@ std::vector<InputShapes> declare_shapes(const std::vector<TensorSpec>& inputs, c
 }
 
 }  // namespace ortfleet::detail
-
-namespace ortfleet {
-
-void check_shapes_against_model(const ShapeOptions& shapes, const std::string& model) {
-  const std::vector<TensorSpec> inputs = inspect_model(model).input_specs;
-  detail::BucketPlan buckets;
-  detail::declare_shapes(inputs, shapes, 1, buckets);
-}
-
-}  // namespace ortfleet

@@ -96,6 +96,38 @@ void check_shapes(const std::vector<TensorSpec>& inputs, const InputShapes& give
   }
 }
 
+std::optional<std::string> shared_dim_conflict(const std::vector<TensorSpec>& inputs, const InputShapes& given) {
+  struct FirstSeen {
+    const std::string* name;  // the dim's symbolic name
+    const TensorSpec* spec;
+    const std::vector<int64_t>* dims;
+    size_t index;
+  };
+  std::vector<FirstSeen> seen;  // a few symbolic dims at most: a linear search beats a map
+  for (const auto& spec : inputs) {
+    const auto dims = given.find(spec.name);
+    if (dims == given.end()) continue;
+    for (size_t i = 0; i < spec.dim_names.size() && i < dims->second.size() && i < spec.shape.size(); ++i) {
+      if (spec.dim_names[i].empty() || spec.shape[i] >= 0) continue;
+      const auto first = std::find_if(seen.begin(), seen.end(), [&](const FirstSeen& f) { return *f.name == spec.dim_names[i]; });
+      if (first == seen.end()) {
+        seen.push_back({&spec.dim_names[i], &spec, &dims->second, i});
+        continue;
+      }
+      const int64_t size = dims->second[i];
+      const int64_t other = (*first->dims)[first->index];
+      if (size == other) continue;
+      if (first->spec == &spec) {
+        return "input '" + spec.name + "' " + shape_text(dims->second) + " names dims " + std::to_string(first->index) + " and " +
+               std::to_string(i) + " both '" + spec.dim_names[i] + "' but was given " + std::to_string(other) + " and " + std::to_string(size);
+      }
+      return "inputs '" + first->spec->name + "' " + shape_text(*first->dims) + " and '" + spec.name + "' " + shape_text(dims->second) +
+             " share dim '" + spec.dim_names[i] + "' but were given " + std::to_string(other) + " and " + std::to_string(size);
+    }
+  }
+  return std::nullopt;
+}
+
 InputShapes complete_shapes(const std::vector<TensorSpec>& inputs, InputShapes known, int64_t dynamic_dim) {
   // A symbolic dim ("sequence") means the same size wherever it appears: what the given shapes fix.
   std::map<std::string, int64_t> named;
@@ -123,6 +155,9 @@ std::vector<InputShapes> resolve_shapes(const std::vector<TensorSpec>& inputs, c
   auto completed = [&](InputShapes s) {
     s = complete_shapes(inputs, std::move(s), dynamic_dim);
     check_shapes(inputs, s);
+    if (const auto conflict = shared_dim_conflict(inputs, s)) {
+      throw Error("declared shapes: " + *conflict + ": they must be equal", "Give them one size");
+    }
     return s;
   };
   std::vector<InputShapes> out;

@@ -3,6 +3,8 @@
 // start-up, and the sizes computed from them, with checked arithmetic (a model may declare a dim
 // of 2^40).
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "ortfleet/engine/options.hpp"
@@ -17,6 +19,13 @@ InputShapes shapes_of(const std::vector<Tensor>& tensors);
 /// declared, fixed dims as declared, every dim positive. Throws ortfleet::Error naming the input,
 /// what it got and the shape the model expects ("[batch, 3, 224, 224]").
 void check_shapes(const std::vector<TensorSpec>& inputs, const InputShapes& given);
+
+/// The first symbolic dim ("sequence") that two inputs of `given` declare under one name but were given
+/// different sizes, in words: "inputs 'input_ids' [1, 10] and 'attention_mask' [1, 12] share dim
+/// 'sequence' but were given 10 and 12"; nullopt when every shared dim agrees. A model names a dim
+/// alike in two inputs when they must match (a token and its mask), and its graph fails somewhere
+/// inside when they do not, far from the cause.
+std::optional<std::string> shared_dim_conflict(const std::vector<TensorSpec>& inputs, const InputShapes& given);
 
 /// `known` with every input it lacks added: dynamic dims take the size a given input fixes for the
 /// same symbolic name ("sequence" of input_ids for attention_mask's "sequence"), else `dynamic_dim`.

@@ -9,6 +9,7 @@
 #include "engine/files/npy_file.hpp"
 #include "engine/cache/output_compare.hpp"
 #include "engine/session/warmup_inputs.hpp"
+#include "ortfleet/engine/shape_grammar.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/options.hpp"
 #include "ortfleet/engine/session.hpp"
@@ -168,6 +169,45 @@ TEST(WarmupInputs, AFileThatDoesNotFitTheModelIsRefusedNamingTheArray) {
   EXPECT_THROW(detail::WarmupInputSource(unknown_range, kAudioModel, {}, 1), Error);
 }
 
+// Arrays a front end wrote into a file of its own (Python's warmup_inputs dict) are named as what the
+// user gave, not as that file: the message named a temporary file the user never made.
+TEST(WarmupInputs, ArraysAFrontEndWroteAreNamedAsWhatTheUserGave) {
+  const std::string path = scratch("from-a-dict.npz").string();
+  detail::write_npz(path, {make("sr", ElementType::float32, {}, {})});
+  WarmupOptions options;
+  options.inputs_file = path;
+  options.inputs_origin = "the warmup_inputs dict";
+  const std::string text = test::error_of([&] { detail::WarmupInputSource(options, kAudioModel, {}, 1); });
+  EXPECT_NE(text.find("warm-up input 'sr' in the warmup_inputs dict is float32, and the model takes int64"), std::string::npos) << text;
+  EXPECT_EQ(text.find(path), std::string::npos) << text;
+}
+
+// Every setting a model can contradict, checked from its file before any session: one call the command
+// line and the Python module both make. With none of those settings given, the model is not read.
+TEST(CheckConfigAgainstModel, RefusesWhatTheModelContradictsAndReadsNothingOtherwise) {
+  EXPECT_NO_THROW(check_config_against_model(RunConfig{}, "/nonexistent/model.onnx"));
+  RunConfig buckets;
+  buckets.shapes.buckets = {parse_buckets("input.1=64,128")};
+  EXPECT_NE(test::error_of([&] { check_config_against_model(buckets, test::mlp_model()); }).find("is fixed by the model"), std::string::npos);
+  RunConfig ranges;
+  ranges.warmup.input_ranges["inptu"] = {0, 1};
+  EXPECT_NE(test::error_of([&] { check_config_against_model(ranges, test::mlp_model()); }).find("input range 'inptu' (--input-range, input_ranges=) is not an input"),
+            std::string::npos);
+  RunConfig arrays;
+  arrays.warmup.inputs_file = scratch("mlp-float64.npz").string();
+  Tensor doubles = Tensor::host_copy("input", ElementType::float64, {1, 64}, nullptr);
+  detail::write_npz(arrays.warmup.inputs_file, {doubles});
+  EXPECT_NE(test::error_of([&] { check_config_against_model(arrays, test::mlp_model()); }).find("is float64, and the model takes float32"),
+            std::string::npos);
+  RunConfig shared;
+  shared.shapes.declared = {{{"input_ids", {1, 10}}, {"attention_mask", {1, 12}}}};
+  EXPECT_NE(test::error_of([&] { check_config_against_model(shared, test::masked_transformer_model()); })
+                .find("share dim 'sequence' but were given 10 and 12"),
+            std::string::npos);
+  shared.shapes.declared = {{{"input_ids", {1, 12}}, {"attention_mask", {1, 12}}}};
+  EXPECT_NO_THROW(check_config_against_model(shared, test::masked_transformer_model()));
+}
+
 // A range the input's type cannot hold was accepted, and the generated values wrapped or saturated.
 TEST(WarmupInputs, ARangeBeyondWhatTheInputsTypeHoldsIsRefusedNamingBoth) {
   const std::vector<TensorSpec> inputs = {{"pixels", ElementType::uint8, {1, 4}, {"", ""}},
@@ -185,7 +225,9 @@ TEST(WarmupInputs, ARangeBeyondWhatTheInputsTypeHoldsIsRefusedNamingBoth) {
     return std::string("(accepted)");
   };
   const std::string pixels = error_for("pixels", {0, 300});
-  EXPECT_NE(pixels.find("--input-range pixels=0:300 is beyond what uint8 input 'pixels' holds (0 to 255)"), std::string::npos) << pixels;
+  EXPECT_NE(pixels.find("input range pixels=0:300 (--input-range, input_ranges=) is beyond what uint8 input 'pixels' holds (0 to 255)"),
+            std::string::npos)
+      << pixels;
   EXPECT_NE(pixels.find("Give a range within 0:255"), std::string::npos) << pixels;
   EXPECT_NE(error_for("flag", {0, 2}).find("bool input 'flag' holds (0 to 1)"), std::string::npos);
   EXPECT_NE(error_for("ids", {-1, 3e9}).find("int32 input 'ids' holds (-2147483648 to 2147483647)"), std::string::npos);
@@ -207,8 +249,10 @@ TEST(WarmupInputs, ArraysThatDisagreeOnASharedDimAreRefusedNamingBoth) {
     FAIL() << "arrays that disagree on 'sequence' were accepted";
   } catch (const Error& e) {
     const std::string text = e.what();
-    EXPECT_NE(text.find("warm-up inputs 'input_ids' [1, 8] and 'attention_mask' [1, 6]"), std::string::npos) << text;
-    EXPECT_NE(text.find("disagree on dim 'sequence': 8 (dim 1) against 6 (dim 1)"), std::string::npos) << text;
+    EXPECT_NE(text.find("warm-up inputs in " + path + ": inputs 'input_ids' [1, 8] and 'attention_mask' [1, 6] share dim "
+                        "'sequence' but were given 8 and 6: they must be equal"),
+              std::string::npos)
+        << text;
   }
   detail::write_npz(path, {make("input_ids", ElementType::int64, {1, 8}, {}), make("attention_mask", ElementType::int64, {1, 8}, {})});
   EXPECT_NO_THROW(detail::WarmupInputSource(options, inputs, {}, 1));

@@ -75,6 +75,26 @@ TEST(Shapes, ResolvesDeclaredShapesAndBatches) {
             std::string::npos);
 }
 
+// Two inputs the model names a dim alike in (a token and its mask), given two sizes: said as such,
+// whether declared up front or given to a run, rather than as whatever the graph trips on.
+TEST(Shapes, InputsSharingASymbolicDimMustBeGivenOneSize) {
+  const std::vector<TensorSpec> inputs = {{"input_ids", ElementType::int64, {1, -1}, {"", "sequence"}},
+                                          {"attention_mask", ElementType::int64, {1, -1}, {"", "sequence"}},
+                                          {"pixels", ElementType::float32, {-1, -1}, {"side", "side"}}};
+  EXPECT_EQ(shared_dim_conflict(inputs, {{"input_ids", {1, 12}}, {"attention_mask", {1, 12}}, {"pixels", {4, 4}}}), std::nullopt);
+  EXPECT_EQ(shared_dim_conflict(inputs, {{"input_ids", {1, 12}}}), std::nullopt);  // one input alone shares nothing
+  EXPECT_EQ(shared_dim_conflict(inputs, {{"input_ids", {1, 10}}, {"attention_mask", {1, 12}}}).value_or(""),
+            "inputs 'input_ids' [1, 10] and 'attention_mask' [1, 12] share dim 'sequence' but were given 10 and 12");
+  EXPECT_EQ(shared_dim_conflict(inputs, {{"pixels", {4, 5}}}).value_or(""), "input 'pixels' [4, 5] names dims 0 and 1 both 'side' but was given 4 and 5");
+  ShapeOptions declared;
+  declared.declared = {{{"input_ids", {1, 10}}, {"attention_mask", {1, 12}}}};
+  const std::string refused = error_of([&] { resolve_shapes(inputs, declared, 1); });
+  EXPECT_NE(refused.find("declared shapes: inputs 'input_ids' [1, 10] and 'attention_mask' [1, 12] share dim 'sequence' but were given 10 "
+                         "and 12: they must be equal"),
+            std::string::npos)
+      << refused;
+}
+
 TEST(Shapes, SizesFromAModelAreCheckedForOverflow) {
   const int64_t huge = int64_t{1} << 40;
   EXPECT_EQ(checked_element_count({huge}, "x"), huge);
