@@ -1,8 +1,8 @@
 #pragma once
 // Options that shape a session's start-up and speed: ONNX Runtime session options and CUDA
 // execution provider options as typed fields, mapped to ONNX Runtime's keys in one place
-// (src/engine/session/options.cpp), and saved/loaded as the config file `tune` writes and `bench`,
-// `Fleet` and the Python API read (src/engine/session/config_file.cpp).
+// (src/engine/core/options.cpp), and saved/loaded as the config file `tune` writes and `bench`,
+// `Fleet` and the Python API read (src/engine/core/config_file.cpp).
 #include <cstdint>
 #include <map>
 #include <optional>

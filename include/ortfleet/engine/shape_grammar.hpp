@@ -2,7 +2,7 @@
 // Shapes and sizes written as text: one grammar for every flag, config key and Python argument that
 // takes them (--shapes, --batches, --buckets, --shape-mix, --batch, --shape-stream; shapes.declared,
 // shapes.buckets; Fleet(shapes=, batches=, buckets=)), parsed in one place
-// (src/engine/shapes/shape_grammar.cpp) and documented once (docs/inference.md#writing-shapes-and-sizes):
+// (src/engine/core/shape_grammar.cpp) and documented once (docs/inference.md#writing-shapes-and-sizes):
 //
 //   SIZE    a positive whole number                          224
 //   SIZES   SIZE, a list SIZE,SIZE,... or a range FIRST:LAST:STEP

@@ -7,7 +7,7 @@
 
 #include "engine/cuda/cuda_driver.hpp"
 #include "engine/shapes/shapes.hpp"
-#include "engine/shapes/tensor_padding.hpp"
+#include "engine/session/tensor_padding.hpp"
 
 namespace ortfleet::detail {
 

@@ -11,7 +11,7 @@
 #include "engine/shapes/buckets.hpp"
 #include "engine/shapes/shape_policy.hpp"
 #include "engine/shapes/shapes.hpp"
-#include "engine/shapes/tensor_padding.hpp"
+#include "engine/session/tensor_padding.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/session.hpp"
 #include "ortfleet/synth/synth.hpp"

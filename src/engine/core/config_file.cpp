@@ -14,7 +14,7 @@
 
 #include <fmt/format.h>
 
-#include "engine/session/option_values.hpp"
+#include "engine/core/option_values.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/base/output_file.hpp"
 #include "ortfleet/engine/options.hpp"

@@ -1,4 +1,4 @@
-#include "engine/shapes/shape_grammar.hpp"
+#include "engine/core/shape_grammar.hpp"
 
 #include <algorithm>
 #include <charconv>

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "diagnostics/shape_stream.hpp"
-#include "engine/shapes/shape_grammar.hpp"
+#include "engine/core/shape_grammar.hpp"
 #include "ortfleet/base/error.hpp"
 #include "test_support.hpp"
 

@@ -1,4 +1,4 @@
-#include "engine/shapes/tensor_padding.hpp"
+#include "engine/session/tensor_padding.hpp"
 
 #include <fmt/format.h>
 

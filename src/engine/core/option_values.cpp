@@ -1,7 +1,7 @@
 // The names of option values and the text a flag gives them: to_string and parse_* of each enum
 // (conv search, graph optimisation, the model cache's format and fill, the shape policy), --pad-value
 // and --input-range.
-#include "engine/session/option_values.hpp"
+#include "engine/core/option_values.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -96,7 +96,7 @@ ModelCacheFill parse_model_cache_fill(const std::string& s) {
 
 // --- shapes --------------------------------------------------------------------------------------
 
-// The grammar of shapes and sizes (parse_shape_list, parse_buckets, ...) is src/engine/shapes/shape_grammar.cpp.
+// The grammar of shapes and sizes (parse_shape_list, parse_buckets, ...) is src/engine/core/shape_grammar.cpp.
 
 std::pair<std::string, double> parse_pad_value(const std::string& text) {
   constexpr const char* kHint = "Write it as input=value: --pad-value input_ids=0";
