@@ -15,7 +15,7 @@
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/session.hpp"
 #include "engine/cache/output_compare.hpp"
-#include "engine/shapes/shapes.hpp"
+#include "ortfleet/engine/tensor.hpp"
 #include "process/child_process.hpp"
 #include "synth/onnx_graph.hpp"
 

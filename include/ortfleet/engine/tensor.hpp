@@ -80,6 +80,15 @@ struct Tensor {
   const T* values() const { return static_cast<const T*>(data); }
 };
 
+/// Elements in a tensor of `shape`, and its bytes for `type`; throws ortfleet::Error naming `what`
+/// when a dim is negative or the size overflows.
+int64_t checked_element_count(const std::vector<int64_t>& shape, const std::string& what);
+size_t checked_bytes(const std::vector<int64_t>& shape, ElementType type, const std::string& what);
+
+/// "[batch, 3, 224, 224]": dims, dynamic ones by name (or '?').
+std::string shape_text(const TensorSpec& spec);
+std::string shape_text(const std::vector<int64_t>& dims);
+
 /// Inputs with random values matching `specs`, deterministic from `seed`: what warm-up runs feed the
 /// model. Dynamic dimensions take `dynamic_dim`. Values lie in `ranges[name]` when given (a
 /// vocabulary, a sample rate), else in [-1, 1) for floats and {0, 1} for integers.

@@ -2,12 +2,12 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <random>
 
 #include "engine/cuda/cuda_driver.hpp"
 #include "ortfleet/base/error.hpp"
-#include "engine/shapes/shapes.hpp"
 
 namespace ortfleet {
 
@@ -45,6 +45,45 @@ ElementType parse_element_type(const std::string& name) {
     if (name == row.name) return row.type;
   }
   throw Error("unknown element type '" + name + "'", "Use float32, float16, int64, int32, uint8, bool, ...");
+}
+
+std::string shape_text(const std::vector<int64_t>& dims) {
+  std::string out = "[";
+  for (size_t i = 0; i < dims.size(); ++i) out += (i ? ", " : "") + std::to_string(dims[i]);
+  return out + "]";
+}
+
+std::string shape_text(const TensorSpec& spec) {
+  std::string out = "[";
+  for (size_t i = 0; i < spec.shape.size(); ++i) {
+    const std::string dim = spec.shape[i] >= 0                                       ? std::to_string(spec.shape[i])
+                            : i < spec.dim_names.size() && !spec.dim_names[i].empty() ? spec.dim_names[i]
+                                                                                      : "?";
+    out += (i ? ", " : "") + dim;
+  }
+  return out + "]";
+}
+
+int64_t checked_element_count(const std::vector<int64_t>& shape, const std::string& what) {
+  int64_t n = 1;
+  for (const int64_t d : shape) {
+    if (d < 0) throw Error(what + " has a negative dim in " + shape_text(shape), "Give every dim a size of 0 or more");
+    if (__builtin_mul_overflow(n, d, &n)) {
+      throw Error(what + " of shape " + shape_text(shape) + " has more elements than memory can hold",
+                  "Check the shape; a dynamic dim may need a smaller value");
+    }
+  }
+  return n;
+}
+
+size_t checked_bytes(const std::vector<int64_t>& shape, ElementType type, const std::string& what) {
+  const int64_t n = checked_element_count(shape, what);
+  size_t bytes = 0;
+  if (__builtin_mul_overflow(static_cast<size_t>(n), element_size(type), &bytes) ||
+      bytes > static_cast<size_t>(std::numeric_limits<int64_t>::max())) {
+    throw Error(what + " of shape " + shape_text(shape) + " is larger than memory can hold", "Check the shape");
+  }
+  return bytes;
 }
 
 int64_t Tensor::element_count() const { return checked_element_count(shape, "tensor '" + name + "'"); }

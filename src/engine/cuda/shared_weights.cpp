@@ -12,7 +12,7 @@
 #include "engine/files/model_file.hpp"
 #include "engine/files/ort_format_file.hpp"
 #include "ortfleet/base/error.hpp"
-#include "engine/shapes/shapes.hpp"
+#include "ortfleet/engine/tensor.hpp"
 
 namespace ortfleet::detail {
 namespace fs = std::filesystem;

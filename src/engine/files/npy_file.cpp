@@ -12,7 +12,7 @@
 #include "engine/files/mapped_file.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/base/output_file.hpp"
-#include "engine/shapes/shapes.hpp"
+#include "ortfleet/engine/tensor.hpp"
 
 #ifdef ORTFLEET_HAVE_ZLIB
 #include <zlib.h>

@@ -6,7 +6,7 @@
 #include <chrono>
 
 #include "engine/cuda/cuda_driver.hpp"
-#include "engine/shapes/shapes.hpp"
+#include "ortfleet/engine/tensor.hpp"
 #include "engine/session/tensor_padding.hpp"
 
 namespace ortfleet::detail {

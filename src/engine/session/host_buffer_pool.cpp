@@ -7,7 +7,7 @@
 #include <cstring>
 #include <new>
 
-#include "engine/shapes/shapes.hpp"
+#include "ortfleet/engine/tensor.hpp"
 
 namespace ortfleet::detail {
 

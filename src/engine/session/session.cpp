@@ -12,7 +12,7 @@
 #include "engine/cuda/cudnn_choices.hpp"
 #include "engine/session/session_impl.hpp"
 #include "engine/session/warmup_inputs.hpp"
-#include "engine/shapes/shapes.hpp"
+#include "ortfleet/engine/tensor.hpp"
 #include "ortfleet/base/error.hpp"
 
 namespace ortfleet {

@@ -23,7 +23,7 @@
 #include "engine/session/warmup_inputs.hpp"
 #include "engine/shapes/buckets.hpp"
 #include "engine/shapes/shape_policy.hpp"
-#include "engine/shapes/shapes.hpp"
+#include "ortfleet/engine/tensor.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/session.hpp"
 

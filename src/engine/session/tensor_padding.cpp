@@ -8,7 +8,7 @@
 #include <limits>
 
 #include "engine/cuda/cuda_driver.hpp"
-#include "engine/shapes/shapes.hpp"
+#include "ortfleet/engine/tensor.hpp"
 #include "ortfleet/base/error.hpp"
 
 namespace ortfleet::detail {

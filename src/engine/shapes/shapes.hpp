@@ -1,7 +1,6 @@
 #pragma once
-// Input shapes against a model's declared inputs: which calls fit, which shapes a session makes at
-// start-up, and the sizes computed from them, with checked arithmetic (a model may declare a dim
-// of 2^40).
+// Input shapes against a model's declared inputs: which calls fit and which shapes a session makes at
+// start-up (a tensor's sizes, with checked arithmetic, and its shape in words are ortfleet/engine/tensor.hpp's).
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -42,14 +41,5 @@ std::vector<TensorSpec> with_shapes(const std::vector<TensorSpec>& inputs, const
 
 /// The declared batch sizes of resolved shapes (first dims of inputs with a dynamic first dim), sorted.
 std::vector<int64_t> declared_batches(const std::vector<TensorSpec>& inputs, const std::vector<InputShapes>& shapes);
-
-/// Elements in a tensor of `shape`, and its bytes for `type`; throws ortfleet::Error naming `what`
-/// when a dim is negative or the size overflows.
-int64_t checked_element_count(const std::vector<int64_t>& shape, const std::string& what);
-size_t checked_bytes(const std::vector<int64_t>& shape, ElementType type, const std::string& what);
-
-/// "[batch, 3, 224, 224]": dims, dynamic ones by name (or '?').
-std::string shape_text(const TensorSpec& spec);
-std::string shape_text(const std::vector<int64_t>& dims);
 
 }  // namespace ortfleet

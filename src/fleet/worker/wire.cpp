@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "base/parallel_copy.hpp"
-#include "engine/shapes/shapes.hpp"
+#include "ortfleet/engine/tensor.hpp"
 
 namespace ortfleet::detail {
 using nlohmann::json;

@@ -4,7 +4,7 @@
 
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/session.hpp"
-#include "engine/shapes/shapes.hpp"
+#include "ortfleet/engine/tensor.hpp"
 #include "test_support.hpp"
 
 namespace ortfleet {
