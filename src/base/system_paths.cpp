@@ -85,6 +85,13 @@ std::optional<std::string> env_var(const char* name) {
   return std::string(value);
 }
 
+std::optional<std::string> user_cache_root() {
+  if (auto v = env_var("ORTFLEET_CACHE")) return *v;
+  if (auto v = env_var("XDG_CACHE_HOME")) return (fs::path(*v) / "ortfleet").string();
+  if (auto v = env_var("HOME")) return (fs::path(*v) / ".cache" / "ortfleet").string();
+  return std::nullopt;
+}
+
 bool set_env_where_different(const char* name, const std::string& value) {
   const char* now = std::getenv(name);
   if (now != nullptr && value == now) return false;

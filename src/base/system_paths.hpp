@@ -22,6 +22,11 @@ bool written_since_this_process_started(const std::filesystem::path& file);
 /// An environment variable, or nullopt when unset or empty.
 std::optional<std::string> env_var(const char* name);
 
+/// The folder ortfleet keeps this user's files in (the model cache, cuDNN's record, start records):
+/// $ORTFLEET_CACHE, else $XDG_CACHE_HOME/ortfleet, else ~/.cache/ortfleet; nothing where none of them
+/// is set (there is no shared fallback another user could write into).
+std::optional<std::string> user_cache_root();
+
 /// Sets the environment variable `name` to `value` unless it already holds it; returns whether it wrote.
 /// setenv while another thread reads the environment (spawning a worker, ONNX Runtime or CUDA starting)
 /// is a data race, so a variable already as asked is never written again.

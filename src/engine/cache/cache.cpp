@@ -72,12 +72,7 @@ std::string cache_key_text(const std::string& model_content, const Device& devic
 }
 }  // namespace detail
 
-std::optional<std::string> ModelCache::find_default_root() {
-  if (auto v = detail::env_var("ORTFLEET_CACHE")) return *v;
-  if (auto v = detail::env_var("XDG_CACHE_HOME")) return (fs::path(*v) / "ortfleet").string();
-  if (auto v = detail::env_var("HOME")) return (fs::path(*v) / ".cache" / "ortfleet").string();
-  return std::nullopt;
-}
+std::optional<std::string> ModelCache::find_default_root() { return detail::user_cache_root(); }
 
 std::string ModelCache::default_root() {
   if (auto root = find_default_root()) return *root;

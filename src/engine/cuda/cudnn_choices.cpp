@@ -9,7 +9,6 @@
 
 #include "base/private_dir.hpp"
 #include "base/system_paths.hpp"
-#include "ortfleet/engine/cache.hpp"
 
 namespace ortfleet::detail {
 namespace fs = std::filesystem;
@@ -28,7 +27,7 @@ std::map<std::string, std::string> cudnn_choices_environment(const std::string& 
   std::string store;
   if (setting && !setting->empty()) {
     store = *setting;
-  } else if (const auto root = ModelCache::find_default_root()) {
+  } else if (const auto root = user_cache_root()) {
     store = (fs::path(*root) / "cudnn-choices").string();
   } else {
     return {};
