@@ -10,9 +10,9 @@
 namespace ortfleet::detail {
 
 /// The environment that loads libortfleet_cudnn.so (found beside `executable`) into a process and points
-/// it at this machine's store (cudnn-choices/ in the folder of this user's ortfleet files, user_cache_root(), beside the model cache; per GPU and cuDNN version):
-/// LD_PRELOAD (the library first, then what was there) and ORTFLEET_CUDNN_CHOICES. Nothing when the
-/// library is not there, the model cache has no private folder, or ORTFLEET_CUDNN_CHOICES=0.
+/// it at this machine's store (cudnn-choices/ beside the model cache, in user_cache_root(); per GPU and
+/// cuDNN version): LD_PRELOAD (the library first, then what was there) and ORTFLEET_CUDNN_CHOICES.
+/// Nothing when the library is not there, that folder is not private, or ORTFLEET_CUDNN_CHOICES=0.
 std::map<std::string, std::string> cudnn_choices_environment(const std::string& executable);
 
 /// What the preloaded library did in this process so far; nothing when it is not loaded.
