@@ -7,6 +7,8 @@
 #include <optional>
 
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/engine/cuda_devices.hpp"
+#include "ortfleet/engine/device_selection.hpp"
 
 namespace ortfleet::python {
 

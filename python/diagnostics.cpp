@@ -17,6 +17,7 @@
 #include "ortfleet/diagnostics/doctor.hpp"
 #include "ortfleet/diagnostics/profile.hpp"
 #include "ortfleet/diagnostics/tune.hpp"
+#include "ortfleet/engine/device_selection.hpp"
 #include "ortfleet/engine/runtime.hpp"
 #include "waiting.hpp"
 

@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/cache/model_digest.hpp"
+#include "ortfleet/engine/cuda_devices.hpp"
 #include "ortfleet/engine/devices.hpp"
 
 namespace ortfleet::test {

@@ -17,6 +17,7 @@
 #include "diagnostics/next_job_bench.hpp"
 #include "diagnostics/python_anchor.hpp"
 #include "diagnostics/round_budget.hpp"
+#include "ortfleet/engine/device_selection.hpp"
 #include "process/child_process.hpp"
 #include "ortfleet/base/clock.hpp"
 #include "ortfleet/base/units.hpp"

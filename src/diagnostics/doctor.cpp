@@ -16,6 +16,7 @@
 #include "engine/cuda/process_checkpoint.hpp"
 #include "ortfleet/base/error.hpp"
 #include "base/system_paths.hpp"
+#include "ortfleet/engine/cuda_devices.hpp"
 
 namespace ortfleet {
 using nlohmann::json;

@@ -1,4 +1,5 @@
 #include "diagnostics/machine.hpp"
+#include "ortfleet/engine/cuda_devices.hpp"
 
 #include <fmt/format.h>
 

@@ -15,6 +15,7 @@
 #include "engine/cuda/cudnn_choices.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/diagnostics/throughput.hpp"
+#include "ortfleet/engine/device_selection.hpp"
 #include "ortfleet/engine/model_file.hpp"
 #include "process/child_process.hpp"
 

@@ -12,6 +12,7 @@
 
 #include "engine/cuda/cuda_driver.hpp"
 #include "ortfleet/diagnostics/profile.hpp"
+#include "ortfleet/engine/cuda_devices.hpp"
 
 namespace ortfleet {
 namespace fs = std::filesystem;

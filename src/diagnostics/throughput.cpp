@@ -23,6 +23,8 @@
 #include "ortfleet/base/error.hpp"
 #include "diagnostics/statistics.hpp"
 #include "ortfleet/engine/cuda_provider.hpp"
+#include "ortfleet/engine/device_selection.hpp"
+#include "ortfleet/engine/device_tensor.hpp"
 #include "ortfleet/engine/model_file.hpp"
 #include "ortfleet/engine/runtime.hpp"
 #include "ortfleet/engine/session.hpp"
@@ -391,7 +393,7 @@ std::vector<std::vector<Tensor>> inputs_per_thread(const Workload& w, const std:
     }
     auto& copies = on_device[d.to_string()];
     if (copies.empty()) {
-      for (const auto& t : w.host) copies.push_back(Tensor::copy_to_gpu(t, d));
+      for (const auto& t : w.host) copies.push_back(copy_to_device(t, d));
     }
     out.push_back(copies);
   }

@@ -13,7 +13,9 @@
 
 #include "base/private_dir.hpp"
 #include "base/slurm.hpp"
+#include "ortfleet/engine/cuda_devices.hpp"
 #include "ortfleet/engine/devices.hpp"
+#include "ortfleet/engine/device_selection.hpp"
 #include "ortfleet/fleet/pool_server.hpp"
 #include "test_support.hpp"
 

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ortfleet/diagnostics/doctor.hpp"
+#include "ortfleet/engine/cuda_devices.hpp"
 #include "process/child_process.hpp"
 #include "synth/onnx_writer.hpp"
 #include "test_support.hpp"

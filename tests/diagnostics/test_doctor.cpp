@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ortfleet/diagnostics/doctor.hpp"
+#include "ortfleet/engine/cuda_devices.hpp"
 #include "test_support.hpp"
 
 namespace ortfleet {

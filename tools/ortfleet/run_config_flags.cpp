@@ -10,6 +10,7 @@
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/base/output_file.hpp"
 #include "ortfleet/engine/cache.hpp"
+#include "ortfleet/engine/device_selection.hpp"
 #include "ortfleet/engine/model_file.hpp"
 #include "output.hpp"
 #include "ortfleet/synth/synth.hpp"

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "ortfleet/engine/cuda_devices.hpp"
 #include "ortfleet/engine/devices.hpp"
 #include "ortfleet/engine/cuda_provider.hpp"
 #include "ortfleet/engine/model_file.hpp"

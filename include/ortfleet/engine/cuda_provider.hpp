@@ -22,14 +22,6 @@ std::vector<CudaEpLocation> cuda_ep_candidates();
 /// The first existing candidate.
 std::optional<CudaEpLocation> find_cuda_ep();
 
-/// How the execution provider was attached to a session: "cpu", or for CUDA "plugin", "builtin" or
-/// "legacy".
-struct ProviderAttachment {
-  std::string path;
-  std::string library;             ///< the CUDA EP library, when one was used
-  std::string note;                ///< why a fallback was taken, or options the path ignores
-};
-
 /// What the CUDA provider set-up of this process found: the path taken and why.
 struct CudaProviderState {
   bool prepared = false;

@@ -1,8 +1,7 @@
 #pragma once
-// Devices: what a session runs on ("cpu", "cuda:0"), device lists as users write them, and the GPUs
-// the NVIDIA driver reports.
-#include <cstdint>
-#include <optional>
+// Devices: what a session runs on ("cpu", "cuda:0") and device lists as users write them. Which
+// devices a machine has is its execution providers' to say (ortfleet/engine/device_selection.hpp; the
+// GPUs the NVIDIA driver reports: ortfleet/engine/cuda_devices.hpp).
 #include <string>
 #include <string_view>
 #include <vector>
@@ -10,6 +9,7 @@
 namespace ortfleet {
 
 struct Device {
+  /// The execution provider a device belongs to (each has a room of its own in src/engine: cpu/, cuda/).
   enum class Kind { cpu, cuda };
   Kind kind = Kind::cpu;
   int index = 0;  ///< CUDA ordinal, or the instance number of a CPU session
@@ -18,6 +18,9 @@ struct Device {
   static Device parse(std::string_view text);
   static Device cpu(int instance = 0) { return {Kind::cpu, instance}; }
   static Device cuda(int ordinal) { return {Kind::cuda, ordinal}; }
+  /// A CUDA GPU: what CUDA's own features ask (graphs, cuDNN's record, shared weights, bench's anchors).
+  /// What a device's provider has (memory of its own, parking) is asked of the provider instead
+  /// (engine/providers/provider_registry.hpp).
   bool is_gpu() const { return kind == Kind::cuda; }
   std::string to_string() const;  ///< "cuda:1", "cpu" (instance 0) or "cpu:2"
   bool operator==(const Device&) const = default;
@@ -32,71 +35,14 @@ std::string to_string(const std::vector<Device>& devices);
 /// naming the GPUs that exist.
 std::vector<Device> parse_devices(std::string_view spec, int gpu_count);
 
-/// The devices a device list means here, and for "all" why: what `--devices` and a Fleet without
-/// devices use.
-struct DeviceSelection {
-  std::vector<Device> devices;
-  /// For "all" under a Slurm allocation, what it chose and why, in words: "the 2 GPUs Slurm gave job
-  /// 123 (CUDA_VISIBLE_DEVICES=0,1)", "the CPU: Slurm gave job 123 no GPU"; "" otherwise.
-  std::string reason;
+/// Whether a device list says "all" (or nothing, which means the same).
+bool means_all_devices(std::string_view spec);
+
+/// How a session's execution provider was attached: "cpu", or for CUDA "plugin", "builtin" or "legacy".
+struct ProviderAttachment {
+  std::string path;
+  std::string library;             ///< the provider's library, when one was used
+  std::string note;                ///< why a fallback was taken, or options the path ignores
 };
-
-/// parse_devices(spec, gpu_count()), except that under a Slurm allocation (SLURM_JOB_ID set) "all"
-/// means the GPUs Slurm gave this job or step, as it exports them (CUDA_VISIBLE_DEVICES, else
-/// SLURM_STEP_GPUS or SLURM_JOB_GPUS), and the CPU where it gave none (never the GPUs of the node
-/// that other jobs were given). Explicit lists are taken as written.
-DeviceSelection select_devices(std::string_view spec);
-
-struct GpuInfo {
-  int ordinal = 0;
-  std::string name;
-  std::string uuid;
-  std::string pci_bus_id;          ///< "0000:18:00.0"
-  uint64_t total_memory = 0;       ///< bytes
-  int compute_major = 0;
-  int compute_minor = 0;
-  int multiprocessors = 0;
-  std::optional<bool> mig_enabled; ///< from NVML when available
-  std::optional<bool> persistence_mode;  ///< from NVML: the driver keeps the GPU initialised between processes
-  std::string architecture() const { return "sm_" + std::to_string(compute_major * 10 + compute_minor); }
-};
-
-struct CudaDriverInfo {
-  bool loaded = false;          ///< libcuda.so.1 found and cuInit succeeded
-  std::string library_path;
-  std::string error;            ///< why not, when !loaded
-  int driver_api_version = 0;   ///< cuDriverGetVersion, e.g. 13000
-  std::string driver_version;   ///< NVML's "580.159.04", when NVML is present
-  double init_ms = 0;           ///< how long cuInit took in this process
-  std::vector<GpuInfo> gpus;
-};
-
-/// Loads the NVIDIA driver library, initialises it (cuInit) and lists the GPUs. Never throws: on a
-/// machine without a GPU it returns loaded=false and the reason.
-const CudaDriverInfo& probe_cuda_driver();
-
-/// The device a one-device command uses when none is named: GPU 0 if there is a GPU, else the CPU.
-Device default_device();
-
-/// The number of GPUs this process may use, found without initialising CUDA (cuInit costs 0.1-0.5 s
-/// and a fleet's parent process never needs it): the /dev/nvidiaN device nodes, limited by
-/// CUDA_VISIBLE_DEVICES. probe_cuda_driver() gives the exact list.
-int gpu_count();
-
-/// What a worker process for `device` should set CUDA_VISIBLE_DEVICES to so that it sees only that
-/// GPU: the matching entry of this process's CUDA_VISIBLE_DEVICES (an index, a UUID or a MIG
-/// instance), or the ordinal when that is unset. nullopt for a CPU device, or when the entry does not
-/// exist (the worker then sees what this process sees and fails as it would).
-std::optional<std::string> narrowed_visible_devices(const Device& device);
-
-/// In a worker that sees only its own GPU (narrowed_visible_devices), the fleet's cuda:N is this
-/// process's CUDA ordinal 0. Devices keep their fleet names (errors, timelines, status say cuda:N);
-/// every driver and ONNX Runtime call takes cuda_ordinal(device).
-/// Memory in use where `device` keeps a session's state: the whole GPU's (as the driver reports it),
-/// or this process's resident set for the CPU.
-uint64_t memory_in_use(const Device& device);
-
-void set_narrowed_device(const Device& device);
-int cuda_ordinal(const Device& device);
 
 }  // namespace ortfleet

@@ -6,7 +6,6 @@
 #include <string>
 #include <vector>
 
-#include "ortfleet/engine/cuda_provider.hpp"
 #include "ortfleet/engine/devices.hpp"
 #include "ortfleet/engine/options.hpp"
 #include "ortfleet/engine/tensor.hpp"

@@ -57,7 +57,9 @@ struct Tensor {
   std::shared_ptr<void> owner;
 
   int64_t element_count() const;
-  bool on_gpu() const { return device.is_gpu(); }
+  /// In a device's memory of its own (a GPU's), not the host's: made and copied by the device's execution
+  /// provider (ortfleet/engine/device_tensor.hpp).
+  bool on_gpu() const { return device.kind != Device::Kind::cpu; }
 
   /// A host tensor owning a copy of `bytes` (zero-filled when src is null).
   static Tensor host_copy(std::string name, ElementType type, std::vector<int64_t> shape, const void* src);
@@ -66,14 +68,6 @@ struct Tensor {
   static Tensor host_allocate(std::string name, ElementType type, std::vector<int64_t> shape);
   /// A tensor over memory the caller owns.
   static Tensor borrow(std::string name, ElementType type, std::vector<int64_t> shape, void* data, Device device = Device::cpu());
-  /// `bytes` of uninitialised memory on GPU `device` (its primary context), freed with the last copy of
-  /// the tensor.
-  static Tensor allocate_on_gpu(std::string name, ElementType type, std::vector<int64_t> shape, size_t bytes, const Device& device);
-  /// A copy of host tensor `host` in GPU `device`'s memory, freed with the last copy of the tensor.
-  static Tensor copy_to_gpu(const Tensor& host, const Device& device);
-  /// A host copy of GPU tensor `on_gpu`.
-  static Tensor copy_to_host(const Tensor& on_gpu);
-
   template <typename T>
   T* values() { return static_cast<T*>(data); }
   template <typename T>

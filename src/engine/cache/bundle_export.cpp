@@ -23,9 +23,10 @@
 #include "base/unique_fd.hpp"
 #include "engine/cache/bundle.hpp"
 #include "engine/cache/cache_use.hpp"
-#include "engine/cache/content_hash.hpp"
+#include "base/content_hash.hpp"
 #include "engine/cache/file_lock.hpp"
 #include "engine/cache/tar_archive.hpp"
+#include "engine/providers/provider_registry.hpp"
 #include "ortfleet/base/clock.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/base/output_file.hpp"
@@ -140,12 +141,11 @@ json member_list_of(const std::vector<Member>& members) {
 json device_list_of(const std::vector<std::pair<Device, std::string>>& classes, const RunConfig& config) {
   json device_list = json::array();
   for (const auto& [device, device_class] : classes) {
+    const detail::ExecutionProvider& provider = detail::provider_for(device);
     json provider_options = json::object();
-    if (device.is_gpu()) {
-      for (const auto& [k, v] : config.cuda.provider_options()) provider_options[k] = v;
-    }
+    for (const auto& [k, v] : provider.provider_options(config)) provider_options[k] = v;
     device_list.push_back({{"device_class", device_class},
-                           {"execution_provider", device.is_gpu() ? "CUDAExecutionProvider" : "CPUExecutionProvider"},
+                           {"execution_provider", provider.ort_name()},
                            {"provider_options", provider_options},
                            {"gpu_architecture", device.is_gpu() ? json(detail::gpu_architecture(device_class)) : json(nullptr)}});
   }

@@ -25,10 +25,11 @@
 #include "base/unique_fd.hpp"
 #include "engine/cache/bundle.hpp"
 #include "engine/cache/cache_use.hpp"
-#include "engine/cache/content_hash.hpp"
+#include "base/content_hash.hpp"
 #include "engine/cache/file_lock.hpp"
 #include "engine/cache/tar_archive.hpp"
 #include "engine/files/mapped_file.hpp"
+#include "engine/providers/provider_registry.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/base/output_file.hpp"
 #include "ortfleet/engine/cache.hpp"
@@ -47,9 +48,12 @@ constexpr const char* kStagingPrefix = ".import-";
 /// The device classes of this machine: its CPU's, and each GPU's.
 std::vector<std::string> local_device_classes() {
   std::vector<std::string> classes = {detail::device_class(Device::cpu())};
-  for (int i = 0; i < gpu_count(); ++i) {
-    const std::string c = detail::device_class(Device::cuda(i));
-    if (std::find(classes.begin(), classes.end(), c) == classes.end()) classes.push_back(c);
+  for (const auto* provider : detail::execution_providers()) {
+    if (provider->memory() == nullptr) continue;  // the CPU's, already there
+    for (int i = 0; i < provider->device_count(); ++i) {
+      const std::string c = detail::device_class(Device{provider->kind(), i});
+      if (std::find(classes.begin(), classes.end(), c) == classes.end()) classes.push_back(c);
+    }
   }
   return classes;
 }

@@ -11,10 +11,10 @@
 #include "base/private_dir.hpp"
 #include "base/system_paths.hpp"
 #include "engine/cache/cache_use.hpp"
-#include "engine/cache/content_hash.hpp"
-#include "engine/cuda/cuda_driver.hpp"
+#include "base/content_hash.hpp"
 #include "engine/cache/file_lock.hpp"
 #include "engine/cache/model_digest.hpp"
+#include "engine/providers/provider_registry.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/runtime.hpp"
 
@@ -23,34 +23,10 @@ namespace fs = std::filesystem;
 
 namespace {
 uint64_t hash_text(const std::string& text) { return detail::xxh64(text.data(), text.size()); }
-
-/// The CPU model and instruction-set flags: an optimised CPU graph uses the ISA it was made on
-/// (e.g. NCHWc block sizes), so another CPU gets its own entry.
-std::string cpu_identity() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  std::string model;
-  std::string flags;
-  while (std::getline(in, line) && (model.empty() || flags.empty())) {
-    if (model.empty() && line.rfind("model name", 0) == 0) model = line;
-    if (flags.empty() && line.rfind("flags", 0) == 0) flags = line;
-  }
-  return detail::hex64(hash_text(model + flags));
-}
 }  // namespace
 
 namespace detail {
-std::string device_class(const Device& device) {
-  if (!device.is_gpu()) return "cpu-" + cpu_identity();
-  // Only this GPU's compute capability: enumerating every GPU (and NVML) cost 70-100 ms per start.
-  auto& driver = CudaDriver::instance();
-  std::string device_class = "cuda";
-  if (driver.ok()) {
-    device_class += "-sm_" + std::to_string(driver.attribute(cuda_ordinal(device), CudaDriver::kComputeCapabilityMajor) * 10 +
-                                           driver.attribute(cuda_ordinal(device), CudaDriver::kComputeCapabilityMinor));
-  }
-  return device_class;
-}
+std::string device_class(const Device& device) { return provider_for(device).device_class(device); }
 
 std::string entry_name(const std::string& model_path, const std::string& key, ModelCacheFormat format) {
   // ONNX Runtime tells the formats apart by this extension, from a path or from the bytes' header.
@@ -65,7 +41,7 @@ std::string cache_key_text(const std::string& model_content, const Device& devic
   const RuntimeInfo* rt = loaded_runtime();
   std::string key = model_content + "|ort=" + (rt ? rt->version : "?") + "|device=" + device_class(device) +
                     "|opt=" + to_string(config.session.graph_optimization);
-  if (device.is_gpu()) key += "|nhwc=" + std::string(config.cuda.prefer_nhwc ? "1" : "0");
+  key += provider_for(device).graph_key(config);
   if (config.session.model_cache_format != ModelCacheFormat::onnx) key += "|format=" + to_string(config.session.model_cache_format);
   for (const auto& [k, v] : config.session.config_entries) key += "|" + k + "=" + v;
   return key;

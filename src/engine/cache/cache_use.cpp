@@ -17,7 +17,7 @@
 
 #include "base/private_dir.hpp"
 #include "base/unique_fd.hpp"
-#include "engine/cache/content_hash.hpp"
+#include "base/content_hash.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/cache.hpp"
 #include "ortfleet/engine/model_file.hpp"

@@ -4,7 +4,7 @@
 #include <fstream>
 
 #include "base/private_dir.hpp"
-#include "engine/cache/content_hash.hpp"
+#include "base/content_hash.hpp"
 #include "engine/files/mapped_file.hpp"
 #include "ortfleet/engine/cache.hpp"
 

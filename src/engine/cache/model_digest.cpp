@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/private_dir.hpp"
-#include "engine/cache/content_hash.hpp"
+#include "base/content_hash.hpp"
 #include "ortfleet/base/error.hpp"
 #include "engine/files/model_file.hpp"
 

@@ -1,20 +1,10 @@
 #include "ortfleet/engine/devices.hpp"
 
-#include <fmt/format.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
 #include <charconv>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
+#include <optional>
 #include <set>
-#include <sstream>
 
-#include "base/slurm.hpp"
-#include "engine/cuda/cuda_driver.hpp"
-#include "engine/cuda/nvml.hpp"
 #include "ortfleet/base/error.hpp"
 
 namespace ortfleet {
@@ -69,9 +59,14 @@ std::string to_string(const std::vector<Device>& devices) {
   return out;
 }
 
+bool means_all_devices(std::string_view spec) {
+  spec = trim(spec);
+  return spec.empty() || spec == "all";
+}
+
 std::vector<Device> parse_devices(std::string_view spec, int gpu_count) {
   spec = trim(spec);
-  if (spec.empty() || spec == "all") {
+  if (means_all_devices(spec)) {
     if (gpu_count == 0) return {Device::cpu()};
     std::vector<Device> all;
     for (int i = 0; i < gpu_count; ++i) all.push_back(Device::cuda(i));
@@ -120,151 +115,6 @@ std::vector<Device> parse_devices(std::string_view spec, int gpu_count) {
     if (!seen.insert(d).second) throw Error("device " + d.to_string() + " is listed twice", "List each device once");
   }
   return devices;
-}
-
-DeviceSelection select_devices(std::string_view spec) {
-  const std::string_view text = trim(spec);
-  const auto slurm = detail::slurm_allocation();
-  if (!slurm || !(text.empty() || text == "all")) return {parse_devices(spec, gpu_count()), ""};
-  const std::string job = slurm->described();
-  const std::string cpus = slurm->cpus_on_node > 0 ? fmt::format(" ({} CPU{} of this node)", slurm->cpus_on_node, slurm->cpus_on_node == 1 ? "" : "s") : std::string();
-  if (slurm->visible_devices) {
-    // CUDA sees what CUDA_VISIBLE_DEVICES lists: Slurm's choice when it gave GPUs, else the user's own.
-    const int usable = gpu_count();
-    const std::string visible = "CUDA_VISIBLE_DEVICES=" + *slurm->visible_devices;
-    if (usable == 0) {
-      return {{Device::cpu()}, fmt::format("the CPU{}: {} names no GPU this node has usable ({})", cpus, visible, job)};
-    }
-    const std::string whose = slurm->gpus.empty() ? fmt::format("of {} ({} was given no GPU by Slurm itself)", visible, job)
-                                                  : fmt::format("Slurm gave {} ({})", job, visible);
-    return {parse_devices("all", usable), fmt::format("the {} GPU{} {}", usable, usable == 1 ? "" : "s", whose)};
-  }
-  if (!slurm->gpus.empty()) {
-    // GPUs given, but not exported for CUDA: take the node indices Slurm names as CUDA ordinals.
-    std::vector<Device> devices;
-    try {
-      devices = parse_devices(slurm->gpus, gpu_count());
-    } catch (const Error& e) {
-      throw Error(fmt::format("{}={} (what Slurm gave {}, taken as CUDA ordinals since CUDA_VISIBLE_DEVICES is not set): {}", slurm->gpus_variable,
-                              slurm->gpus, job, e.what_failed()),
-                  "Run it in a job as Slurm set it up, or give --devices yourself");
-    }
-    return {devices, fmt::format("the {} GPU{} Slurm gave {} ({}={}; CUDA_VISIBLE_DEVICES is not set, so they are taken as CUDA ordinals)",
-                                 devices.size(), devices.size() == 1 ? "" : "s", job, slurm->gpus_variable, slurm->gpus)};
-  }
-  return {{Device::cpu()}, fmt::format("the CPU{}: Slurm gave {} no GPU (ask for GPUs with --gpus=N or --gres=gpu:N; --devices 0,1 "
-                                       "uses GPUs it did not give)", cpus, job)};
-}
-
-namespace {
-
-/// NVML tells what the driver API does not: the driver's release, MIG mode and persistence mode.
-void add_nvml_facts(CudaDriverInfo& info) {
-  const auto& nvml = detail::Nvml::instance();
-  if (!nvml.ok()) return;
-  if (auto version = nvml.driver_version()) info.driver_version = *version;
-  for (auto& gpu : info.gpus) {
-    const auto modes = nvml.modes(gpu.pci_bus_id);
-    if (modes.mig_enabled) gpu.mig_enabled = modes.mig_enabled;
-    if (modes.persistence_mode) gpu.persistence_mode = modes.persistence_mode;
-  }
-}
-
-}  // namespace
-
-const CudaDriverInfo& probe_cuda_driver() {
-  static const CudaDriverInfo info = [] {
-    CudaDriverInfo out;
-    auto& driver = detail::CudaDriver::instance();
-    out.library_path = driver.library_path();
-    out.init_ms = driver.init_ms();
-    if (!driver.ok()) {
-      out.error = driver.error();
-      return out;
-    }
-    out.loaded = true;
-    try {
-      out.driver_api_version = driver.driver_version();
-      for (int i = 0; i < driver.device_count(); ++i) {
-        GpuInfo gpu;
-        gpu.ordinal = i;
-        gpu.name = driver.device_name(i);
-        gpu.uuid = driver.device_uuid(i);
-        gpu.pci_bus_id = driver.pci_bus_id(i);
-        gpu.total_memory = driver.total_memory(i);
-        gpu.compute_major = driver.attribute(i, detail::CudaDriver::kComputeCapabilityMajor);
-        gpu.compute_minor = driver.attribute(i, detail::CudaDriver::kComputeCapabilityMinor);
-        gpu.multiprocessors = driver.attribute(i, detail::CudaDriver::kMultiprocessorCount);
-        out.gpus.push_back(std::move(gpu));
-      }
-    } catch (const Error& e) {
-      out.error = e.what();
-    }
-    add_nvml_facts(out);
-    return out;
-  }();
-  return info;
-}
-
-std::optional<std::string> narrowed_visible_devices(const Device& device) {
-  if (!device.is_gpu() || device.index < 0) return std::nullopt;
-  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-  if (visible == nullptr) return std::to_string(device.index);
-  std::vector<std::string> entries;
-  std::stringstream list(visible);
-  for (std::string entry; std::getline(list, entry, ',');) {
-    const auto first = entry.find_first_not_of(" \t");
-    const auto last = entry.find_last_not_of(" \t");
-    entries.push_back(first == std::string::npos ? std::string() : entry.substr(first, last - first + 1));
-  }
-  if (static_cast<size_t>(device.index) >= entries.size() || entries[static_cast<size_t>(device.index)].empty()) return std::nullopt;
-  return entries[static_cast<size_t>(device.index)];
-}
-
-namespace {
-std::atomic<int> narrowed_index{-1};
-}  // namespace
-
-void set_narrowed_device(const Device& device) { narrowed_index = device.is_gpu() ? device.index : -1; }
-
-int cuda_ordinal(const Device& device) { return device.is_gpu() && device.index == narrowed_index.load() ? 0 : device.index; }
-
-uint64_t memory_in_use(const Device& device) {
-  if (device.is_gpu()) {
-    const auto [free_bytes, total_bytes] = detail::CudaDriver::instance().memory_info(cuda_ordinal(device));
-    return total_bytes - free_bytes;
-  }
-  std::ifstream statm("/proc/self/statm");
-  uint64_t size = 0;
-  uint64_t resident = 0;
-  statm >> size >> resident;
-  return resident * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-}
-
-Device default_device() { return gpu_count() > 0 ? Device::cuda(0) : Device::cpu(); }
-
-int gpu_count() {
-  int nodes = 0;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator("/dev", ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.size() > 6 && name.rfind("nvidia", 0) == 0 && to_int(std::string_view(name).substr(6))) ++nodes;
-  }
-  if (nodes == 0) return 0;
-  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) {
-    // CUDA stops at the first invalid entry; "" and "-1" hide every GPU.
-    int listed = 0;
-    std::string_view rest = visible;
-    while (!rest.empty()) {
-      const size_t comma = std::min(rest.find(','), rest.size());
-      const std::string_view item = trim(rest.substr(0, comma));
-      if (item.empty() || item.front() == '-') break;
-      ++listed;
-      rest = comma < rest.size() ? rest.substr(comma + 1) : std::string_view{};
-    }
-    return std::min(nodes, listed);
-  }
-  return nodes;
 }
 
 }  // namespace ortfleet

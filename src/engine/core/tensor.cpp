@@ -6,7 +6,6 @@
 #include <optional>
 #include <random>
 
-#include "engine/cuda/cuda_driver.hpp"
 #include "ortfleet/base/error.hpp"
 
 namespace ortfleet {
@@ -116,29 +115,6 @@ Tensor Tensor::borrow(std::string name, ElementType type, std::vector<int64_t> s
   t.bytes = checked_bytes(t.shape, type, "tensor '" + t.name + "'");
   t.data = data;
   t.device = device;
-  return t;
-}
-
-Tensor Tensor::allocate_on_gpu(std::string name, ElementType type, std::vector<int64_t> shape, size_t bytes, const Device& device) {
-  const int ordinal = cuda_ordinal(device);
-  void* memory = detail::CudaDriver::instance().allocate(ordinal, bytes);
-  Tensor t = borrow(std::move(name), type, std::move(shape), memory, device);
-  t.bytes = bytes;
-  t.owner = std::shared_ptr<void>(memory, [ordinal](void* p) { detail::CudaDriver::instance().release(ordinal, p); });
-  return t;
-}
-
-Tensor Tensor::copy_to_gpu(const Tensor& host, const Device& device) {
-  if (host.on_gpu()) throw Error("tensor '" + host.name + "' is on " + host.device.to_string() + ", not in host memory", {}, device.to_string());
-  Tensor t = allocate_on_gpu(host.name, host.type, host.shape, host.bytes, device);
-  detail::CudaDriver::instance().copy_to_device(cuda_ordinal(device), t.data, host.data, host.bytes);
-  return t;
-}
-
-Tensor Tensor::copy_to_host(const Tensor& on_gpu) {
-  if (!on_gpu.on_gpu()) throw Error("tensor '" + on_gpu.name + "' is in host memory, not on a GPU");
-  Tensor t = host_allocate(on_gpu.name, on_gpu.type, on_gpu.shape);
-  detail::CudaDriver::instance().copy_to_host(cuda_ordinal(on_gpu.device), t.data, on_gpu.data, on_gpu.bytes);
   return t;
 }
 

@@ -3,6 +3,7 @@
 // cuda_provider.hpp, finds and registers its library).
 #include "engine/runtime/ort_api.hpp"
 #include "ortfleet/engine/cuda_provider.hpp"
+#include "ortfleet/engine/devices.hpp"
 #include "ortfleet/engine/options.hpp"
 
 namespace ortfleet::detail {

@@ -12,6 +12,7 @@
 #include "engine/files/model_file.hpp"
 #include "engine/files/ort_format_file.hpp"
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/engine/cuda_devices.hpp"
 #include "ortfleet/engine/tensor.hpp"
 
 namespace ortfleet::detail {

@@ -5,9 +5,10 @@
 #include <algorithm>
 #include <chrono>
 
-#include "engine/cuda/cuda_driver.hpp"
+#include "engine/providers/provider_registry.hpp"
 #include "ortfleet/engine/tensor.hpp"
 #include "engine/session/tensor_padding.hpp"
+#include "ortfleet/engine/device_tensor.hpp"
 
 namespace ortfleet::detail {
 
@@ -18,7 +19,7 @@ double ms_since(std::chrono::steady_clock::time_point start) {
 }  // namespace
 
 BucketedCalls::BucketedCalls(Device device, std::map<std::string, double> pad_values)
-    : device_(std::move(device)), pad_values_(std::move(pad_values)) {}
+    : device_(std::move(device)), memory_(provider_for(device_).memory()), pad_values_(std::move(pad_values)) {}
 
 std::vector<Tensor> BucketedCalls::call(const BucketPlan& plan, const std::vector<Tensor>& given, const InputShapes& shapes, const InputShapes& bucket,
                                         bool outputs_on_device, const RunPadded& run) {
@@ -31,13 +32,13 @@ std::vector<Tensor> BucketedCalls::call(const BucketPlan& plan, const std::vecto
   for (const auto& t : given) padded.push_back(padded_input(t, bucket.at(t.name), call.upload_ms));
   call.pad_ms = ms_since(start);
   const auto running = std::chrono::steady_clock::now();
-  std::vector<Tensor> out = run(padded, device_.is_gpu());
+  std::vector<Tensor> out = run(padded, memory_ != nullptr);
   call.run_ms = ms_since(running);
   padded.clear();  // the buffers are free for the next call
   double settle_ms = 0;  // (debug) GPU work still in flight when the run returned
-  if (device_.is_gpu() && spdlog::should_log(spdlog::level::debug)) {
+  if (memory_ != nullptr && spdlog::should_log(spdlog::level::debug)) {
     const auto settling = std::chrono::steady_clock::now();
-    CudaDriver::instance().synchronize(cuda_ordinal(device_));
+    memory_->synchronize(device_);
     settle_ms = ms_since(settling);
   }
   const auto cropping = std::chrono::steady_clock::now();
@@ -84,7 +85,7 @@ Tensor BucketedCalls::gpu_buffer(const std::string& name, const std::string& pur
   if (kept.owner && kept.owner.use_count() == 1 && kept.bytes >= bytes) {
     buffer = kept;  // shares its owner: ours until this call lets go
   } else {
-    buffer = Tensor::allocate_on_gpu(name, type, shape, bytes, device_);
+    buffer = allocate_on_device(name, type, shape, bytes, device_);
     if (!kept.owner || kept.owner.use_count() == 1) kept = buffer;
   }
   buffer.name = name;
@@ -97,7 +98,7 @@ Tensor BucketedCalls::gpu_buffer(const std::string& name, const std::string& pur
 Tensor BucketedCalls::padded_input(const Tensor& t, const std::vector<int64_t>& shape, double& upload_ms) {
   const auto value = pad_values_.find(t.name);
   const double pad = value == pad_values_.end() ? 0.0 : value->second;
-  if (!device_.is_gpu()) return padded(t, shape, pad, Device::cpu());
+  if (memory_ == nullptr) return padded(t, shape, pad, Device::cpu());
   Tensor into = gpu_buffer(t.name, shape_text(shape), t.type, shape, checked_bytes(shape, t.type, "input '" + t.name + "' padded"));
   if (t.on_gpu()) {
     pad_into(t, into, pad);
@@ -107,7 +108,7 @@ Tensor BucketedCalls::padded_input(const Tensor& t, const std::vector<int64_t>& 
   // from pageable memory goes row by row.
   const auto uploading = std::chrono::steady_clock::now();
   Tensor staged = gpu_buffer(t.name, "staging", t.type, t.shape, t.bytes);
-  CudaDriver::instance().copy_to_device(cuda_ordinal(device_), staged.data, t.data, t.bytes);
+  memory_->copy_to_device(device_, staged.data, t.data, t.bytes);
   upload_ms += ms_since(uploading);
   pad_into(staged, into, pad);
   return into;
@@ -123,14 +124,14 @@ Tensor BucketedCalls::cropped_output(const Tensor& t, const std::vector<int64_t>
     crop_into(t, crop);
   }
   const auto copying = std::chrono::steady_clock::now();
-  CudaDriver::instance().copy_to_host(cuda_ordinal(device_), host.data, crop.data, host.bytes);
+  memory_->copy_to_host(device_, host.data, crop.data, host.bytes);
   copy_down_ms += ms_since(copying);
   return host;
 }
 
 void BucketedCalls::reserve(const std::vector<TensorSpec>& inputs, const std::vector<InputShapes>& bucket_shapes,
                             const std::vector<TensorSpec>& outputs, const std::vector<size_t>& largest_outputs) {
-  if (!device_.is_gpu()) return;
+  if (memory_ == nullptr) return;
   // A buffer grown mid-stream cost a call tens of ms (an allocation, a free that waits for the GPU, the
   // page faults of fresh host memory, a pageable copy): DeepLab's bucketed stream had a p99 of 6-9x its
   // p50. Made now at their largest, no call pays them. Two host buffers per output: `out =
@@ -144,10 +145,7 @@ void BucketedCalls::reserve(const std::vector<TensorSpec>& inputs, const std::ve
     if (staging > 0) gpu_buffer(input.name, "staging", input.type, {}, staging);
   }
   // Pinned, the copy down is one DMA rather than a pass through the driver's staging buffer.
-  const int ordinal = cuda_ordinal(device_);
-  const HostBufferPool::Pin pin = [ordinal](void* pointer, size_t bytes) -> std::shared_ptr<void> {
-    return CudaDriver::instance().register_host(ordinal, pointer, bytes);
-  };
+  const HostBufferPool::Pin pin = [memory = memory_, device = device_](void* pointer, size_t bytes) { return memory->pin_host(device, pointer, bytes); };
   for (size_t i = 0; i < largest_outputs.size() && i < outputs.size(); ++i) {
     gpu_buffer(outputs[i].name, "cropped", outputs[i].type, {}, largest_outputs[i]);
     host_outputs_.reserve(largest_outputs[i], pin);

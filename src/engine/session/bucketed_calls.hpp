@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/runtime/execution_provider.hpp"
 #include "engine/session/host_buffer_pool.hpp"
 #include "engine/shapes/buckets.hpp"
 #include "ortfleet/engine/session.hpp"
@@ -54,6 +55,7 @@ class BucketedCalls {
   void record(BucketCallTime call);
 
   Device device_;
+  const DeviceMemory* memory_;  // the device's own, or null: the CPU's calls are padded in host memory
   std::map<std::string, double> pad_values_;
   // The padded inputs (by input and bucket shape), the staging a host input crosses the bus into
   // before it is padded, the cropped outputs on their way to the host. Allocating and freeing 10 MB

@@ -38,13 +38,13 @@ Session::Session(const SessionSpec& spec, Timeline* timeline) : impl_(std::make_
 }
 
 Session::~Session() {
-  if (impl_ && impl_->context.held()) {
+  if (impl_ && impl_->device_hold) {
     // Sessions, their graph buffers and the weights they share go before the context they live in.
     impl_->sessions.clear();
     impl_->bucketed->release_device_buffers();
     impl_->profiled.reset();
     impl_->shared_weights.reset();
-    impl_->context = {};
+    impl_->device_hold.reset();
   }
 }
 Session::Session(Session&&) noexcept = default;
@@ -64,7 +64,7 @@ const std::vector<InputShapes>& Session::declared_shapes() const { return impl_-
 BucketCallCosts Session::bucket_calls() const { return impl_->bucketed->costs(); }
 
 uint64_t Session::memory_bytes() const {
-  const uint64_t now = memory_in_use(impl_->spec.device);
+  const uint64_t now = detail::memory_in_use(impl_->spec.device);
   return now - std::min(impl_->memory_at_start, now);
 }
 

@@ -6,9 +6,6 @@
 #include <fmt/format.h>
 
 #include "engine/cache/cache_use.hpp"
-#include "engine/cuda/cuda_driver.hpp"
-#include "engine/cuda/cuda_environment.hpp"
-#include "engine/cuda/cuda_provider.hpp"
 #include "engine/cuda/shared_weights.hpp"
 #include "engine/files/mapped_file.hpp"
 #include "engine/files/model_file.hpp"
@@ -83,18 +80,16 @@ Ort::SessionOptions Session::Impl::make_options(bool first) {
   // bucketed stream ran at 2x its steady time on 2 cores). Several sessions do not spin.
   const auto& shapes = spec.config.shapes;
   const bool several = !shapes.declared.empty() || !shapes.batches.empty() || !shapes.buckets.empty() || shapes.policy == ShapePolicy::per_shape;
-  if (!spec.device.is_gpu() && several && shapes.max_sessions > 1) options.thread_spinning = false;
+  if (ep().memory() == nullptr && several && shapes.max_sessions > 1) options.thread_spinning = false;
   apply_session_options(so, options);
   so.SetLogId(lane.c_str());
   // One profile per device: the first session's, which the start-up runs.
   if (first && !spec.profile_prefix.empty()) so.EnableProfiling(spec.profile_prefix.c_str());
-  if (spec.device.is_gpu()) {
-    try {
-      ProviderAttachment attached = detail::attach_cuda(so, cuda_ordinal(spec.device), spec.config.cuda);
-      if (first) provider = std::move(attached);
-    } catch (const Error& e) {
-      throw e.at(lane);
-    }
+  try {
+    ProviderAttachment attached = ep().attach(so, spec.device, spec.config);
+    if (first) provider = std::move(attached);
+  } catch (const Error& e) {
+    throw e.at(lane);
   }
   return so;
 }
@@ -122,25 +117,21 @@ void Session::Impl::create() {
   validate_model_file(model);
   load_runtime();
   detail::ort_env();
-  // Only effective before the process's first CUDA call (the fleet sets them before cuInit).
-  detail::apply_cuda_environment(spec.config);
+  // What each provider reads once per process, before its first use (CUDA_MODULE_LOADING before cuInit:
+  // the fleet sets them earlier still).
+  for (const auto* p : detail::execution_providers()) p->apply_environment(spec.config);
 
-  if (spec.device.is_gpu()) {
-    // Phases a fleet has already done up front are not recorded again (they cost nothing here).
-    if (!cuda_provider_prepared()) {
-      auto p = phase(phase::ep_register);
-      const auto& state = prepare_cuda_provider();
-      if (p) p->arg("path", state.path);
-    }
-    auto& driver = detail::CudaDriver::instance();
-    // Creating the primary context here, outside ONNX Runtime, makes its cost visible and lets a
-    // fleet create the contexts of several GPUs in parallel.
-    auto p = driver.holds_context(cuda_ordinal(spec.device)) ? std::nullopt : phase(phase::cuda_context);
-    context = detail::CudaDriver::PrimaryContext(cuda_ordinal(spec.device));
-  } else {
-    provider.path = "cpu";
+  // Phases a fleet has already done up front are not recorded again (they cost nothing here).
+  if (!ep().prepared()) {
+    auto p = phase(phase::ep_register);
+    const std::string path = ep().prepare();
+    if (p) p->arg("path", path);
   }
-  memory_at_start = memory_in_use(spec.device);
+  {
+    auto p = ep().device_open(spec.device) ? std::nullopt : phase(phase::cuda_context);
+    device_hold = ep().open_device(spec.device);
+  }
+  memory_at_start = detail::memory_in_use(spec.device);
 
   Ort::SessionOptions so = make_options(/*first=*/true);
   // Nodes assigned to an EP by name (a crash's work-around, doctor --locate-crash) ran on the CUDA EP
@@ -170,7 +161,7 @@ void Session::Impl::create() {
 
   auto first = std::make_shared<ShapeSession>();
   first->first = true;
-  first->memory_before = memory_in_use(spec.device);
+  first->memory_before = detail::memory_in_use(spec.device);
   const auto creating = std::chrono::steady_clock::now();
   {
     auto p = phase(phase::session_create);

@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "engine/cache/cache_use.hpp"
-#include "engine/cuda/cuda_driver.hpp"
 #include "engine/cuda/shared_weights.hpp"
 #include "engine/files/mapped_file.hpp"
+#include "engine/providers/provider_registry.hpp"
 #include "engine/runtime/ort_api.hpp"
 #include "engine/session/bucketed_calls.hpp"
 #include "engine/session/host_buffer_pool.hpp"
@@ -74,7 +74,7 @@ struct Session::Impl {
   std::string cache_entry;
   double create_ms = 0;       // the first ONNX Runtime session's creation, cache lookup included
   double first_run_ms = 0;    // the first warm-up run: with create_ms, what a new session costs
-  detail::CudaDriver::PrimaryContext context;  // held while the sessions live (a GPU device)
+  std::shared_ptr<void> device_hold;  // the device made ready (a GPU's context), held while the sessions live
   uint64_t memory_at_start = 0;  // in use when creation began, the context already made
   std::map<std::string, ValueRange> model_ranges;  // recorded in the model's metadata (ortfleet.input_range.NAME)
   std::unique_ptr<detail::WarmupInputSource> warmup_source;  // what warm-up (and the cache's check) feeds the model
@@ -109,9 +109,10 @@ struct Session::Impl {
     return timeline->scope(name, lane);
   }
 
-  Ort::MemoryInfo gpu_memory() const {
-    return Ort::MemoryInfo("Cuda", OrtArenaAllocator, cuda_ordinal(spec.device), OrtMemTypeDefault);
-  }
+  /// The execution provider of this session's device.
+  const detail::ExecutionProvider& ep() const { return detail::provider_for(spec.device); }
+  /// ONNX Runtime's description of the device's own memory, for tensors bound in place.
+  Ort::MemoryInfo ort_device_memory() const { return detail::device_memory(spec.device).ort_memory(spec.device); }
   bool graph_mode() const { return spec.device.is_gpu() && spec.config.cuda.cuda_graph; }
   int max_sessions() const { return std::max({1, spec.config.shapes.max_sessions, static_cast<int>(declared.size())}); }
   /// Runs `given` on `s`, timed: milliseconds.

@@ -6,6 +6,8 @@
 
 #include "base/crash_report.hpp"
 #include "engine/cuda/cuda_driver.hpp"
+#include "ortfleet/engine/cuda_devices.hpp"
+#include "ortfleet/engine/device_tensor.hpp"
 #include "engine/runtime/ort_errors.hpp"
 #include "engine/session/input_check.hpp"
 #include "engine/session/session_impl.hpp"
@@ -16,6 +18,8 @@ namespace ortfleet {
 
 std::vector<Tensor> Session::run(const std::vector<Tensor>& given, bool outputs_on_device) {
   auto& s = *impl_;
+  // A device without memory of its own (the CPU) has nowhere else to leave its outputs: host memory.
+  outputs_on_device = outputs_on_device && s.ep().memory() != nullptr;
   std::optional<detail::CudaDriver::CurrentContextKeeper> keep;  // the caller's current device stays theirs
   if (s.spec.device.is_gpu()) keep.emplace();
   for (const auto& t : given) s.check_device_of(t);
@@ -46,7 +50,7 @@ std::vector<Tensor> Session::run(const std::vector<Tensor>& given, bool outputs_
     throw Error(e.what_failed() + " (it ran unpadded: " + over->what + ")", over->fix, e.where());
   }
   if (session->calls.fetch_add(1) == 0) {
-    const uint64_t now = memory_in_use(s.spec.device);
+    const uint64_t now = detail::memory_in_use(s.spec.device);
     session->memory_bytes = now - std::min(session->memory_before, now);
   }
   return out;
@@ -99,7 +103,7 @@ std::vector<Tensor> Session::Impl::run_plain(ShapeSession& shape_session, const 
   bool any_on_gpu = outputs_on_device;
   for (const auto& t : given) {
     any_on_gpu = any_on_gpu || t.on_gpu();
-    const Ort::MemoryInfo info = t.on_gpu() ? gpu_memory() : Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault);
+    const Ort::MemoryInfo info = t.on_gpu() ? ort_device_memory() : Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault);
     in_names.push_back(t.name.c_str());
     in_values.push_back(Ort::Value::CreateTensor(info, t.data, t.bytes, t.shape.data(), t.shape.size(),
                                                  static_cast<ONNXTensorElementDataType>(t.type)));
@@ -107,7 +111,7 @@ std::vector<Tensor> Session::Impl::run_plain(ShapeSession& shape_session, const 
   if (std::any_of(given.begin(), given.end(), [](const Tensor& t) { return t.on_gpu(); })) {
     // GPU inputs may have been written on another stream (PyTorch's, CuPy's): let that work finish
     // before ONNX Runtime's stream reads them.
-    detail::CudaDriver::instance().synchronize(cuda_ordinal(spec.device));
+    detail::device_memory(spec.device).synchronize(spec.device);
   }
   Ort::RunOptions run_options;
   if (shrink_arena) {
@@ -124,7 +128,7 @@ std::vector<Tensor> Session::Impl::run_plain(ShapeSession& shape_session, const 
       // Device tensors go through IO binding: ONNX Runtime reads and writes GPU memory in place.
       Ort::IoBinding binding(session);
       for (size_t i = 0; i < in_values.size(); ++i) binding.BindInput(in_names[i], in_values[i]);
-      const Ort::MemoryInfo out_info = outputs_on_device ? gpu_memory() : Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault);
+      const Ort::MemoryInfo out_info = outputs_on_device ? ort_device_memory() : Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault);
       for (const auto& o : outputs) binding.BindOutput(o.name.c_str(), out_info);
       session.Run(run_options, binding);
       binding.SynchronizeOutputs();
@@ -156,7 +160,7 @@ std::vector<Tensor> Session::Impl::run_graph(ShapeSession& g, const std::vector<
   std::lock_guard replay(g.graph_mutex);
   if (g.graph_inputs.empty()) {
     // The buffers this session's graph will be captured on: the inputs of its first call, copied.
-    for (const auto& t : given) g.graph_inputs.push_back(Tensor::allocate_on_gpu(t.name, t.type, t.shape, t.bytes, spec.device));
+    for (const auto& t : given) g.graph_inputs.push_back(allocate_on_device(t.name, t.type, t.shape, t.bytes, spec.device));
   }
   for (const auto& t : given) {
     const auto fixed = std::find_if(g.graph_inputs.begin(), g.graph_inputs.end(), [&](const Tensor& f) { return f.name == t.name; });
@@ -175,7 +179,7 @@ std::vector<Tensor> Session::Impl::run_graph(ShapeSession& g, const std::vector<
     }
   }
 
-  const Ort::MemoryInfo gpu = gpu_memory();
+  const Ort::MemoryInfo gpu = ort_device_memory();
   Ort::IoBinding binding(g.session);
   for (const auto& t : g.graph_inputs) {
     binding.BindInput(t.name.c_str(), Ort::Value::CreateTensor(gpu, t.data, t.bytes, t.shape.data(), t.shape.size(),
@@ -204,7 +208,7 @@ std::vector<Tensor> Session::Impl::run_graph(ShapeSession& g, const std::vector<
     const std::vector<int64_t> shape = info.GetShape();
     const void* source = g.graph_outputs[i].GetTensorRawData();
     if (outputs_on_device) {
-      Tensor t = Tensor::allocate_on_gpu(outputs[i].name, type, shape, checked_bytes(shape, type, "output '" + outputs[i].name + "'"), spec.device);
+      Tensor t = allocate_on_device(outputs[i].name, type, shape, checked_bytes(shape, type, "output '" + outputs[i].name + "'"), spec.device);
       driver.copy_on_device(ordinal, t.data, source, t.bytes);
       out.push_back(std::move(t));
     } else {

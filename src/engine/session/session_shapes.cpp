@@ -32,7 +32,7 @@ void Session::Impl::declare_shapes() {
 std::shared_ptr<ShapeSession> Session::Impl::make_shape_session(const std::string& signature) {
   auto s = std::make_shared<ShapeSession>();
   s->signature = signature;
-  s->memory_before = memory_in_use(spec.device);
+  s->memory_before = detail::memory_in_use(spec.device);
   const auto start = std::chrono::steady_clock::now();
   auto p = phase(phase::shape_session);
   if (p) p->arg("shapes", signature);

@@ -7,7 +7,8 @@
 #include <cstring>
 #include <limits>
 
-#include "engine/cuda/cuda_driver.hpp"
+#include "engine/providers/provider_registry.hpp"
+#include "ortfleet/engine/device_tensor.hpp"
 #include "ortfleet/engine/tensor.hpp"
 #include "ortfleet/base/error.hpp"
 
@@ -55,8 +56,9 @@ void copy_block(const Tensor& from, Tensor& to) {
   auto* target = static_cast<std::byte*>(to.data);
   for (const auto& c : copies) {
     if (from.on_gpu() || to.on_gpu()) {
-      CudaDriver::instance().copy_rows(cuda_ordinal(from.on_gpu() ? from.device : to.device), target + c.to_offset, to.on_gpu(), c.to_pitch,
-                                       source + c.from_offset, from.on_gpu(), c.from_pitch, c.width, c.height);
+      const Device& device = from.on_gpu() ? from.device : to.device;
+      device_memory(device).copy_rows(device, target + c.to_offset, to.on_gpu(), c.to_pitch, source + c.from_offset, from.on_gpu(), c.from_pitch,
+                                      c.width, c.height);
       continue;
     }
     for (size_t row = 0; row < c.height; ++row) {
@@ -67,7 +69,7 @@ void copy_block(const Tensor& from, Tensor& to) {
 
 Tensor empty_like(const Tensor& t, const std::vector<int64_t>& shape, const Device& where, const char* what) {
   const size_t bytes = checked_bytes(shape, t.type, std::string(what) + " '" + t.name + "'");
-  if (where.is_gpu()) return Tensor::allocate_on_gpu(t.name, t.type, shape, bytes, where);
+  if (where.kind != Device::Kind::cpu) return allocate_on_device(t.name, t.type, shape, bytes, where);
   return Tensor::host_allocate(t.name, t.type, shape);  // every byte is written: padded or copied
 }
 
@@ -137,7 +139,7 @@ void pad_into(const Tensor& t, Tensor& out, double value) {
   const bool zero = std::all_of(pattern.begin(), pattern.end(), [](std::byte b) { return b == std::byte{0}; });
   const size_t count = out.bytes / pattern.size();
   if (out.on_gpu()) {
-    CudaDriver::instance().fill(cuda_ordinal(out.device), out.data, count, pattern.data(), pattern.size());
+    device_memory(out.device).fill(out.device, out.data, count, pattern.data(), pattern.size());
   } else if (zero) {
     std::memset(out.data, 0, out.bytes);
   } else {

@@ -18,9 +18,11 @@
 #include "engine/cuda/cuda_driver.hpp"
 #include "engine/cuda/cuda_environment.hpp"
 #include "engine/files/mapped_file.hpp"
+#include "engine/providers/provider_registry.hpp"
 #include "engine/runtime/ort_environment.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/cache.hpp"
+#include "ortfleet/engine/cuda_devices.hpp"
 #include "ortfleet/engine/cuda_provider.hpp"
 #include "ortfleet/engine/runtime.hpp"
 #include "ortfleet/engine/model_file.hpp"
@@ -52,7 +54,7 @@ void bring_up(const LocalStartPlan& plan, const RunConfig& config, const void* m
     result.session->warm_up(plan.warmup_runs);
     result.profile_path = result.session->end_profiling();
     result.ready_ns = monotonic_ns();
-    result.memory_bytes = memory_in_use(result.device);
+    result.memory_bytes = detail::memory_in_use(result.device);
     timeline.add({phase::ready, result.device.to_string(), result.ready_ns, result.ready_ns, 0, {}});
   } catch (const std::exception& e) {
     result.session.reset();
@@ -107,10 +109,12 @@ RunConfig tuned_for_fleet(const RunConfig& config, const Device& device, int fle
   RunConfig tuned = config;
   const RunConfig defaults;
   const int share = std::max(1, usable_cpus() / std::max(1, fleet_size));
+  // A session on a device with memory of its own (a GPU) computes there; its host threads mostly wait.
+  const bool off_the_host = provider_for(device).memory() != nullptr;
   if (config.session.intra_op_threads == defaults.session.intra_op_threads) {
-    tuned.session.intra_op_threads = device.is_gpu() ? std::min(4, share) : share;
+    tuned.session.intra_op_threads = off_the_host ? std::min(4, share) : share;
   }
-  if (device.is_gpu() && config.session.thread_spinning == defaults.session.thread_spinning) {
+  if (off_the_host && config.session.thread_spinning == defaults.session.thread_spinning) {
     tuned.session.thread_spinning = false;
   }
   // The pre-optimised model: its first start fills the cache, every later one skips graph
@@ -127,6 +131,8 @@ RunConfig tuned_for_fleet(const RunConfig& config, const Device& device, int fle
 PreparedRuntime prepare_runtime(const LocalStartPlan& plan, Timeline& timeline) {
   PreparedRuntime out;
   out.device_errors.resize(plan.devices.size());
+  // CUDA's start overlapped: its EP library, cuInit and each GPU's context beside the runtime's load.
+  // Another provider is prepared by its first session (Session::Impl::create), in order.
   const bool any_gpu = std::any_of(plan.devices.begin(), plan.devices.end(), [](const Device& d) { return d.is_gpu(); });
   std::thread load_ep_library;
   std::thread init_cuda;

@@ -7,18 +7,13 @@
 #include <sstream>
 #include <thread>
 
-#include "engine/cuda/process_checkpoint.hpp"
+#include "engine/providers/provider_registry.hpp"
 #include "ortfleet/base/clock.hpp"
 #include "ortfleet/base/error.hpp"
 
 namespace ortfleet::detail {
 
-std::optional<std::string> WorkerParking::unavailable(const Device& device) {
-  if (!device.is_gpu()) return std::string("a CPU worker holds no GPU memory to release");
-  const ProcessCheckpoint& api = ProcessCheckpoint::instance();
-  if (!api.available()) return api.why_unavailable();
-  return std::nullopt;
-}
+std::optional<std::string> WorkerParking::unavailable(const Device& device) { return provider_for(device).parking().unavailable(); }
 
 std::shared_ptr<WorkerParking::Entry> WorkerParking::entry(const WorkerProcess& worker) {
   std::lock_guard lock(mutex_);
@@ -54,7 +49,7 @@ WorkerParking::Outcome WorkerParking::park(const std::vector<std::shared_ptr<Wor
         why = *no;
       } else {
         try {
-          ProcessCheckpoint::instance().park(worker->pid(), lock_timeout_s);
+          provider_for(worker->device()).parking().park(worker->pid(), lock_timeout_s);
           {
             std::lock_guard fields(e->fields);
             e->parked = true;
@@ -94,7 +89,7 @@ void WorkerParking::unpark(const WorkerProcess& worker) {
     e->parked = false;  // restored or broken: either way no longer parked
   }
   const int64_t start = monotonic_ns();
-  ProcessCheckpoint::instance().unpark(worker.pid());
+  provider_for(worker.device()).parking().unpark(worker.pid());
   spdlog::info("{}: restored worker pid {} from its checkpoint in {:.0f} ms", worker.device().to_string(), worker.pid(),
                static_cast<double>(monotonic_ns() - start) / 1e6);
 }

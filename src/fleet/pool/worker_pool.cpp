@@ -23,6 +23,7 @@
 #include "fleet/worker/worker_protocol.hpp"
 #include "ortfleet/base/clock.hpp"
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/engine/device_selection.hpp"
 #include "process/process_memory.hpp"
 
 namespace ortfleet {

@@ -20,6 +20,7 @@
 #include "fleet/pool/pool_start.hpp"
 #include "fleet/worker/worker_channel.hpp"
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/engine/device_selection.hpp"
 #include "ortfleet/engine/runtime.hpp"
 #include "ortfleet/engine/model_file.hpp"
 #include "ortfleet/fleet/pool_server.hpp"

@@ -4,7 +4,10 @@
 
 #include <algorithm>
 
+#include "engine/providers/provider_registry.hpp"
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/engine/cuda_devices.hpp"
+#include "ortfleet/engine/device_tensor.hpp"
 
 namespace ortfleet {
 
@@ -30,10 +33,17 @@ std::string handle_key(const std::array<std::byte, 64>& handle) {
   return {reinterpret_cast<const char*>(handle.data()), handle.size()};
 }
 
+/// The memory sharing of `device`'s provider; throws ortfleet::Error where it has none.
+const DeviceMemorySharing& sharing_of(const Device& device) {
+  const DeviceMemorySharing* sharing = provider_for(device).sharing();
+  if (sharing == nullptr) throw Error("the memory of " + device.to_string() + " cannot be shared with another process");
+  return *sharing;
+}
+
 /// Device tensor `t` as a reference another process maps (its description, without its memory);
 /// throws ortfleet::Error when the driver cannot share that memory.
 WireTensor by_reference(const Tensor& t, uint64_t lease) {
-  const auto handle = CudaDriver::instance().ipc_handle(cuda_ordinal(t.device), t.data);
+  const auto handle = sharing_of(t.device).handle(t.device, t.data);
   Tensor described = t;
   described.data = nullptr;
   described.owner = nullptr;
@@ -47,7 +57,7 @@ IpcMappings::IpcMappings(Device device, size_t capacity) : device_(std::move(dev
 
 Tensor IpcMappings::open(const WireTensor& wire) {
   const std::string key = handle_key(wire.ipc->handle);
-  std::shared_ptr<CudaDriver::IpcMapping> mapping;
+  std::shared_ptr<std::byte> mapping;
   {
     std::lock_guard lock(mutex_);
     const auto it = std::find_if(recent_.begin(), recent_.end(), [&](const auto& entry) { return entry.first == key; });
@@ -58,7 +68,7 @@ Tensor IpcMappings::open(const WireTensor& wire) {
   }
   if (!mapping) {
     try {
-      mapping = CudaDriver::instance().open_ipc(cuda_ordinal(device_), wire.ipc->handle);
+      mapping = sharing_of(device_).open(device_, wire.ipc->handle);
     } catch (const Error& e) {
       throw Error("cannot map tensor '" + wire.tensor.name + "' from the other process: " + e.what_failed(),
                   "Run with --strategy threads to keep sessions in this process, or pass host tensors", device_.to_string());
@@ -71,7 +81,7 @@ Tensor IpcMappings::open(const WireTensor& wire) {
   }
   Tensor t = wire.tensor;
   t.device = device_;
-  t.data = mapping->base() + wire.ipc->offset;
+  t.data = mapping.get() + wire.ipc->offset;
   t.owner = mapping;
   return t;
 }
@@ -123,7 +133,7 @@ std::vector<Tensor> DeviceTensorsClient::host_inputs(const std::vector<Tensor>& 
   TransferCounters counted;
   for (const auto& t : inputs) {
     if (t.on_gpu()) {
-      host.push_back(Tensor::copy_to_host(t));
+      host.push_back(copy_to_host(t));
       counted.inputs_staged_bytes += t.bytes;
     } else {
       host.push_back(t);
@@ -160,12 +170,12 @@ RingMessage DeviceTensorsClient::request(const std::vector<Tensor>& inputs, bool
       note_once("other GPU " + t.device.to_string(), "inputs on " + t.device.to_string() +
                                                            " go through host memory: only tensors on the worker's own GPU cross in place");
     }
-    message.tensors.push_back({Tensor::copy_to_host(t), std::nullopt});
+    message.tensors.push_back({copy_to_host(t), std::nullopt});
     counted.inputs_staged_bytes += t.bytes;
   }
   // The worker reads the memory once the request arrives: what the caller queued on the GPU (on any
   // stream: PyTorch's, CuPy's) must be done by then.
-  if (any_by_reference) CudaDriver::instance().synchronize(cuda_ordinal(device_));
+  if (any_by_reference) device_memory(device_).synchronize(device_);
   std::lock_guard lock(shared_->mutex);
   message.released.swap(shared_->released);
   shared_->counters += counted;
@@ -177,9 +187,9 @@ std::vector<Tensor> DeviceTensorsClient::outputs(std::vector<WireTensor> outputs
   TransferCounters counted;
   for (auto& w : outputs) {
     if (!w.ipc) {
-      const bool upload = outputs_on_device && device_.is_gpu();
+      const bool upload = outputs_on_device && provider_for(device_).memory() != nullptr;
       (upload ? counted.outputs_staged_bytes : counted.outputs_host_bytes) += w.tensor.bytes;
-      out.push_back(upload ? Tensor::copy_to_gpu(w.tensor, device_) : std::move(w.tensor));
+      out.push_back(upload ? copy_to_device(w.tensor, device_) : std::move(w.tensor));
       continue;
     }
     Tensor t = mappings_.open(w);
@@ -232,7 +242,7 @@ RingMessage DeviceTensorsServer::response(std::vector<Tensor> outputs, bool outp
         noted_ = true;
       }
     }
-    message.tensors.push_back({Tensor::copy_to_host(t), std::nullopt});
+    message.tensors.push_back({copy_to_host(t), std::nullopt});
   }
   return message;
 }

@@ -1,7 +1,8 @@
 #pragma once
 // Device tensors between a fleet and its workers without a trip through host memory. A tensor on the
-// worker's GPU crosses as a CUDA IPC reference to its memory (cuIpcGetMemHandle), which the other
-// side maps once per allocation (cuIpcOpenMemHandle, cached) and binds in place with IO binding.
+// worker's GPU crosses as a reference to its memory that its provider shares between processes (CUDA
+// IPC: cuIpcGetMemHandle), which the other side maps once per allocation (cuIpcOpenMemHandle, cached)
+// and binds in place with IO binding.
 // The caller's side (DeviceTensorsClient) sends references to its inputs and maps the outputs the
 // worker leases to it; the worker's side (DeviceTensorsServer) maps the inputs and keeps each leased
 // output (ONNX Runtime's value, in its arena) until the caller lets go of it. What cannot cross that
@@ -16,7 +17,6 @@
 #include <string>
 #include <vector>
 
-#include "engine/cuda/cuda_driver.hpp"
 #include "fleet/worker/wire.hpp"
 #include "ortfleet/fleet/fleet.hpp"
 
@@ -41,7 +41,7 @@ class IpcMappings {
   size_t capacity_;
   mutable std::mutex mutex_;
   uint64_t opens_ = 0;  // under mutex_
-  std::list<std::pair<std::string, std::shared_ptr<CudaDriver::IpcMapping>>> recent_;  // most recent first
+  std::list<std::pair<std::string, std::shared_ptr<std::byte>>> recent_;  // each mapping's base, most recent first
 };
 
 /// The caller's side, for one worker (a WorkerChannel's).

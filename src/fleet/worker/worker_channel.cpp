@@ -19,7 +19,7 @@
 
 #include "base/crash_report.hpp"
 #include "base/system_paths.hpp"
-#include "engine/cuda/cudnn_choices.hpp"
+#include "engine/providers/provider_registry.hpp"
 #include "fleet/worker/device_tensors.hpp"
 #include "fleet/worker/wire.hpp"
 #include "fleet/worker/worker_protocol.hpp"
@@ -286,17 +286,14 @@ WorkerProcess::WorkerProcess(const std::string& executable, const Device& device
   request.environment[kLogLevelVariable] = std::string(level.data(), level.size());
   if (background) request.environment[kBackgroundVariable] = "1";
   else request.unset_environment.push_back(kBackgroundVariable);
-  // A GPU worker keeps cuDNN's choices across processes (engine/cuda/cudnn_choices.hpp).
-  if (device.is_gpu()) {
-    for (auto& [name, value] : cudnn_choices_environment(executable)) request.environment[name] = std::move(value);
+  // What the device's provider sets in its workers (a GPU worker's cuDNN record; with `narrow`, only its
+  // own GPU visible).
+  WorkerEnvironment provided = provider_for(device).worker_environment(device, executable, narrow);
+  if (provided.narrowed) {
+    visible_ = provided.visible_devices;
+    request.argv.push_back("--narrowed");
   }
-  if (narrow) {
-    if (auto visible = narrowed_visible_devices(device)) {
-      visible_ = *visible;
-      request.environment["CUDA_VISIBLE_DEVICES"] = visible_;
-      request.argv.push_back("--narrowed");
-    }
-  }
+  for (auto& [name, value] : provided.variables) request.environment[name] = std::move(value);
   try {
     const Spawned spawned = spawn_process(request);
     pid_ = spawned.pid;

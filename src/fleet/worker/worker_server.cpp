@@ -21,8 +21,10 @@
 #include "base/private_dir.hpp"
 #include "base/termination_cleanup.hpp"
 #include "base/system_paths.hpp"
-#include "engine/cache/content_hash.hpp"
+#include "base/content_hash.hpp"
 #include "engine/cuda/cuda_driver.hpp"
+#include "engine/providers/provider_registry.hpp"
+#include "ortfleet/engine/cuda_devices.hpp"
 #include "engine/cache/model_digest.hpp"
 #include "fleet/worker/cache_fill.hpp"
 #include "fleet/worker/device_tensors.hpp"
@@ -56,7 +58,8 @@ void delay_start_if_asked(const std::string& device) {
 
 /// The worker's ring pages pinned for its GPU's copies, or nothing (CPU sessions; a driver that refuses).
 std::shared_ptr<void> pin_for(const Device& device, const RequestRing& ring) {
-  if (!device.is_gpu()) return nullptr;
+  const DeviceMemory* memory = provider_for(device).memory();
+  if (memory == nullptr) return nullptr;
   // Pinning makes every page of the ring resident: a ring grown for huge inputs stays pageable.
   constexpr size_t kMaxPinnedBytes = size_t{1} << 30;
   if (ring.mapping_bytes() > kMaxPinnedBytes) {
@@ -64,7 +67,7 @@ std::shared_ptr<void> pin_for(const Device& device, const RequestRing& ring) {
     return nullptr;
   }
   try {
-    return CudaDriver::instance().register_host(cuda_ordinal(device), ring.mapping(), ring.mapping_bytes());
+    return memory->pin_host(device, ring.mapping(), ring.mapping_bytes());
   } catch (const Error& e) {
     spdlog::debug("{}: the request ring stays pageable (its copies are staged): {}", device.to_string(), e.what());
     return nullptr;
@@ -176,7 +179,7 @@ class WorkerState {
       for (const auto& s : idle) shrunk += s->result.session->release_spare_memory() ? 1 : 0;
       done["arenas_shrunk"] = shrunk;
     }
-    if (asked("stack") && device_.is_gpu()) {
+    if (asked("stack") && device_.is_gpu()) {  // CUDA's per-thread stack reserve (cuda_driver.hpp: set_stack_size)
       try {
         done["stack_bytes"] = CudaDriver::instance().set_stack_size(cuda_ordinal(device_), 0);
       } catch (const Error& e) {
@@ -552,7 +555,7 @@ int worker_main(int channel_fd, const Device& device, bool narrowed) {
   if (env_var(kBackgroundVariable).value_or("") == "1") lower_priority();  // before any thread exists
   install_termination_cleanup();
   if (auto level = env_var(kLogLevelVariable)) spdlog::set_level(spdlog::level::from_str(*level));
-  if (narrowed) set_narrowed_device(device);
+  if (narrowed) provider_for(device).use_narrowed(device);
   set_ort_warning_mode(OrtWarningMode::hand_over);  // the parent says them, once for every worker
   MessageChannel channel{UniqueFd(channel_fd)};
   watch_lifeline(channel.fd(), /*grace_s=*/2);

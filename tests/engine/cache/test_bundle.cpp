@@ -15,7 +15,7 @@
 
 #include "base/unique_fd.hpp"
 #include "engine/cache/cache_use.hpp"
-#include "engine/cache/content_hash.hpp"
+#include "base/content_hash.hpp"
 #include "engine/cache/file_lock.hpp"
 #include "engine/cache/model_digest.hpp"
 #include "engine/cache/tar_archive.hpp"

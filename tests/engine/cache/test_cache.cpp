@@ -24,7 +24,7 @@
 #include "base/unique_fd.hpp"
 #include "ortfleet/synth/synth.hpp"
 #include "engine/cache/cache_use.hpp"
-#include "engine/cache/content_hash.hpp"
+#include "base/content_hash.hpp"
 #include "engine/files/mapped_file.hpp"
 #include "engine/cache/model_digest.hpp"
 #include "engine/runtime/ort_environment.hpp"

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 
+#include "ortfleet/engine/cuda_devices.hpp"
 #include "ortfleet/engine/devices.hpp"
 #include "ortfleet/base/error.hpp"
 #include "test_support.hpp"

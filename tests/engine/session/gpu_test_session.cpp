@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/engine/device_tensor.hpp"
 #include "ortfleet/engine/session.hpp"
 #include "engine/shapes/shapes.hpp"
 #include "ortfleet/engine/timeline.hpp"
@@ -249,11 +250,11 @@ TEST(GpuSession, BucketsPadOnTheGpuAndCropWhatTheCpuCrops) {
     const std::vector<Tensor> host = random_inputs(with_shapes(on_cpu.inputs(), {{"image", {1, 3, h, w}}}), 21);
     const auto want = on_cpu.run(host);
     for (const bool device_io : {false, true}) {
-      const std::vector<Tensor> in = device_io ? std::vector<Tensor>{Tensor::copy_to_gpu(host[0], Device::cuda(0))} : host;
+      const std::vector<Tensor> in = device_io ? std::vector<Tensor>{copy_to_device(host[0], Device::cuda(0))} : host;
       auto got = on_gpu.run(in, /*outputs_on_device=*/device_io);
       ASSERT_EQ(got[0].shape, (std::vector<int64_t>{1, 1, h / 4, w / 4})) << h << "x" << w;
       ASSERT_EQ(got[0].on_gpu(), device_io);
-      if (device_io) got[0] = Tensor::copy_to_host(got[0]);
+      if (device_io) got[0] = copy_to_host(got[0]);
       const std::vector<float> g(got[0].values<float>(), got[0].values<float>() + got[0].element_count());
       const std::vector<float> c(want[0].values<float>(), want[0].values<float>() + want[0].element_count());
       EXPECT_LT(relative_error(g, c), 1e-4) << h << "x" << w << (device_io ? " (device tensors)" : "");

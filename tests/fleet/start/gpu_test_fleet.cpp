@@ -3,6 +3,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ortfleet/engine/cuda_devices.hpp"
+#include "ortfleet/engine/device_tensor.hpp"
 #include "ortfleet/engine/session.hpp"
 #include "ortfleet/fleet/fleet.hpp"
 #include "ortfleet/fleet/worker_pool.hpp"
@@ -103,19 +105,19 @@ TEST(GpuWorkerTensors, DeviceInputsAndOutputsCrossToWorkersInPlace) {
   const auto want = reference.run(inputs);
   constexpr int kRuns = 20;
   for (const auto& d : fleet.devices()) {
-    const Tensor input = Tensor::copy_to_gpu(inputs[0], d);
+    const Tensor input = copy_to_device(inputs[0], d);
     expect_near(fleet.run(d, {input})[0], want[0], d.to_string() + ", host outputs");
     for (int i = 0; i < kRuns; ++i) {
       const auto out = fleet.run(d, {input}, /*outputs_on_device=*/true);
       ASSERT_TRUE(out[0].on_gpu()) << d.to_string();
       ASSERT_EQ(out[0].device, d);
-      if (i == 0 || i == kRuns - 1) expect_near(Tensor::copy_to_host(out[0]), want[0], d.to_string() + ", device outputs");
+      if (i == 0 || i == kRuns - 1) expect_near(copy_to_host(out[0]), want[0], d.to_string() + ", device outputs");
     }
     // Outputs held at once each keep their own memory.
     const auto first = fleet.run(d, {input}, true);
     const auto second = fleet.run(d, {input}, true);
     EXPECT_NE(first[0].data, second[0].data) << d.to_string();
-    expect_near(Tensor::copy_to_host(first[0]), want[0], d.to_string() + ", first of two held");
+    expect_near(copy_to_host(first[0]), want[0], d.to_string() + ", first of two held");
   }
   const TransferCounters c = fleet.transfer_counters();
   const uint64_t gpus = fleet.devices().size();
@@ -131,7 +133,7 @@ TEST(GpuWorkerTensors, DeviceInputsAndOutputsCrossToWorkersInPlace) {
 
   if (fleet.devices().size() > 1) {
     // A tensor on another GPU than the worker's goes through host memory, and still gives the right outputs.
-    const Tensor elsewhere = Tensor::copy_to_gpu(inputs[0], fleet.devices()[1]);
+    const Tensor elsewhere = copy_to_device(inputs[0], fleet.devices()[1]);
     expect_near(fleet.run(fleet.devices()[0], {elsewhere})[0], want[0], "an input from another GPU");
     EXPECT_EQ(fleet.transfer_counters().inputs_staged_bytes, inputs[0].bytes);
   }

@@ -1,4 +1,4 @@
-#include "engine/cache/content_hash.hpp"
+#include "base/content_hash.hpp"
 
 #include <bit>
 #include <cstdio>

@@ -1,6 +1,6 @@
 #pragma once
 // A fast content hash for files of any size: XXH64 (the xxHash 64-bit algorithm, reference vectors in
-// tests/engine/cache/test_content_hash.cpp). Word at a time, four independent lanes: it runs at memory
+// tests/base/test_content_hash.cpp). Word at a time, four independent lanes: it runs at memory
 // speed, so hashing a model costs about what reading it from the page cache does.
 #include <cstddef>
 #include <cstdint>

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/cache/content_hash.hpp"
+#include "base/content_hash.hpp"
 
 namespace ortfleet::detail {
 
