@@ -16,6 +16,7 @@
 #include "engine/cache/crash_records.hpp"
 #include "fleet/pool/worker_parking.hpp"
 #include "fleet/worker/worker_channel.hpp"
+#include "fleet/worker/worker_proof.hpp"
 #include "fleet/worker/worker_protocol.hpp"
 #include "ortfleet/base/clock.hpp"
 #include "ortfleet/base/error.hpp"
@@ -39,6 +40,7 @@ struct WorkerPool::Impl {
   struct Slot {
     PoolWorkerStatus status;
     std::shared_ptr<detail::WorkerProcess> worker;  // set once initialised
+    std::shared_ptr<detail::WorkerProcess> starting;  // while it initialises: end_workers() ends it too
     std::optional<Error> error;
     std::thread starter;
   };
@@ -128,14 +130,17 @@ struct WorkerPool::Impl {
           std::lock_guard lock(mutex);
           chosen[i].status.pid = worker->pid();
           chosen[i].status.visible_devices = worker->visible_devices();
+          chosen[i].starting = worker;
         }
         worker->initialise(init_plan(device), options.max_resident_sessions, options.prime_libraries, options.start_timeout_s);
         std::lock_guard lock(mutex);
+        chosen[i].starting.reset();
         chosen[i].worker = std::move(worker);
         chosen[i].status.state = "ready";
         chosen[i].status.ready_ms = static_cast<double>(monotonic_ns() - start_ns) / 1e6;
       } catch (const std::exception& e) {
         std::lock_guard lock(mutex);
+        chosen[i].starting.reset();
         chosen[i].error = Error::from(e).at(device.to_string());
         chosen[i].status.state = "failed";
         chosen[i].status.error = chosen[i].error->what();
@@ -148,6 +153,7 @@ struct WorkerPool::Impl {
 WorkerPool::WorkerPool(PoolOptions options) : impl_(std::make_unique<Impl>()) {
   auto& s = *impl_;
   if (options.devices.empty()) options.devices = select_devices("all").devices;
+  check_cpu_devices_fit(options.devices);  // a pool never holds more CPU workers than the machine has cores
   if (!(options.start_timeout_s > 0)) throw Error("the pool's start timeout must be a positive number of seconds", "Give e.g. 600");
   options.ort_library = detail::resolve_ort_library(options.ort_library);
   s.executable = detail::find_worker_executable(options.worker_executable);
@@ -194,6 +200,26 @@ WorkerPool::~WorkerPool() {
     else stops.emplace_back([w] { w->stop(); });
   }
   for (auto& t : stops) t.join();
+}
+
+void WorkerPool::end_workers(double grace_s) {
+  auto& s = *impl_;
+  std::vector<std::shared_ptr<detail::WorkerProcess>> workers;
+  {
+    std::lock_guard lock(s.mutex);
+    s.stopping = true;
+    for (const auto* list : {&s.slots, &s.spares}) {
+      for (const auto& slot : *list) {
+        for (const auto* w : {&slot.worker, &slot.starting}) {
+          if (*w) workers.push_back(*w);
+        }
+      }
+    }
+    workers.insert(workers.end(), s.isolated.begin(), s.isolated.end());
+  }
+  std::vector<std::thread> ends;
+  for (auto& w : workers) ends.emplace_back([w, grace_s] { w->terminate(grace_s); });
+  for (auto& t : ends) t.join();
 }
 
 bool WorkerPool::wait(double timeout_s) {
@@ -395,23 +421,6 @@ std::shared_ptr<detail::WorkerProcess> WorkerPool::worker_for(const Device& devi
   return taken;
 }
 
-namespace {
-/// The pid a worker behind `channel_fd` says it has (its status answer), or -1 when nothing answers
-/// as a worker does within a few seconds.
-int pid_behind(int channel_fd) {
-  try {
-    detail::MessageChannel probe(detail::UniqueFd(::fcntl(channel_fd, F_DUPFD_CLOEXEC, 0)), "the handed-over worker");
-    probe.send(detail::request_of(detail::message::status));
-    const detail::Received reply = probe.receive(detail::deadline_in(10, monotonic_ns()));
-    if (reply.kind != detail::Received::Kind::message || detail::event_of(reply.message.body) != detail::message::status.answer) return -1;
-    const auto pid = reply.message.body.find("pid");
-    return pid != reply.message.body.end() && pid->is_number_integer() ? pid->get<int>() : -1;
-  } catch (const std::exception&) {
-    return -1;
-  }
-}
-}  // namespace
-
 void WorkerPool::adopt(detail::AdoptedWorker adopted, const std::string& model, int log_fd) {
   auto& s = *impl_;
   const Device device = adopted.device;
@@ -419,14 +428,9 @@ void WorkerPool::adopt(detail::AdoptedWorker adopted, const std::string& model, 
     std::lock_guard lock(s.mutex);
     s.index_of(device);  // a device of this pool, or refused
   }
-  // The channel must lead to the very process the job named: a hand-over never makes this pool watch,
-  // or one day signal, any other process.
-  const int says = pid_behind(adopted.channel.get());
-  if (adopted.pid <= 1 || says != adopted.pid) {
-    throw Error(fmt::format("the handed-over channel leads to {}, not to worker pid {}", says > 0 ? "pid " + std::to_string(says) : "no worker",
-                            adopted.pid),
-                "Hand over your own workers", device.to_string());
-  }
+  // The channel must lead to the very process the job named, a worker: a hand-over never makes this
+  // pool watch, or one day signal, any other process.
+  adopted.watch = detail::prove_worker(adopted.channel.get(), adopted.pid, s.executable);
   auto worker = std::make_shared<detail::WorkerProcess>(std::move(adopted));
   try {
     worker->channel().call(detail::message::adopt, nullptr, 10, {log_fd});
