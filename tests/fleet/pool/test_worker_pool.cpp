@@ -469,9 +469,9 @@ TEST(PoolServer, AutoStartsOnALivePoolServerOnTheDefaultSocket) {
     const test::ScopedEnv off("ORTFLEET_AUTO_POOL", "0");
     EXPECT_EQ(Fleet(model, o).strategy_reason().find("pool"), std::string::npos);
   }
-  FleetOptions three = o;
-  three.devices.push_back(Device::cpu(2));
-  const std::string reason = Fleet(model, three).strategy_reason();
+  FleetOptions other = o;
+  other.devices = {Device::cpu(0), Device::cpu(2)};  // one device the pool lacks (no more CPU sessions than cores)
+  const std::string reason = Fleet(model, other).strategy_reason();
   EXPECT_EQ(reason.rfind("auto chose fleet: ", 0), 0u) << reason;
   EXPECT_NE(reason.find("does not serve cpu:2"), std::string::npos) << reason;
   FleetOptions sequential = o;
