@@ -47,6 +47,13 @@ struct DeviceSelection {
 /// that other jobs were given). Explicit lists are taken as written.
 DeviceSelection select_devices(std::string_view spec);
 
+/// Refuses more CPU sessions than the CPUs this process may use (its affinity mask, at most what Slurm
+/// gave the job): each is a worker process with its own memory in a fleet or a pool, and sessions past
+/// the cores only take turns on them (`cpu*99` on 2 cores left 298 processes and a load of 165).
+/// select_devices, Fleet and WorkerPool check their lists with it. Throws ortfleet::Error naming the
+/// count, the limit and what to ask for.
+void check_cpu_devices_fit(const std::vector<Device>& devices);
+
 struct GpuInfo {
   int ordinal = 0;
   std::string name;

@@ -122,10 +122,23 @@ std::vector<Device> parse_devices(std::string_view spec, int gpu_count) {
   return devices;
 }
 
+void check_cpu_devices_fit(const std::vector<Device>& devices) {
+  const auto cpus = static_cast<int>(std::count_if(devices.begin(), devices.end(), [](const Device& d) { return !d.is_gpu(); }));
+  const int usable = detail::usable_cpus();
+  if (cpus <= usable) return;
+  throw Error(fmt::format("{} CPU sessions asked for, and this process may use {} CPU{}: at most {}, one per core", cpus, usable,
+                          usable == 1 ? "" : "s", usable),
+              fmt::format("Ask for cpu*{} or fewer: more sessions than cores only take turns on them, each in a process of its own", usable));
+}
+
 DeviceSelection select_devices(std::string_view spec) {
   const std::string_view text = trim(spec);
   const auto slurm = detail::slurm_allocation();
-  if (!slurm || !(text.empty() || text == "all")) return {parse_devices(spec, gpu_count()), ""};
+  if (!slurm || !(text.empty() || text == "all")) {
+    DeviceSelection chosen{parse_devices(spec, gpu_count()), ""};
+    check_cpu_devices_fit(chosen.devices);
+    return chosen;
+  }
   const std::string job = slurm->described();
   const std::string cpus = slurm->cpus_on_node > 0 ? fmt::format(" ({} CPU{} of this node)", slurm->cpus_on_node, slurm->cpus_on_node == 1 ? "" : "s") : std::string();
   if (slurm->visible_devices) {
