@@ -357,6 +357,8 @@ TEST(WorkerPoolShape, ATrimmedWorkerStillServesItsSessions) {
   auto again = ready_fleet(test::mlp_model(), on_pool(pool));
   EXPECT_TRUE(again->status().front().resident);
   EXPECT_EQ(first_output(again->run(Device::cpu(0), inputs)), want);
+}
+
 // A pool and a fleet hold no more CPU workers than this process has cores (issue 50: `cpu*99` on 2 cores
 // left 298 processes): refused before a worker is spawned, naming the limit.
 TEST(WorkerPool, NoMoreCpuWorkersThanCores) {
