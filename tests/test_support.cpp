@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <future>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -44,6 +46,23 @@ int exit_code_within(double seconds, const std::function<int()>& body) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+bool finishes_without_waiting_on_pipe(const fs::path& pipe, double seconds, const std::function<void()>& body) {
+  auto running = std::async(std::launch::async, body);
+  if (running.wait_for(std::chrono::duration<double>(seconds)) == std::future_status::ready) {
+    running.get();
+    return true;
+  }
+  // A reader waits in open() for a writer, a writer for a reader: both come. The writer leaves at once
+  // (the reader then reads the end), the reader stays until the body is done (a write never meets a
+  // pipe without a reader, which would be SIGPIPE).
+  const int reader = ::open(pipe.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  const int writer = ::open(pipe.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  if (writer >= 0) ::close(writer);
+  running.wait();
+  if (reader >= 0) ::close(reader);
+  return false;
 }
 
 Error error_from(const std::function<void()>& call) {

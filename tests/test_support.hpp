@@ -112,6 +112,12 @@ void stop_process(int pid);
 /// hanging it.
 int exit_code_within(double seconds, const std::function<int()>& body);
 
+/// Runs `body` on a thread of this process (a session's start may run there, unlike in a forked child)
+/// and returns whether it finished within `seconds`. When it did not, it is taken to wait on the named
+/// pipe `pipe`: the pipe is opened from both ends at once, which ends that wait, and the thread is
+/// joined before this returns false.
+bool finishes_without_waiting_on_pipe(const std::filesystem::path& pipe, double seconds, const std::function<void()>& body);
+
 /// True when the machine has a usable GPU (the driver initialises and sees one).
 bool have_gpu();
 

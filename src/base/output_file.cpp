@@ -25,8 +25,15 @@ void detail::throw_write_error(const std::string& path, int err) {
   const std::string folder = fs::path(path).has_parent_path() ? fs::path(path).parent_path().string() : ".";
   switch (err) {
     case ENOENT:
-    case ENOTDIR:
+    case ENOTDIR: {
+      std::error_code ec;
+      if (err == ENOENT && fs::is_directory(folder, ec)) {
+        // The folder is there, and still no file can be made in it: /proc, /sys, a file system of the kernel's.
+        throw Error("cannot write " + path + ": no new file can be made in " + folder + " (the kernel's own file system, such as /proc or /sys?)",
+                    "Write into a folder on a disk");
+      }
       throw Error("cannot write " + path + ": no such folder (" + folder + ")", "Create the folder first, or fix the path");
+    }
     case EACCES:
     case EPERM:
       throw Error("cannot write " + path + ": permission denied", "Write somewhere you have write access, or fix the permissions of " + folder);

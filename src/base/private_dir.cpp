@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "base/unique_fd.hpp"
+#include "ortfleet/base/output_file.hpp"
 
 namespace ortfleet::detail {
 namespace fs = std::filesystem;
@@ -79,19 +80,24 @@ void check_folders_from(const fs::path& first, const fs::path& named, const Trus
   }
 }
 
-/// Whether another user can make `folder` hold something else than what this user put there.
-void check_chain(const fs::path& folder, const std::string& hint, const Trust& trust = {}) {
-  // A symlink on the way is as good as a folder its owner can rename: it can point anywhere later.
+/// Every symlink on the way to `path` (`named` in errors) belongs to a trusted owner: a symlink on the
+/// way is as good as a folder its owner can rename, it can point anywhere later.
+void check_links_on_the_way(const fs::path& path, const fs::path& named, const std::string& hint, const Trust& trust) {
   fs::path prefix;
-  for (const auto& part : folder) {
+  for (const auto& part : path) {
     prefix /= part;
     const struct stat st = status_of(prefix, /*follow=*/false);
     if (S_ISLNK(st.st_mode) && !trust.trusted(st.st_uid)) {
-      throw Error(folder.string() + " passes through the symlink " + prefix.string() + ", which " + user_name(st.st_uid) +
+      throw Error(named.string() + " passes through the symlink " + prefix.string() + ", which " + user_name(st.st_uid) +
                       " owns and can point elsewhere at any time",
                   hint);
     }
   }
+}
+
+/// Whether another user can make `folder` hold something else than what this user put there.
+void check_chain(const fs::path& folder, const std::string& hint, const Trust& trust = {}) {
+  check_links_on_the_way(folder, folder, hint, trust);
   std::error_code ec;
   const fs::path real = fs::canonical(folder, ec);
   if (ec) throw FolderNotWritable("cannot resolve " + folder.string() + ": " + ec.message(), hint);
@@ -124,6 +130,7 @@ void make_dir_safely(const fs::path& path, mode_t mode, const std::string& hint)
   // Nothing is made where another user could change it: the folders it would be made in are checked first.
   std::error_code ec;
   if (const fs::path existing = nearest_existing(folder); existing != folder) {
+    check_links_on_the_way(existing, folder, hint, Trust{});  // nothing is made through another user's link
     const fs::path real = fs::canonical(existing, ec);
     if (ec) throw FolderNotWritable("cannot resolve " + existing.string() + ": " + ec.message(), hint);
     check_folders_from(real, folder, Trust{}, hint);
@@ -168,6 +175,11 @@ uid_t check_shared_dir(const fs::path& path, const fs::path& layer, const std::s
 void check_shared_file(const fs::path& file, uid_t layer_owner, const std::string& hint) {
   struct stat st {};
   if (::lstat(file.c_str(), &st) != 0) return;  // missing: the entry's own check says so
+  // A link's own mode bits (0777) say nothing of who may change what it names: it is refused for what it is.
+  if (!S_ISREG(st.st_mode)) {
+    throw Error(file.string() + " is " + describe_file(st) + ", not a file: a shared layer's entry is made of files, which its readers never follow",
+                hint + " (import the entry again: ortfleet cache import --shared)");
+  }
   Trust trust;
   trust.also = layer_owner;
   if (!trust.trusted(st.st_uid)) {

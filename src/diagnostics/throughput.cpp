@@ -148,11 +148,11 @@ void add_round_trips(const ThroughputOptions& o, ThroughputReport& report) {
     std::string label;
     const char* short_name;  // in the note
     Strategy strategy;
-    const char* ring;  // kRingVariable while the fleet starts: its workers take a ring or not
+    bool ring;  // FleetOptions::request_ring: the fleet's workers take a ring or not
   };
-  const std::vector<Way> ways = {{"worker round trip, identity batch 1, request ring", "request ring", Strategy::processes, "1"},
-                                 {"worker round trip, identity batch 1, socket", "socket", Strategy::processes, "0"},
-                                 {"in-process call, identity batch 1", "in process", Strategy::threads, "1"}};
+  const std::vector<Way> ways = {{"worker round trip, identity batch 1, request ring", "request ring", Strategy::processes, true},
+                                 {"worker round trip, identity batch 1, socket", "socket", Strategy::processes, false},
+                                 {"in-process call, identity batch 1", "in process", Strategy::threads, true}};
   std::string note = fmt::format("round trip (identity model, batch 1, {}, host inputs):", device.to_string());
   for (const auto& way : ways) {
     if (o.progress) o.progress(fmt::format("{}, {:.0f} s", way.label, o.seconds));
@@ -161,21 +161,14 @@ void add_round_trips(const ThroughputOptions& o, ThroughputReport& report) {
     fo.strategy = way.strategy;
     fo.config = o.config;
     fo.ort_library = o.ort_library;
+    fo.request_ring = way.ring;  // the fleet's own option: the environment is left alone (setenv races every getenv)
     Fleet fleet(model, fo);
-    {
-      const char* saved = std::getenv(detail::kRingVariable);
-      const std::string previous = saved != nullptr ? saved : "";
-      ::setenv(detail::kRingVariable, way.ring, 1);
-      fleet.start();
-      const bool ready = fleet.wait();
-      if (saved != nullptr) ::setenv(detail::kRingVariable, previous.c_str(), 1);
-      else ::unsetenv(detail::kRingVariable);
-      if (!ready) throw Error("the identity model failed to start on " + device.to_string() + ": " + fleet.status().front().error);
-    }
+    fleet.start();
+    if (!fleet.wait()) throw Error("the identity model failed to start on " + device.to_string() + ": " + fleet.status().front().error);
     report.rows.push_back(measure(way.label, fleet, {device}, {random_inputs(fleet.inputs(), 7)}, o.seconds, 1));
     const auto& row = report.rows.back();
     note += fmt::format(" {} p50 {:.1f} us, p99 {:.1f} us;", way.short_name, row.p50_ms * 1000, row.p99_ms * 1000);
-    if (way.strategy == Strategy::processes && std::string(way.ring) == "1") {
+    if (way.strategy == Strategy::processes && way.ring) {
       constexpr size_t kDepth = 8;
       if (o.progress) o.progress(fmt::format("one thread, {} runs in flight through the ring, {:.0f} s", kDepth, o.seconds));
       report.rows.push_back(pipelined(fmt::format("worker, identity batch 1, {} in flight from one thread (run_async)", kDepth), fleet,

@@ -16,17 +16,18 @@
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
@@ -249,6 +250,22 @@ std::string gpu_name() {
   return out + "-sm" + std::to_string(major) + std::to_string(minor);
 }
 
+/// The record file, opened without following a link and without waiting, or -1: anything but a regular
+/// file at its name (a named pipe, which would hold the first convolution until someone wrote to it, a
+/// device, a folder) is left alone and the choices are not kept.
+int open_record(const std::string& path, int flags) {
+  const int fd = ::open(path.c_str(), flags | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return -1;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    errno = EINVAL;  // not ENOENT: something stands there
+    return -1;
+  }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return fd;
+}
+
 /// The store of this GPU and cuDNN, read once (when the first query comes, cuDNN and the context are up).
 void read_store() {
   auto& s = state();
@@ -259,7 +276,16 @@ void read_store() {
   const std::string gpu = gpu_name();
   if (folder == nullptr || *folder == '\0' || version == nullptr || gpu.empty()) return;
   s.store = std::string(folder) + "/" + gpu + "-cudnn" + std::to_string(version()) + ".txt";
-  std::ifstream in(s.store);
+  std::string text;
+  if (const int fd = open_record(s.store, O_RDONLY); fd >= 0) {
+    char buffer[65536];
+    for (ssize_t n = 0; (n = ::read(fd, buffer, sizeof buffer)) > 0;) text.append(buffer, static_cast<size_t>(n));
+    ::close(fd);
+  } else if (errno != ENOENT) {
+    s.store.clear();  // something that is not a record file stands at its name: keep nothing, touch nothing
+    return;
+  }
+  std::istringstream in(text);
   std::string line;
   while (std::getline(in, line)) {
     std::istringstream fields(line);
@@ -280,7 +306,7 @@ void read_store() {
 void append_record(const std::string& store, const std::string& key, const Choice& c) {
   if (store.empty()) return;
   const std::string line = key + " " + c.text() + "\n";
-  const int fd = ::open(store.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  const int fd = open_record(store, O_WRONLY | O_APPEND | O_CREAT);
   if (fd < 0) return;
   ::flock(fd, LOCK_EX);
   [[maybe_unused]] const ssize_t written = ::write(fd, line.data(), line.size());

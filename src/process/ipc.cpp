@@ -114,7 +114,8 @@ Received MessageChannel::receive(int64_t deadline_ns) {
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)] = {};
+  // Room for the descriptors and, on a socket that passes credentials, the sender's.
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds) + CMSG_SPACE(sizeof(ucred))] = {};
   msg.msg_control = control;
   msg.msg_controllen = sizeof(control);
   ssize_t got;
@@ -127,7 +128,14 @@ Received MessageChannel::receive(int64_t deadline_ns) {
     throw Error("receiving from " + peer_ + " failed: " + std::strerror(errno));
   }
   Message& m = result.message;
+  std::optional<int> sender;
   for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS && c->cmsg_len >= CMSG_LEN(sizeof(ucred))) {
+      ucred credentials{};
+      std::memcpy(&credentials, CMSG_DATA(c), sizeof(credentials));
+      sender = credentials.pid;
+      continue;
+    }
     if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
     const size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
     for (size_t i = 0; i < n; ++i) {
@@ -144,6 +152,7 @@ Received MessageChannel::receive(int64_t deadline_ns) {
   std::vector<UniqueFd> fds = std::move(m.fds);
   result = read_message(buffer.data(), static_cast<size_t>(got));
   result.message.fds = std::move(fds);  // closed with it when nobody takes them
+  result.message.sender_pid = sender;
   return result;
 }
 

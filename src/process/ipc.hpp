@@ -21,6 +21,9 @@ namespace ortfleet::detail {
 struct Message {
   nlohmann::json body;
   std::vector<UniqueFd> fds;
+  /// Who sent it, in the kernel's words (SCM_CREDENTIALS): its process id, when the receiving socket
+  /// passes credentials (SO_PASSCRED). What the message itself says of its sender proves nothing.
+  std::optional<int> sender_pid;
 };
 
 /// A time on the monotonic clock (ns) by which an answer must have come.

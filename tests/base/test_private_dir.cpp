@@ -123,6 +123,10 @@ TEST(PrivateDir, RefusesFoldersAndSymlinksOfAnotherUser) {
   ASSERT_EQ(::lchown(link.c_str(), nobody, nobody), 0);  // its owner can point it elsewhere later
   e = error_of([&] { ensure_private_dir(link, "hint"); });
   EXPECT_NE(e.find("passes through the symlink " + link.string()), std::string::npos) << e;
+  // A folder to be made under it: refused before it is made (it was made through the link, then refused).
+  e = error_of([&] { ensure_private_dir(link / "cache", "hint"); });
+  EXPECT_NE(e.find("passes through the symlink " + link.string()), std::string::npos) << e;
+  EXPECT_FALSE(fs::exists(mine / "cache")) << "made through another user's link";
 }
 
 TEST(PrivateDir, AFolderThatCannotBeMadeIsNotWritableRatherThanUnsafe) {

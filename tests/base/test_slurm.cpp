@@ -91,9 +91,11 @@ TEST(Slurm, AllMeansTheCpuWhenSlurmGaveNoGpuAndSaysSo) {
   const DeviceSelection all = select_devices("all");
   EXPECT_EQ(all.devices, std::vector<Device>{Device::cpu()});
   EXPECT_NE(all.reason.find("the CPU (1 CPU of this node): Slurm gave job 4242 no GPU"), std::string::npos) << all.reason;
-  // An explicit list is taken as written, and outside Slurm "all" has nothing to explain.
-  EXPECT_EQ(select_devices("cpu*2").devices.size(), 2u);
-  EXPECT_EQ(select_devices("cpu*2").reason, "");
+  // An explicit list is taken as written, within the CPUs Slurm gave the job (1 here), and outside Slurm
+  // "all" has nothing to explain.
+  EXPECT_EQ(select_devices("cpu:1").devices, std::vector<Device>{Device::cpu(1)});
+  EXPECT_EQ(select_devices("cpu:1").reason, "");
+  EXPECT_NE(test::error_of([] { select_devices("cpu*2"); }).find("2 CPU sessions asked for, and this process may use 1 CPU"), std::string::npos);
   const test::ScopedEnv none("SLURM_JOB_ID", std::nullopt);
   EXPECT_EQ(select_devices("all").reason, "");
 }

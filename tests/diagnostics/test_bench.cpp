@@ -94,11 +94,13 @@ TEST(Bench, TimesEveryStrategyInFreshProcessesWithBaselines) {
   const BenchReport r = run_bench(o);
   // Four strategies on 2 devices, the fleet's first start (empty cache) and its start without the
   // cache, the two one-device baselines, then the warm-pool rows: a new session and a resident one, on
-  // 2 devices and on 1; last the next job's: the first job, and the next one right after it (a CPU pool
-  // does not park: no parked rows).
-  ASSERT_EQ(r.rows.size(), 14u);
+  // 2 devices and on 1; last the next job's: the first job, the next one right after it, and the first job
+  // of a new model on a node daemon started before it (a CPU pool does not park: no parked rows).
+  ASSERT_EQ(r.rows.size(), 15u);
   EXPECT_EQ(r.rows[12].label, "first job, leaves a pool");
   EXPECT_EQ(r.rows[13].label, "next job");
+  EXPECT_EQ(r.rows[14].label, "new model, node daemon");
+  EXPECT_EQ(r.rows[14].model_cache, "empty");
   for (const auto& row : r.rows) {
     ASSERT_TRUE(row.ok()) << row.label << ": " << row.error;
     EXPECT_EQ(row.wall_ms.size(), 2u);
@@ -179,7 +181,10 @@ TEST(Bench, ABenchOfSeveralGpusIsThisMachinesStartRecord) {
   EXPECT_EQ(record->measured_at.size(), std::string("2026-11-23T06:00:00Z").size()) << record->measured_at;
   EXPECT_EQ(record->start_ms, (std::map<std::string, double>{{"fleet", 741}, {"threads", 1210}}));
   EXPECT_FALSE(start_record_of(report, {Device::cpu(0), Device::cpu(1)}, gpus));  // CPU sessions: auto needs no record
-  EXPECT_FALSE(start_record_of(report, {Device::cuda(0)}, gpus));
+  // One GPU too (in a worker, or in this process: bench's "fleet, one process" row): its rows of one device.
+  const auto one = start_record_of(report, {Device::cuda(0)}, gpus);
+  ASSERT_TRUE(one);
+  EXPECT_EQ(one->start_ms, (std::map<std::string, double>{{"fleet (1 device)", 500}}));
 }
 
 TEST(Bench, AFailingCaseIsReportedNotFatal) {

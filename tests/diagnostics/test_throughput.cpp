@@ -1,6 +1,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <thread>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -67,6 +71,30 @@ TEST(Throughput, OverDevicesAndThreadsInThisProcessAndInWorkers) {
   EXPECT_EQ(r.rows[6].threads, 1);
   ASSERT_FALSE(r.notes.empty());
   EXPECT_NE(r.notes.back().find("round trip (identity model, batch 1, cpu"), std::string::npos) << r.notes.back();
+}
+
+// The round trips through the ring and through the socket were chosen by setenv(ORTFLEET_WORKER_RING)
+// around each fleet's start (issue 50): setenv while other threads read the environment is the race
+// that crashed a CI run. Each fleet is told instead, and the environment is never written.
+TEST(Throughput, TheRoundTripsChooseTheirPathWithoutWritingTheEnvironment) {
+  const test::ScopedEnv unset("ORTFLEET_WORKER_RING", std::nullopt);
+  std::atomic<bool> done{false};
+  std::atomic<int> seen_set{0};
+  std::thread watcher([&] {
+    while (!done) {
+      if (std::getenv("ORTFLEET_WORKER_RING") != nullptr) ++seen_set;
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  });
+  ThroughputOptions o = on_one_cpu(test::mlp_model(), 0.1);
+  const ThroughputReport r = run_throughput(o);
+  done = true;
+  watcher.join();
+  EXPECT_EQ(seen_set.load(), 0) << "the environment was written while the bench ran";
+  const auto socket = std::find_if(r.rows.begin(), r.rows.end(), [](const ThroughputRow& row) { return row.label.find("socket") != std::string::npos; });
+  ASSERT_NE(socket, r.rows.end());
+  EXPECT_TRUE(socket->error.empty()) << socket->error;
+  EXPECT_GT(socket->inferences_per_s, 0.0);
 }
 
 // Rows for each batch asked for; on CPU devices, host inputs only: the device-input rows are left out

@@ -1,14 +1,36 @@
-"""Fixtures for the Python tests: models written once per session, the GPU marker."""
+"""Fixtures for the Python tests: models written once per session, the GPU marker, and a session kept
+off the user's own warm pool and cache."""
 import os
+import shutil
 import sys
+import tempfile
 
 import pytest
 
 import ortfleet
 
+# The whole session runs in a runtime folder and a cache of its own, whichever test runs and however it
+# is run (one file alone too): a start with auto_pool would otherwise leave a warm pool on the user's
+# real socket ($XDG_RUNTIME_DIR/ortfleet/pool.sock), and a developer's running pool would carry the
+# tests' fleets. A test may still turn the pool on (ORTFLEET_AUTO_POOL unset): it lands in this folder,
+# and is stopped when the session ends.
+_SESSION_DIR = tempfile.mkdtemp(prefix="ortfleet-pytest-")
+_RUNTIME_DIR = os.path.join(_SESSION_DIR, "xdg-run")
+
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a GPU (skipped where there is none)")
+    os.mkdir(_RUNTIME_DIR, 0o700)
+    os.environ["XDG_RUNTIME_DIR"] = _RUNTIME_DIR
+    os.environ.setdefault("ORTFLEET_AUTO_POOL", "0")
+    os.environ.setdefault("ORTFLEET_CACHE", os.path.join(_SESSION_DIR, "cache"))
+
+
+def pytest_unconfigure(config):
+    socket = ortfleet.default_pool_socket()
+    if socket.startswith(_SESSION_DIR) and os.path.exists(socket):
+        ortfleet.pool_stop(socket)
+    shutil.rmtree(_SESSION_DIR, ignore_errors=True)
 
 
 def _have_gpu():

@@ -100,7 +100,7 @@ void print_pool_status(const nlohmann::json& j) {
   }
   workers.print(std::cout, "no workers");
   if (const auto total = j.find("total"); total != j.end() && total->is_object()) {
-    std::cout << fmt::format("in all: {}, GPU memory {}, host memory {} (PSS)\n", count_text(total->value("workers", 0), "worker"),
+    std::cout << fmt::format("\nin all: {}, GPU memory {}, host memory {} (PSS)\n", count_text(total->value("workers", 0), "worker"),
                              bytes_text(total->value("gpu_memory_bytes", uint64_t{0})), bytes_text(total->value("host_pss_bytes", uint64_t{0})));
   }
   if (sessions.empty()) std::cout << "\nno resident sessions\n";

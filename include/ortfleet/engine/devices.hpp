@@ -45,4 +45,11 @@ struct ProviderAttachment {
   std::string note;                ///< why a fallback was taken, or options the path ignores
 };
 
+/// Refuses more CPU sessions than the CPUs this process may use (its affinity mask, at most what Slurm
+/// gave the job): each is a worker process with its own memory in a fleet or a pool, and sessions past
+/// the cores only take turns on them (`cpu*99` on 2 cores left 298 processes and a load of 165).
+/// select_devices, Fleet and WorkerPool check their lists with it. Throws ortfleet::Error naming the
+/// count, the limit and what to ask for.
+void check_cpu_devices_fit(const std::vector<Device>& devices);
+
 }  // namespace ortfleet

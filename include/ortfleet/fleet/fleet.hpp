@@ -68,6 +68,10 @@ struct FleetOptions {
   /// that exits after config.warm_pool's idle time (0: none is left). Off here, or with
   /// ORTFLEET_AUTO_POOL=0 in the environment: auto neither uses nor leaves a pool.
   bool auto_pool = true;
+  /// Runs on worker processes go through a request ring in shared memory (true) or a socket message
+  /// each (false: what `bench --inference` compares the ring with). Unset: the ring, unless
+  /// ORTFLEET_WORKER_RING=0 is in the environment.
+  std::optional<bool> request_ring;
   /// How the note of a warm pool left behind (Fleet::left_behind) says to leave none, in the caller's
   /// terms: the command line's by default; the Python module gives its keywords.
   std::string no_warm_pool_advice = "ORTFLEET_WARM_POOL_IDLE=0 or --warm-pool-idle 0 leaves none";

@@ -62,6 +62,10 @@ class WorkerPool {
   /// Spawns and initialises a worker per device in the background, and returns at once.
   explicit WorkerPool(PoolOptions options);
   ~WorkerPool();  ///< stops every worker
+  /// Ends every worker now, whatever it is doing, those still starting too (SIGTERM, then SIGKILL after
+  /// `grace_s`, all at once), and starts no other: a pool told to stop does not wait on a worker busy
+  /// with a start or run for hours. Requests waiting on a worker then fail at once.
+  void end_workers(double grace_s);
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
 

@@ -183,10 +183,20 @@ BundleManifest check_manifest(const std::string& path, const std::string& text, 
 
 /// Makes the folder an import writes into: the user's private cache, or a shared layer others read
 /// (folders 0755: only this user may write them, and nothing is made where another user could).
+/// The folder itself must be one, not a symbolic link: an import writes only where it was told, never
+/// through a link to some other folder (a link above it passes the checks only when you or root own it).
 void prepare_target(const std::string& dir, bool shared_layer) {
-  detail::make_dir_safely(dir, shared_layer ? 0755 : 0700,
-                          shared_layer ? "Import the shared layer into a folder only you can write, under folders only you or root can"
-                                       : detail::kCacheFolderHint);
+  const std::string hint = shared_layer ? "Import the shared layer into a folder only you can write, under folders only you or root can"
+                                        : detail::kCacheFolderHint;
+  detail::make_dir_safely(dir, shared_layer ? 0755 : 0700, hint);
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+    std::error_code ec;
+    const fs::path target = fs::read_symlink(dir, ec);
+    throw Error(dir + " is a symbolic link (to " + (ec ? std::string("?") : target.string()) +
+                    "): an import writes into the folder it names, never through a link",
+                "Replace the link by a folder, or import into the folder it points to");
+  }
 }
 
 /// Test hook: ORTFLEET_TEST_IMPORT_KILL_AT=staged (every member checked, none published) or publishing

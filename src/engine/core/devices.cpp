@@ -1,10 +1,13 @@
 #include "ortfleet/engine/devices.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <charconv>
 #include <optional>
 #include <set>
 
+#include "base/slurm.hpp"
 #include "ortfleet/base/error.hpp"
 
 namespace ortfleet {
@@ -115,6 +118,15 @@ std::vector<Device> parse_devices(std::string_view spec, int gpu_count) {
     if (!seen.insert(d).second) throw Error("device " + d.to_string() + " is listed twice", "List each device once");
   }
   return devices;
+}
+
+void check_cpu_devices_fit(const std::vector<Device>& devices) {
+  const auto cpus = static_cast<int>(std::count_if(devices.begin(), devices.end(), [](const Device& d) { return !d.is_gpu(); }));
+  const int usable = detail::usable_cpus();
+  if (cpus <= usable) return;
+  throw Error(fmt::format("{} CPU sessions asked for, and this process may use {} CPU{}: at most {}, one per core", cpus, usable,
+                          usable == 1 ? "" : "s", usable),
+              fmt::format("Ask for cpu*{} or fewer: more sessions than cores only take turns on them, each in a process of its own", usable));
 }
 
 }  // namespace ortfleet

@@ -10,6 +10,7 @@
 
 #include "base/unique_fd.hpp"
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/base/output_file.hpp"
 
 namespace ortfleet::detail {
 
@@ -34,10 +35,12 @@ std::optional<FileIdentity> identity_of(const std::string& path, Symlinks symlin
 
 MappedFile::MappedFile(const std::string& path, bool populate, Symlinks symlinks) : path_(path) {
   const int no_follow = symlinks == Symlinks::refuse ? O_NOFOLLOW : 0;
-  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | no_follow));
+  // Without waiting: a named pipe at the path would hold open() until someone wrote to it.
+  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | no_follow));
   if (!fd) throw Error("cannot open " + path + ": " + std::strerror(errno), "Check the path and its permissions");
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) throw Error("cannot stat " + path + ": " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) throw Error("cannot map " + path + ": it is " + describe_file(st) + ", not a file", "Give the path of a file");
   identity_ = identity_from(st);
   size_ = static_cast<size_t>(st.st_size);
   if (size_ > 0) {

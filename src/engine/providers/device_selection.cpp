@@ -12,7 +12,11 @@ namespace ortfleet {
 // exported for CUDA (CUDA_VISIBLE_DEVICES): counted without initialising the driver (gpu_count).
 DeviceSelection select_devices(std::string_view spec) {
   const auto slurm = detail::slurm_allocation();
-  if (!slurm || !means_all_devices(spec)) return {parse_devices(spec, gpu_count()), ""};
+  if (!slurm || !means_all_devices(spec)) {
+    DeviceSelection chosen{parse_devices(spec, gpu_count()), ""};
+    check_cpu_devices_fit(chosen.devices);
+    return chosen;
+  }
   const std::string job = slurm->described();
   const std::string cpus = slurm->cpus_on_node > 0 ? fmt::format(" ({} CPU{} of this node)", slurm->cpus_on_node, slurm->cpus_on_node == 1 ? "" : "s") : std::string();
   if (slurm->visible_devices) {

@@ -1,5 +1,6 @@
 #include "fleet/pool/pool_client.hpp"
 
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 
 #include "base/slurm.hpp"
 #include "base/system_paths.hpp"
+#include "process/pidfd.hpp"
 #include "fleet/worker/wire.hpp"
 #include "fleet/worker/worker_protocol.hpp"
 #include "ortfleet/base/clock.hpp"
@@ -45,6 +47,19 @@ int try_connect(const std::string& path, UniqueFd& fd) {
   fd = unix_socket();
   const sockaddr_un address = pool_socket_address(path);
   return ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0 ? 0 : errno;
+}
+/// A pool worker's channel hooks for this client: a run that misses its deadline ends the worker (SIGKILL
+/// through a pidfd, which no later process with its pid can receive), as a fleet's own worker is ended;
+/// the pool starts another. Nothing when the worker cannot be watched (then it is left as it is).
+WorkerChannel::Hooks ended_when_unresponsive(int pid) {
+  WorkerChannel::Hooks hooks;
+  try {
+    auto watched = std::make_shared<PidFd>(pid);
+    hooks.kill = [watched] { watched->signal(SIGKILL); };
+  } catch (const Error& e) {
+    spdlog::debug("the pool's worker {} cannot be watched: {}", pid, e.what());
+  }
+  return hooks;
 }
 }  // namespace
 
@@ -145,7 +160,8 @@ OpenedOnPool open_on_pool_server(const std::string& socket_path, const LocalStar
     } else {
       if (next_fd >= reply.fds.size()) throw Error("the pool server sent fewer channels than devices", {}, which.to_string());
       device.ready = ready_from_json(d.at("ready"));
-      device.channel = std::make_unique<WorkerChannel>(std::move(reply.fds[next_fd++]), which, device.ready->status.pid);
+      device.channel = std::make_unique<WorkerChannel>(std::move(reply.fds[next_fd++]), which, device.ready->status.pid,
+                                                       ended_when_unresponsive(device.ready->status.pid));
     }
     opened.devices.push_back(std::move(device));
   }

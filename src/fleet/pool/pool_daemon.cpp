@@ -4,11 +4,14 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -129,6 +132,16 @@ std::string read_line_before(int fd, double seconds) {
   return line;
 }
 
+/// A pool serves up to a few hundred connections (two descriptors each): the soft limit on open files
+/// (often 1024) is raised to what the hard limit allows, up to `wanted`. In the daemon only: in a
+/// process of the user's, a limit past 1024 would break code that still uses select().
+void raise_open_file_limit(rlim_t wanted) {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= wanted) return;
+  limit.rlim_cur = std::min(wanted, limit.rlim_max);
+  ::setrlimit(RLIMIT_NOFILE, &limit);
+}
+
 /// Whether the workers of `devices` can park here, or why not.
 std::string parking_on(const std::vector<Device>& devices, double park_after_s) {
   if (!(park_after_s > 0)) return "off";
@@ -151,6 +164,7 @@ int serve_until_stopped(const LeftPool& left_in, bool quiet, int ready_fd) {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
+  raise_open_file_limit(4096);
   LeftPool left = left_in;
   const std::string parking = parking_on(left.serve.pool.devices, left.serve.park_after_s);
   if (left.default_idle_exit) {
@@ -164,6 +178,9 @@ int serve_until_stopped(const LeftPool& left_in, bool quiet, int ready_fd) {
     throw;
   }
   PoolServer& server = *made;
+  // Before the job hears that the pool listens: the fill copies the plan's input files, which the job
+  // may delete as soon as it has heard.
+  if (left.make_entry) server.make_entry_in_background(*left.make_entry);
   say_once(ready_fd, {{"listening", true}, {"idle_exit_s", left.serve.idle_exit_s}, {"park_after_s", left.serve.park_after_s}, {"parking", parking}});
   if (!quiet) std::cerr << "starting workers for " << to_string(left.serve.pool.devices) << " ..." << std::endl;
   std::thread stopper([&server, stop_signals] {
@@ -171,16 +188,30 @@ int serve_until_stopped(const LeftPool& left_in, bool quiet, int ready_fd) {
     sigwait(&stop_signals, &signal);
     server.stop();
   });
-  std::thread announcer([&server, quiet, park_after_s = parking == "on" ? left.serve.park_after_s : 0.0] {
-    const bool ready = server.pool().wait(server.pool().options().start_timeout_s);
-    if (!quiet) announce(server, ready, park_after_s);
+  // Said once every worker is ready or failed; a pool stopped before (SIGTERM while a worker starts for
+  // an hour) says nothing and is not held up.
+  std::atomic<bool> served{false};
+  std::thread announcer([&server, &served, quiet, park_after_s = parking == "on" ? left.serve.park_after_s : 0.0] {
+    const int64_t deadline = deadline_in(server.pool().options().start_timeout_s, monotonic_ns());
+    while (!served) {
+      if (server.pool().wait(0.25)) {
+        if (!quiet) announce(server, true, park_after_s);
+        return;
+      }
+      const auto workers = server.pool().status();
+      const bool settled = std::none_of(workers.begin(), workers.end(), [](const PoolWorkerStatus& w) { return w.state == "starting"; });
+      if (settled || monotonic_ns() >= deadline) {
+        if (!quiet) announce(server, false, park_after_s);
+        return;
+      }
+    }
   });
-  if (left.make_entry) server.make_entry_in_background(*left.make_entry);
   if (!quiet) {
     if (left.serve.idle_exit_s > 0) std::cerr << fmt::format("it exits after {:g} s with nobody attached", left.serve.idle_exit_s) << std::endl;
     if (parking != "on" && parking != "off") std::cerr << "its workers do not park: " << parking << std::endl;
   }
   server.serve();
+  served = true;
   announcer.join();
   // The stopper ends with the signal that stopped the server; a stop for another reason sends it one.
   pthread_kill(stopper.native_handle(), SIGTERM);

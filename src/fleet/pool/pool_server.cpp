@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -38,8 +39,18 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
-/// Clients served at once: each has a thread; a client past this is refused, not queued.
+/// Jobs served at once (clients that opened a model or handed workers over): one past this is refused,
+/// not queued. Asking the pool (status, stop, evict) is never refused for it.
 constexpr int kMaxClients = 256;
+/// Connections at once, each a thread of the server: one past this is closed at once.
+constexpr size_t kMaxConnections = 512;
+/// A connection that holds nothing (no model opened, no worker handed over) and says nothing for this
+/// long is closed: silent connections cannot fill the server, and the owner's `pool stop` and `pool
+/// status` get through within this long whatever else is connected.
+constexpr double kSilentClientS = 10;
+/// How long the workers of a pool told to stop get between SIGTERM and SIGKILL: `pool stop` and SIGTERM
+/// end the pool within a few seconds whatever its workers are doing.
+constexpr double kStopGraceS = 2;
 /// How long a parking worker's submitted GPU work may take before it is left unparked.
 constexpr double kParkLockTimeoutS = 10;
 
@@ -82,7 +93,8 @@ struct PoolServer::Impl {
       it = client_threads.erase(it);
     }
   }
-  std::atomic<int> clients{0};
+  std::atomic<int> clients{0};  // connections being served
+  std::atomic<int> jobs{0};     // of them, those holding sessions or handed-over workers
   detail::FileLock server_lock;  // held while this server lives: one server per socket
   dev_t socket_dev = 0;  // the socket this server bound: removed at the end only while it is still there
   ino_t socket_ino = 0;
@@ -271,9 +283,17 @@ struct PoolServer::Impl {
 
   // --- a client: its requests, one at a time -------------------------------------------------------
 
-  /// One request of a client, answered on its channel.
-  void answer(detail::MessageChannel& channel, detail::Message& received, const ucred& peer) {
+  /// One request of a client, answered on its channel. `holds`: whether this client holds sessions or
+  /// handed workers over already (counted in `jobs`); set when this request makes it one.
+  void answer(detail::MessageChannel& channel, detail::Message& received, const ucred& peer, bool& holds) {
     const std::string op = detail::op_of(received.body);
+    if (!holds && (detail::is_request(op, detail::message::open) || detail::is_request(op, detail::message::hand_over))) {
+      if (jobs.load() >= kMaxClients) {
+        throw Error(fmt::format("the pool on {} serves {} jobs at once already", options.socket_path, kMaxClients), "Try again when some have finished");
+      }
+      ++jobs;
+      holds = true;
+    }
     if (detail::is_request(op, detail::message::status)) {
       channel.send(status());
     } else if (detail::is_request(op, detail::message::evict)) {
@@ -313,22 +333,24 @@ struct PoolServer::Impl {
         throw Error(std::string("cannot read the client's credentials: ") + std::strerror(errno));
       }
       check_pool_client(peer.uid, ::getuid(), options.socket_path);
-      if (clients.load() >= kMaxClients) {
-        throw Error(fmt::format("the pool on {} serves {} clients at once already", options.socket_path, kMaxClients),
-                    "Try again when some have finished");
-      }
     } catch (const std::exception& e) {
       spdlog::warn("refused a client (pid {}, uid {}): {}", peer.pid, peer.uid, e.what());
       refuse(e);
       return;
     }
     ++clients;
+    bool holds = false;
     while (!stopping) {
       detail::Received received;
       try {
-        received = channel.receive();
+        // A job's connection may stay silent while its fleet runs; one that holds nothing may not.
+        received = channel.receive(holds ? detail::kNoDeadline : detail::deadline_in(kSilentClientS, monotonic_ns()));
       } catch (const std::exception& e) {
         spdlog::debug("a client's connection failed (pid {}): {}", peer.pid, e.what());
+        break;
+      }
+      if (received.kind == detail::Received::Kind::timed_out) {
+        spdlog::info("closed the connection of a client (pid {}) that held nothing and said nothing for {:g} s", peer.pid, kSilentClientS);
         break;
       }
       if (received.kind == detail::Received::Kind::malformed) {
@@ -338,11 +360,12 @@ struct PoolServer::Impl {
       }
       if (received.kind != detail::Received::Kind::message) break;
       try {
-        answer(channel, received.message, peer);
+        answer(channel, received.message, peer, holds);
       } catch (const std::exception& e) {
         refuse(e);
       }
     }
+    if (holds) --jobs;
     --clients;
   }
 };
@@ -417,11 +440,19 @@ PoolServer::~PoolServer() {
     }
     threads.swap(s.client_threads);
   }
+  // A client may wait on a worker busy for hours (a start, a run, a status): the workers end first, at
+  // once, and every such wait fails with them; the background fills stop meanwhile.
+  std::thread ending_fills([&s] {
+    std::lock_guard lock(s.background_mutex);
+    s.fills.clear();  // unfinished ones stop and remove what they wrote
+  });
+  if (s.pool) s.pool->end_workers(kStopGraceS);
+  ending_fills.join();
   for (auto& c : threads) c.thread.join();
   if (s.parker.joinable()) s.parker.join();
   {
     std::lock_guard lock(s.background_mutex);
-    s.fills.clear();  // unfinished ones stop and remove what they wrote
+    s.fills.clear();  // any a client began while the others stopped
   }
   // Nobody is let in any more, the workers stop, and only then does the socket go: `ortfleet pool stop`
   // returns once the socket is gone, with no worker of this pool left.
@@ -464,9 +495,18 @@ void PoolServer::serve() {
     s.park_when_idle(busy);
     if (ready <= 0 || (fds[0].revents & POLLIN) == 0) continue;
     detail::UniqueFd client(::accept4(s.listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
-    if (!client) continue;
+    if (!client) {
+      // Out of descriptors: the connection waits in the backlog; poll would report it again at once.
+      if (errno == EMFILE || errno == ENFILE) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      continue;
+    }
     std::lock_guard lock(s.clients_mutex);
     s.reap_client_threads();
+    if (s.client_threads.size() >= kMaxConnections) {
+      spdlog::warn("closed a connection at once: {} are open already (those that hold nothing close after {:g} s of silence)", kMaxConnections,
+                   kSilentClientS);
+      continue;
+    }
     Impl::ClientThread& c = s.client_threads.emplace_back();
     detail::UniqueFd own(::fcntl(client.get(), F_DUPFD_CLOEXEC, 0));  // the thread's; `socket` stays for shutdown
     c.socket = std::move(client);

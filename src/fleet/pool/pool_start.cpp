@@ -18,9 +18,10 @@ PoolDeviceStart start_on_pool(WorkerPool& pool, LocalStartPlan plan, double time
   try {
     started.worker = pool.worker_for(device, plan.model_path, timeout_s);
     // A channel of the caller's own: its runs do not queue behind other clients', and closing it lets
-    // go of the session.
+    // go of the session. A start past its deadline ends the worker (the pool starts another): busy, it
+    // would hold every later start.
     started.channel = std::make_unique<WorkerChannel>(started.worker->attach({}, kAttachTimeoutS), device, started.worker->pid(),
-                                                      started.worker->observer_hooks());
+                                                      started.worker->observer_hooks(/*end_when_unresponsive=*/true));
     started.ready = started.channel->call(message::start, {{"plan", plan_to_json(plan)}}, timeout_s).body;
   } catch (const std::exception& e) {
     started.channel.reset();

@@ -20,6 +20,7 @@
 #include "engine/cuda/nvml.hpp"
 #include "fleet/pool/worker_parking.hpp"
 #include "fleet/worker/worker_channel.hpp"
+#include "fleet/worker/worker_proof.hpp"
 #include "fleet/worker/worker_protocol.hpp"
 #include "ortfleet/base/clock.hpp"
 #include "ortfleet/base/error.hpp"
@@ -56,6 +57,7 @@ struct WorkerPool::Impl {
   struct Member {
     PoolWorkerStatus status;
     std::shared_ptr<detail::WorkerProcess> process;  // set once initialised (or adopted)
+    std::shared_ptr<detail::WorkerProcess> starting;  // while it initialises: end_workers() ends it too
     std::optional<Error> error;
     std::thread starter;
     /// Starts handed out by worker_for that have not been reported back (start_succeeded/start_failed).
@@ -188,9 +190,11 @@ struct WorkerPool::Impl {
           std::lock_guard lock(mutex);
           m->status.pid = worker->pid();
           m->status.visible_devices = worker->visible_devices();
+          m->starting = worker;
         }
         worker->initialise(init_plan(device), options.max_resident_sessions, options.prime_libraries, options.start_timeout_s);
         std::unique_lock lock(mutex);
+        m->starting.reset();
         if (m->retired || stopping) {
           m->status.state = "stopped";
           lock.unlock();
@@ -206,6 +210,7 @@ struct WorkerPool::Impl {
         }
       } catch (const std::exception& e) {
         std::lock_guard lock(mutex);
+        m->starting.reset();
         m->error = Error::from(e).at(device.to_string());
         m->status.state = "failed";
         m->status.error = m->error->what();
@@ -437,6 +442,7 @@ struct WorkerPool::Impl {
 WorkerPool::WorkerPool(PoolOptions options) : impl_(std::make_unique<Impl>()) {
   auto& s = *impl_;
   if (options.devices.empty()) options.devices = select_devices("all").devices;
+  check_cpu_devices_fit(options.devices);  // a pool never holds more CPU workers than the machine has cores
   if (!(options.start_timeout_s > 0)) throw Error("the pool's start timeout must be a positive number of seconds", "Give e.g. 600");
   options.ort_library = detail::resolve_ort_library(options.ort_library);
   s.executable = detail::find_worker_executable(options.worker_executable);
@@ -488,6 +494,27 @@ WorkerPool::~WorkerPool() {
   for (auto& m : retired) {
     if (m->starter.joinable()) m->starter.join();
   }
+}
+
+void WorkerPool::end_workers(double grace_s) {
+  auto& s = *impl_;
+  std::vector<std::shared_ptr<detail::WorkerProcess>> workers;
+  {
+    std::lock_guard lock(s.mutex);
+    s.stopping = true;
+    std::vector<Impl::MemberPtr> members = s.retired;
+    for (const auto& dw : s.devices) {
+      for (auto& m : dw.all()) members.push_back(std::move(m));
+    }
+    for (const auto& m : members) {
+      for (const auto* w : {&m->process, &m->starting}) {
+        if (*w) workers.push_back(*w);
+      }
+    }
+  }
+  std::vector<std::thread> ends;
+  for (auto& w : workers) ends.emplace_back([w, grace_s] { w->terminate(grace_s); });
+  for (auto& t : ends) t.join();
 }
 
 bool WorkerPool::wait(double timeout_s) {
@@ -775,23 +802,6 @@ size_t WorkerPool::consolidate() {
   return folded;
 }
 
-namespace {
-/// The pid a worker behind `channel_fd` says it has (its status answer), or -1 when nothing answers
-/// as a worker does within a few seconds.
-int pid_behind(int channel_fd) {
-  try {
-    detail::MessageChannel probe(detail::UniqueFd(::fcntl(channel_fd, F_DUPFD_CLOEXEC, 0)), "the handed-over worker");
-    probe.send(detail::request_of(detail::message::status));
-    const detail::Received reply = probe.receive(detail::deadline_in(10, monotonic_ns()));
-    if (reply.kind != detail::Received::Kind::message || detail::event_of(reply.message.body) != detail::message::status.answer) return -1;
-    const auto pid = reply.message.body.find("pid");
-    return pid != reply.message.body.end() && pid->is_number_integer() ? pid->get<int>() : -1;
-  } catch (const std::exception&) {
-    return -1;
-  }
-}
-}  // namespace
-
 void WorkerPool::adopt(detail::AdoptedWorker adopted, const std::string& model, int log_fd) {
   auto& s = *impl_;
   const Device device = adopted.device;
@@ -799,14 +809,9 @@ void WorkerPool::adopt(detail::AdoptedWorker adopted, const std::string& model, 
     std::lock_guard lock(s.mutex);
     s.of(device);  // a device of this pool, or refused
   }
-  // The channel must lead to the very process the job named: a hand-over never makes this pool watch,
-  // or one day signal, any other process.
-  const int says = pid_behind(adopted.channel.get());
-  if (adopted.pid <= 1 || says != adopted.pid) {
-    throw Error(fmt::format("the handed-over channel leads to {}, not to worker pid {}", says > 0 ? "pid " + std::to_string(says) : "no worker",
-                            adopted.pid),
-                "Hand over your own workers", device.to_string());
-  }
+  // The channel must lead to the very process the job named, a worker: a hand-over never makes this
+  // pool watch, or one day signal, any other process.
+  adopted.watch = detail::prove_worker(adopted.channel.get(), adopted.pid, s.executable);
   auto worker = std::make_shared<detail::WorkerProcess>(std::move(adopted));
   try {
     worker->channel().call(detail::message::adopt, nullptr, 10, {log_fd});

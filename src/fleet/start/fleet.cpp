@@ -233,6 +233,11 @@ struct Fleet::Impl {
     for (auto& t : threads) t.join();
   }
 
+  /// The fleet's choice of run path (FleetOptions::request_ring) on a channel, before its first run.
+  void choose_request_ring(detail::WorkerChannel& channel) const {
+    if (options.request_ring) channel.choose_request_ring(*options.request_ring);
+  }
+
   /// The one place a worker's session becomes this fleet's.
   void adopt(size_t i, Remote remote, detail::WorkerReady ready) {
     timeline.add_all(ready.timeline);
@@ -265,6 +270,7 @@ struct Fleet::Impl {
       }
       auto plan = plan_for({options.devices[i]}, mode);
       plan.ort_library = ort_library;
+      choose_request_ring(remote.process->channel());
       auto ready = remote.process->start(plan, options.start_timeout_s);
       adopt(i, std::move(remote), std::move(ready));
     });
@@ -276,22 +282,22 @@ struct Fleet::Impl {
       Remote remote;
       remote.process = std::move(on_pool.worker);
       remote.attached = std::move(on_pool.channel);  // of this fleet's own: closing it lets go of the session
+      choose_request_ring(*remote.attached);
       adopt(i, std::move(remote), detail::ready_from_json(on_pool.ready));
     });
   }
 
-  /// As the fleet ends: its own workers of ready devices, sessions loaded, to the pool it left.
-  void hand_over_workers() {
-    if (left_pool_socket.empty()) return;
+  /// As the fleet ends: its own workers of ready devices, sessions loaded, for the pool it left. `mutex` held.
+  std::vector<detail::HandedWorker> workers_to_hand_over() const {
     std::vector<detail::HandedWorker> handed;
+    if (left_pool_socket.empty()) return handed;
     for (size_t i = 0; i < remotes.size(); ++i) {
       const Remote& r = remotes[i];
       if (r.process && !r.attached && status[i].state == DeviceState::ready && r.process->alive()) handed.push_back({r.process.get(), model});
     }
-    if (handed.empty()) return;
-    const size_t taken = detail::hand_over_to_pool(left_pool_socket, handed, 10);
-    spdlog::debug("handed {} of {} worker(s), {} loaded, to the warm pool on {}", taken, handed.size(), model, left_pool_socket);
+    return handed;
   }
+  TransferCounters counters_at_shutdown;  // what crossed, kept once the channels are gone
 
   void run_on_pool_server() {
     remotes.resize(options.devices.size());
@@ -308,6 +314,7 @@ struct Fleet::Impl {
         }
         Remote remote;
         remote.attached = std::move(d.channel);
+        choose_request_ring(*remote.attached);
         adopt(i, std::move(remote), std::move(*d.ready));
       }
     } catch (const std::exception& e) {
@@ -490,6 +497,7 @@ Fleet::Fleet(std::string model_path, FleetOptions options) : impl_(std::make_uni
     options.devices = std::move(all.devices);
     s.devices_reason = std::move(all.reason);
   }
+  check_cpu_devices_fit(options.devices);
   if (options.warmup_runs < 0) throw Error("warm-up runs must not be negative", "Use 0 or more");
   check_timeout(options.start_timeout_s, "start timeout", "7200 (two hours)");
   check_timeout(options.run_timeout_s, "run timeout", "600 (ten minutes)");
@@ -694,6 +702,7 @@ std::optional<std::string> Fleet::wait_for_cache_fill(double timeout_s) {
 
 TransferCounters Fleet::transfer_counters() const {
   std::lock_guard lock(impl_->mutex);
+  if (impl_->shut_down) return impl_->counters_at_shutdown;
   TransferCounters total;
   for (const auto& r : impl_->remotes) {
     if (r.attached || r.process) total += r.channel()->transfer_counters();
@@ -705,23 +714,46 @@ void Fleet::shutdown() {
   auto& s = *impl_;
   s.cancel_start();
   if (s.coordinator.joinable()) s.coordinator.join();
-  std::lock_guard lock(s.mutex);
-  if (s.shut_down) return;
-  s.shut_down = true;
-  s.local.clear();
+  // What the fleet holds is taken out under the lock and let go after it: releasing sessions, handing
+  // workers over and stopping them talk to other processes (up to seconds each), and status() or run()
+  // on another thread must not wait for that. From here on they see the devices stopped.
+  std::vector<detail::LocalDeviceResult> local;
+  std::vector<Impl::Remote> remotes;
+  std::vector<detail::HandedWorker> handed;
+  std::string left_pool_socket;
+  std::unique_ptr<detail::MessageChannel> pool_connection;
+  std::unique_ptr<detail::BackgroundFill> cache_fill;
+  {
+    std::lock_guard lock(s.mutex);
+    if (s.shut_down) return;
+    for (const auto& r : s.remotes) {
+      if (r.attached || r.process) s.counters_at_shutdown += r.channel()->transfer_counters();
+    }
+    s.shut_down = true;
+    handed = s.workers_to_hand_over();
+    left_pool_socket = s.left_pool_socket;
+    local.swap(s.local);
+    remotes.swap(s.remotes);
+    pool_connection = std::move(s.pool_connection);
+    cache_fill = std::move(s.cache_fill);
+    for (auto& st : s.status) {
+      if (st.state == DeviceState::ready) st.state = DeviceState::stopped;
+    }
+    s.changed.notify_all();
+  }
+  local.clear();
   // A pool keeps the sessions resident for the next fleet; let go of them now, not whenever the
   // worker notices the channel closed, so that the next start may evict them.
-  for (auto& r : s.remotes) {
+  for (auto& r : remotes) {
     if (r.attached && r.attached->alive()) r.attached->release(r.session);
   }
-  s.hand_over_workers();  // to the pool this start left, loaded: the next job finds the model there
-  s.remotes.clear();  // own workers stop (unless handed over); channels to a pool close
-  s.pool_connection.reset();
-  s.cache_fill.reset();  // an entry still in the making is abandoned: its worker removes what it wrote
-  for (auto& st : s.status) {
-    if (st.state == DeviceState::ready) st.state = DeviceState::stopped;
+  if (!handed.empty()) {  // to the pool this start left, loaded: the next job finds the model there
+    const size_t taken = detail::hand_over_to_pool(left_pool_socket, handed, 10);
+    spdlog::debug("handed {} of {} worker(s), {} loaded, to the warm pool on {}", taken, handed.size(), s.model, left_pool_socket);
   }
-  s.changed.notify_all();
+  remotes.clear();  // own workers stop (unless handed over); channels to a pool close
+  pool_connection.reset();
+  cache_fill.reset();  // an entry still in the making is abandoned: its worker removes what it wrote
 }
 
 }  // namespace ortfleet

@@ -60,7 +60,8 @@ LocalStartPlan BackgroundFill::fill_plan(const LocalStartPlan& plan) {
 }
 
 BackgroundFill::BackgroundFill(const LocalStartPlan& plan, std::string worker_executable, bool narrow_workers) : model_(plan.model_path) {
-  const LocalStartPlan fill = fill_plan(plan);
+  LocalStartPlan fill = fill_plan(plan);
+  inputs_ = std::make_unique<OwnedPlanInputs>(fill);
   worker_ = std::make_shared<WorkerProcess>(worker_executable, fill.devices.front(), narrow_workers, /*background=*/true);
   thread_ = std::thread([this, fill, worker = worker_] {
     std::string outcome;

@@ -16,6 +16,7 @@
 
 #include "engine/cache/cache_use.hpp"
 #include "fleet/local/local_start.hpp"
+#include "fleet/local/plan_inputs.hpp"
 
 namespace ortfleet::detail {
 
@@ -29,6 +30,8 @@ std::optional<EntryGain> price_cache_entry(const LocalStartPlan& plan, const std
 class BackgroundFill {
  public:
   /// Begins making the entry of `plan`'s model on its first device in a background worker, and returns.
+  /// The plan's input files are copied first (OwnedPlanInputs): the job that made the plan may end and
+  /// delete them while the fill works.
   BackgroundFill(const LocalStartPlan& plan, std::string worker_executable, bool narrow_workers);
   ~BackgroundFill();  ///< stops it if it has not finished: nothing of it stays
   BackgroundFill(const BackgroundFill&) = delete;
@@ -48,6 +51,7 @@ class BackgroundFill {
   mutable std::mutex mutex_;
   std::condition_variable done_;
   std::optional<std::string> outcome_;
+  std::unique_ptr<OwnedPlanInputs> inputs_;  // before the worker: it reads them until it is gone
   std::shared_ptr<WorkerProcess> worker_;
   std::thread thread_;
 };

@@ -195,7 +195,8 @@ std::shared_ptr<RingClient> WorkerChannel::ring(double timeout_s) {
   std::lock_guard ring_lock(ring_mutex_);
   if (ring_opened_) return ring_;
   ring_opened_ = true;
-  if (const auto setting = env_var(kRingVariable); setting && *setting == "0") return nullptr;
+  const auto setting = env_var(kRingVariable);
+  if (!ring_chosen_.value_or(!(setting && *setting == "0"))) return nullptr;
   auto ring = RequestRing::create(RingClient::kSlots, RingClient::kInitialSlotBytes);
   call(message::ring, nullptr, std::min(timeout_s, kControlTimeoutS), {ring->fd()});
   RingClient::Peer peer;
@@ -208,6 +209,11 @@ std::shared_ptr<RingClient> WorkerChannel::ring(double timeout_s) {
   };
   ring_ = std::make_shared<RingClient>(std::move(peer), std::move(ring));
   return ring_;
+}
+
+void WorkerChannel::choose_request_ring(bool use) {
+  std::lock_guard ring_lock(ring_mutex_);
+  ring_chosen_ = use;
 }
 
 std::exception_ptr WorkerChannel::ring_failure(RequestRing::Wait why, double timeout_s) {
@@ -310,7 +316,7 @@ WorkerProcess::WorkerProcess(const std::string& executable, const Device& device
 
 WorkerProcess::WorkerProcess(AdoptedWorker adopted)
     : device_(adopted.device), visible_(std::move(adopted.visible_devices)), pid_(adopted.pid), crash_reports_(std::move(adopted.crash_reports)) {
-  adopted_ = std::make_unique<PidFd>(pid_);
+  adopted_ = adopted.watch ? std::move(adopted.watch) : std::make_unique<PidFd>(pid_);
   WorkerChannel::Hooks hooks;
   hooks.how_it_ended = [this] { return how_it_ended(); };
   hooks.kill = [this] { kill_now(); };
@@ -319,8 +325,9 @@ WorkerProcess::WorkerProcess(AdoptedWorker adopted)
 
 WorkerProcess::~WorkerProcess() { stop(); }
 
-WorkerChannel::Hooks WorkerProcess::observer_hooks() {
+WorkerChannel::Hooks WorkerProcess::observer_hooks(bool end_when_unresponsive) {
   WorkerChannel::Hooks hooks;
+  if (end_when_unresponsive) hooks.kill = [this] { terminate(kUnresponsiveGraceS); };
   hooks.how_it_ended = [this] {
     // The channel closed: the worker is dying, or closed only this channel. Never wait for it long.
     for (int i = 0; i < 20; ++i) {

@@ -80,6 +80,9 @@ class WorkerChannel {
   /// it returns. The future throws what run() would.
   std::future<std::vector<Tensor>> run_async(const std::string& session, const std::vector<Tensor>& inputs, double timeout_s,
                                              bool outputs_on_device = false);
+  /// Whether runs go through a request ring (true) or the socket (false); without a choice made before
+  /// the ring is first needed, the ring unless kRingVariable is "0".
+  void choose_request_ring(bool use);
   /// How this channel's tensors crossed so far.
   TransferCounters transfer_counters() const;
   /// Ends the runs in flight on this channel's request ring (they fail: the worker is stopping).
@@ -125,6 +128,7 @@ class WorkerChannel {
   std::mutex socket_run_mutex_;
   std::mutex ring_mutex_;
   bool ring_opened_ = false;
+  std::optional<bool> ring_chosen_;  // ring_mutex_
   std::unique_ptr<DeviceTensorsClient> transfers_;  // before ring_: its hooks use it
   std::shared_ptr<RingClient> ring_;  // declared last: it goes first, while what its hooks use is there
 };
@@ -137,6 +141,7 @@ struct AdoptedWorker {
   int pid = -1;
   Device device;
   std::string visible_devices;
+  std::unique_ptr<PidFd> watch;  ///< held on `pid` since it was proven a worker (prove_worker); opened anew when none
 };
 
 class WorkerProcess {
@@ -165,8 +170,13 @@ class WorkerProcess {
   const std::string& visible_devices() const { return visible_; }
   WorkerChannel& channel() { return *channel_; }
   /// Hooks for another channel to this worker (attach): how the worker ended, when it did, with its
-  /// crash line; never kills it (other channels may hold its sessions).
-  WorkerChannel::Hooks observer_hooks();
+  /// crash line. With `end_when_unresponsive`, a request on that channel that misses its deadline ends
+  /// the worker (terminate(kUnresponsiveGraceS)): busy past a deadline, it would serve no later request
+  /// either (the next start of the same model waited on it), and its owner starts another. Without, it
+  /// is left as it is.
+  WorkerChannel::Hooks observer_hooks(bool end_when_unresponsive = false);
+  /// How long a worker that missed a deadline gets between SIGTERM and SIGKILL.
+  static constexpr double kUnresponsiveGraceS = 2;
 
   /// Loads ONNX Runtime and the CUDA EP, runs cuInit and makes the context: what a start on this
   /// worker then skips; with `prime`, on a GPU, also cuDNN's and cuBLAS's first use (two throwaway

@@ -334,6 +334,14 @@ class WorkerState {
         primer.model_path = model;
         primer.config.session.optimized_model_cache = false;
         primer.profile_dir.clear();
+        // What the pool's config says of one model (a job's, which left the pool) is not the primer's:
+        // its warm-up inputs, shapes and node assignments name another model's inputs and nodes, and its
+        // files may be gone with the job.
+        primer.config.warmup = {};
+        primer.config.shapes = {};
+        primer.config.session.custom_op_libraries.clear();
+        primer.config.session.config_entries.erase(kNodeAssignmentByName);
+        primer.config.session.config_entries.erase(kNodeAssignmentByLayer);
         const LocalDeviceResult r = start_one(primer, scratch);
         if (r.error) throw *r.error;
       }

@@ -631,6 +631,93 @@ TEST(SharedCacheLayer, ImportMakesNoLayerWhereAnotherUserCouldChangeIt) {
   EXPECT_FALSE(fs::exists(dir / "open" / "layer")) << "the layer was made in a folder others can write";
 }
 
+// `cache import B --shared DIR` with DIR/models a symlink to another folder wrote the entry there (issue
+// 50): the folder an import writes into is a folder, never a link, for the shared layer and the cache.
+TEST(SharedCacheLayer, AnImportNeverWritesThroughALinkInPlaceOfTheModelsFolder) {
+  const fs::path dir = fresh_bundle_dir("import-through-a-link");
+  make_bundle(test::mlp_model(), dir / "a", dir / "b.ortfleet");
+  for (const bool shared : {true, false}) {
+    SCOPED_TRACE(shared ? "--shared" : "the cache");
+    const fs::path root = dir / (shared ? "layer" : "cache");
+    const fs::path elsewhere = dir / (shared ? "elsewhere-layer" : "elsewhere-cache");
+    fs::create_directories(root);
+    fs::create_directories(elsewhere);
+    fs::create_symlink(elsewhere, root / "models");
+    const std::string e = test::error_of([&] { ModelCache((root / "models").string()).import_bundle((dir / "b.ortfleet").string(), shared); });
+    EXPECT_NE(e.find((root / "models").string() + " is a symbolic link (to " + elsewhere.string() + "): an import writes into the folder it names"),
+              std::string::npos)
+        << e;
+    EXPECT_TRUE(fs::is_empty(elsewhere)) << "the import wrote through the link";
+    EXPECT_TRUE(fs::is_symlink(root / "models")) << "the link is left as it was";
+  }
+}
+
+// docs/guarantees.md, import: an entry's files are renamed into place, never written through a link
+// planted at one of its names; what such a link names is left as it was.
+TEST(CacheBundle, AnImportNeverWritesThroughALinkAtAnEntrysName) {
+  const fs::path dir = fresh_bundle_dir("import-over-links");
+  make_bundle(test::mlp_model(), dir / "a", dir / "b.ortfleet");
+  ModelCache((dir / "probe" / "models").string()).import_bundle((dir / "b.ortfleet").string());  // the names an import makes
+  const fs::path target = dir / "target" / "models";
+  fs::create_directories(target);
+  ASSERT_EQ(::chmod((dir / "target").c_str(), 0700), 0);
+  ASSERT_EQ(::chmod(target.c_str(), 0700), 0);
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir / "probe" / "models")) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(".import-", 0) == 0 || name.ends_with(".digests.json")) continue;
+    names.push_back(name);
+    std::ofstream(dir / ("victim-" + name)) << "precious " << name;
+    fs::create_symlink(dir / ("victim-" + name), target / name);
+  }
+  ASSERT_GE(names.size(), 3u);
+  (void)test::error_of([&] { ModelCache(target.string()).import_bundle((dir / "b.ortfleet").string()); });
+  for (const auto& name : names) {
+    EXPECT_EQ(test::read_all(dir / ("victim-" + name)), "precious " + name) << "written through the link at " << name;
+  }
+}
+
+// docs/guarantees.md, import and --shared: nothing is imported into a folder of another user (as root,
+// where this test can make one), and their folder is left as it was.
+TEST(SharedCacheLayer, AnImportIntoAFolderOfAnotherUserIsRefused) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root, to give a folder to another user";
+  const fs::path dir = fresh_bundle_dir("import-theirs");
+  make_bundle(test::mlp_model(), dir / "a", dir / "b.ortfleet");
+  for (const bool shared : {true, false}) {
+    SCOPED_TRACE(shared ? "--shared" : "the cache");
+    const fs::path models = dir / (shared ? "layer" : "cache") / "models";
+    fs::create_directories(models);
+    ASSERT_EQ(::chmod(models.c_str(), 0755), 0);
+    ASSERT_EQ(::chown(models.c_str(), 65534, 65534), 0);
+    const std::string e = test::error_of([&] { ModelCache(models.string()).import_bundle((dir / "b.ortfleet").string(), shared); });
+    EXPECT_NE(e.find("the folder " + models.string() + " belongs to"), std::string::npos) << e;
+    EXPECT_TRUE(fs::is_empty(models)) << "written into another user's folder";
+  }
+}
+
+// A shared entry's graph that is a symbolic link was refused for "mode 0777", the link's own bits: it is
+// refused for being a link (and a pipe for being a pipe), never read through.
+TEST(SharedCacheLayer, AnEntryFileThatIsNotAFileIsRefusedForWhatItIs) {
+  const fs::path dir = fresh_bundle_dir("shared-entry-link");
+  const std::string entry = shared_entry(test::mlp_model(), dir);
+  const fs::path models = dir / "shared" / "models";
+  fs::rename(entry, dir / "graph-copy.onnx");
+  fs::create_symlink(dir / "graph-copy.onnx", entry);
+  auto listed = ModelCache(models.string()).entries(/*private_folder=*/false);
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_NE(listed.front().skipped.find("refused: " + entry + " is a symbolic link, not a file"), std::string::npos) << listed.front().skipped;
+  EXPECT_EQ(listed.front().skipped.find("mode 0777"), std::string::npos) << listed.front().skipped;
+  EXPECT_EQ(start_with_bundle_cache(test::mlp_model(), dir / "local", dir / "shared").note.find("shared"), std::string::npos);
+  fs::remove(entry);
+  ASSERT_EQ(::mkfifo(entry.c_str(), 0644), 0);
+  for (const auto& piped : ModelCache(models.string()).entries(/*private_folder=*/false)) EXPECT_FALSE(piped.used) << piped.path;
+  std::string note;
+  EXPECT_TRUE(test::finishes_without_waiting_on_pipe(entry, 60, [&] { note = start_with_bundle_cache(test::mlp_model(), dir / "local2", dir / "shared").note; }))
+      << "a start waited on the pipe at " << entry;
+  EXPECT_EQ(note.find("shared"), std::string::npos) << note;
+  EXPECT_TRUE(fs::is_fifo(entry));
+}
+
 TEST(SharedCacheLayer, ItIsNamedByTheConfigElseTheEnvironment) {
   test::ScopedEnv env("ORTFLEET_CACHE_SHARED", "/from/env");
   EXPECT_EQ(ModelCache::shared_root(), "/from/env");

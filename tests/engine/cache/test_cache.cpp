@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <sstream>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -451,6 +452,45 @@ TEST(ModelCache, LockFilesAreNeverFollowedThroughSymlinks) {
   detail::FileLock lock;
   EXPECT_THROW(lock.try_lock((root / "e.onnx.lock").string(), detail::FileLock::Mode::exclusive), detail::FolderNotWritable);
   EXPECT_EQ(test::read_all(root / "victim"), "precious");
+}
+
+// docs/guarantees.md, the cache: a symbolic link at an entry's name is never read through (a start
+// does not use it, `cache export` does not carry it, what it names is left as it was), and a named pipe
+// there is never waited on (export used to map it: open() held until someone wrote to the pipe).
+TEST(ModelCache, ALinkOrAPipeAtAnEntrysNameIsNeverReadThroughOrWaitedOn) {
+  const fs::path cache = fresh("entry-not-a-file");
+  const std::string model = copy_model(test::mlp_model(), fresh("entry-not-a-file-model"));
+  EXPECT_FALSE(start(model, cache).used_cache);  // the miss that makes the entry
+  const std::string entry = only_entry(cache);
+  ASSERT_TRUE(start(model, cache).used_cache);
+  const fs::path elsewhere = fresh("entry-not-a-file-elsewhere") / "graph.onnx";
+  fs::rename(entry, elsewhere);
+  const std::string kept = test::read_all(elsewhere);
+  fs::create_symlink(elsewhere, entry);
+  const fs::path bundle = cache.parent_path() / "b.ortfleet";
+  const auto exported_or_why = [&] {
+    std::string said;
+    try {
+      const auto b = ModelCache(cache.string()).export_bundle({model}, {Device::cpu()}, {}, bundle.string());
+      said = b.entries.empty() ? "nothing" : b.entries.front().outcome;
+    } catch (const Error& e) {
+      said = e.what_failed();
+    }
+    return said;
+  };
+  std::string said = exported_or_why();
+  EXPECT_NE(said.find(fs::path(entry).filename().string() + " is not a regular file"), std::string::npos) << said;
+  EXPECT_EQ(test::read_all(elsewhere), kept) << "what the link names was changed";
+  EXPECT_FALSE(start(model, cache).used_cache) << "a start used the entry through the link";
+  EXPECT_EQ(test::read_all(elsewhere), kept) << "what the link names was changed";
+
+  fs::remove(entry);
+  ASSERT_EQ(::mkfifo(entry.c_str(), 0600), 0);
+  EXPECT_TRUE(test::finishes_without_waiting_on_pipe(entry, 60, [&] { said = exported_or_why(); })) << "cache export waited on the pipe at " << entry;
+  EXPECT_NE(said.find("is not a regular file"), std::string::npos) << said;
+  EXPECT_TRUE(fs::is_fifo(entry)) << "export replaced what stands at the entry's name";
+  EXPECT_TRUE(test::finishes_without_waiting_on_pipe(entry, 60, [&] { EXPECT_FALSE(start(model, cache).used_cache); }))
+      << "a start waited on the pipe at " << entry;
 }
 
 TEST(ModelCache, ListsAndClearsEntriesButKeepsThoseInUse) {

@@ -2,7 +2,9 @@
 
 #include <cstdlib>
 
+#include "base/slurm.hpp"
 #include "ortfleet/engine/cuda_devices.hpp"
+#include "ortfleet/engine/device_selection.hpp"
 #include "ortfleet/engine/devices.hpp"
 #include "ortfleet/base/error.hpp"
 #include "test_support.hpp"
@@ -35,6 +37,25 @@ TEST(Devices, AGpuThatDoesNotExistNamesTheOnesThatDo) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("use --devices cpu"), std::string::npos) << e.what();
   }
+}
+
+// `--devices cpu*99` on 2 cores started 99 workers, and left a pool of 298 processes (issue 50): more CPU
+// sessions than this process may use are refused in one line naming the limit; as many as that are taken.
+TEST(Devices, MoreCpuSessionsThanCoresAreRefusedNamingTheLimit) {
+  const int cores = detail::usable_cpus();
+  EXPECT_EQ(select_devices("cpu*" + std::to_string(cores)).devices.size(), static_cast<size_t>(cores));
+  const std::string e = test::error_of([&] { select_devices("cpu*" + std::to_string(cores + 1)); });
+  EXPECT_NE(e.find(std::to_string(cores + 1) + " CPU sessions asked for, and this process may use " + std::to_string(cores) + " CPU"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("Ask for cpu*" + std::to_string(cores) + " or fewer"), std::string::npos) << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  std::vector<Device> listed;  // cpu:0 ... named one by one: the same count
+  for (int i = 0; i <= cores; ++i) listed.push_back(Device::cpu(i));
+  EXPECT_THROW(check_cpu_devices_fit(listed), Error);
+  listed.pop_back();
+  listed.push_back(Device::cuda(0));  // GPUs are not CPU sessions
+  EXPECT_NO_THROW(check_cpu_devices_fit(listed));
 }
 
 TEST(Devices, MalformedListsAreRejected) {

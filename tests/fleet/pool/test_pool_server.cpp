@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -20,10 +21,13 @@
 #include <thread>
 
 #include "base/private_dir.hpp"
+#include "engine/files/npy_file.hpp"
 #include "fleet/pool/pool_client.hpp"
 #include "fleet/worker/wire.hpp"
 #include "fleet/worker/worker_protocol.hpp"
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/engine/cache.hpp"
+#include "ortfleet/engine/model_file.hpp"
 #include "ortfleet/engine/session.hpp"
 #include "ortfleet/fleet/fleet.hpp"
 #include "ortfleet/fleet/pool_server.hpp"
@@ -174,6 +178,90 @@ TEST(PoolServerWire, MalformedRequestsAreRefusedToTheirSenderAndTheServerGoesOn)
   EXPECT_EQ(first_output(fleet.run(Device::cpu(0), inputs)), in_process_output(test::mlp_model(), inputs));
 }
 
+// A same-user client's hand_over naming an unrelated process (a `sleep`), with a channel the client
+// answers itself as that pid, was taken: `pool status` listed the sleep as a worker and `pool stop`
+// SIGKILLed it (issue 50). The kernel says who answers on the channel, and /proc who the pid runs.
+TEST(PoolServerWire, AForgedHandOverOfAnotherProcessIsRefusedAndItIsLeftAlone) {
+  Served pool(cpu_pool(1, /*isolate=*/false));
+  const pid_t sleeper = ::fork();
+  ASSERT_GE(sleeper, 0);
+  if (sleeper == 0) {
+    ::execlp("sleep", "sleep", "60", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  // The forger's channel: its other end answers every status request as the sleeping pid would.
+  auto [forged, served] = detail::MessageChannel::socket_pair();
+  std::thread answering([fd = std::move(served), sleeper]() mutable {
+    detail::MessageChannel channel(std::move(fd));
+    for (;;) {
+      const detail::Received r = channel.receive(detail::deadline_in(30, monotonic_ns()));
+      if (r.kind != detail::Received::Kind::message) return;
+      channel.send(detail::answer_to(detail::message::status, {{"pid", sleeper}, {"sessions", json::array()}, {"memory_bytes", 0},
+                                                               {"max_resident_sessions", 1}}));
+    }
+  });
+  const detail::UniqueFd crash(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  const std::string request = R"({"op":"hand_over","pid":)" + std::to_string(sleeper) + R"(,"device":"cpu:0","model":"m"})";
+  const auto fd = connect_raw(pool.socket());
+  const std::string why = failure_of(ask_raw(fd.get(), request, {forged.get(), crash.get()}));
+  EXPECT_NE(why.find("the handed-over channel leads to pid " + std::to_string(::getpid()) + ", not to worker pid " + std::to_string(sleeper)),
+            std::string::npos)
+      << why;
+  forged = detail::UniqueFd();
+  answering.join();
+  for (const auto& d : pool.status().at("devices")) EXPECT_NE(d.at("pid"), sleeper) << "the sleep is listed as a worker";
+  EXPECT_EQ(::kill(sleeper, 0), 0) << "the sleep was signalled";
+  ::kill(sleeper, SIGKILL);
+  ::waitpid(sleeper, nullptr, 0);
+
+  // A process that answers for itself on the channel but is no worker (this test) is refused for what it runs.
+  auto [mine, answered] = detail::MessageChannel::socket_pair();
+  std::thread answering_myself([fd = std::move(answered)]() mutable {
+    detail::MessageChannel channel(std::move(fd));
+    const detail::Received r = channel.receive(detail::deadline_in(30, monotonic_ns()));
+    if (r.kind == detail::Received::Kind::message) channel.send(detail::answer_to(detail::message::status, {{"pid", ::getpid()}}));
+  });
+  const std::string me = R"({"op":"hand_over","pid":)" + std::to_string(::getpid()) + R"(,"device":"cpu:0","model":"m"})";
+  const std::string not_a_worker = failure_of(ask_raw(fd.get(), me, {mine.get(), crash.get()}));
+  EXPECT_NE(not_a_worker.find("process " + std::to_string(::getpid()) + " runs "), std::string::npos) << not_a_worker;
+  EXPECT_NE(not_a_worker.find("not the worker executable"), std::string::npos) << not_a_worker;
+  answering_myself.join();
+}
+
+// 300 clients that connected and said nothing filled the pool: the job running went on, but the owner's
+// status and a new job got "closed the connection" and `pool stop` was refused ("serves 256 clients at
+// once already"; issue 50). Asking the pool is never refused for the connections it holds, a job is
+// still served, and a connection that holds nothing and says nothing is closed after a while.
+TEST(PoolServerWire, SilentClientsNeverKeepTheOwnerOut) {
+  rlimit files{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &files), 0);
+  const rlimit before = files;
+  files.rlim_cur = std::min<rlim_t>(files.rlim_max, 4096);  // this process holds both ends of every connection
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &files), 0);
+  {
+    Served pool(cpu_pool(1, /*isolate=*/false));
+    std::vector<detail::UniqueFd> silent;
+    for (int i = 0; i < 300; ++i) silent.push_back(connect_raw(pool.socket()));
+    const json status = pool.status();
+    EXPECT_GE(status.at("clients").get<int>(), 250) << "the silent clients are not connected";
+    Fleet fleet(test::mlp_model(), pool.client());
+    fleet.start();
+    EXPECT_TRUE(fleet.wait(120)) << fleet.status()[0].error;
+    // Silence is not held for ever by a connection that holds nothing: they are closed.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (pool.status().at("clients").get<int>() > 1 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    EXPECT_LE(pool.status().at("clients").get<int>(), 1) << "silent connections are still held";
+    for (auto& fd : silent) fd = detail::UniqueFd();
+    // The owner's stop, with as many silent clients as before.
+    for (int i = 0; i < 300; ++i) silent.push_back(connect_raw(pool.socket()));
+    detail::MessageChannel owner(detail::connect_to_pool(pool.socket()), "the pool");
+    EXPECT_NO_THROW(detail::ask_pool(owner, detail::message::stop, nullptr, 30));
+  }
+  ::setrlimit(RLIMIT_NOFILE, &before);
+}
+
 TEST(PoolServerWire, MutatedRequestsNeverStopTheServer) {
   Served pool(cpu_pool(1, /*isolate=*/false));
   const std::vector<std::string> seeds = {R"({"op":"status"})", R"({"op":"evict"})", open_request("/nonexistent/m.onnx", 5).dump(),
@@ -236,6 +324,64 @@ TEST(PoolServerStart, AFailedStartLeavesNoWorkerOfItsOwn) {
   EXPECT_EQ(kinds.count("extra"), 0u) << pool.status().dump();
   EXPECT_EQ(kinds.at("shared"), 1);
   EXPECT_EQ(kinds.count("spare"), 0u) << "the shared worker holds nothing: one blank worker is enough";
+}
+
+// A worker busy past a client's deadline (a huge warm-up) wedged the pool: the client heard that the
+// worker did not answer, but the worker went on, the next start of the model hung and `pool stop` failed
+// (issue 50). It is ended within 5 s of the deadline, and the next start gets a new worker.
+TEST(PoolServerStart, AWorkerBusyPastTheDeadlineIsEndedAndTheNextStartIsServed) {
+  Served pool(cpu_pool(1, /*isolate=*/false));
+  const int busy = pool.status().at("devices")[0].at("pid").get<int>();
+  detail::LocalStartPlan plan;
+  plan.model_path = test::mlp_model();
+  plan.devices = {Device::cpu(0)};
+  plan.warmup_runs = 100'000'000;  // minutes of warm-up
+  const auto late = detail::open_on_pool_server(pool.socket(), plan, /*timeout_s=*/3);
+  const auto missed = std::chrono::steady_clock::now();
+  ASSERT_EQ(late.devices.size(), 1u);
+  ASSERT_TRUE(late.devices[0].error) << "minutes of warm-up were ready in 3 s";
+  EXPECT_NE(std::string(late.devices[0].error->what()).find("did not become ready within 3 s"), std::string::npos) << late.devices[0].error->what();
+  while (::kill(busy, 0) == 0 && std::chrono::steady_clock::now() - missed < std::chrono::seconds(5)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_NE(::kill(busy, 0), 0) << "the worker " << busy << " busy past the deadline still runs 5 s after it";
+  plan.warmup_runs = 1;
+  const auto next = detail::open_on_pool_server(pool.socket(), plan, 60);
+  ASSERT_EQ(next.devices.size(), 1u);
+  ASSERT_TRUE(next.devices[0].ready) << next.devices[0].error->what();
+  EXPECT_NE(next.devices[0].ready->status.pid, busy);
+}
+
+// The entry a client's start missed is made by the pool after the client may have gone (issue 50): from
+// copies of the plan's files, taken while the client waits for its open, not from the client's own.
+TEST(PoolServerStart, TheEntryAClientMissedIsMadeAfterItsFilesAreGone) {
+  Served pool(cpu_pool(1, /*isolate=*/false));
+  const fs::path dir = test::fresh_dir("pool-fill-owns-its-inputs");
+  const fs::path job = dir / "job";
+  fs::create_directories(job);
+  detail::LocalStartPlan plan;
+  plan.model_path = test::mlp_model();
+  plan.devices = {Device::cpu(0)};
+  plan.cache_dir = (dir / "cache").string();
+  plan.config.session.optimized_model_cache = true;
+  detail::write_npz((job / "warmup.npz").string(), random_inputs(inspect_model(test::mlp_model()).input_specs, 6));
+  plan.config.warmup.inputs_file = (job / "warmup.npz").string();
+  fs::copy_file(test::bin("libortfleet_test_crash_ops.so"), job / "libops.so");
+  plan.config.session.custom_op_libraries = {(job / "libops.so").string()};
+  const test::ScopedEnv later(detail::kTestStartDelayVariable, "cpu=1");  // the fill's worker starts once the client is gone
+  {
+    const auto opened = detail::open_on_pool_server(pool.socket(), plan, 60);
+    ASSERT_EQ(opened.devices.size(), 1u);
+    ASSERT_TRUE(opened.devices[0].ready) << (opened.devices[0].error ? opened.devices[0].error->what() : "");
+    EXPECT_EQ(opened.devices[0].ready->status.model_cache, "miss");
+  }
+  fs::remove_all(job);  // the client ends, and its files go with it
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (!pool.status().at("cache_fills").empty() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(pool.status().at("cache_fills").empty()) << "the fill did not end in 120 s";
+  EXPECT_EQ(ModelCache((dir / "cache").string()).entries().size(), 1u) << "the pool made no entry";
 }
 
 TEST(PoolServerParking, ACpuPoolDoesNotParkAndSaysWhy) {

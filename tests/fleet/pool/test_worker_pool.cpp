@@ -12,8 +12,11 @@
 #include <thread>
 
 #include "base/private_dir.hpp"
+#include "base/slurm.hpp"
+#include "engine/files/npy_file.hpp"
 #include "fleet/worker/worker_channel.hpp"
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/engine/model_file.hpp"
 #include "ortfleet/engine/session.hpp"
 #include "ortfleet/fleet/fleet.hpp"
 #include "ortfleet/fleet/pool_server.hpp"
@@ -172,6 +175,23 @@ TEST(WorkerPool, AWorkerPrimesItsLibrariesWithThrowawaySessionsWhenAsked) {
     // Nothing of the primer stays: no resident session.
     EXPECT_TRUE(worker.channel().call(detail::message::status, nullptr, 30).body.at("sessions").empty());
   }
+}
+
+// The pool a job leaves runs with the job's config (issue 50): its warm-up inputs, shapes and custom-op
+// libraries name the job's model and files (gone with the job, perhaps), not the primer's throwaway
+// models. The primer takes none of them, and primes.
+TEST(WorkerPool, APrimerTakesNoneOfTheJobsModelSettings) {
+  const fs::path dir = test::fresh_dir("primer-settings");
+  detail::write_npz((dir / "warmup.npz").string(), random_inputs(inspect_model(test::mlp_model()).input_specs, 1));
+  detail::LocalStartPlan plan;
+  plan.devices = {Device::cpu(0)};
+  plan.config.warmup.inputs_file = (dir / "warmup.npz").string();
+  plan.config.session.custom_op_libraries = {(dir / "gone-with-the-job.so").string()};
+  detail::WorkerProcess worker(test::bin("ortfleet-worker"), Device::cpu(0));
+  const auto events = worker.initialise(plan, 0, /*prime=*/true, 300);
+  const auto primed = std::find_if(events.begin(), events.end(), [](const TimelineEvent& e) { return e.name == phase::libraries_prime; });
+  ASSERT_NE(primed, events.end());
+  EXPECT_EQ(primed->args.count("error"), 0u) << primed->args.at("error");
 }
 
 TEST(WorkerPool, MisuseIsReported) {
@@ -339,6 +359,20 @@ TEST(WorkerPoolShape, ATrimmedWorkerStillServesItsSessions) {
   EXPECT_EQ(first_output(again->run(Device::cpu(0), inputs)), want);
 }
 
+// A pool and a fleet hold no more CPU workers than this process has cores (issue 50: `cpu*99` on 2 cores
+// left 298 processes): refused before a worker is spawned, naming the limit.
+TEST(WorkerPool, NoMoreCpuWorkersThanCores) {
+  const int cores = detail::usable_cpus();
+  PoolOptions too_many = cpu_pool(cores + 1);
+  const std::string pool = test::error_of([&] { WorkerPool refused(too_many); });
+  EXPECT_NE(pool.find(std::to_string(cores + 1) + " CPU sessions asked for"), std::string::npos) << pool;
+  FleetOptions fleet;
+  fleet.devices = too_many.devices;
+  fleet.strategy = Strategy::processes;
+  const std::string started = test::error_of([&] { Fleet refused(test::mlp_model(), fleet); });
+  EXPECT_NE(started.find("at most " + std::to_string(cores) + ", one per core"), std::string::npos) << started;
+}
+
 TEST(WorkerNarrowing, AGpuWorkerSeesOnlyItsOwnGpu) {
   const test::ScopedEnv visible("CUDA_VISIBLE_DEVICES", std::nullopt);
   detail::WorkerProcess worker(test::bin("ortfleet-worker"), Device::cuda(1), /*narrow=*/true);
@@ -483,6 +517,43 @@ TEST(PoolServer, AFileThatIsNotASocketIsRefusedAndLeftAsItWas) {
   EXPECT_TRUE(fs::is_directory(dir.path() / "folder.sock"));
 }
 
+// docs/guarantees.md, serve's socket: a named pipe at the path is refused without being opened, and a
+// socket is made only in a folder no other user can change (one others may write, or, as root, one of
+// another user): refused, and nothing is made there.
+TEST(PoolServer, APipeOrAFolderAnotherUserControlsIsRefusedAndLeftAsItWas) {
+  const auto dir = detail::PrivateDir::temporary("ortfleet-test");
+  const fs::path pipe = dir.path() / "pipe.sock";
+  ASSERT_EQ(::mkfifo(pipe.c_str(), 0600), 0);
+  const fs::path open = dir.path() / "open";
+  fs::create_directory(open);
+  ASSERT_EQ(::chmod(open.c_str(), 0777), 0);
+  std::vector<std::pair<fs::path, std::string>> cases = {
+      {pipe, pipe.string() + " exists and is not a socket (it is a named pipe)"},
+      {open / "pool.sock", "the folder " + open.string() + " can be written by other users (mode 0777)"},
+      {open / "made" / "pool.sock", "the folder " + open.string() + " above " + (open / "made").string() + " can be written by other users"},
+  };
+  if (::geteuid() == 0) {
+    const fs::path theirs = dir.path() / "theirs";
+    fs::create_directory(theirs);
+    ASSERT_EQ(::chown(theirs.c_str(), 65534, 65534), 0);
+    cases.push_back({theirs / "pool.sock", "the folder " + theirs.string() + " belongs to"});
+  }
+  for (const auto& [path, said] : cases) {
+    SCOPED_TRACE(path.string());
+    ServeOptions o;
+    o.pool = cpu_pool(1);
+    o.socket_path = path.string();
+    const int code = test::exit_code_within(60, [&] {
+      const std::string e = test::error_of([&] { PoolServer server(o); });
+      return e.find(said) != std::string::npos ? 0 : 1;
+    });
+    EXPECT_EQ(code, 0) << (code < 0 ? "the server waited on the path" : "not refused with: " + said);
+  }
+  EXPECT_TRUE(fs::is_fifo(pipe));
+  EXPECT_FALSE(fs::exists(open / "pool.sock"));
+  EXPECT_FALSE(fs::exists(open / "made"));
+}
+
 // At shutdown the server removes its own socket only: a file put in its place meanwhile stays.
 TEST(PoolServer, ShutdownRemovesItsOwnSocketOnly) {
   const auto dir = detail::PrivateDir::temporary("ortfleet-test");
@@ -550,9 +621,9 @@ TEST(PoolServer, AutoStartsOnALivePoolServerOnTheDefaultSocket) {
     const test::ScopedEnv off("ORTFLEET_AUTO_POOL", "0");
     EXPECT_EQ(Fleet(model, o).strategy_reason().find("pool"), std::string::npos);
   }
-  FleetOptions three = o;
-  three.devices.push_back(Device::cpu(2));
-  const std::string reason = Fleet(model, three).strategy_reason();
+  FleetOptions other = o;
+  other.devices = {Device::cpu(0), Device::cpu(2)};  // one device the pool lacks (no more CPU sessions than cores)
+  const std::string reason = Fleet(model, other).strategy_reason();
   EXPECT_EQ(reason.rfind("auto chose fleet: ", 0), 0u) << reason;
   EXPECT_NE(reason.find("does not serve cpu:2"), std::string::npos) << reason;
   FleetOptions sequential = o;

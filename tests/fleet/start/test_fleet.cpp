@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -330,6 +331,24 @@ TEST(Fleet, ShutdownWhileADeviceStartsStopsItsWorkerAtOnce) {
   EXPECT_EQ(::kill(pid, 0), -1) << "the worker " << pid << " still runs";
   EXPECT_EQ(fleet.status()[0].state, DeviceState::failed);
   EXPECT_TRUE(fleet.left_behind().empty());
+}
+
+// Fleet::shutdown held the fleet's mutex through its socket I/O (releasing sessions, handing workers
+// over, stopping them: up to 10 s each), so that status() on another thread waited that long (issue 50).
+TEST(Fleet, StatusAnswersWhileShutdownWaitsForAWorker) {
+  Fleet fleet(test::mlp_model(), cpu_fleet(Strategy::processes, 1));
+  fleet.start();
+  ASSERT_TRUE(fleet.wait(120));
+  test::stop_process(fleet.status()[0].pid);  // the worker will not answer the stop request: shutdown waits for it
+  auto shutting = std::async(std::launch::async, [&fleet] { fleet.shutdown(); });
+  std::vector<DeviceStatus> seen;
+  do {
+    seen = fleet.status();
+  } while (seen[0].state != DeviceState::stopped);
+  EXPECT_EQ(shutting.wait_for(std::chrono::seconds(0)), std::future_status::timeout)
+      << "status() returned only once shutdown had let go of the worker";
+  EXPECT_THROW(fleet.run(Device::cpu(0), random_inputs(fleet.inputs(), 1)), Error) << "a run after shutdown began";
+  shutting.get();
 }
 
 TEST(Fleet, InputsAndOutputsAreKnownBeforeStart) {

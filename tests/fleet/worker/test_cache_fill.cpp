@@ -6,10 +6,12 @@
 #include <thread>
 
 #include "engine/cache/cache_use.hpp"
+#include "engine/files/npy_file.hpp"
 #include "fleet/worker/cache_fill.hpp"
 #include "fleet/worker/worker_channel.hpp"
 #include "fleet/worker/worker_protocol.hpp"
 #include "ortfleet/engine/cache.hpp"
+#include "ortfleet/engine/model_file.hpp"
 #include "ortfleet/fleet/fleet.hpp"
 #include "test_support.hpp"
 
@@ -75,6 +77,30 @@ TEST(BackgroundFill, OneLetGoOfEarlyLeavesNoProcessAndNoFile) {
   for (const auto& name : names_in(cache / "models")) {
     EXPECT_TRUE(name.ends_with(".lock") || name.ends_with(".digests.json")) << name << " was left behind";
   }
+}
+
+// A fill outlives the job that asked for it: the warm pool a job leaves makes the entry after the job
+// ended (issue 50: a Python job's warm-up arrays, a temporary .npz removed with its fleet, failed the
+// pool's fill). It works from copies of the plan's files, so the job's may go: its warm-up inputs, its
+// custom-op libraries; its profile folder is neither written nor made again.
+TEST(BackgroundFill, WorksOnWhenTheJobsFilesAreGone) {
+  const fs::path dir = test::fresh_dir("fill-owns-its-inputs");
+  const fs::path job = dir / "job";
+  fs::create_directories(job / "profiles");
+  detail::LocalStartPlan plan = cpu_plan(dir / "cache");
+  detail::write_npz((job / "warmup.npz").string(), random_inputs(inspect_model(test::mlp_model()).input_specs, 4));
+  plan.config.warmup.inputs_file = (job / "warmup.npz").string();
+  fs::copy_file(test::bin("libortfleet_test_crash_ops.so"), job / "libops.so");
+  plan.config.session.custom_op_libraries = {(job / "libops.so").string()};
+  plan.profile_dir = (job / "profiles").string();
+  const test::ScopedEnv later(detail::kTestStartDelayVariable, "cpu=1");  // the worker reads the plan once the job's files are gone
+  detail::BackgroundFill fill(plan, test::bin("ortfleet-worker"), /*narrow_workers=*/true);
+  fs::remove_all(job);  // the job ends, and its temporary files go with it
+  const auto outcome = fill.wait(120);
+  ASSERT_TRUE(outcome) << "the fill did not finish in 120 s";
+  EXPECT_NE(outcome->find("made the model cache entry"), std::string::npos) << *outcome;
+  EXPECT_EQ(ModelCache((dir / "cache").string()).entries().size(), 1u);
+  EXPECT_FALSE(fs::exists(job)) << "the fill made the job's folder again";
 }
 
 // What a user sees: the cold start loads the model as it is, says that the entry is made after ready,
