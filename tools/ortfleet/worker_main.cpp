@@ -8,7 +8,7 @@
 #include <iostream>
 #include <string>
 
-#include "ortfleet/fleet/worker.hpp"
+#include "ortfleet/fleet/worker_executable.hpp"
 
 int main(int argc, char** argv) {
   int fd = -1;

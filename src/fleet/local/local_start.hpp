@@ -12,7 +12,7 @@
 #include "ortfleet/engine/options.hpp"
 #include "ortfleet/engine/session.hpp"
 #include "ortfleet/engine/timeline.hpp"
-#include "ortfleet/fleet/fleet.hpp"
+#include "ortfleet/fleet/device_status.hpp"
 
 namespace ortfleet::detail {
 

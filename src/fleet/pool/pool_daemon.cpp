@@ -28,7 +28,6 @@
 #include "fleet/worker/wire.hpp"
 #include "fleet/worker/worker_channel.hpp"
 #include "fleet/worker/worker_protocol.hpp"
-#include "ortfleet/fleet/worker.hpp"
 #include "ortfleet/base/clock.hpp"
 #include "ortfleet/base/error.hpp"
 #include "process/spawn.hpp"
@@ -320,7 +319,6 @@ int pool_daemon_main(const std::string& request_file, bool detached) {
 }  // namespace ortfleet::detail
 
 int ortfleet::serve_pool(const ServeOptions& options, bool quiet) { return detail::serve_until_stopped({options, std::nullopt, false}, quiet); }
-int ortfleet::run_pool_daemon(const std::string& request_file, bool detached) { return detail::pool_daemon_main(request_file, detached); }
 
 ortfleet::DetachedPool ortfleet::serve_pool_detached(const ServeOptions& options) {
   detail::LeftPool left{options, std::nullopt, false};

@@ -53,17 +53,6 @@ const std::vector<Strategy>& all_strategies() {
   return all;
 }
 
-std::string to_string(DeviceState s) {
-  switch (s) {
-    case DeviceState::pending: return "pending";
-    case DeviceState::starting: return "starting";
-    case DeviceState::ready: return "ready";
-    case DeviceState::failed: return "failed";
-    case DeviceState::stopped: return "stopped";
-  }
-  return "?";
-}
-
 struct Fleet::Impl {
   std::string model;
   FleetOptions options;

@@ -6,22 +6,9 @@
 
 #include "engine/providers/provider_registry.hpp"
 #include "ortfleet/base/error.hpp"
-#include "ortfleet/engine/cuda_devices.hpp"
 #include "ortfleet/engine/device_tensor.hpp"
 
 namespace ortfleet {
-
-TransferCounters& TransferCounters::operator+=(const TransferCounters& o) {
-  inputs_host_bytes += o.inputs_host_bytes;
-  inputs_ipc_bytes += o.inputs_ipc_bytes;
-  inputs_staged_bytes += o.inputs_staged_bytes;
-  outputs_host_bytes += o.outputs_host_bytes;
-  outputs_ipc_bytes += o.outputs_ipc_bytes;
-  outputs_staged_bytes += o.outputs_staged_bytes;
-  ipc_opens += o.ipc_opens;
-  return *this;
-}
-
 namespace detail {
 namespace {
 // Mapped allocations kept open per worker and side. PyTorch's caching allocator and ONNX Runtime's

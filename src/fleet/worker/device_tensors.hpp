@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "fleet/worker/wire.hpp"
-#include "ortfleet/fleet/fleet.hpp"
+#include "ortfleet/fleet/device_status.hpp"
 
 namespace ortfleet::detail {
 

@@ -60,20 +60,6 @@ LocalStartPlan plan_from_json(const json& j) {
   });
 }
 
-json status_to_json(const DeviceStatus& d) {
-  return {{"device", d.device.to_string()}, {"state", to_string(d.state)},    {"error", d.error},
-          {"provider", d.provider},         {"provider_note", d.provider_note}, {"ready_ms", d.ready_ms},
-          {"ready_ns", d.ready_ns},         {"pid", d.pid},                   {"profile_path", d.profile_path},
-          {"memory_bytes", d.memory_bytes}, {"resident", d.resident},       {"model_cache", d.model_cache},
-          {"model_cache_note", d.model_cache_note}};
-}
-
-}  // namespace ortfleet::detail
-
-std::string ortfleet::DeviceStatus::to_json() const { return detail::status_to_json(*this).dump(); }
-
-namespace ortfleet::detail {
-
 DeviceStatus status_from_json(const json& j) {
   return reading("device status", [&] {
   DeviceStatus s;

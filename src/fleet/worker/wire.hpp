@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "engine/runtime/ort_environment.hpp"
+#include "fleet/core/device_status.hpp"
 #include "fleet/local/local_start.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/tensor.hpp"
-#include "ortfleet/fleet/fleet.hpp"
 #include "process/ipc.hpp"
 
 namespace ortfleet::detail {
@@ -23,8 +23,8 @@ namespace ortfleet::detail {
 nlohmann::json plan_to_json(const LocalStartPlan& plan);
 LocalStartPlan plan_from_json(const nlohmann::json& j);
 
-nlohmann::json status_to_json(const DeviceStatus& status);
-/// Throws ortfleet::Error (via nlohmann's exceptions turned into one) on a malformed status.
+/// A status as status_to_json (fleet/core/device_status.hpp) wrote it. Throws ortfleet::Error (via
+/// nlohmann's exceptions turned into one) on a malformed status.
 DeviceStatus status_from_json(const nlohmann::json& j);
 
 /// An error as data: what failed, the hint and the device keep their places across processes.

@@ -35,7 +35,6 @@
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/cache.hpp"
 #include "ortfleet/engine/runtime.hpp"
-#include "ortfleet/fleet/worker.hpp"
 #include "ortfleet/synth/synth.hpp"
 #include "process/ipc.hpp"
 #include "process/spawn.hpp"
@@ -579,7 +578,3 @@ int worker_main(int channel_fd, const Device& device, bool narrowed) {
 }
 
 }  // namespace ortfleet::detail
-
-int ortfleet::run_worker_process(int channel_fd, const std::string& device, bool narrowed) {
-  return detail::worker_main(channel_fd, Device::parse(device), narrowed);
-}

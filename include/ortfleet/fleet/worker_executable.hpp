@@ -1,6 +1,7 @@
 #pragma once
+// The entry points of the ortfleet-worker executable (tools/ortfleet/worker_main.cpp): a worker process of
+// the processes and fleet strategies, or the warm pool a start leaves behind (src/fleet/pool/worker_executable.cpp).
 #include <string>
-// The worker process of the processes and fleet strategies (the ortfleet-worker executable).
 
 namespace ortfleet {
 
