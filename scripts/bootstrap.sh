@@ -16,7 +16,7 @@ PYTHON=${PYTHON:-/usr/bin/python3}
 # Tools count as present when their command is (npm may come from NodeSource or nvm rather than
 # Debian, and Debian's npm would conflict with it); libraries when their Debian package is installed.
 tools=(g++:build-essential cmake:cmake ninja:ninja-build npm:npm zstd:zstd)
-packages=(ca-certificates libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev libgtest-dev libbenchmark-dev
+packages=(ca-certificates libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev libgtest-dev
           python3 python3-dev python3-pybind11 python3-numpy python3-pytest python3-pip python3-venv
           chromium python3-pil help2man)
 missing=()

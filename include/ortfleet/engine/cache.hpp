@@ -68,8 +68,6 @@ class ModelCache {
   const std::string& dir() const { return dir_; }
   /// The entry's path for this model, device and configuration (whether or not it exists yet).
   std::string entry_path(const std::string& model_path, const Device& device, const RunConfig& config) const;
-  /// The entry's path for a key_text() and the format the entry is stored in (its extension).
-  std::string entry_path_for_key(const std::string& model_path, const std::string& key, ModelCacheFormat format) const;
   /// The key text the entry name is hashed from. Reads the model's files unless their hashes are
   /// remembered in the cache folder for their present identity (size, inode, change time).
   std::string key_text(const std::string& model_path, const Device& device, const RunConfig& config) const;

@@ -64,10 +64,6 @@ std::string ModelCache::key_text(const std::string& model_path, const Device& de
   return detail::entry_key(model_path, device, config, private_dir ? dir_ : std::string()).key;
 }
 
-std::string ModelCache::entry_path_for_key(const std::string& model_path, const std::string& key, ModelCacheFormat format) const {
-  return (fs::path(dir_) / detail::entry_name(model_path, key, format)).string();
-}
-
 std::string ModelCache::entry_path(const std::string& model_path, const Device& device, const RunConfig& config) const {
   const bool private_dir = detail::check_private_dir(dir_, detail::kCacheFolderHint);
   return (fs::path(dir_) / detail::entry_key(model_path, device, config, private_dir ? dir_ : std::string()).name).string();

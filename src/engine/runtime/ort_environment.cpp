@@ -189,14 +189,4 @@ void print_ort_warnings() {
   for (const auto& w : take_ort_warnings()) print_ort_message(spdlog::level::warn, w.message, w.count);
 }
 
-void set_ort_print_level(OrtLoggingLevel level) {
-  ort_env();
-  auto& s = log_state();
-  {
-    std::lock_guard lock(s.mutex);
-    s.print_level = level;
-  }
-  apply_level(s);
-}
-
 }  // namespace ortfleet::detail

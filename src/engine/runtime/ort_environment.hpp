@@ -74,8 +74,4 @@ void print_ort_warnings();
 /// What ONNX Runtime's logger hands ortfleet (tests feed it directly).
 void note_ort_log(OrtLoggingLevel severity, const char* category, const char* logid, const char* location, const char* message);
 
-/// The level ONNX Runtime's own messages are printed at (default: warnings; ORTFLEET_ORT_LOG_LEVEL
-/// = verbose|info|warning|error|fatal changes it).
-void set_ort_print_level(OrtLoggingLevel level);
-
 }  // namespace ortfleet::detail

@@ -71,12 +71,6 @@ BucketCallCosts BucketedCalls::costs() const {
   return costs_;
 }
 
-void BucketedCalls::reset_costs() {
-  std::lock_guard lock(costs_mutex_);
-  costs_ = {};
-  buckets_called_.clear();
-}
-
 Tensor BucketedCalls::gpu_buffer(const std::string& name, const std::string& purpose, ElementType type, const std::vector<int64_t>& shape,
                                  size_t bytes) {
   std::lock_guard lock(buffers_mutex_);

@@ -37,8 +37,6 @@ class BucketedCalls {
                const std::vector<size_t>& largest_outputs);
 
   BucketCallCosts costs() const;
-  /// Forgets the calls made so far (those of warm-up).
-  void reset_costs();
   /// Frees the GPU buffers: before the context they live in goes.
   void release_device_buffers();
 

@@ -94,25 +94,6 @@ void WorkerParking::unpark(const WorkerProcess& worker) {
                static_cast<double>(monotonic_ns() - start) / 1e6);
 }
 
-std::map<size_t, Error> WorkerParking::unpark_all(const std::vector<std::shared_ptr<WorkerProcess>>& workers) {
-  std::map<size_t, Error> failed;
-  std::mutex failed_mutex;
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < workers.size(); ++i) {
-    if (!workers[i] || !seen(*workers[i]).parked) continue;
-    threads.emplace_back([&, i] {
-      try {
-        unpark(*workers[i]);
-      } catch (const Error& e) {
-        std::lock_guard lock(failed_mutex);
-        failed.emplace(i, e);
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  return failed;
-}
-
 WorkerParking::Seen WorkerParking::seen(const WorkerProcess& worker) const {
   Seen seen;
   const auto e = find(worker);

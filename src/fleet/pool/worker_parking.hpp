@@ -34,9 +34,6 @@ class WorkerParking {
   /// Restores `worker` if it is parked (waiting for a park in progress first). Throws ortfleet::Error
   /// when the driver cannot: the worker is then unusable and must be replaced.
   void unpark(const WorkerProcess& worker);
-  /// Parked workers in `workers`, restored all at once (a job that opens a model on several GPUs).
-  /// Returns the errors of those the driver could not restore, by index.
-  std::map<size_t, Error> unpark_all(const std::vector<std::shared_ptr<WorkerProcess>>& workers);
 
   struct Seen {
     bool parked = false;
