@@ -236,7 +236,7 @@ struct WorkerPool::Impl {
     m->retired = true;
     retired.push_back(m);
     if (!m->process) return;  // still starting: its starter ends, and the process goes with the member
-    spdlog::info("{}: stopping the worker pid {} ({})", m->status.device.to_string(), m->process->pid(), why);
+    spdlog::debug("{}: stopping the worker pid {} ({})", m->status.device.to_string(), m->process->pid(), why);
     const bool parked = parking.seen(*m->process).parked;
     in_background([this, m, parked] {
       if (parked) m->process->terminate(2);
@@ -448,6 +448,9 @@ WorkerPool::WorkerPool(PoolOptions options) : impl_(std::make_unique<Impl>()) {
   s.options = std::move(options);
   s.start_ns = monotonic_ns();
   std::lock_guard lock(s.mutex);
+  // NVML, for `pool status`'s GPU memory per worker, is loaded off the path of any request (its first
+  // initialisation takes up to a second on a node of several GPUs).
+  s.in_background([] { detail::Nvml::instance(); });
   // One worker per device to start with: while it holds nothing, a model new to the pool may start
   // in it (there is nobody's session to protect); a spare comes once it holds sessions (keep_up).
   for (const auto& d : s.options.devices) {

@@ -161,7 +161,7 @@ class WorkerState {
   /// Before the pool parks this worker: hands back what no session needs, so that the checkpoint the
   /// driver keeps in host memory is the sessions' own (kParkTrimVariable says which parts).
   json trim() {
-    const std::string parts = env_var(kParkTrimVariable).value_or("arena,heap");
+    const std::string parts = env_var(kParkTrimVariable).value_or("arena,heap,stack");
     const auto asked = [&parts](const char* part) { return parts.find(part) != std::string::npos; };
     json done = json::object();
     if (asked("arena")) {
