@@ -99,6 +99,8 @@ inline constexpr const char* kLogLevelVariable = "ORTFLEET_WORKER_LOG_LEVEL";
 /// that device sleeps that long before it handles its start request, so that a test can stop it
 /// (SIGSTOP) while it is starting. Never set outside tests.
 inline constexpr const char* kTestStartDelayVariable = "ORTFLEET_TEST_WORKER_START_DELAY";
+/// The same for its initialisation ("init"): a pool's worker that is slow to come up. Never set outside tests.
+inline constexpr const char* kTestInitDelayVariable = "ORTFLEET_TEST_WORKER_INIT_DELAY";
 
 /// Set to 1 for a worker whose work nobody waits for (a cache entry made in the background): it lowers
 /// its CPU and I/O priority first thing, before any thread exists, so that every thread it makes
