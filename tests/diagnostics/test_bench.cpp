@@ -148,7 +148,7 @@ TEST(Bench, TimesEveryStrategyInFreshProcessesWithBaselines) {
   EXPECT_EQ(r.fastest.find("resident"), std::string::npos);
   EXPECT_FALSE(r.skipped.empty());  // the anchors were turned off, and the report says so
   const auto j = nlohmann::json::parse(r.to_json());
-  EXPECT_EQ(j["rows"].size(), 14u);
+  EXPECT_EQ(j["rows"].size(), 15u);
   EXPECT_NE(r.to_markdown().find("| fleet | 2 |"), std::string::npos);
 }
 

@@ -173,7 +173,10 @@ PoolProbe probe_pool(const std::string& socket_path, double timeout_s) {
   PoolProbe probe;
   try {
     if (look_at_socket(socket_path, /*follow=*/true) != SocketFound::live) return probe;  // none, or stale: a start may leave one there
-    const json status = json::parse(pool_status(socket_path, timeout_s));
+    // A brief status: the devices it serves, without the workers' memory and sessions (what `pool
+    // status` shows, which asks every worker): a start must not wait on that.
+    MessageChannel channel(connect_to_pool(socket_path), server_at(socket_path));
+    const json status = ask_pool(channel, message::status, {{"brief", true}}, timeout_s).body;
     for (const auto& d : status.at("devices")) {
       const std::string device = d.at("device").get<std::string>();
       if (std::find(probe.devices.begin(), probe.devices.end(), device) == probe.devices.end()) probe.devices.push_back(device);

@@ -253,7 +253,15 @@ struct PoolServer::Impl {
     });
   }
 
-  json status() {
+  /// The pool's status; `brief`: only what a start asks before it uses the pool (its devices, that it is
+  /// ortfleet's), without asking any worker or reading their memory.
+  json status(bool brief) {
+    if (brief) {
+      json devices = json::array();
+      for (const auto& d : pool->devices()) devices.push_back({{"device", d.to_string()}});
+      return {{"ortfleet_pool", 1}, {"devices", devices}, {"socket", options.socket_path}, {"pid", ::getpid()},
+              {"event", detail::message::status.answer}};
+    }
     json j = json::parse(pool->status_json());
     j["socket"] = options.socket_path;
     j["pid"] = ::getpid();
@@ -295,7 +303,7 @@ struct PoolServer::Impl {
       holds = true;
     }
     if (detail::is_request(op, detail::message::status)) {
-      channel.send(status());
+      channel.send(status(received.body.is_object() && received.body.value("brief", false)));
     } else if (detail::is_request(op, detail::message::evict)) {
       channel.send(detail::answer_to(detail::message::evict, {{"count", pool->evict()}}));
     } else if (detail::is_request(op, detail::message::stop)) {

@@ -237,7 +237,7 @@ struct WorkerPool::Impl {
     m->retired = true;
     retired.push_back(m);
     if (!m->process) return;  // still starting: its starter ends, and the process goes with the member
-    spdlog::info("{}: stopping the worker pid {} ({})", m->status.device.to_string(), m->process->pid(), why);
+    spdlog::debug("{}: stopping the worker pid {} ({})", m->status.device.to_string(), m->process->pid(), why);
     const bool parked = parking.seen(*m->process).parked;
     in_background([this, m, parked] {
       if (parked) m->process->terminate(2);
@@ -394,10 +394,17 @@ struct WorkerPool::Impl {
 
   /// Where a start of a proven model goes: where its sessions are resident, else the shared worker; but
   /// never beside a model's first start (the spare takes it then). mutex held via `lock`.
-  MemberPtr home_for(std::unique_lock<std::mutex>& lock, DeviceWorkers& dw, const std::string& identity, double timeout_s) {
+  /// The worker of `dw` that is up and holds `identity`'s sessions, claimed for a start; null when none.
+  /// mutex held.
+  MemberPtr resident_home(DeviceWorkers& dw, const std::string& identity) {
     for (const auto& m : dw.all()) {
       if (m->ready() && !m->trial && m->models.count(identity) != 0) return claim(m, false);
     }
+    return nullptr;
+  }
+
+  MemberPtr home_for(std::unique_lock<std::mutex>& lock, DeviceWorkers& dw, const std::string& identity, double timeout_s) {
+    if (auto home = resident_home(dw, identity)) return home;
     if (!dw.shared->trial || !options.isolate_new_models) return claim(dw.shared, false);
     if (!dw.spare && !stopping) dw.spare = launch(dw.device);
     if (dw.spare) await_settled(lock, dw.spare, timeout_s, "spare worker");
@@ -449,6 +456,9 @@ WorkerPool::WorkerPool(PoolOptions options) : impl_(std::make_unique<Impl>()) {
   s.options = std::move(options);
   s.start_ns = monotonic_ns();
   std::lock_guard lock(s.mutex);
+  // NVML, for `pool status`'s GPU memory per worker, is loaded off the path of any request (its first
+  // initialisation takes up to a second on a node of several GPUs).
+  s.in_background([] { detail::Nvml::instance(); });
   // One worker per device to start with: while it holds nothing, a model new to the pool may start
   // in it (there is nobody's session to protect); a spare comes once it holds sessions (keep_up).
   for (const auto& d : s.options.devices) {
@@ -469,6 +479,18 @@ WorkerPool::~WorkerPool() {
       for (auto& m : dw.all()) members.push_back(std::move(m));
     }
   }
+  // A worker still starting (loading the runtime, priming: seconds on a GPU) is ended rather than
+  // waited for: nothing was given to it yet. Retired ones too (their starter stops them otherwise).
+  std::vector<std::thread> ends;
+  {
+    std::lock_guard lock(s.mutex);
+    for (const auto* list : {&members, &s.retired}) {
+      for (const auto& m : *list) {
+        if (auto w = m->starting) ends.emplace_back([w] { w->terminate(2); });
+      }
+    }
+  }
+  for (auto& t : ends) t.join();
   for (auto& m : members) {
     if (m->starter.joinable()) m->starter.join();
   }
@@ -710,6 +732,14 @@ std::shared_ptr<detail::WorkerProcess> WorkerPool::worker_for(const Device& devi
     {
       std::unique_lock lock(s.mutex);
       auto& dw = s.of(device);
+      const bool proven = s.proven.count(identity) != 0;
+      // A model resident in a worker that is up is handed out there at once: never behind a shared
+      // worker still starting (the pool a job leaves starts its own while the job's workers come over).
+      if (proven) chosen = s.resident_home(dw, identity);
+    }
+    if (!chosen) {
+      std::unique_lock lock(s.mutex);
+      auto& dw = s.of(device);
       s.await_settled(lock, dw.shared, timeout_s, "worker");
       if (dw.shared->status.state == "failed") {
         throw Error("the pool's worker for " + device.to_string() + " failed: " + dw.shared->error->what_failed(), dw.shared->error->hint(),
@@ -837,7 +867,7 @@ void WorkerPool::adopt(detail::AdoptedWorker adopted, const std::string& model, 
   auto& dw = s.of(device);
   // Where the shared worker holds nothing, the job's worker takes its place, model loaded; else it waits
   // as an extra worker until its sessions move into the shared one (consolidate, when the pool is idle).
-  if (dw.shared->ready() && dw.shared->blank()) s.promote(dw, m);
+  if (dw.shared->blank() && dw.shared->status.state != "failed") s.promote(dw, m);  // ready or still starting
   else dw.extra.push_back(m);
   spdlog::info("{}: took over the job's worker (pid {}) with {} loaded", device.to_string(), m->status.pid, model);
 }

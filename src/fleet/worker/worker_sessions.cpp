@@ -28,9 +28,10 @@ using nlohmann::json;
 
 namespace {
 
-/// The test hook kTestStartDelayVariable: sleeps when it names this worker's device.
-void delay_start_if_asked(const std::string& device) {
-  const auto setting = env_var(kTestStartDelayVariable);
+/// The test hooks kTestStartDelayVariable and kTestInitDelayVariable (`variable`): sleeps when it names
+/// this worker's device.
+void delay_if_asked(const char* variable, const std::string& device) {
+  const auto setting = env_var(variable);
   if (!setting) return;
   const auto equals = setting->rfind('=');
   if (equals == std::string::npos || setting->substr(0, equals) != device) return;
@@ -41,6 +42,7 @@ void delay_start_if_asked(const std::string& device) {
 
 json WorkerSessions::initialise(const LocalStartPlan& plan, size_t max_resident, bool prime) {
   std::lock_guard starting(start_mutex_);
+  delay_if_asked(kTestInitDelayVariable, lane());
   initialised_ = true;
   Timeline timeline(main_ns_);
   add_process_start(timeline);
@@ -60,7 +62,7 @@ json WorkerSessions::start(const LocalStartPlan& plan, std::vector<std::string>&
   if (auto resident = hand_out_resident(key, held)) return *resident;
   std::lock_guard starting(start_mutex_);  // one creation at a time: they would contend for one GPU
   if (auto resident = hand_out_resident(key, held)) return *resident;  // made while this start waited
-  delay_start_if_asked(lane());
+  delay_if_asked(kTestStartDelayVariable, lane());
   auto session = std::make_shared<ResidentSession>();
   session->timeline = std::make_unique<Timeline>(main_ns_);
   Timeline& timeline = *session->timeline;
@@ -104,7 +106,7 @@ std::optional<json> WorkerSessions::hand_out_resident(const std::string& key, st
 }
 
 json WorkerSessions::trim() {
-  const std::string parts = env_var(kParkTrimVariable).value_or("arena,heap");
+  const std::string parts = env_var(kParkTrimVariable).value_or("arena,heap,stack");
   const auto asked = [&parts](const char* part) { return parts.find(part) != std::string::npos; };
   json done = json::object();
   if (asked("arena")) {

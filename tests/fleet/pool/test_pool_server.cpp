@@ -384,6 +384,27 @@ TEST(PoolServerStart, TheEntryAClientMissedIsMadeAfterItsFilesAreGone) {
   EXPECT_EQ(ModelCache((dir / "cache").string()).entries().size(), 1u) << "the pool made no entry";
 }
 
+// What a start asks before it uses a pool (its devices) never waits on a worker: a stopped worker
+// holds up `pool status` by at most its wait, and a start's probe not at all (the brief status reads no
+// worker and no memory; the next job right after the first paid 0.8 s on 4 GPUs when the probe asked the full one).
+TEST(PoolServerWire, AStartsProbeAsksNoWorker) {
+  Served pool(cpu_pool(1, /*isolate=*/false));
+  ASSERT_TRUE(pool.server().pool().wait(120));
+  const int worker = pool.server().pool().status().front().pid;
+  ASSERT_EQ(::kill(worker, SIGSTOP), 0);
+  const auto fd = connect_raw(pool.socket());
+  const json brief = ask_raw(fd.get(), R"({"op":"status","brief":true})");
+  const detail::PoolProbe probe = detail::probe_pool(pool.socket(), 5);
+  ::kill(worker, SIGCONT);
+  EXPECT_EQ(detail::event_of(brief), "status") << brief.dump();
+  EXPECT_FALSE(brief.contains("total")) << "the brief status asked the workers: " << brief.dump();
+  ASSERT_EQ(brief.at("devices").size(), 1u);
+  EXPECT_EQ(brief.at("devices")[0].at("device"), "cpu");
+  EXPECT_FALSE(brief.at("devices")[0].contains("sessions"));
+  EXPECT_EQ(probe.kind, detail::PoolProbe::Kind::ours) << probe.why;
+  EXPECT_EQ(probe.devices, std::vector<std::string>{"cpu"});
+}
+
 TEST(PoolServerParking, ACpuPoolDoesNotParkAndSaysWhy) {
   Served pool(cpu_pool(1, /*isolate=*/false), /*park_after_s=*/0.2);
   std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // idle past the park time, a tick or two

@@ -311,6 +311,32 @@ TEST(WorkerPoolShape, ANewModelNeverStartsBesideAnotherJobsSessionAndAnIdleDevic
   }
 }
 
+// A model resident in a worker that is up is handed out at once, never behind a shared worker still
+// starting (the next job right after the first waited ~1 s for the pool's own worker to finish priming
+// on 4 x H200, while its model sat resident in the worker the first job handed over).
+TEST(WorkerPoolShape, AResidentModelNeverWaitsForAWorkerStillStarting) {
+  auto pool = std::make_shared<WorkerPool>(isolating_cpu_pool());
+  ASSERT_TRUE(pool->wait(120));
+  const std::string a = distinct_model("resident-a", 21), b = distinct_model("resident-b", 22);
+  ready_fleet(a, on_pool(pool)).reset();  // a: in the shared worker, which held nothing
+  int b_pid = 0;
+  {
+    auto on_spare = ready_fleet(b, on_pool(pool));  // b: new, so in the spare, beside nobody's session
+    b_pid = on_spare->status().front().pid;
+  }
+  ASSERT_NE(b_pid, pool->status().front().pid);
+  // The shared worker dies; its replacement takes 30 s to come up.
+  const test::ScopedEnv slow(detail::kTestInitDelayVariable, "cpu=30");
+  ASSERT_EQ(::kill(pool->status().front().pid, SIGKILL), 0);
+  for (int i = 0; i < 500 && pool->keep_up() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(pool->status().front().state, "starting");
+  Fleet again(b, on_pool(pool));
+  again.start();
+  ASSERT_TRUE(again.wait(15)) << "a resident model waited for a worker still starting";
+  EXPECT_TRUE(again.status().front().resident);
+  EXPECT_EQ(again.status().front().pid, b_pid);
+}
+
 // A worker that does not answer (stopped) does not hold up the pool's status: it is shown as it last
 // answered, and said to be busy.
 TEST(WorkerPoolShape, StatusAnswersWhileAWorkerIsStopped) {
