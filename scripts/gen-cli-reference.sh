@@ -71,8 +71,8 @@ echo "| 2 | a usage error, before any work: a value out of range, flags that do 
 echo "| 3 | it ran, but a device failed to start (\`start\`) or a row could not be measured (\`bench\`): the output says which and why |"
 echo "| 4 | \`pool status\`, \`pool evict\`: no pool server listens on the socket (\`pool stop\` then exits 0: nothing to stop) |"
 echo
-echo "The environment variables ortfleet reads are listed in the man pages' ENVIRONMENT section"
-echo "(scripts/man/common.h2m) and in [config.md](config.md)."
+echo "Every environment variable ortfleet reads is in [environment.md](environment.md); the man pages'"
+echo "ENVIRONMENT section (scripts/man/common.h2m) names those a command line user sets."
 echo
 for c in "${commands[@]}"; do
   echo "- [\`ortfleet${c:+ $c}\`](#$(anchor "$c"))"

@@ -1,4 +1,5 @@
 #include "base/crash_report.hpp"
+#include "base/environment.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -149,9 +150,9 @@ CrashScope::~CrashScope() {
 void install_crash_handler() {
   static std::once_flag once;
   std::call_once(once, [] {
-    if (const char* off = std::getenv("ORTFLEET_CRASH_HANDLER"); off != nullptr && std::string(off) == "0") return;
+    if (detail::env_value(detail::EnvVar::crash_handler).value_or("") == "0") return;
     enabled = true;
-    if (const char* fd = std::getenv(kCrashFdVariable)) crash_fd = std::atoi(fd);
+    if (const auto fd = detail::env_value(detail::EnvVar::crash_fd)) crash_fd = std::atoi(fd->c_str());
     struct sigaction action {};
     action.sa_sigaction = on_fatal_signal;
     action.sa_flags = SA_SIGINFO | SA_ONSTACK;

@@ -36,7 +36,4 @@ class CrashScope {
 /// ORTFLEET_CRASH_HANDLER=0 leaves signals alone and makes every CrashScope a no-op (bench A/B).
 void install_crash_handler();
 
-/// The environment variable naming the descriptor a worker writes its crash line to.
-inline constexpr const char* kCrashFdVariable = "ORTFLEET_CRASH_FD";
-
 }  // namespace ortfleet

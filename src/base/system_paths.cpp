@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 
+#include "base/environment.hpp"
 #include "ortfleet/base/number_text.hpp"
 
 namespace ortfleet::detail {
@@ -86,7 +87,7 @@ std::optional<std::string> env_var(const char* name) {
 }
 
 std::optional<std::string> user_cache_root() {
-  if (auto v = env_var("ORTFLEET_CACHE")) return *v;
+  if (auto v = env_value(EnvVar::cache)) return *v;
   if (auto v = env_var("XDG_CACHE_HOME")) return (fs::path(*v) / "ortfleet").string();
   if (auto v = env_var("HOME")) return (fs::path(*v) / ".cache" / "ortfleet").string();
   return std::nullopt;

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "base/environment.hpp"
 #include "base/private_dir.hpp"
 #include "diagnostics/bench_rows.hpp"
 #include "diagnostics/cold_start.hpp"
@@ -336,7 +337,7 @@ void run_case(const BenchOptions& o, Case& c, BenchPool* pool, bool timed) {
   std::optional<detail::PrivateDir> empty_cache;  // a first start's: fresh each round, gone after it
   if (c.row.model_cache == "empty") {
     empty_cache = detail::PrivateDir::temporary("ortfleet-bench-first-start");
-    c.start.environment["ORTFLEET_CACHE"] = empty_cache->path().string();
+    c.start.environment[detail::env_name(detail::EnvVar::cache)] = empty_cache->path().string();
   }
   const detail::ColdStart result = detail::run_cold_start(c.start);
   detail::throw_if_stopped(o.stop);

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "base/environment.hpp"
 #include "diagnostics/doctor_model.hpp"
 #include "diagnostics/elf_inspect.hpp"
 #include "engine/cuda/process_checkpoint.hpp"
@@ -260,7 +261,8 @@ void check_environment(DoctorReport& r) {
   const char* names[] = {"CUDA_MODULE_LOADING", "CUDA_VISIBLE_DEVICES", "CUDA_LAUNCH_BLOCKING", "CUDA_CACHE_DISABLE",
                          "CUDA_CACHE_MAXSIZE", "CUDA_CACHE_PATH", "CUDA_DEVICE_MAX_CONNECTIONS", "CUDNN_LOGLEVEL_DBG",
                          "CUBLAS_WORKSPACE_CONFIG", "OMP_NUM_THREADS", "OMP_WAIT_POLICY", "LD_LIBRARY_PATH",
-                         "ORTFLEET_ORT_LIB", "ORTFLEET_ORT_ROOT", "ORTFLEET_CUDA_EP", "ORTFLEET_CACHE"};
+                         detail::env_name(detail::EnvVar::ort_lib), detail::env_name(detail::EnvVar::ort_root),
+                         detail::env_name(detail::EnvVar::cuda_ep), detail::env_name(detail::EnvVar::cache)};
   for (const char* n : names) r.environment.push_back({n, detail::env_var(n)});
   auto value = [&](const char* n) { return detail::env_var(n).value_or(""); };
   if (value("CUDA_MODULE_LOADING") == "EAGER") {

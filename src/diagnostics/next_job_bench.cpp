@@ -12,6 +12,7 @@
 #include <optional>
 #include <thread>
 
+#include "base/environment.hpp"
 #include "base/private_dir.hpp"
 #include "diagnostics/bench_rows.hpp"
 #include "diagnostics/cold_start.hpp"
@@ -160,8 +161,8 @@ NextJobRows run_next_job_rows(const BenchOptions& o, const std::string& ortfleet
     request.config.warm_pool.park_after_s = kParkAfterS;
     request.timeout_s = o.timeout_s;
     request.stop = o.stop;
-    request.environment = {{"XDG_RUNTIME_DIR", runtime.path().string()}, {"ORTFLEET_CACHE", cache.path().string()},
-                           {"ORTFLEET_AUTO_POOL", "1"}};
+    request.environment = {{"XDG_RUNTIME_DIR", runtime.path().string()}, {env_name(EnvVar::cache), cache.path().string()},
+                           {env_name(EnvVar::auto_pool), "1"}};
     {
       // A node whose daemon (ortfleet serve, as its systemd unit runs it) started, primed and parked
       // before any job: the first job of a model it never saw, on an empty cache.
@@ -169,8 +170,8 @@ NextJobRows run_next_job_rows(const BenchOptions& o, const std::string& ortfleet
       const PrivateDir daemon_cache = PrivateDir::temporary("ortfleet-bench-node-daemon-cache");
       const PoolOfTheRound daemon(default_pool_socket_in(daemon_runtime.path().string()));
       ColdStartRequest on_daemon = request;
-      on_daemon.environment = {{"XDG_RUNTIME_DIR", daemon_runtime.path().string()}, {"ORTFLEET_CACHE", daemon_cache.path().string()},
-                               {"ORTFLEET_AUTO_POOL", "1"}};
+      on_daemon.environment = {{"XDG_RUNTIME_DIR", daemon_runtime.path().string()}, {env_name(EnvVar::cache), daemon_cache.path().string()},
+                               {env_name(EnvVar::auto_pool), "1"}};
       try {
         start_node_daemon(ortfleet, o, on_daemon.environment, daemon.socket, !no_parking);
         run_job(on_daemon, rows[2], timed);

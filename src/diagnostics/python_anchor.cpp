@@ -7,6 +7,7 @@
 #include <sstream>
 #include <vector>
 
+#include "base/environment.hpp"
 #include "base/system_paths.hpp"
 #include "engine/cuda/cuda_provider.hpp"
 #include "ortfleet/engine/runtime.hpp"
@@ -21,7 +22,7 @@ namespace fs = std::filesystem;
 
 std::optional<std::string> find_anchor_script() {
   std::vector<fs::path> candidates;
-  if (auto v = env_var("ORTFLEET_PYTHON_ANCHOR")) candidates.emplace_back(*v);
+  if (auto v = env_value(EnvVar::python_anchor)) candidates.emplace_back(*v);
   const fs::path here = own_binary_dir();
   candidates.push_back(here / ".." / "share" / "ortfleet" / "onnxruntime_python.py");
   candidates.push_back(here / "anchors" / "onnxruntime_python.py");

@@ -10,6 +10,7 @@
 #include <optional>
 #include <thread>
 
+#include "base/environment.hpp"
 #include "base/private_dir.hpp"
 #include "diagnostics/cold_start.hpp"
 #include "diagnostics/round_budget.hpp"
@@ -358,7 +359,7 @@ TuneReport run_tune(const TuneOptions& options) {
     request.config = c.config;
     request.ortfleet_executable = ortfleet;
     request.ort_library = o.ort_library;
-    request.environment = {{"ORTFLEET_CACHE", cache}};
+    request.environment = {{detail::env_name(detail::EnvVar::cache), cache}};
     request.timeout_s = o.timeout_s;
     request.stop = o.stop;
     return request;

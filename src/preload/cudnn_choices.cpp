@@ -36,6 +36,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/environment.hpp"  // the names of the variables it reads (a header only: nothing is linked)
+
 namespace {
 
 using Desc = void*;
@@ -231,7 +233,7 @@ std::string fingerprint(Desc d, int depth = 0) {
 
 /// "NVIDIA_H100_80GB_HBM3-sm90": the GPU this process works on (a worker sees one), from the driver.
 std::string gpu_name() {
-  if (const char* fake = std::getenv("ORTFLEET_TEST_CUDNN_DEVICE")) return fake;  // the tests' stand-in cuDNN, without a GPU
+  if (const char* fake = std::getenv(ortfleet::detail::env_name(ortfleet::detail::EnvVar::test_cudnn_device))) return fake;  // the tests' stand-in cuDNN, without a GPU
   void* cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
   if (cuda == nullptr) return "";
   using GetFn2 = int (*)(int*, int);
@@ -271,7 +273,7 @@ void read_store() {
   auto& s = state();
   if (s.store_read) return;
   s.store_read = true;
-  const char* folder = std::getenv("ORTFLEET_CUDNN_CHOICES");
+  const char* folder = std::getenv(ortfleet::detail::env_name(ortfleet::detail::EnvVar::cudnn_choices));
   const auto version = real<VersionFn>("cudnnGetVersion");
   const std::string gpu = gpu_name();
   if (folder == nullptr || *folder == '\0' || version == nullptr || gpu.empty()) return;

@@ -12,6 +12,7 @@
 #include <ctime>
 #include <thread>
 
+#include "base/environment.hpp"
 #include "ortfleet/base/clock.hpp"
 #include "ortfleet/base/error.hpp"
 #include "process/ipc.hpp"
@@ -35,7 +36,7 @@ constexpr int64_t kDefaultSpinNs = 2'000'000;
 constexpr unsigned kMinThreadsToPoll = 8;
 int64_t spin_ns() {
   static const int64_t ns = [] {
-    if (const char* setting = std::getenv("ORTFLEET_RING_SPIN_US")) return std::max<int64_t>(0, std::atoll(setting)) * 1000;
+    if (const auto setting = env_value(EnvVar::ring_spin_us)) return std::max<int64_t>(0, std::atoll(setting->c_str())) * 1000;
     return std::thread::hardware_concurrency() >= kMinThreadsToPoll ? kDefaultSpinNs : int64_t{0};
   }();
   return ns;

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/environment.hpp"
 #include "ortfleet/base/clock.hpp"
 #include "ortfleet/base/error.hpp"
 #include "base/termination_cleanup.hpp"
@@ -57,7 +58,7 @@ Spawned spawn_process(const SpawnRequest& request) {
   for (const auto& [k, v] : request.environment) env[k] = v;
   Spawned spawned;
   spawned.spawn_ns = monotonic_ns();
-  env[kSpawnTimeVariable] = std::to_string(spawned.spawn_ns);
+  env[env_name(EnvVar::spawn_ns)] = std::to_string(spawned.spawn_ns);
   std::vector<std::string> env_strings;
   env_strings.reserve(env.size());
   for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);

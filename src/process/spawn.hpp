@@ -10,10 +10,6 @@
 
 namespace ortfleet::detail {
 
-/// Set in every child's environment: the monotonic time of its spawn, so the child can report how
-/// long exec and dynamic loading took.
-inline constexpr const char* kSpawnTimeVariable = "ORTFLEET_SPAWN_NS";
-
 struct SpawnRequest {
   std::vector<std::string> argv;                      ///< argv[0] is the program
   std::map<std::string, std::string> environment;     ///< set (or replaced) on top of this process's environment

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "base/environment.hpp"
 #include "base/system_paths.hpp"
 #include "diagnostics/machine.hpp"
 #include "ortfleet/base/clock.hpp"
@@ -164,7 +165,7 @@ std::string stamp_result(const std::string& json_text, const std::string& comman
 
 std::string find_chart_library() {
   std::vector<fs::path> candidates;
-  if (auto dir = detail::env_var("ORTFLEET_WEB_DIR")) {
+  if (auto dir = detail::env_value(detail::EnvVar::web_dir)) {
     candidates = {fs::path(*dir) / kChartLibrary};
   } else {
     candidates = {detail::own_binary_dir() / ".." / "share" / "ortfleet" / "web" / kChartLibrary,

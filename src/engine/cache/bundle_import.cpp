@@ -21,6 +21,7 @@
 #include <set>
 #include <sstream>
 
+#include "base/environment.hpp"
 #include "base/private_dir.hpp"
 #include "base/unique_fd.hpp"
 #include "engine/cache/bundle.hpp"
@@ -203,7 +204,8 @@ void prepare_target(const std::string& dir, bool shared_layer) {
 /// (the first entry's companions renamed into place, its graph not yet) ends this process there with
 /// SIGKILL, as a job killed halfway through an import would end. Tests only.
 void test_kill_point(const char* point) {
-  const char* at = std::getenv("ORTFLEET_TEST_IMPORT_KILL_AT");
+  const auto setting = detail::env_value(detail::EnvVar::test_import_kill_at);
+  const char* at = setting ? setting->c_str() : nullptr;
   if (at != nullptr && std::strcmp(at, point) == 0) ::raise(SIGKILL);
 }
 

@@ -8,6 +8,7 @@
 #include <map>
 #include <string_view>
 
+#include "base/environment.hpp"
 #include "base/private_dir.hpp"
 #include "base/system_paths.hpp"
 #include "engine/cache/cache_use.hpp"
@@ -86,7 +87,7 @@ bool is_cache_file_name(const std::string& name) {
 
 std::optional<std::string> ModelCache::shared_root(const RunConfig& config) {
   if (!config.session.model_cache_shared.empty()) return config.session.model_cache_shared;
-  return detail::env_var("ORTFLEET_CACHE_SHARED");
+  return detail::env_value(detail::EnvVar::cache_shared);
 }
 
 namespace {

@@ -1,6 +1,7 @@
 // What options resolve to: the warm pool's idle and park times from the environment, the CUDA EP's option
 // keys, and the one-line summary of a config against the defaults. Beside it: option_values.cpp (the
 // values' names), option_checks.cpp (checks across fields), config_file.cpp (JSON).
+#include "base/environment.hpp"
 #include "ortfleet/engine/options.hpp"
 
 #include <algorithm>
@@ -19,12 +20,12 @@ namespace ortfleet {
 
 namespace {
 /// A number of seconds from 0 to a week in environment variable `name`, or nothing when it is unset.
-std::optional<double> seconds_from_environment(const char* name, const char* what_it_sets) {
-  const char* env = std::getenv(name);
-  if (env == nullptr || *env == '\0') return std::nullopt;
-  const auto seconds = parse_decimal(env);  // "0x10" is refused, not read as 16
+std::optional<double> seconds_from_environment(detail::EnvVar variable, const char* what_it_sets) {
+  const auto env = detail::env_value(variable);
+  if (!env) return std::nullopt;
+  const auto seconds = parse_decimal(*env);  // "0x10" is refused, not read as 16
   if (!seconds || *seconds < 0 || *seconds > 7 * 24 * 3600) {
-    throw Error(std::string(name) + "='" + env + "' is not a number of seconds from 0 to 604800", std::string("Set it to ") + what_it_sets);
+    throw Error(std::string(detail::env_name(variable)) + "='" + *env + "' is not a number of seconds from 0 to 604800", std::string("Set it to ") + what_it_sets);
   }
   return *seconds;
 }
@@ -32,12 +33,12 @@ std::optional<double> seconds_from_environment(const char* name, const char* wha
 
 std::optional<double> WarmPoolOptions::chosen_idle_exit_s() const {
   if (idle_exit_s) return *idle_exit_s;
-  return seconds_from_environment("ORTFLEET_WARM_POOL_IDLE", "the seconds a warm pool waits idle before it exits (e.g. 300), or 0 to leave no pool");
+  return seconds_from_environment(detail::EnvVar::warm_pool_idle, "the seconds a warm pool waits idle before it exits (e.g. 300), or 0 to leave no pool");
 }
 
 double WarmPoolOptions::resolved_park_after_s() const {
   if (park_after_s) return *park_after_s;
-  return seconds_from_environment("ORTFLEET_WARM_POOL_PARK", "the seconds after which an idle pool parks its workers (e.g. 30), or 0 never to park")
+  return seconds_from_environment(detail::EnvVar::warm_pool_park, "the seconds after which an idle pool parks its workers (e.g. 30), or 0 never to park")
       .value_or(kDefaultParkAfterS);
 }
 

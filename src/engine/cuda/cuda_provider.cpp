@@ -9,6 +9,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "base/environment.hpp"
 #include "base/system_paths.hpp"
 #include "engine/cuda/cuda_provider.hpp"
 #include "engine/runtime/ort_environment.hpp"
@@ -33,7 +34,7 @@ void add_candidate(std::vector<CudaEpLocation>& out, fs::path p, const std::stri
 
 std::vector<CudaEpLocation> cuda_ep_candidates() {
   std::vector<CudaEpLocation> out;
-  if (auto v = detail::env_var("ORTFLEET_CUDA_EP")) add_candidate(out, *v, "ORTFLEET_CUDA_EP");
+  if (auto v = detail::env_value(detail::EnvVar::cuda_ep)) add_candidate(out, *v, detail::env_name(detail::EnvVar::cuda_ep));
   if (const RuntimeInfo* rt = loaded_runtime()) {
     add_candidate(out, fs::path(rt->library_path).parent_path(), "next to " + fs::path(rt->library_path).filename().string());
   }

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "base/environment.hpp"
 #include "base/private_dir.hpp"
 #include "base/system_paths.hpp"
 
@@ -15,11 +16,10 @@ namespace fs = std::filesystem;
 
 namespace {
 constexpr const char* kLibrary = "libortfleet_cudnn.so";
-constexpr const char* kStoreVariable = "ORTFLEET_CUDNN_CHOICES";
 }  // namespace
 
 std::map<std::string, std::string> cudnn_choices_environment(const std::string& executable) {
-  const auto setting = env_var(kStoreVariable);
+  const auto setting = env_value(EnvVar::cudnn_choices);
   if (setting && *setting == "0") return {};
   std::error_code ec;
   const fs::path library = fs::path(executable).parent_path() / kLibrary;
@@ -39,7 +39,7 @@ std::map<std::string, std::string> cudnn_choices_environment(const std::string& 
     return {};
   }
   const auto preload = env_var("LD_PRELOAD");
-  return {{"LD_PRELOAD", library.string() + (preload && !preload->empty() ? ":" + *preload : "")}, {kStoreVariable, store}};
+  return {{"LD_PRELOAD", library.string() + (preload && !preload->empty() ? ":" + *preload : "")}, {env_name(EnvVar::cudnn_choices), store}};
 }
 
 std::optional<CudnnWork> cudnn_work() {

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <utility>
 
+#include "base/environment.hpp"
 #include "ortfleet/base/error.hpp"
 #include "engine/runtime/runtime.hpp"
 #include "ortfleet/engine/timeline.hpp"
@@ -71,7 +72,7 @@ void ORT_API_CALL forward_log(void* /*param*/, OrtLoggingLevel severity, const c
 }
 
 OrtLoggingLevel level_from_env() {
-  const auto v = env_var("ORTFLEET_ORT_LOG_LEVEL");
+  const auto v = env_value(EnvVar::ort_log_level);
   if (!v) return ORT_LOGGING_LEVEL_WARNING;
   if (*v == "verbose") return ORT_LOGGING_LEVEL_VERBOSE;
   if (*v == "info") return ORT_LOGGING_LEVEL_INFO;

@@ -16,6 +16,7 @@
 #include <fstream>
 #include <mutex>
 
+#include "base/environment.hpp"
 #include "engine/files/mapped_file.hpp"
 #include "engine/runtime/ort_environment.hpp"
 #include "engine/runtime/runtime.hpp"
@@ -177,8 +178,8 @@ std::vector<fs::path> system_library_dirs() {
 std::vector<RuntimeCandidate> runtime_candidates(const std::string& explicit_library) {
   std::vector<RuntimeCandidate> out;
   if (!explicit_library.empty()) add_path(out, explicit_library, runtime_choice_words().option);
-  if (auto v = detail::env_var("ORTFLEET_ORT_LIB")) add_path(out, *v, "ORTFLEET_ORT_LIB");
-  if (auto v = detail::env_var("ORTFLEET_ORT_ROOT")) add_folder(out, fs::path(*v) / "lib", "ORTFLEET_ORT_ROOT", true);
+  if (auto v = detail::env_value(detail::EnvVar::ort_lib)) add_path(out, *v, detail::env_name(detail::EnvVar::ort_lib));
+  if (auto v = detail::env_value(detail::EnvVar::ort_root)) add_folder(out, fs::path(*v) / "lib", detail::env_name(detail::EnvVar::ort_root), true);
   // Relative to the binary, before the set-up's copy: an installed ortfleet, a build tree (which stages
   // the runtime beside bin/: cmake/OrtfleetRelocatable.cmake) or the Python package keeps the runtime
   // it was built with, wherever it is copied or moved and whatever becomes of the checkout's .deps/.

@@ -21,6 +21,7 @@
 #include <chrono>
 #include <thread>
 
+#include "base/environment.hpp"
 #include "base/private_dir.hpp"
 #include "base/slurm.hpp"
 #include "base/unique_fd.hpp"
@@ -251,7 +252,7 @@ LaunchedPool launch_pool_daemon(const LeftPool& left, const std::string& worker_
   // open in it (a parent reading the job's output to its end would wait for the daemon).
   spawn.new_session = true;
   spawn.descriptors = {{null.get(), 0}, {log.get(), 1}, {log.get(), 2}, {ready_writer.get(), kReadyFd}};
-  spawn.unset_environment = {"ORTFLEET_CRASH_FD"};
+  spawn.unset_environment = {detail::env_name(detail::EnvVar::crash_fd)};
   Spawned started;
   try {
     started = spawn_process(spawn);

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "base/environment.hpp"
 #include "base/system_paths.hpp"
 #include "engine/cache/crash_records.hpp"
 #include "fleet/worker/cache_fill.hpp"
@@ -322,7 +323,7 @@ const std::vector<std::pair<const char*, const char*>> kOneProcessRows = {{"flee
                                                                           {"threads", "threads in one process"}};
 
 bool auto_pool_allowed(const FleetOptions& options) {
-  const auto env = detail::env_var("ORTFLEET_AUTO_POOL");
+  const auto env = detail::env_value(detail::EnvVar::auto_pool);
   return options.auto_pool && !(env && *env == "0");
 }
 }  // namespace

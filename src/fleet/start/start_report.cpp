@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "base/environment.hpp"
 #include "ortfleet/base/error.hpp"
 #include "base/system_paths.hpp"
 #include "fleet/worker/wire.hpp"
@@ -20,7 +21,7 @@ StartReport make_start_report(const Fleet& fleet, const std::string& model, int6
   r.devices = fleet.status();
   r.main_ns = main_ns;
   r.spawn_ns = main_ns;
-  if (auto v = detail::env_var(detail::kSpawnTimeVariable)) r.spawn_ns = std::stoll(*v);
+  if (auto v = detail::env_value(detail::EnvVar::spawn_ns)) r.spawn_ns = std::stoll(*v);
   r.timeline = fleet.timeline();
   r.timeline.set_origin_ns(r.spawn_ns);
   if (r.spawn_ns < main_ns) r.timeline.add({phase::process_start, "process", r.spawn_ns, main_ns, 0, {}});

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "base/crash_report.hpp"
+#include "base/environment.hpp"
 #include "base/system_paths.hpp"
 #include "engine/providers/provider_registry.hpp"
 #include "fleet/worker/device_tensors.hpp"
@@ -51,7 +52,7 @@ std::string seconds_text(double seconds) { return fmt::format("{:g} s", seconds)
 std::string find_worker_executable(const std::string& explicit_path) {
   std::vector<fs::path> candidates;
   if (!explicit_path.empty()) candidates.emplace_back(explicit_path);
-  else if (auto v = env_var("ORTFLEET_WORKER")) candidates.emplace_back(*v);
+  else if (auto v = env_value(EnvVar::worker)) candidates.emplace_back(*v);
   else {
     const fs::path here = own_binary_dir();
     candidates = {here / kWorkerName, here / "bin" / kWorkerName, here / ".." / "bin" / kWorkerName};
@@ -195,7 +196,7 @@ std::shared_ptr<RingClient> WorkerChannel::ring(double timeout_s) {
   std::lock_guard ring_lock(ring_mutex_);
   if (ring_opened_) return ring_;
   ring_opened_ = true;
-  const auto setting = env_var(kRingVariable);
+  const auto setting = env_value(EnvVar::worker_ring);
   if (!ring_chosen_.value_or(!(setting && *setting == "0"))) return nullptr;
   auto ring = RequestRing::create(RingClient::kSlots, RingClient::kInitialSlotBytes);
   call(message::ring, nullptr, std::min(timeout_s, kControlTimeoutS), {ring->fd()});
@@ -287,11 +288,11 @@ WorkerProcess::WorkerProcess(const std::string& executable, const Device& device
   crash_reports_ = UniqueFd(crash_pipe[0]);
   const UniqueFd crash_writer(crash_pipe[1]);
   request.descriptors = {{theirs.get(), kWorkerChannelFd}, {crash_writer.get(), kWorkerCrashFd}};
-  request.environment[kCrashFdVariable] = std::to_string(kWorkerCrashFd);
+  request.environment[env_name(EnvVar::crash_fd)] = std::to_string(kWorkerCrashFd);
   const auto level = spdlog::level::to_string_view(spdlog::get_level());
-  request.environment[kLogLevelVariable] = std::string(level.data(), level.size());
-  if (background) request.environment[kBackgroundVariable] = "1";
-  else request.unset_environment.push_back(kBackgroundVariable);
+  request.environment[env_name(EnvVar::worker_log_level)] = std::string(level.data(), level.size());
+  if (background) request.environment[env_name(EnvVar::worker_background)] = "1";
+  else request.unset_environment.push_back(env_name(EnvVar::worker_background));
   // What the device's provider sets in its workers (a GPU worker's cuDNN record; with `narrow`, only its
   // own GPU visible).
   WorkerEnvironment provided = provider_for(device).worker_environment(device, executable, narrow);

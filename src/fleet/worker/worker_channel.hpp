@@ -81,7 +81,7 @@ class WorkerChannel {
   std::future<std::vector<Tensor>> run_async(const std::string& session, const std::vector<Tensor>& inputs, double timeout_s,
                                              bool outputs_on_device = false);
   /// Whether runs go through a request ring (true) or the socket (false); without a choice made before
-  /// the ring is first needed, the ring unless kRingVariable is "0".
+  /// the ring is first needed, the ring unless ORTFLEET_WORKER_RING is "0".
   void choose_request_ring(bool use);
   /// How this channel's tensors crossed so far.
   TransferCounters transfer_counters() const;
@@ -108,7 +108,7 @@ class WorkerChannel {
   void throw_if_gone() const;  ///< mutex_ held
   Error no_worker_error() const;  ///< mutex_ held, gone_ set
   /// The channel's request ring, handed to the worker after its first start (or before its first run,
-  /// waiting at most `timeout_s` for the worker to take it); none when kRingVariable is 0.
+  /// waiting at most `timeout_s` for the worker to take it); none when ORTFLEET_WORKER_RING is 0.
   std::shared_ptr<RingClient> ring(double timeout_s);
   /// The error of a ring run that got no answer: the worker died, or it is killed for not answering.
   std::exception_ptr ring_failure(RequestRing::Wait why, double timeout_s);

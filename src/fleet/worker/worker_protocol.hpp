@@ -91,32 +91,7 @@ inline constexpr int kWorkerChannelFd = 3;
 /// the parent's error says why the worker died instead of pointing at its stderr.
 inline constexpr int kWorkerCrashFd = 4;
 
-/// The parent's log level, so that `ortfleet -v` shows a worker's debug messages (ONNX Runtime's raw
-/// error text among them) too.
-inline constexpr const char* kLogLevelVariable = "ORTFLEET_WORKER_LOG_LEVEL";
-
-/// For tests of the start-up deadline: when set to "DEVICE=SECONDS" (e.g. "cpu:1=30"), the worker of
-/// that device sleeps that long before it handles its start request, so that a test can stop it
-/// (SIGSTOP) while it is starting. Never set outside tests.
-inline constexpr const char* kTestStartDelayVariable = "ORTFLEET_TEST_WORKER_START_DELAY";
-/// The same for its initialisation ("init"): a pool's worker that is slow to come up. Never set outside tests.
-inline constexpr const char* kTestInitDelayVariable = "ORTFLEET_TEST_WORKER_INIT_DELAY";
-
-/// Set to 1 for a worker whose work nobody waits for (a cache entry made in the background): it lowers
-/// its CPU and I/O priority first thing, before any thread exists, so that every thread it makes
-/// inherits the lower priority.
-inline constexpr const char* kBackgroundVariable = "ORTFLEET_WORKER_BACKGROUND";
-
-/// What a worker hands back before it parks ("trim"), a comma-separated list (default "arena,heap,stack"):
-/// arena (each resident session's memory arena shrunk to what a run needs), heap (the C heap's free
-/// pages returned to the system: malloc_trim), stack (the CUDA context's per-thread stack reservation set
-/// to its smallest; the driver grows it again at the next launch that needs it); "none" for nothing. For
-/// measuring each part: on an H200 the stack alone took 270 MB off a parked worker's host memory
-/// (docs/results/2026-11-28/4xH200-warm-node-b, mem1_notrim and mem1_stack).
-inline constexpr const char* kParkTrimVariable = "ORTFLEET_PARK_TRIM";
-
-/// Set to 0, runs on worker processes go through the socket (a JSON message and a memfd per run) instead
-/// of the request ring: what `bench --inference` compares the ring with.
-inline constexpr const char* kRingVariable = "ORTFLEET_WORKER_RING";
+// The environment a parent sets in its workers, and what tests and measurements set in them, is in the
+// registry of ortfleet's variables (base/environment.hpp: EnvVar::worker_*, park_trim, crash_fd, spawn_ns).
 
 }  // namespace ortfleet::detail

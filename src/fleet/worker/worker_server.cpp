@@ -16,6 +16,7 @@
 #include <optional>
 #include <thread>
 
+#include "base/environment.hpp"
 #include "base/system_paths.hpp"
 #include "base/termination_cleanup.hpp"
 #include "engine/providers/provider_registry.hpp"
@@ -306,9 +307,9 @@ void WorkerServer::clear() { sessions_->clear(); }
 
 int worker_main(int channel_fd, const Device& device, bool narrowed) {
   const int64_t main_ns = monotonic_ns();
-  if (env_var(kBackgroundVariable).value_or("") == "1") lower_priority();  // before any thread exists
+  if (env_value(EnvVar::worker_background).value_or("") == "1") lower_priority();  // before any thread exists
   install_termination_cleanup();
-  if (auto level = env_var(kLogLevelVariable)) spdlog::set_level(spdlog::level::from_str(*level));
+  if (auto level = env_value(EnvVar::worker_log_level)) spdlog::set_level(spdlog::level::from_str(*level));
   if (narrowed) provider_for(device).use_narrowed(device);
   set_ort_warning_mode(OrtWarningMode::hand_over);  // the parent says them, once for every worker
   MessageChannel channel{UniqueFd(channel_fd)};

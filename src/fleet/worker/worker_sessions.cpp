@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "base/content_hash.hpp"
+#include "base/environment.hpp"
 #include "base/private_dir.hpp"
 #include "base/system_paths.hpp"
 #include "engine/cache/model_digest.hpp"
@@ -28,10 +29,10 @@ using nlohmann::json;
 
 namespace {
 
-/// The test hooks kTestStartDelayVariable and kTestInitDelayVariable (`variable`): sleeps when it names
+/// The test hooks ORTFLEET_TEST_WORKER_START_DELAY and _INIT_DELAY (`variable`): sleeps when it names
 /// this worker's device.
-void delay_if_asked(const char* variable, const std::string& device) {
-  const auto setting = env_var(variable);
+void delay_if_asked(EnvVar variable, const std::string& device) {
+  const auto setting = env_value(variable);
   if (!setting) return;
   const auto equals = setting->rfind('=');
   if (equals == std::string::npos || setting->substr(0, equals) != device) return;
@@ -42,7 +43,7 @@ void delay_if_asked(const char* variable, const std::string& device) {
 
 json WorkerSessions::initialise(const LocalStartPlan& plan, size_t max_resident, bool prime) {
   std::lock_guard starting(start_mutex_);
-  delay_if_asked(kTestInitDelayVariable, lane());
+  delay_if_asked(EnvVar::test_worker_init_delay, lane());
   initialised_ = true;
   Timeline timeline(main_ns_);
   add_process_start(timeline);
@@ -62,7 +63,7 @@ json WorkerSessions::start(const LocalStartPlan& plan, std::vector<std::string>&
   if (auto resident = hand_out_resident(key, held)) return *resident;
   std::lock_guard starting(start_mutex_);  // one creation at a time: they would contend for one GPU
   if (auto resident = hand_out_resident(key, held)) return *resident;  // made while this start waited
-  delay_if_asked(kTestStartDelayVariable, lane());
+  delay_if_asked(EnvVar::test_worker_start_delay, lane());
   auto session = std::make_shared<ResidentSession>();
   session->timeline = std::make_unique<Timeline>(main_ns_);
   Timeline& timeline = *session->timeline;
@@ -106,7 +107,7 @@ std::optional<json> WorkerSessions::hand_out_resident(const std::string& key, st
 }
 
 json WorkerSessions::trim() {
-  const std::string parts = env_var(kParkTrimVariable).value_or("arena,heap,stack");
+  const std::string parts = env_value(EnvVar::park_trim).value_or("arena,heap,stack");
   const auto asked = [&parts](const char* part) { return parts.find(part) != std::string::npos; };
   json done = json::object();
   if (asked("arena")) {
@@ -213,7 +214,7 @@ void WorkerSessions::clear() {
 }
 
 void WorkerSessions::add_process_start(Timeline& timeline) const {
-  if (auto spawn = env_var(kSpawnTimeVariable)) timeline.add({phase::process_start, lane(), std::stoll(*spawn), main_ns_, 0, {}});
+  if (auto spawn = env_value(EnvVar::spawn_ns)) timeline.add({phase::process_start, lane(), std::stoll(*spawn), main_ns_, 0, {}});
 }
 
 json WorkerSessions::on_my_lane(const Timeline& timeline) const {

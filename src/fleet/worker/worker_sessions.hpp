@@ -47,7 +47,7 @@ class WorkerSessions {
   std::optional<nlohmann::json> hand_out_resident(const std::string& key, std::vector<std::string>& held);
 
   /// Before the pool parks this worker: hands back what no session needs, so that the checkpoint the
-  /// driver keeps in host memory is the sessions' own (kParkTrimVariable says which parts).
+  /// driver keeps in host memory is the sessions' own (ORTFLEET_PARK_TRIM says which parts).
   nlohmann::json trim();
 
   /// The session a run names; throws when this worker does not have it.

@@ -20,6 +20,7 @@
 #include <random>
 #include <thread>
 
+#include "base/environment.hpp"
 #include "base/private_dir.hpp"
 #include "engine/files/npy_file.hpp"
 #include "fleet/pool/pool_client.hpp"
@@ -368,7 +369,7 @@ TEST(PoolServerStart, TheEntryAClientMissedIsMadeAfterItsFilesAreGone) {
   plan.config.warmup.inputs_file = (job / "warmup.npz").string();
   fs::copy_file(test::bin("libortfleet_test_crash_ops.so"), job / "libops.so");
   plan.config.session.custom_op_libraries = {(job / "libops.so").string()};
-  const test::ScopedEnv later(detail::kTestStartDelayVariable, "cpu=1");  // the fill's worker starts once the client is gone
+  const test::ScopedEnv later(detail::env_name(detail::EnvVar::test_worker_start_delay), "cpu=1");  // the fill's worker starts once the client is gone
   {
     const auto opened = detail::open_on_pool_server(pool.socket(), plan, 60);
     ASSERT_EQ(opened.devices.size(), 1u);

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "base/environment.hpp"
 #include "base/private_dir.hpp"
 #include "base/slurm.hpp"
 #include "engine/files/npy_file.hpp"
@@ -326,7 +327,7 @@ TEST(WorkerPoolShape, AResidentModelNeverWaitsForAWorkerStillStarting) {
   }
   ASSERT_NE(b_pid, pool->status().front().pid);
   // The shared worker dies; its replacement takes 30 s to come up.
-  const test::ScopedEnv slow(detail::kTestInitDelayVariable, "cpu=30");
+  const test::ScopedEnv slow(detail::env_name(detail::EnvVar::test_worker_init_delay), "cpu=30");
   ASSERT_EQ(::kill(pool->status().front().pid, SIGKILL), 0);
   for (int i = 0; i < 500 && pool->keep_up() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ASSERT_EQ(pool->status().front().state, "starting");

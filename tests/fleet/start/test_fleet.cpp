@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "base/environment.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/session.hpp"
 #include "base/private_dir.hpp"
@@ -190,7 +191,7 @@ TEST(Fleet, AWorkerThatDiesIsReportedAndTheRestKeepWorking) {
 TEST(Fleet, AWorkerThatDiesWithARunInFlightFailsItsDeviceWithoutAnotherCall) {
   for (const char* ring : {"1", "0"}) {
     SCOPED_TRACE(std::string("request ring ") + ring);
-    const test::ScopedEnv ring_setting(detail::kRingVariable, std::string(ring));
+    const test::ScopedEnv ring_setting(detail::env_name(detail::EnvVar::worker_ring), std::string(ring));
     Fleet fleet(test::mlp_model(), cpu_fleet(Strategy::processes));
     fleet.start();
     ASSERT_TRUE(fleet.wait());
@@ -241,8 +242,8 @@ TEST(Fleet, MisuseIsReported) {
 /// Sets the worker start-delay test hook (fleet/worker/worker_protocol.hpp) for the fleets made while it lives.
 class DelayedWorkerStart {
  public:
-  explicit DelayedWorkerStart(const std::string& setting) { ::setenv(detail::kTestStartDelayVariable, setting.c_str(), 1); }
-  ~DelayedWorkerStart() { ::unsetenv(detail::kTestStartDelayVariable); }
+  explicit DelayedWorkerStart(const std::string& setting) { ::setenv(detail::env_name(detail::EnvVar::test_worker_start_delay), setting.c_str(), 1); }
+  ~DelayedWorkerStart() { ::unsetenv(detail::env_name(detail::EnvVar::test_worker_start_delay)); }
   DelayedWorkerStart(const DelayedWorkerStart&) = delete;
   DelayedWorkerStart& operator=(const DelayedWorkerStart&) = delete;
 };

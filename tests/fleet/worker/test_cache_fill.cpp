@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "base/environment.hpp"
 #include "engine/cache/cache_use.hpp"
 #include "engine/files/npy_file.hpp"
 #include "fleet/worker/cache_fill.hpp"
@@ -64,7 +65,7 @@ TEST(BackgroundFill, MakesAVerifiedPricedEntry) {
 TEST(BackgroundFill, OneLetGoOfEarlyLeavesNoProcessAndNoFile) {
   const fs::path cache = test::scratch_dir() / "fill-abandoned";
   fs::remove_all(cache);
-  const test::ScopedEnv slow(detail::kTestStartDelayVariable, "cpu=60");  // the worker is busy when let go of
+  const test::ScopedEnv slow(detail::env_name(detail::EnvVar::test_worker_start_delay), "cpu=60");  // the worker is busy when let go of
   int pid = 0;
   {
     detail::BackgroundFill fill(cpu_plan(cache), test::bin("ortfleet-worker"), true);
@@ -93,7 +94,7 @@ TEST(BackgroundFill, WorksOnWhenTheJobsFilesAreGone) {
   fs::copy_file(test::bin("libortfleet_test_crash_ops.so"), job / "libops.so");
   plan.config.session.custom_op_libraries = {(job / "libops.so").string()};
   plan.profile_dir = (job / "profiles").string();
-  const test::ScopedEnv later(detail::kTestStartDelayVariable, "cpu=1");  // the worker reads the plan once the job's files are gone
+  const test::ScopedEnv later(detail::env_name(detail::EnvVar::test_worker_start_delay), "cpu=1");  // the worker reads the plan once the job's files are gone
   detail::BackgroundFill fill(plan, test::bin("ortfleet-worker"), /*narrow_workers=*/true);
   fs::remove_all(job);  // the job ends, and its temporary files go with it
   const auto outcome = fill.wait(120);

@@ -7,6 +7,7 @@
 #include <future>
 #include <thread>
 
+#include "base/environment.hpp"
 #include "fleet/worker/worker_channel.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/session.hpp"
@@ -207,7 +208,7 @@ TEST_F(WorkerRing, ErrorsOfTheSessionComeBackThroughTheRing) {
 }
 
 TEST(WorkerSocketPath, RunsWithoutTheRingWhenItIsSwitchedOff) {
-  const test::ScopedEnv no_ring(detail::kRingVariable, "0");
+  const test::ScopedEnv no_ring(detail::env_name(detail::EnvVar::worker_ring), "0");
   Fleet fleet(identity_model(), worker_options());
   fleet.start();
   ASSERT_TRUE(fleet.wait());
