@@ -72,6 +72,8 @@ class WorkerPool {
   /// Blocks until every worker is initialised or failed (at most `timeout_s`); true when all are ready.
   bool wait(double timeout_s = std::numeric_limits<double>::infinity());
   const std::vector<Device>& devices() const;
+  /// The options as the pool decided them once: its devices, and the worker executable and ONNX Runtime
+  /// library found for every worker it starts.
   const PoolOptions& options() const;
   std::vector<PoolWorkerStatus> status() const;
   /// Every worker, as JSON: {"devices": [{device, role (shared, spare, extra), state, pid, parked,

@@ -194,7 +194,7 @@ struct PoolServer::Impl {
     one.devices = {device};
     one.ort_library = pool->options().ort_library;
     try {
-      fills.push_back(std::make_shared<detail::BackgroundFill>(one, pool_executable(), pool->options().narrow_workers));
+      fills.push_back(std::make_shared<detail::BackgroundFill>(one, pool->options().worker_executable, pool->options().narrow_workers));
     } catch (const std::exception& e) {
       spdlog::warn("could not make the model cache entry of {} in the background: {}", plan.model_path, e.what());
       return nullptr;
@@ -202,8 +202,6 @@ struct PoolServer::Impl {
     spdlog::info("making the model cache entry of {} in the background (on {})", plan.model_path, device.to_string());
     return fills.back();
   }
-
-  std::string pool_executable() const { return detail::find_worker_executable(pool->options().worker_executable); }
 
   /// Fills that finished: their outcome logged, their worker gone. How many are still working.
   size_t reap_fills() {

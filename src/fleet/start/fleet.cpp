@@ -100,6 +100,27 @@ struct Fleet::Impl {
   /// of its own (even on one device), which it hands over to that pool as it ends.
   bool leaves_pool = false;
   std::string left_pool_socket;  // the pool it left, once it listens
+  /// Decided once for the whole fleet, on first need, and read by everything after: the worker
+  /// executable its workers (and what it leaves behind) run and the ONNX Runtime they load (the one this
+  /// process would); and the idle and park times of the warm pool it leaves (the config's, else the
+  /// environment's). Each keeps the error that deciding it threw, for whoever needs it to say.
+  struct WorkerChoice {
+    std::string executable;
+    std::string ort_library;
+    std::optional<Error> error;  // no worker executable
+  };
+  const WorkerChoice& worker_choice();
+  std::once_flag worker_chosen;
+  WorkerChoice worker_choice_;
+  struct PoolTimes {
+    std::optional<double> idle_exit_s;  // nothing: the pool's default
+    double park_after_s = 0;
+    std::optional<Error> idle_error;  // a setting that is not a number of seconds
+    std::optional<Error> park_error;
+  };
+  const PoolTimes& pool_times();
+  std::once_flag pool_times_chosen;
+  PoolTimes pool_times_;
   std::unique_ptr<detail::BackgroundFill> cache_fill;  // the entry a cold start missed, made after ready
   std::vector<std::string> left_behind;                 // what runs on after ready, in words
   /// Once every device is done: what a cold start leaves for later starts, never on the path to ready.
@@ -240,15 +261,13 @@ struct Fleet::Impl {
   }
 
   void run_workers(detail::LocalMode mode) {
-    std::string executable;
-    try {
-      executable = detail::find_worker_executable(options.worker_executable);
-    } catch (const Error& e) {
-      for (size_t i = 0; i < status.size(); ++i) mark_failed(i, e);
+    const WorkerChoice& chosen = worker_choice();
+    if (chosen.error) {
+      for (size_t i = 0; i < status.size(); ++i) mark_failed(i, *chosen.error);
       return;
     }
-    // The workers must load the ONNX Runtime this process would: resolve it once, here.
-    const std::string ort_library = detail::resolve_ort_library(options.ort_library);
+    const std::string& executable = chosen.executable;
+    const std::string& ort_library = chosen.ort_library;
     starting_workers.resize(options.devices.size());
     for_each_device([&](size_t i) {
       Remote remote;
@@ -362,19 +381,23 @@ void Fleet::Impl::after_ready() {
   std::optional<detail::LocalStartPlan> entry;
   if (fill) entry = plan_for({*missed}, detail::LocalMode::overlapped);
   try {
-    std::string executable = detail::find_worker_executable(options.worker_executable);
+    const WorkerChoice& chosen = worker_choice();
+    if (chosen.error) throw *chosen.error;
+    const std::string& executable = chosen.executable;
     if (leaves_pool) {
       detail::LeftPool left;
       left.serve.socket_path = default_pool_socket();
       left.serve.pool.devices = options.devices;
-      left.serve.pool.ort_library = detail::resolve_ort_library(options.ort_library);
+      left.serve.pool.ort_library = chosen.ort_library;
       left.serve.pool.worker_executable = executable;
       left.serve.pool.config = options.config;
       left.serve.pool.narrow_workers = options.narrow_workers;
-      const auto chosen_idle = options.config.warm_pool.chosen_idle_exit_s();
-      left.default_idle_exit = !chosen_idle;
-      left.serve.idle_exit_s = chosen_idle.value_or(0);
-      left.serve.park_after_s = options.config.warm_pool.resolved_park_after_s();
+      const PoolTimes& times = pool_times();
+      if (times.idle_error) throw *times.idle_error;
+      if (times.park_error) throw *times.park_error;
+      left.default_idle_exit = !times.idle_exit_s;
+      left.serve.idle_exit_s = times.idle_exit_s.value_or(0);
+      left.serve.park_after_s = times.park_after_s;
       if (entry) {
         entry->ort_library = left.serve.pool.ort_library;
         left.make_entry = entry;  // later starts that do not find the model resident load it
@@ -400,6 +423,35 @@ void Fleet::Impl::after_ready() {
   } catch (const std::exception& e) {
     say("nothing left for later starts: " + Error::from(e).what_failed());
   }
+}
+
+const Fleet::Impl::WorkerChoice& Fleet::Impl::worker_choice() {
+  std::call_once(worker_chosen, [this] {
+    try {
+      worker_choice_.executable = detail::find_worker_executable(options.worker_executable);
+    } catch (const Error& e) {
+      worker_choice_.error = e;
+      return;
+    }
+    worker_choice_.ort_library = detail::resolve_ort_library(options.ort_library);
+  });
+  return worker_choice_;
+}
+
+const Fleet::Impl::PoolTimes& Fleet::Impl::pool_times() {
+  std::call_once(pool_times_chosen, [this] {
+    try {
+      pool_times_.idle_exit_s = options.config.warm_pool.chosen_idle_exit_s();
+    } catch (const Error& e) {
+      pool_times_.idle_error = e;
+    }
+    try {
+      pool_times_.park_after_s = options.config.warm_pool.resolved_park_after_s();
+    } catch (const Error& e) {
+      pool_times_.park_error = e;
+    }
+  });
+  return pool_times_;
 }
 
 std::string Fleet::Impl::choose_automatically(long gpus) {
@@ -431,12 +483,11 @@ std::string Fleet::Impl::choose_automatically(long gpus) {
       // Nobody there: this start leaves a pool, and its sessions start in workers that the pool then
       // takes over, loaded, as the job ends (the next job finds its model resident). A bad
       // ORTFLEET_WARM_POOL_IDLE leaves none, and the start says why.
-      std::optional<double> idle_exit;
-      try {
-        idle_exit = s.options.config.warm_pool.chosen_idle_exit_s();
-      } catch (const Error& e) {
+      const PoolTimes& times = s.pool_times();
+      std::optional<double> idle_exit = times.idle_exit_s;
+      if (times.idle_error) {
         idle_exit = 0;
-        pool_note = " (nothing left for later starts: " + e.what_failed() + ")";
+        pool_note = " (nothing left for later starts: " + times.idle_error->what_failed() + ")";
       }
       if (idle_exit.value_or(WarmPoolOptions::kDefaultIdleExitS) > 0) {
         s.leaves_pool = true;
