@@ -65,8 +65,7 @@ void bring_up(const LocalStartPlan& plan, const RunConfig& config, const void* m
 /// The model cache's lookup needs the model's content hash (and, for a new model, a read of its graph):
 /// taken while ONNX Runtime and the CUDA EP load, it is remembered by the time the session looks the
 /// entry up, so that a first start costs what a start without the cache does.
-void prefetch_cache_key(const LocalStartPlan& plan) {
-  const RunConfig config = tuned_for_fleet(plan.config, plan.devices.front(), plan.fleet_size);
+void prefetch_cache_key(const LocalStartPlan& plan, const RunConfig& config) {
   if (!config.session.optimized_model_cache.value_or(false) || config.session.assigns_nodes()) return;
   try {
     const ModelCache cache(plan.cache_dir);
@@ -128,7 +127,17 @@ RunConfig tuned_for_fleet(const RunConfig& config, const Device& device, int fle
   return tuned;
 }
 
-PreparedRuntime prepare_runtime(const LocalStartPlan& plan, Timeline& timeline) {
+namespace {
+
+/// Each device's config as the overlapped start tunes it (tuned_for_fleet): decided once per start, for
+/// the cache key's prefetch, the CUDA environment and each device's session.
+std::vector<RunConfig> tuned_configs(const LocalStartPlan& plan) {
+  std::vector<RunConfig> tuned;
+  for (const auto& d : plan.devices) tuned.push_back(tuned_for_fleet(plan.config, d, plan.fleet_size));
+  return tuned;
+}
+
+PreparedRuntime prepare_runtime_tuned(const LocalStartPlan& plan, const std::vector<RunConfig>& tuned, Timeline& timeline) {
   PreparedRuntime out;
   out.device_errors.resize(plan.devices.size());
   // CUDA's start overlapped: its EP library, cuInit and each GPU's context beside the runtime's load.
@@ -139,7 +148,7 @@ PreparedRuntime prepare_runtime(const LocalStartPlan& plan, Timeline& timeline) 
   if (any_gpu) {
     // Before cuInit, which the next threads start: the fleet's CUDA settings for this process.
     const auto gpu = std::find_if(plan.devices.begin(), plan.devices.end(), [](const Device& d) { return d.is_gpu(); });
-    apply_cuda_environment(tuned_for_fleet(plan.config, *gpu, plan.fleet_size));
+    apply_cuda_environment(tuned[static_cast<size_t>(gpu - plan.devices.begin())]);
     load_ep_library = std::thread([&] {
       auto p = timeline.scope(phase::ep_library_load, kProcessLane);
       if (!preload_cuda_ep_library()) p.arg("loaded", "false");
@@ -189,6 +198,10 @@ PreparedRuntime prepare_runtime(const LocalStartPlan& plan, Timeline& timeline) 
   return out;
 }
 
+}  // namespace
+
+PreparedRuntime prepare_runtime(const LocalStartPlan& plan, Timeline& timeline) { return prepare_runtime_tuned(plan, tuned_configs(plan), timeline); }
+
 void start_locally(const LocalStartPlan& plan, Timeline& timeline, std::vector<LocalDeviceResult>& results,
                    const std::function<void(size_t)>& on_done) {
   results.clear();
@@ -235,6 +248,7 @@ void start_locally(const LocalStartPlan& plan, Timeline& timeline, std::vector<L
   }
 
   // Overlapped: everything that does not depend on anything else starts at once.
+  const std::vector<RunConfig> tuned = tuned_configs(plan);
   std::unique_ptr<MappedFile> model;
   std::optional<Error> model_error;
   std::thread read_model([&] {
@@ -247,9 +261,9 @@ void start_locally(const LocalStartPlan& plan, Timeline& timeline, std::vector<L
       model_error = Error::from(e);
       return;
     }
-    prefetch_cache_key(plan);
+    prefetch_cache_key(plan, tuned.front());
   });
-  const PreparedRuntime prepared = prepare_runtime(plan, timeline);
+  const PreparedRuntime prepared = prepare_runtime_tuned(plan, tuned, timeline);
   read_model.join();
   if (prepared.error || model_error) {
     fail_all(prepared.error ? *prepared.error : *model_error);
@@ -264,8 +278,7 @@ void start_locally(const LocalStartPlan& plan, Timeline& timeline, std::vector<L
         on_done(i);
         return;
       }
-      const RunConfig config = tuned_for_fleet(plan.config, results[i].device, plan.fleet_size);
-      bring_up(plan, config, model->data(), model->size(), timeline, results[i]);
+      bring_up(plan, tuned[i], model->data(), model->size(), timeline, results[i]);
       on_done(i);
     });
   }
