@@ -9,6 +9,7 @@
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/cuda_devices.hpp"
 #include "ortfleet/engine/device_selection.hpp"
+#include "setting_words.hpp"
 
 namespace ortfleet::python {
 
@@ -50,7 +51,7 @@ RunConfig to_config(const py::object& config) {
   throw Error("config is a path to a config file, a dict, or None");
 }
 
-py::object parse_json(const std::string& text) { return py::module_::import("json").attr("loads")(text); }
+py::object parse_json(const std::string& text) { return py::module_::import("json").attr("loads")(in_keywords(text)); }
 
 namespace {
 

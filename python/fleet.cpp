@@ -15,6 +15,7 @@
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/fleet/fleet.hpp"
 #include "pool.hpp"
+#include "setting_words.hpp"
 #include "tensors.hpp"
 #include "waiting.hpp"
 
@@ -83,7 +84,7 @@ class PyRunFuture {
 void say_left_behind(const std::vector<std::string>& notes) {
   constexpr std::string_view kWarmPool = "left a warm pool";  // how Fleet::left_behind() words the pool it left
   for (const auto& note : notes) {
-    const std::string text = "ortfleet " + note;
+    const std::string text = "ortfleet " + in_keywords(note);
     if (note.compare(0, kWarmPool.size(), kWarmPool) != 0) {
       py::module_::import("logging").attr("getLogger")("ortfleet").attr("info")(text);
       continue;
@@ -168,7 +169,7 @@ class PyFleet {
     }
     said_left_behind_ = true;  // read, so seen: not said again at shutdown
     py::list out;
-    for (const auto& note : notes) out.append(note);
+    for (const auto& note : notes) out.append(in_keywords(note));
     return out;
   }
   std::optional<std::string> wait_for_cache_fill(double timeout) {
@@ -264,7 +265,7 @@ class PyFleet {
     said_left_behind_ = true;
     if (notes.empty()) return;
     if (!python_running()) {
-      for (const auto& note : notes) std::fprintf(stderr, "ortfleet %s\n", note.c_str());
+      for (const auto& note : notes) std::fprintf(stderr, "ortfleet %s\n", in_keywords(note).c_str());
       return;
     }
     say_left_behind(notes);

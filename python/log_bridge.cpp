@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "ortfleet/base/log.hpp"
+#include "setting_words.hpp"
 
 namespace ortfleet::python {
 namespace {
@@ -53,7 +54,8 @@ int hand_over(void* /*unused*/) {
 
 /// ortfleet's log handler: queues each record and asks the main thread to hand it over
 /// (Py_AddPendingCall needs no GIL). While the interpreter shuts down, records go to stderr as they come.
-void on_record(LogLevel level, const std::string& text) {
+void on_record(LogLevel level, const std::string& record) {
+  const std::string text = in_keywords(record);
   if (!python_running()) {
     std::fprintf(stderr, "ortfleet: %s\n", text.c_str());
     return;

@@ -5,6 +5,7 @@
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/runtime.hpp"
 #include "pool.hpp"
+#include "setting_words.hpp"
 
 PYBIND11_MODULE(_ortfleet, m) {
   m.doc() = "ortfleet: ONNX Runtime sessions started fast on every GPU, and why start-up is slow";
@@ -16,7 +17,7 @@ PYBIND11_MODULE(_ortfleet, m) {
     } catch (const ortfleet::Error& e) {
       // Decoded leniently: a message quoting a file name or a value that is not UTF-8 (a model given
       // as bytes) made PyErr_SetString fail, and the Error was raised with no message at all.
-      std::string text = e.what();
+      std::string text = ortfleet::python::in_keywords(e.what());
       if (text.empty()) text = "an ortfleet call failed without saying why; please report it, with the call that raised this";
       py::object message = py::reinterpret_steal<py::object>(
           PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "backslashreplace"));
@@ -32,15 +33,6 @@ PYBIND11_MODULE(_ortfleet, m) {
       "job (Fleet(..., warm_pool_idle=0) or pool=False leaves none; ortfleet.pool_stop() stops it)",
       PyExc_UserWarning, nullptr));
   ortfleet::python::install_log_bridge();
-
-  // Where ONNX Runtime is not found, say what a Python user can do: this module's parameter and pip,
-  // not the command line's --ort-lib.
-  ortfleet::set_runtime_choice_words(
-      {"ort_library=",
-       "Pass ort_library=PATH to Fleet, Pool or doctor (or set ORTFLEET_ORT_LIB) to a libonnxruntime.so of version 1.29 "
-       "or newer; or pip install onnxruntime (1.29 or newer), whose library is found too; or reinstall ortfleet with "
-       "`pip install .` in a checkout set up by scripts/bootstrap.sh: the package then carries the ONNX Runtime it was "
-       "built with"});
 
   // In this order: a binding's signature names the classes bound before it (Fleet.run_async a RunFuture).
   ortfleet::python::bind_tensors(m);

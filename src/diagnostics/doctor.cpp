@@ -17,6 +17,7 @@
 #include "engine/cuda/process_checkpoint.hpp"
 #include "ortfleet/base/error.hpp"
 #include "base/system_paths.hpp"
+#include "ortfleet/base/settings.hpp"
 #include "ortfleet/engine/cuda_devices.hpp"
 
 namespace ortfleet {
@@ -122,7 +123,7 @@ void check_runtime(DoctorReport& r, const DoctorOptions& options) {
     }
     if (others > 0) {
       r.findings.push_back({"runtime-others", Verdict::info,
-                            std::to_string(others) + " other ONNX Runtime copies found; " + runtime_choice_words().option +
+                            std::to_string(others) + " other ONNX Runtime copies found; " + named(Setting::ort_library) +
                                 " or ORTFLEET_ORT_LIB picks one", {}});
     }
     const RuntimeTelemetry telemetry = runtime_telemetry();
@@ -241,7 +242,7 @@ void check_cuda_ep(DoctorReport& r, const DoctorOptions& options) {
   if (!state.core_mismatch.empty()) {
     r.findings.push_back({"ort-core", Verdict::warn, state.core_mismatch,
                           "Use a CUDA-built core: scripts/fetch-onnxruntime.sh --gpu installs onnxruntime-node 1.29.0's; or " +
-                              runtime_choice_words().option});
+                              named(Setting::ort_library)});
   }
   if (state.path == "plugin") {
     r.findings.push_back({"cuda-ep", Verdict::ok,

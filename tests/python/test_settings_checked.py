@@ -43,7 +43,7 @@ def no_worker_started(private_runtime_dir):
     ("mlp", {"warmup_inputs": {"inputs": np.zeros((1, 64), np.float32)}},
      "the warmup_inputs dict holds 'inputs', which is not an input of this model (inputs: input)"),
     ("mlp", {"warmup_inputs": {"input": np.zeros((1, 65), np.float32)}}, "warm-up input 'input' in the warmup_inputs dict does not fit"),
-    ("mlp", {"input_ranges": {"inptu": 3}}, "input range 'inptu' (--input-range, input_ranges=) is not an input of this model (inputs: input)"),
+    ("mlp", {"input_ranges": {"inptu": 3}}, "input range 'inptu' (input_ranges=) is not an input of this model (inputs: input)"),
     ("masked", {"input_ranges": {"input_ids": (0, 1e20)}}, "is beyond what int64 input 'input_ids' holds"),
     ("masked", {"shapes": [{"input_ids": (1, 10), "attention_mask": (1, 12)}]},
      "inputs 'input_ids' [1, 10] and 'attention_mask' [1, 12] share dim 'sequence' but were given 10 and 12: they must be equal"),

@@ -8,11 +8,13 @@
 #include "flag_checks.hpp"
 #include "help.hpp"
 #include "output.hpp"
+#include "setting_words.hpp"
 #include "ortfleet/engine/ort_log.hpp"
 #include "ortfleet/engine/runtime.hpp"
 
 int main(int argc, char** argv) {
   using namespace ortfleet::cli;
+  say_settings_as_flags();  // the library names settings; the command line says its flags
   CLI::App app{"ortfleet: fast ONNX Runtime start-up on every GPU of a node, and why start-up is slow"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("ortfleet ") + ORTFLEET_VERSION);
@@ -47,7 +49,7 @@ int main(int argc, char** argv) {
     std::cerr << usage_error_line(app, e) << std::endl;  // a usage error: one line, exit 2
     return kExitUsage;
   }
-  auto logger = spdlog::stderr_color_mt("ortfleet");
+  auto logger = logger_in_flags("ortfleet");
   logger->set_pattern("%^%l%$: %v");
   spdlog::set_default_logger(logger);
   spdlog::set_level(globals.verbose > 0 ? spdlog::level::debug : globals.quiet ? spdlog::level::warn : spdlog::level::info);

@@ -8,7 +8,10 @@
 #include <iostream>
 #include <string>
 
-#include "ortfleet/fleet/worker_executable.hpp"
+#include "fleet/pool/pool_daemon.hpp"
+#include "fleet/worker/worker_protocol.hpp"
+#include "fleet/worker/worker_server.hpp"
+#include "setting_words.hpp"
 
 int main(int argc, char** argv) {
   int fd = -1;
@@ -16,25 +19,29 @@ int main(int argc, char** argv) {
   bool narrowed = false;
   std::string pool_daemon;
   bool detached = false;
+  using namespace ortfleet::detail;
+  // The value of argument `arg` when it starts with `prefix` ("--device=cuda:1"), else null.
+  const auto value_of = [](const char* arg, const char* prefix) -> const char* {
+    return std::strncmp(arg, prefix, std::strlen(prefix)) == 0 ? arg + std::strlen(prefix) : nullptr;
+  };
   for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], "--channel-fd=", 13) == 0) fd = std::atoi(argv[i] + 13);
-    else if (std::strncmp(argv[i], "--device=", 9) == 0) device = argv[i] + 9;
-    else if (std::strcmp(argv[i], "--narrowed") == 0) narrowed = true;
-    else if (std::strncmp(argv[i], "--pool-daemon=", 14) == 0) pool_daemon = argv[i] + 14;
-    else if (std::strcmp(argv[i], "--detached") == 0) detached = true;
+    if (const char* v = value_of(argv[i], kWorkerChannelFdArgument)) fd = std::atoi(v);
+    else if (const char* d = value_of(argv[i], kWorkerDeviceArgument)) device = d;
+    else if (std::strcmp(argv[i], kWorkerNarrowedArgument) == 0) narrowed = true;
+    else if (const char* r = value_of(argv[i], kPoolDaemonArgument)) pool_daemon = r;
+    else if (std::strcmp(argv[i], kPoolDetachedArgument) == 0) detached = true;
   }
   if (!pool_daemon.empty()) {
-    spdlog::set_default_logger(spdlog::stderr_color_mt("ortfleet-pool"));
+    spdlog::set_default_logger(ortfleet::cli::logger_in_flags("ortfleet-pool"));
     spdlog::set_pattern("%Y-%m-%d %H:%M:%S %^%l%$: [pool %P] %v");
-    return ortfleet::run_pool_daemon(pool_daemon, detached);
+    return pool_daemon_main(pool_daemon, detached);
   }
   if (fd < 0) {
     std::cerr << "ortfleet-worker is started by ortfleet (a Fleet, a worker pool or `ortfleet serve`), not by hand\n";
     return 2;
   }
   // Logs go to stderr, as the parent's do: stdout may carry a command's result (bench, --json).
-  auto logger = spdlog::stderr_color_mt("ortfleet-worker");
-  spdlog::set_default_logger(logger);
+  spdlog::set_default_logger(ortfleet::cli::logger_in_flags("ortfleet-worker"));
   spdlog::set_pattern("%^%l%$: [worker %P] %v");
-  return ortfleet::run_worker_process(fd, device, narrowed);
+  return worker_main(fd, ortfleet::Device::parse(device), narrowed);
 }

@@ -12,7 +12,7 @@ inline constexpr int kOldestSupportedOrtMinor = 29;  // ONNX Runtime 1.29: plugi
 /// One place the runtime may be, in search order.
 struct RuntimeCandidate {
   std::string path;    ///< the library file (or the folder it was expected in when missing)
-  std::string source;  ///< how it was found: "--ort-lib", "ORTFLEET_ORT_LIB", "ORTFLEET_ORT_ROOT", ...
+  std::string source;  ///< how it was found: "`ort_library`" (the setting), "ORTFLEET_ORT_LIB", "ORTFLEET_ORT_ROOT", ...
   bool exists = false;
   bool explicit_choice = false;  ///< the user named it; failing to load it is an error, not a skip
 };
@@ -25,7 +25,7 @@ struct RuntimeInfo {
   std::vector<std::string> providers;  ///< GetAvailableProviders(): providers built into this runtime
 };
 
-/// The search order: --ort-lib (explicit_library), $ORTFLEET_ORT_LIB, $ORTFLEET_ORT_ROOT/lib,
+/// The search order: the `ort_library` setting (explicit_library), $ORTFLEET_ORT_LIB, $ORTFLEET_ORT_ROOT/lib,
 /// a copy found relative to the binary (lib/onnxruntime beside the Python extension, or beside bin/ of
 /// the executables: an installed prefix, a build tree, which stages the fetched copy there, and the
 /// Python package carry the one they were built with), the copy the set-up fetched (.deps/onnxruntime
@@ -33,16 +33,9 @@ struct RuntimeInfo {
 /// then $LD_LIBRARY_PATH and the system's library folders.
 std::vector<RuntimeCandidate> runtime_candidates(const std::string& explicit_library = {});
 
-/// How the runtime's errors tell the user of this process to choose a library. The command line's
-/// words unless a front end says otherwise: the Python module names its parameter (ort_library=)
-/// and a pip install, so that a Python user is not told about flags of a program they did not run.
-struct RuntimeChoiceWords {
-  std::string option = "--ort-lib";  ///< what names a library explicitly: "(from --ort-lib)"
-  std::string hint = "Pass --ort-lib PATH (or set ORTFLEET_ORT_LIB) to a libonnxruntime.so of version 1.29 or newer, "
-                     "or run scripts/fetch-onnxruntime.sh";
-};
-void set_runtime_choice_words(RuntimeChoiceWords words);
-RuntimeChoiceWords runtime_choice_words();
+/// What the runtime's errors tell a user to do to choose a library: the `ort_library` setting (each front
+/// end says it in its words: ortfleet/base/settings.hpp), ORTFLEET_ORT_LIB, or installing one.
+std::string runtime_choice_hint();
 
 /// Loads the first usable candidate once per process (later calls return the same runtime; a call
 /// naming a different library than the loaded one throws). Throws ortfleet::Error when the library

@@ -73,9 +73,10 @@ struct FleetOptions {
   /// each (false: what `bench --inference` compares the ring with). Unset: the ring, unless
   /// ORTFLEET_WORKER_RING=0 is in the environment.
   std::optional<bool> request_ring;
-  /// How the note of a warm pool left behind (Fleet::left_behind) says to leave none, in the caller's
-  /// terms: the command line's by default; the Python module gives its keywords.
-  std::string no_warm_pool_advice = "ORTFLEET_WARM_POOL_IDLE=0 or --warm-pool-idle 0 leaves none";
+  /// How the note of a warm pool left behind (Fleet::left_behind) says to leave none: by default the
+  /// setting that does (a front end says it in its words, ortfleet/base/settings.hpp); a front end may
+  /// give more of its own (the Python module: pool=False, ortfleet.pool_stop()).
+  std::string no_warm_pool_advice = "ORTFLEET_WARM_POOL_IDLE=0 or `warm_pool.idle_exit_s=0` leaves none";
 };
 
 class Fleet {

@@ -33,6 +33,7 @@
 #include "engine/providers/provider_registry.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/base/output_file.hpp"
+#include "ortfleet/base/settings.hpp"
 #include "ortfleet/engine/cache.hpp"
 #include "ortfleet/engine/model_file.hpp"
 #include "ortfleet/engine/runtime.hpp"
@@ -127,7 +128,7 @@ BundleManifest check_manifest(const std::string& path, const std::string& text, 
     if (ort != runtime.version) {
       throw refused(path, fmt::format("its entries were made by ONNX Runtime {}; this ortfleet runs ONNX Runtime {} ({})", ort, runtime.version,
                                       runtime.library_path),
-                    "Export it on a machine with the same ONNX Runtime, or load that one here (" + runtime_choice_words().option + ")");
+                    "Export it on a machine with the same ONNX Runtime, or load that one here (" + named(Setting::ort_library) + ")");
     }
     const std::vector<std::string> here = local_device_classes();
     for (const auto& e : m.j.at("entries")) {

@@ -9,6 +9,7 @@
 
 #include "base/slurm.hpp"
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/base/settings.hpp"
 
 namespace ortfleet {
 
@@ -33,7 +34,7 @@ std::optional<int> to_int(std::string_view s) {
 }
 
 std::string gpus_present(int gpu_count) {
-  if (gpu_count == 0) return "this machine has no usable GPU; use --devices cpu";
+  if (gpu_count == 0) return "this machine has no usable GPU; use " + named(Setting::devices, "cpu");
   if (gpu_count == 1) return "this machine has 1 GPU: cuda:0";
   return "this machine has " + std::to_string(gpu_count) + " GPUs: cuda:0 to cuda:" + std::to_string(gpu_count - 1);
 }

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/base/settings.hpp"
 #include "ortfleet/engine/options.hpp"
 
 namespace ortfleet {
@@ -59,7 +60,7 @@ void ShapeOptions::validate() const {
     if (!std::isfinite(value)) throw Error("the pad value of '" + input + "' must be a finite number", "Write it as input_ids=0");
   }
   if (pad_batch && batches.empty() && declared.empty()) {
-    throw Error("pad_batch needs declared batches to pad to", "Declare them: --batches 1,2,4,8, batches=[1, 2, 4, 8] or shapes.batches");
+    throw Error("pad_batch needs declared batches to pad to", "Declare them: " + named(Setting::batches, "1,2,4,8"));
   }
 }
 

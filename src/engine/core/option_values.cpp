@@ -11,6 +11,7 @@
 
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/base/number_text.hpp"
+#include "ortfleet/base/settings.hpp"
 #include "ortfleet/engine/options.hpp"
 
 namespace ortfleet {
@@ -99,12 +100,12 @@ ModelCacheFill parse_model_cache_fill(const std::string& s) {
 // The grammar of shapes and sizes (parse_shape_list, parse_buckets, ...) is src/engine/core/shape_grammar.cpp.
 
 std::pair<std::string, double> parse_pad_value(const std::string& text) {
-  constexpr const char* kHint = "Write it as input=value: --pad-value input_ids=0";
+  const std::string hint = "Write it as input=value: " + named(Setting::pad_value, "input_ids=0");
   const auto eq = text.find('=');
-  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size()) throw Error("'" + text + "' is not input=value", kHint);
+  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size()) throw Error("'" + text + "' is not input=value", hint);
   const std::string number = text.substr(eq + 1);
   const auto value = parse_decimal(number);
-  if (!value) throw Error("'" + number + "' in '" + text + "' is not a number", kHint);
+  if (!value) throw Error("'" + number + "' in '" + text + "' is not a number", hint);
   return {text.substr(0, eq), *value};
 }
 

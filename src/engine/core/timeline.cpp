@@ -8,6 +8,7 @@
 #include <set>
 
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/base/settings.hpp"
 
 namespace ortfleet {
 using nlohmann::json;
@@ -110,7 +111,7 @@ std::string Timeline::to_json() const {
 
 Timeline Timeline::from_json(const std::string& text) {
   auto bad = [](const std::string& why) -> Error {
-    return Error("malformed timeline JSON: " + why, "It should come from ortfleet's own --timeline output");
+    return Error("malformed timeline JSON: " + why, "It should come from ortfleet's own " + named(Setting::timeline) + " output");
   };
   json j;
   try {

@@ -15,6 +15,7 @@
 #include "engine/runtime/ort_environment.hpp"
 #include "engine/runtime/ort_errors.hpp"
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/base/settings.hpp"
 #include "ortfleet/engine/runtime.hpp"
 
 namespace ortfleet {
@@ -111,7 +112,7 @@ void prepare_locked(ProviderRegistry& r) {
     r.state.core_mismatch = "ONNX Runtime's core library (" + rt.library_path + ") is built without CUDA, and the CUDA EP library " +
                             r.state.library + " " + detail::kCpuCoreUnderCudaEp;
     spdlog::warn("{}. Use a CUDA-built core: scripts/fetch-onnxruntime.sh --gpu installs onnxruntime-node 1.29.0's (or pass {})",
-                 r.state.core_mismatch, runtime_choice_words().option);
+                 r.state.core_mismatch, named(Setting::ort_library));
   }
 }
 

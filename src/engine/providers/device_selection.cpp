@@ -4,6 +4,7 @@
 
 #include "base/slurm.hpp"
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/base/settings.hpp"
 #include "ortfleet/engine/cuda_devices.hpp"
 
 namespace ortfleet {
@@ -38,13 +39,13 @@ DeviceSelection select_devices(std::string_view spec) {
     } catch (const Error& e) {
       throw Error(fmt::format("{}={} (what Slurm gave {}, taken as CUDA ordinals since CUDA_VISIBLE_DEVICES is not set): {}", slurm->gpus_variable,
                               slurm->gpus, job, e.what_failed()),
-                  "Run it in a job as Slurm set it up, or give --devices yourself");
+                  "Run it in a job as Slurm set it up, or give " + named(Setting::devices) + " yourself");
     }
     return {devices, fmt::format("the {} GPU{} Slurm gave {} ({}={}; CUDA_VISIBLE_DEVICES is not set, so they are taken as CUDA ordinals)",
                                  devices.size(), devices.size() == 1 ? "" : "s", job, slurm->gpus_variable, slurm->gpus)};
   }
-  return {{Device::cpu()}, fmt::format("the CPU{}: Slurm gave {} no GPU (ask for GPUs with --gpus=N or --gres=gpu:N; --devices 0,1 "
-                                       "uses GPUs it did not give)", cpus, job)};
+  return {{Device::cpu()}, fmt::format("the CPU{}: Slurm gave {} no GPU (ask for GPUs with --gpus=N or --gres=gpu:N; {} "
+                                       "uses GPUs it did not give)", cpus, job, named(Setting::devices, "0,1"))};
 }
 
 Device default_device() { return gpu_count() > 0 ? Device::cuda(0) : Device::cpu(); }

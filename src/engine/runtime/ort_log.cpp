@@ -8,12 +8,13 @@
 #include "engine/runtime/ort_environment.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/base/output_file.hpp"
+#include "ortfleet/base/settings.hpp"
 #include "ortfleet/engine/runtime.hpp"
 
 namespace ortfleet {
 
 struct OrtLogCapture::Impl {
-  explicit Impl(const std::string& path) : out(path, "--ort-log") {}
+  explicit Impl(const std::string& path) : out(path, named(Setting::ort_log)) {}
   OutputFile out;
   std::unique_ptr<detail::OrtLogListener> listener;
 };

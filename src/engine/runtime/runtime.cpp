@@ -22,14 +22,12 @@
 #include "engine/runtime/runtime.hpp"
 #include "ortfleet/base/error.hpp"
 #include "base/system_paths.hpp"
+#include "ortfleet/base/settings.hpp"
 
 namespace ortfleet {
 namespace fs = std::filesystem;
 
 namespace {
-
-std::mutex g_words_mutex;
-RuntimeChoiceWords g_words;  // set by a front end before it loads anything (the Python module at import)
 
 /// The runtime's library file inside a folder: libonnxruntime.so, .so.1, or the newest .so.1.x.y.
 std::optional<fs::path> library_in(const fs::path& dir) {
@@ -95,7 +93,7 @@ namespace {
 }  // namespace
 
 LoadedRuntime* open_runtime(const RuntimeCandidate& candidate) {
-  const std::string hint = runtime_choice_words().hint;
+  const std::string hint = runtime_choice_hint();
   if (!candidate.exists) {
     throw Error("no ONNX Runtime library at " + candidate.path + " (from " + candidate.source + ")", hint);
   }
@@ -177,7 +175,7 @@ std::vector<fs::path> system_library_dirs() {
 
 std::vector<RuntimeCandidate> runtime_candidates(const std::string& explicit_library) {
   std::vector<RuntimeCandidate> out;
-  if (!explicit_library.empty()) add_path(out, explicit_library, runtime_choice_words().option);
+  if (!explicit_library.empty()) add_path(out, explicit_library, named(Setting::ort_library));
   if (auto v = detail::env_value(detail::EnvVar::ort_lib)) add_path(out, *v, detail::env_name(detail::EnvVar::ort_lib));
   if (auto v = detail::env_value(detail::EnvVar::ort_root)) add_folder(out, fs::path(*v) / "lib", detail::env_name(detail::EnvVar::ort_root), true);
   // Relative to the binary, before the set-up's copy: an installed ortfleet, a build tree (which stages
@@ -218,22 +216,16 @@ const RuntimeInfo& load_runtime(const std::string& explicit_library) {
     spdlog::debug("ONNX Runtime {} from {} ({})", g_loaded->info.version, g_loaded->info.library_path, g_loaded->info.source);
     return g_loaded->info;
   }
-  const RuntimeChoiceWords words = runtime_choice_words();
   std::string beside;
   for (const auto& dir : beside_this_binary()) beside += dir.string() + ", ";
-  throw Error("no ONNX Runtime library found (looked in: " + words.option + ", ORTFLEET_ORT_LIB, ORTFLEET_ORT_ROOT, " + beside +
+  throw Error("no ONNX Runtime library found (looked in: " + named(Setting::ort_library) + ", ORTFLEET_ORT_LIB, ORTFLEET_ORT_ROOT, " + beside +
                   (detail::fetched_ort_dir() / "lib").string() + ", Python onnxruntime packages, $LD_LIBRARY_PATH and the system's library folders)",
-              words.hint);
+              runtime_choice_hint());
 }
 
-void set_runtime_choice_words(RuntimeChoiceWords words) {
-  std::lock_guard lock(g_words_mutex);
-  g_words = std::move(words);
-}
-
-RuntimeChoiceWords runtime_choice_words() {
-  std::lock_guard lock(g_words_mutex);
-  return g_words;
+std::string runtime_choice_hint() {
+  return "Pass " + named(Setting::ort_library, "PATH") + " (or set ORTFLEET_ORT_LIB) to a libonnxruntime.so of version 1.29 or newer, or install "
+         "one where ortfleet looks: scripts/fetch-onnxruntime.sh in a checkout, pip install onnxruntime (1.29 or newer) for Python";
 }
 
 const RuntimeInfo* loaded_runtime() noexcept {

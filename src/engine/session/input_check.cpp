@@ -8,6 +8,7 @@
 #include "engine/runtime/ort_errors.hpp"
 #include "engine/shapes/shapes.hpp"
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/base/settings.hpp"
 
 namespace ortfleet::detail {
 namespace {
@@ -89,9 +90,9 @@ void rethrow_run_error(const Ort::Exception& e, const std::string& model_path, c
   std::string hint = "The sizes given to the model's dynamic dims do not fit together inside its graph: give sizes it was made for";
   if (!odd_dims.empty()) {
     hint = fmt::format("{} {} not a multiple of {}, which models that downsample their input (most vision models) need: pad to {}, or "
-                       "let buckets pad the calls and crop the outputs back (--buckets {}; Fleet(buckets=[\"{}\"]))",
+                       "let buckets pad the calls and crop the outputs back ({})",
                        fmt::join(odd_dims, ", "), odd_dims.size() == 1 ? "is" : "are", kCommonStride, fmt::join(padded, ", "),
-                       fmt::join(padded, " "), fmt::join(padded, "\", \""));
+                       named(Setting::buckets, fmt::format("{}", fmt::join(padded, " "))));
   }
   throw Error(fmt::format("running {} failed: the model could not take the sizes it was given: {}; inputs: {}", model_path, cause,
                           fmt::join(shapes, ", ")),

@@ -10,13 +10,15 @@
 #include "engine/files/npy_file.hpp"
 #include "ortfleet/base/error.hpp"
 #include "engine/shapes/shapes.hpp"
+#include "ortfleet/base/settings.hpp"
 
 namespace ortfleet::detail {
 namespace {
 
-constexpr const char* kGiveRealInputs =
-    "Give real warm-up inputs: --warmup-inputs FILE.npz (numpy.savez(FILE, name=array, ...); warmup_inputs= in Python), "
-    "or values and dims for generated ones: --input-range NAME=LO:HI, --shapes NAME=DIMS";
+std::string give_real_inputs() {
+  return "Give real warm-up inputs: " + named(Setting::warmup_inputs, "FILE.npz") + " (numpy.savez(FILE, name=array, ...)), or values and dims "
+         "for generated ones: " + named(Setting::input_range, "NAME=LO:HI") + ", " + named(Setting::shapes, "NAME=DIMS");
+}
 
 std::string input_names(const std::vector<TensorSpec>& inputs) {
   std::string out;
@@ -48,8 +50,8 @@ std::optional<ValueRange> type_bounds(ElementType type) {
 void check_range_fits(const TensorSpec& spec, const ValueRange& range) {
   const auto bounds = type_bounds(spec.type);
   if (!bounds || (range.lo >= bounds->lo && range.hi <= bounds->hi)) return;
-  throw Error(fmt::format("input range {}={}:{} (--input-range, input_ranges=) is beyond what {} input '{}' holds ({} to {})", spec.name,
-                          range.lo, range.hi, to_string(spec.type), spec.name, bounds->lo, bounds->hi),
+  throw Error(fmt::format("input range {}={}:{} ({}) is beyond what {} input '{}' holds ({} to {})", spec.name,
+                          range.lo, range.hi, named(Setting::input_range), to_string(spec.type), spec.name, bounds->lo, bounds->hi),
               fmt::format("Give a range within {}:{}", bounds->lo, bounds->hi));
 }
 
@@ -66,7 +68,7 @@ WarmupInputSource::WarmupInputSource(const WarmupOptions& options, const std::ve
     : inputs_(inputs), file_path_(options.inputs_file), ranges_(std::move(model_ranges)), dynamic_dim_(dynamic_dim) {
   for (const auto& [name, range] : options.input_ranges) {
     if (std::none_of(inputs.begin(), inputs.end(), [&](const TensorSpec& s) { return s.name == name; })) {
-      throw Error("input range '" + name + "' (--input-range, input_ranges=) is not an input of this model (inputs: " + input_names(inputs) + ")",
+      throw Error("input range '" + name + "' (" + named(Setting::input_range) + ") is not an input of this model (inputs: " + input_names(inputs) + ")",
                   "Use one of its input names");
     }
     check_range_fits(*std::find_if(inputs.begin(), inputs.end(), [&](const TensorSpec& s) { return s.name == name; }), range);
@@ -156,6 +158,6 @@ WarmupInputs WarmupInputSource::make(const InputShapes& shapes, uint64_t seed) c
   return out;
 }
 
-const char* warmup_inputs_hint() { return kGiveRealInputs; }
+std::string warmup_inputs_hint() { return give_real_inputs(); }
 
 }  // namespace ortfleet::detail

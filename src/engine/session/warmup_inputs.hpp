@@ -44,6 +44,6 @@ class WarmupInputSource {
 };
 
 /// What to do when a model rejects made-up warm-up inputs: the ways to give real ones.
-const char* warmup_inputs_hint();
+std::string warmup_inputs_hint();
 
 }  // namespace ortfleet::detail

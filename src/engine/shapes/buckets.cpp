@@ -8,11 +8,12 @@
 
 #include "engine/shapes/shapes.hpp"
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/base/settings.hpp"
 
 namespace ortfleet::detail {
 
 namespace {
-constexpr const char* kBucketHint = "Declare buckets as input.dim=sizes for a dynamic dim: --buckets x.2=480,640,960";
+std::string bucket_hint() { return "Declare buckets as input.dim=sizes for a dynamic dim: " + named(Setting::buckets, "x.2=480,640,960"); }
 }
 
 int64_t second_size(int64_t size) {
@@ -29,7 +30,7 @@ BucketPlan::BucketPlan(const std::vector<TensorSpec>& inputs, const ShapeOptions
     if (input == inputs.end()) {
       std::string names;
       for (const auto& s : inputs) names += (names.empty() ? "" : ", ") + s.name + " " + shape_text(s);
-      throw Error("buckets for " + name + ": the model has no input '" + declared.input + "' (inputs: " + names + ")", kBucketHint);
+      throw Error("buckets for " + name + ": the model has no input '" + declared.input + "' (inputs: " + names + ")", bucket_hint());
     }
     const auto dim = static_cast<size_t>(declared.dim);
     if (dim >= input->shape.size()) {
@@ -66,7 +67,7 @@ BucketPlan::BucketPlan(const std::vector<TensorSpec>& inputs, const ShapeOptions
   }
   for (const auto& [input, value] : options.pad_values) {
     if (std::none_of(inputs.begin(), inputs.end(), [&](const TensorSpec& s) { return s.name == input; })) {
-      throw Error("a pad value was given for '" + input + "', which is not an input of this model", kBucketHint);
+      throw Error("a pad value was given for '" + input + "', which is not an input of this model", bucket_hint());
     }
   }
   if (options.pad_batch && !batches.empty()) {
@@ -99,7 +100,7 @@ std::vector<InputShapes> BucketPlan::shapes(const std::vector<TensorSpec>& input
   }
   if (count > most) {
     throw Error(fmt::format("the buckets make more than {} shapes ({}), more than the sessions a device may keep", most, factors),
-                fmt::format("Declare fewer sizes, or raise --max-shape-sessions (at most {})", kMaxShapeSessions));
+                fmt::format("Declare fewer sizes, or raise {} (at most {})", named(Setting::max_shape_sessions), kMaxShapeSessions));
   }
   const InputShapes base = complete_shapes(inputs, {}, dynamic_dim);
   std::vector<InputShapes> out;
@@ -146,7 +147,7 @@ std::optional<BucketPlan::Overflow> BucketPlan::overflow(const InputShapes& give
     for (const int64_t s : b.sizes) factor = std::gcd(factor, s);
     const int64_t next = (size + factor - 1) / factor * factor;
     if (!out) out.emplace();
-    const std::string flag = b.batch ? fmt::format("--batches ...,{}", next) : fmt::format("--buckets {}=...,{}", b.name, next);
+    const std::string flag = b.batch ? named(Setting::batches, fmt::format("...,{}", next)) : named(Setting::buckets, fmt::format("{}=...,{}", b.name, next));
     out->what += fmt::format("{}{} is {}, past its largest bucket {}", out->what.empty() ? "" : "; ", b.batch ? "the batch" : b.name, size,
                              b.sizes.back());
     out->fix += fmt::format("{}add {} (a multiple of {}, as every size of it is): {}", out->fix.empty() ? "" : "; ", next, factor, flag);
@@ -195,7 +196,7 @@ void BucketPlan::learn(const std::vector<InputShapes>& bucket_shapes, const std:
         throw Error(fmt::format("buckets for {} refused: output '{}' {} has no dim that follows it (it stays {} when {} goes from {} to {}), "
                                 "so padding would change its values (pooled or reduced over that dim)",
                                 dims_[b].name, outputs[o].name, shape_text(at_base[o]), shape_text(at_base[o]), dims_[b].name, from, to),
-                    "Remove the buckets for " + dims_[b].name + ", or declare the shapes you feed (--shapes) instead");
+                    "Remove the buckets for " + dims_[b].name + ", or declare the shapes you feed (" + named(Setting::shapes) + ") instead");
       }
     }
   }

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "base/private_dir.hpp"
+#include "ortfleet/base/settings.hpp"
 
 namespace ortfleet::detail {
 using nlohmann::json;
@@ -100,13 +101,13 @@ std::optional<std::string> ShapeTraffic::advice_once(size_t cap) {
   std::string flags;
   size_t combinations = 1;
   for (const auto& b : buckets_locked()) {
-    flags += (flags.empty() ? "--buckets " : " --buckets ") + to_string(b);
+    flags += (flags.empty() ? "" : " ") + named(Setting::buckets, to_string(b));
     combinations *= b.sizes.size();
   }
   std::string out = fmt::format("{} distinct input shapes so far ({}): each new shape pays a new plan in the session that serves it, and "
                                 "ortfleet makes no more sessions for them. Padding to a few sizes makes every call a steady one: {}",
                                 seen_.size(), ranges, flags);
-  if (combinations > static_cast<size_t>(ShapeOptions{}.max_sessions)) out += fmt::format(" --max-shape-sessions {}", combinations);
+  if (combinations > static_cast<size_t>(ShapeOptions{}.max_sessions)) out += " " + named(Setting::max_shape_sessions, std::to_string(combinations));
   return out;
 }
 

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/base/settings.hpp"
 
 namespace ortfleet {
 
@@ -126,7 +127,7 @@ std::vector<InputShapes> resolve_shapes(const std::vector<TensorSpec>& inputs, c
   if (!options.batches.empty()) {
     if (std::none_of(inputs.begin(), inputs.end(), first_dim_dynamic)) {
       throw Error("batch sizes were declared, but no input of this model has a dynamic first dim (inputs: " + input_names(inputs) + ")",
-                  "Declare full shapes with --shapes, or export the model with a dynamic batch");
+                  "Declare full shapes with " + named(Setting::shapes) + ", or export the model with a dynamic batch");
     }
     for (const int64_t b : options.batches) {
       InputShapes s;

@@ -14,6 +14,7 @@
 
 #include "base/slurm.hpp"
 #include "base/system_paths.hpp"
+#include "ortfleet/base/settings.hpp"
 #include "process/pidfd.hpp"
 #include "fleet/worker/wire.hpp"
 #include "fleet/worker/worker_protocol.hpp"
@@ -66,11 +67,11 @@ WorkerChannel::Hooks ended_when_unresponsive(int pid) {
 sockaddr_un pool_socket_address(const std::string& path) {
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
-  if (path.empty()) throw Error("the pool socket path is empty", "Give --socket a path, or leave it out for the default socket");
+  if (path.empty()) throw Error("the pool socket path is empty", "Give " + named(Setting::socket) + " a path, or leave it out for the default socket");
   if (path.size() >= sizeof(address.sun_path)) {
     throw Error("the pool socket path is too long (" + std::to_string(path.size()) + " bytes, at most " +
                     std::to_string(sizeof(address.sun_path) - 1) + "): " + path,
-                "Use a shorter path with --socket");
+                "Use a shorter path with " + named(Setting::socket));
   }
   std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
   return address;
@@ -81,11 +82,11 @@ SocketFound look_at_socket(const std::string& path, bool follow) {
   if ((follow ? ::stat(path.c_str(), &st) : ::lstat(path.c_str(), &st)) != 0) {
     if (errno == ENOENT) return SocketFound::nothing;
     if (errno == EACCES) throw Error("permission denied on the pool socket " + path + ": it belongs to another user", kOtherUserHint);
-    throw Error("cannot look at the pool socket " + path + ": " + std::strerror(errno), "Give --socket a path in a folder you can read");
+    throw Error("cannot look at the pool socket " + path + ": " + std::strerror(errno), "Give " + named(Setting::socket) + " a path in a folder you can read");
   }
   if (!S_ISSOCK(st.st_mode)) {
     throw Error(path + " exists and is not a socket (it is " + describe_file(st) + "); ortfleet leaves it as it is",
-                "Give --socket a path that is free or holds a pool socket");
+                "Give " + named(Setting::socket) + " a path that is free or holds a pool socket");
   }
   UniqueFd fd;
   const int error = try_connect(path, fd);
@@ -106,7 +107,7 @@ UniqueFd connect_to_pool(const std::string& path) {
   if (error == EACCES || error == EPERM) throw Error("permission denied on the pool socket " + path + ": it belongs to another user", kOtherUserHint);
   if (error == EPROTOTYPE) {
     throw Error("something that is not an ortfleet pool listens on " + path + " (a stream socket); ortfleet leaves it as it is",
-                "Give --socket a path of your own");
+                "Give " + named(Setting::socket) + " a path of your own");
   }
   throw Error("cannot connect to the pool server at " + path + ": " + std::strerror(error), kNoPoolHint);
 }
@@ -133,14 +134,14 @@ Message ask_pool(MessageChannel& channel, const MessageKind& kind, json fields, 
       throw Error(who + " closed the connection", "Its log (the socket's path + .log) says why; a start leaves a new pool, or run ortfleet serve");
     case Received::Kind::malformed:
       throw Error(who + " answered with something that is not an ortfleet pool's message (" + reply.problem + ")",
-                  "Another program listens there? Give --socket a path of your own");
+                  "Another program listens there? Give " + named(Setting::socket) + " a path of your own");
     case Received::Kind::message: break;
   }
   const std::string event = event_of(reply.message.body);
   if (event == kind.answer) return std::move(reply.message);
   if (event == message::kFailed) throw error_from_json(reply.message.body.value("error", json()), who);
   throw Error(who + " answered '" + event + "' to '" + kind.op + "': it is not an ortfleet pool of this version",
-              "Stop it (ortfleet pool stop) and let a start leave a new one, or give --socket another path");
+              "Stop it (ortfleet pool stop) and let a start leave a new one, or give " + named(Setting::socket) + " another path");
 }
 
 OpenedOnPool open_on_pool_server(const std::string& socket_path, const LocalStartPlan& plan, double timeout_s) {

@@ -247,7 +247,7 @@ LaunchedPool launch_pool_daemon(const LeftPool& left, const std::string& worker_
   const UniqueFd ready_reader(ready_pipe[0]);
   UniqueFd ready_writer(ready_pipe[1]);
   SpawnRequest spawn;
-  spawn.argv = {worker_executable, "--pool-daemon=" + request};
+  spawn.argv = {worker_executable, kPoolDaemonArgument + request};
   // Its own session: a terminal's Ctrl-C to the job does not reach it, and no stdout of the job's stays
   // open in it (a parent reading the job's output to its end would wait for the daemon).
   spawn.new_session = true;
@@ -284,7 +284,7 @@ int pool_daemon_main(const std::string& request_file, bool detached) {
     // The launcher: the daemon proper is its child, and it ends now so that it is nobody's child. The
     // job's ready descriptor goes on to the daemon.
     SpawnRequest spawn;
-    spawn.argv = {fs::read_symlink("/proc/self/exe").string(), "--pool-daemon=" + request_file, "--detached"};
+    spawn.argv = {fs::read_symlink("/proc/self/exe").string(), kPoolDaemonArgument + request_file, kPoolDetachedArgument};
     if (::fcntl(kReadyFd, F_GETFD) >= 0) spawn.descriptors = {{kReadyFd, kReadyFd}};
     try {
       spawn_process(spawn);

@@ -48,6 +48,9 @@ LaunchedPool launch_pool_daemon(const LeftPool& left, const std::string& worker_
 /// `ortfleet-worker --pool-daemon=FILE`: reads and removes the request FILE, then (unless `detached`)
 /// starts itself again detached and returns, so that nobody waits for the daemon; detached, it serves.
 int pool_daemon_main(const std::string& request_file, bool detached);
+/// That command line, as launch_pool_daemon spawns it and tools/ortfleet/worker_main.cpp reads it.
+inline constexpr const char* kPoolDaemonArgument = "--pool-daemon=";
+inline constexpr const char* kPoolDetachedArgument = "--detached";
 
 /// Where a daemon serving `socket_path` writes its log: beside the socket.
 std::string pool_log_path(const std::string& socket_path);

@@ -33,6 +33,7 @@
 #include "fleet/worker/worker_protocol.hpp"
 #include "ortfleet/base/clock.hpp"
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/base/settings.hpp"
 
 namespace ortfleet {
 namespace fs = std::filesystem;
@@ -269,7 +270,7 @@ struct PoolServer::Impl {
     j["park_after_s"] = options.park_after_s;
     const auto& devices = pool->devices();
     const auto no_parking = devices.empty() ? std::optional<std::string>("no devices") : detail::WorkerParking::unavailable(devices.front());
-    j["parking"] = no_parking ? *no_parking : std::string(options.park_after_s > 0 ? "on" : "off (--park-after 0)");
+    j["parking"] = no_parking ? *no_parking : options.park_after_s > 0 ? std::string("on") : "off (" + named(Setting::park_after, "0") + ")";
     j["slurm_job"] = job ? job->job_id() : std::string();
     json making = json::array();
     {
@@ -394,7 +395,7 @@ PoolServer::PoolServer(ServeOptions options) : impl_(std::make_unique<Impl>()) {
     }
   }
   const fs::path folder = fs::path(s.options.socket_path).parent_path();
-  detail::ensure_private_dir(folder, "Use --socket with a path in a folder only you can write");
+  detail::ensure_private_dir(folder, "Use " + named(Setting::socket) + " with a path in a folder only you can write");
   const sockaddr_un address = detail::pool_socket_address(s.options.socket_path);
   detail::look_at_socket(s.options.socket_path, /*follow=*/false);  // refuses what is not a socket
 
@@ -402,7 +403,7 @@ PoolServer::PoolServer(ServeOptions options) : impl_(std::make_unique<Impl>()) {
   // held for the server's life, so the second one stops here, before it could take the socket.
   if (!s.server_lock.try_lock(s.options.socket_path + ".lock", detail::FileLock::Mode::exclusive)) {
     throw Error("a pool server already runs on " + s.options.socket_path + " (it holds " + s.options.socket_path + ".lock)",
-                "Use it (ortfleet pool status), stop it (ortfleet pool stop), or give another --socket");
+                "Use it (ortfleet pool status), stop it (ortfleet pool stop), or give another " + named(Setting::socket));
   }
   switch (detail::look_at_socket(s.options.socket_path, /*follow=*/false)) {
     case detail::SocketFound::nothing: break;
@@ -410,7 +411,7 @@ PoolServer::PoolServer(ServeOptions options) : impl_(std::make_unique<Impl>()) {
     case detail::SocketFound::live:
       // Ours or another program's: never taken from whoever listens there.
       throw Error("something already listens on " + s.options.socket_path + " (a pool server without its lock file, or another program)",
-                  "Use it (ortfleet pool status), stop it, or give another --socket");
+                  "Use it (ortfleet pool status), stop it, or give another " + named(Setting::socket));
   }
   s.listener = detail::UniqueFd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
   if (!s.listener) throw Error(std::string("cannot make a Unix socket: ") + std::strerror(errno), "Check the file-descriptor limit (ulimit -n)");
@@ -419,7 +420,7 @@ PoolServer::PoolServer(ServeOptions options) : impl_(std::make_unique<Impl>()) {
   const int bound = ::bind(s.listener.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address));
   ::umask(old_mask);
   if (bound != 0 || ::listen(s.listener.get(), 64) != 0) {
-    throw Error("cannot listen on " + s.options.socket_path + ": " + std::strerror(errno), "Give another --socket");
+    throw Error("cannot listen on " + s.options.socket_path + ": " + std::strerror(errno), "Give another " + named(Setting::socket));
   }
   struct stat bound_stat {};
   if (::lstat(s.options.socket_path.c_str(), &bound_stat) == 0 && S_ISSOCK(bound_stat.st_mode)) {

@@ -21,6 +21,7 @@
 #include "fleet/pool/pool_start.hpp"
 #include "fleet/worker/worker_channel.hpp"
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/base/settings.hpp"
 #include "ortfleet/engine/device_selection.hpp"
 #include "ortfleet/engine/runtime.hpp"
 #include "ortfleet/engine/model_file.hpp"
@@ -492,7 +493,7 @@ std::string Fleet::Impl::choose_automatically(long gpus) {
       if (idle_exit.value_or(WarmPoolOptions::kDefaultIdleExitS) > 0) {
         s.leaves_pool = true;
         return "auto chose fleet: " + floor + "; a worker process per device, which the warm pool this start leaves takes over, model " +
-               "loaded, for the next job (--warm-pool-idle 0 leaves none)";
+               "loaded, for the next job (" + named(Setting::warm_pool_idle, "0") + " leaves none)";
       }
     }
   }
@@ -543,8 +544,8 @@ Fleet::Fleet(std::string model_path, FleetOptions options) : impl_(std::make_uni
   check_timeout(options.start_timeout_s, "start timeout", "7200 (two hours)");
   check_timeout(options.run_timeout_s, "run timeout", "600 (ten minutes)");
   if (options.config.cuda.cuda_graph && std::none_of(options.devices.begin(), options.devices.end(), [](const Device& d) { return d.is_gpu(); })) {
-    spdlog::warn("cuda.cuda_graph (--cuda-graph) is on, but the devices ({}) are CPUs: CUDA graphs need a GPU, so the sessions run without them",
-                 to_string(options.devices));
+    spdlog::warn("{} is on, but the devices ({}) are CPUs: CUDA graphs need a GPU, so the sessions run without them",
+                 named(Setting::cuda_graph), to_string(options.devices));
   }
   s.options = std::move(options);
   s.strategy = s.options.strategy == Strategy::automatic ? Strategy::fleet : s.options.strategy;
@@ -668,8 +669,7 @@ Fleet::Impl::Target Fleet::Impl::ready_target(const Device& device) {
   const auto settled = [&] { return status[i].state != DeviceState::pending && status[i].state != DeviceState::starting; };
   if (!wait_until(lock, detail::deadline_in(options.start_timeout_s, start_ns), settled)) {
     throw Error(device.to_string() + " did not become ready within " + detail::seconds_text(options.start_timeout_s),
-                "It is still starting; if start-ups this long are expected, raise the start timeout "
-                "(FleetOptions::start_timeout_s, Fleet(start_timeout=...), ortfleet start --timeout)",
+                "It is still starting; if start-ups this long are expected, raise the start timeout (" + named(Setting::start_timeout) + ")",
                 device.to_string());
   }
   note_gone_workers();

@@ -6,6 +6,7 @@
 
 #include "engine/providers/provider_registry.hpp"
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/base/settings.hpp"
 #include "ortfleet/engine/device_tensor.hpp"
 
 namespace ortfleet {
@@ -58,7 +59,7 @@ Tensor IpcMappings::open(const WireTensor& wire) {
       mapping = sharing_of(device_).open(device_, wire.ipc->handle);
     } catch (const Error& e) {
       throw Error("cannot map tensor '" + wire.tensor.name + "' from the other process: " + e.what_failed(),
-                  "Run with --strategy threads to keep sessions in this process, or pass host tensors", device_.to_string());
+                  "Run with " + named(Setting::strategy, "threads") + " to keep sessions in this process, or pass host tensors", device_.to_string());
     }
     std::lock_guard lock(mutex_);
     ++opens_;

@@ -25,6 +25,7 @@
 #include "fleet/worker/wire.hpp"
 #include "fleet/worker/worker_protocol.hpp"
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/base/settings.hpp"
 #include "ortfleet/engine/runtime.hpp"
 #include "process/spawn.hpp"
 
@@ -41,10 +42,10 @@ constexpr double kReleaseTimeoutS = 10;
 // How a worker ended when this process could not wait for it (an adopted one, or one reaped elsewhere).
 constexpr int kUnknownStatus = -1;
 
-const char* kTimeoutHint =
-    "The worker was killed. If this is expected to take that long, raise the timeout (ortfleet start --timeout, "
-    "FleetOptions::start_timeout_s / run_timeout_s, Fleet(start_timeout=..., run_timeout=...)); else look for what "
-    "stopped it (SIGSTOP, a debugger, a hung GPU driver)";
+std::string timeout_hint() {
+  return "The worker was killed. If this is expected to take that long, raise the timeout (" + named(Setting::start_timeout) +
+         " for a start, " + named(Setting::run_timeout) + " for a run); else look for what stopped it (SIGSTOP, a debugger, a hung GPU driver)";
+}
 }  // namespace
 
 std::string seconds_text(double seconds) { return fmt::format("{:g} s", seconds); }
@@ -63,7 +64,7 @@ std::string find_worker_executable(const std::string& explicit_path) {
   std::string looked;
   for (const auto& c : candidates) looked += (looked.empty() ? "" : ", ") + c.string();
   throw Error("the worker executable " + std::string(kWorkerName) + " was not found (looked at " + looked + ")",
-              "Set ORTFLEET_WORKER to its path, or use --strategy threads or sequential");
+              "Set ORTFLEET_WORKER to its path, or use " + named(Setting::strategy, "threads") + " or sequential");
 }
 
 std::string resolve_ort_library(const std::string& explicit_library) {
@@ -106,7 +107,7 @@ void WorkerChannel::gone(const std::string& doing) {
   // A crash inside ONNX Runtime comes with its own line (what, where, and the command that finds the
   // node); anything else left its reason on the worker's stderr.
   const bool explained = how.find("inside ONNX Runtime") != std::string::npos;
-  throw Error(what, explained ? "" : "Its messages above say why; run with --strategy threads to see the failure in-process",
+  throw Error(what, explained ? "" : "Its messages above say why; run with " + named(Setting::strategy, "threads") + " to see the failure in-process",
               device_.to_string());
 }
 
@@ -173,7 +174,7 @@ Message WorkerChannel::call(const MessageKind& kind, json fields, double timeout
       : running ? run_timed_out(timeout_s)
                 : fmt::format("the worker for {} (pid {}) did not answer '{}' within {}", device_.to_string(), pid_, op,
                               seconds_text(timeout_s));
-  return expect(channel_.receive(deadline_in(timeout_s, monotonic_ns())), kind.answer, doing, timed_out, kTimeoutHint);
+  return expect(channel_.receive(deadline_in(timeout_s, monotonic_ns())), kind.answer, doing, timed_out, timeout_hint());
 }
 
 WorkerReady WorkerChannel::start(const LocalStartPlan& plan, double timeout_s) {
@@ -221,7 +222,7 @@ std::exception_ptr WorkerChannel::ring_failure(RequestRing::Wait why, double tim
   std::lock_guard lock(mutex_);
   try {
     throw_if_gone();  // another run already found out
-    if (why == RequestRing::Wait::timed_out) unresponsive(run_timed_out(timeout_s), kTimeoutHint);
+    if (why == RequestRing::Wait::timed_out) unresponsive(run_timed_out(timeout_s), timeout_hint());
     gone("running");
   } catch (...) {
     return std::current_exception();
@@ -282,7 +283,7 @@ void WorkerChannel::release(const std::string& session) {
 WorkerProcess::WorkerProcess(const std::string& executable, const Device& device, bool narrow, bool background) : device_(device) {
   auto [mine, theirs] = MessageChannel::socket_pair();
   SpawnRequest request;
-  request.argv = {executable, "--channel-fd=" + std::to_string(kWorkerChannelFd), "--device=" + device.to_string()};  // the device shows in ps
+  request.argv = {executable, kWorkerChannelFdArgument + std::to_string(kWorkerChannelFd), kWorkerDeviceArgument + device.to_string()};  // the device shows in ps
   int crash_pipe[2] = {-1, -1};
   if (::pipe2(crash_pipe, O_CLOEXEC | O_NONBLOCK) != 0) throw Error("cannot make a pipe for the worker", std::strerror(errno), device.to_string());
   crash_reports_ = UniqueFd(crash_pipe[0]);
@@ -298,7 +299,7 @@ WorkerProcess::WorkerProcess(const std::string& executable, const Device& device
   WorkerEnvironment provided = provider_for(device).worker_environment(device, executable, narrow);
   if (provided.narrowed) {
     visible_ = provided.visible_devices;
-    request.argv.push_back("--narrowed");
+    request.argv.push_back(kWorkerNarrowedArgument);
   }
   for (auto& [name, value] : provided.variables) request.environment[name] = std::move(value);
   try {

@@ -85,6 +85,13 @@ inline std::string event_of(const nlohmann::json& reply) { return text_field(rep
 /// True when `request` is a request of `kind`.
 inline bool is_request(const std::string& op, const MessageKind& kind) { return op == kind.op; }
 
+/// The worker executable's command line, as the parent spawns it (worker_channel.cpp) and its main reads
+/// it (tools/ortfleet/worker_main.cpp): "--channel-fd=3 --device=cuda:1", and "--narrowed" when it sees
+/// only its own GPU.
+inline constexpr const char* kWorkerChannelFdArgument = "--channel-fd=";
+inline constexpr const char* kWorkerDeviceArgument = "--device=";
+inline constexpr const char* kWorkerNarrowedArgument = "--narrowed";
+
 /// The descriptor the worker's channel arrives on.
 inline constexpr int kWorkerChannelFd = 3;
 /// Where a worker writes the line of a crash inside ONNX Runtime (base/crash_report.hpp), so that

@@ -35,7 +35,7 @@ TEST(Devices, AGpuThatDoesNotExistNamesTheOnesThatDo) {
     parse_devices("0", 0);
     FAIL() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("use --devices cpu"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("use `devices=cpu`"), std::string::npos) << e.what();
   }
 }
 

@@ -49,7 +49,7 @@ TEST(Runtime, CandidatesFollowTheDocumentedOrder) {
   const auto c = runtime_candidates("/from/flag/libonnxruntime.so");
   ::unsetenv("ORTFLEET_ORT_LIB");
   ASSERT_GE(c.size(), 2u);
-  EXPECT_EQ(c[0].source, "--ort-lib");
+  EXPECT_EQ(c[0].source, "`ort_library`");  // the setting, as the front ends say it: --ort-lib, ort_library=
   EXPECT_EQ(c[0].path, "/from/flag/libonnxruntime.so");
   EXPECT_TRUE(c[0].explicit_choice);
   EXPECT_FALSE(c[0].exists);

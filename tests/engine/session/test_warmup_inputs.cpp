@@ -191,7 +191,7 @@ TEST(CheckConfigAgainstModel, RefusesWhatTheModelContradictsAndReadsNothingOther
   EXPECT_NE(test::error_of([&] { check_config_against_model(buckets, test::mlp_model()); }).find("is fixed by the model"), std::string::npos);
   RunConfig ranges;
   ranges.warmup.input_ranges["inptu"] = {0, 1};
-  EXPECT_NE(test::error_of([&] { check_config_against_model(ranges, test::mlp_model()); }).find("input range 'inptu' (--input-range, input_ranges=) is not an input"),
+  EXPECT_NE(test::error_of([&] { check_config_against_model(ranges, test::mlp_model()); }).find("input range 'inptu' (`warmup.input_ranges`) is not an input"),
             std::string::npos);
   RunConfig arrays;
   arrays.warmup.inputs_file = scratch("mlp-float64.npz").string();
@@ -225,7 +225,7 @@ TEST(WarmupInputs, ARangeBeyondWhatTheInputsTypeHoldsIsRefusedNamingBoth) {
     return std::string("(accepted)");
   };
   const std::string pixels = error_for("pixels", {0, 300});
-  EXPECT_NE(pixels.find("input range pixels=0:300 (--input-range, input_ranges=) is beyond what uint8 input 'pixels' holds (0 to 255)"),
+  EXPECT_NE(pixels.find("input range pixels=0:300 (`warmup.input_ranges`) is beyond what uint8 input 'pixels' holds (0 to 255)"),
             std::string::npos)
       << pixels;
   EXPECT_NE(pixels.find("Give a range within 0:255"), std::string::npos) << pixels;
@@ -294,7 +294,7 @@ TEST(WarmupInputs, AModelThatRejectsMadeUpInputsGetsAnErrorNamingThem) {
     const std::string text = e.what();
     EXPECT_NE(text.find("inputs ortfleet made up"), std::string::npos) << text;
     EXPECT_NE(text.find("'input_ids'"), std::string::npos) << text;
-    EXPECT_NE(text.find("--warmup-inputs"), std::string::npos) << text;
+    EXPECT_NE(text.find("`warmup.inputs_file=FILE.npz`"), std::string::npos) << text;
   }
 }
 

@@ -214,7 +214,7 @@ TEST(Buckets, ACallPastTheLargestBucketThatFailsSaysWhichDimAndWhatToAdd) {
   s.warm_up(1);
   const std::string error = expect_error([&] { s.run({counting({1, 3, 76, 8}, "image")}); });
   EXPECT_NE(error.find("(it ran unpadded: image.2 is 76, past its largest bucket 64)"), std::string::npos) << error;
-  EXPECT_NE(error.find("Add 96 (a multiple of 32, as every size of it is): --buckets image.2=...,96"), std::string::npos) << error;
+  EXPECT_NE(error.find("Add 96 (a multiple of 32, as every size of it is): `shapes.buckets=image.2=...,96`"), std::string::npos) << error;
   const detail::BucketPlan plan(s.inputs(), spec.config.shapes, {});
   EXPECT_FALSE(plan.overflow({{"image", {1, 3, 64, 40}}}).has_value());
   const auto both = plan.overflow({{"image", {1, 3, 100, 65}}});
@@ -348,8 +348,8 @@ TEST(ShapePolicy, AStreamOfNewShapesIsToldOnceWhichBucketsWouldServeIt) {
   ASSERT_TRUE(advice);
   EXPECT_NE(advice->find("10 distinct input shapes"), std::string::npos) << *advice;
   EXPECT_NE(advice->find("x dim 2: 320..832"), std::string::npos) << *advice;
-  EXPECT_NE(advice->find("--buckets x.2="), std::string::npos) << *advice;
-  EXPECT_NE(advice->find("--buckets x.3="), std::string::npos) << *advice;
+  EXPECT_NE(advice->find("`shapes.buckets=x.2="), std::string::npos) << *advice;
+  EXPECT_NE(advice->find("`shapes.buckets=x.3="), std::string::npos) << *advice;
   EXPECT_EQ(advice->find("x.1="), std::string::npos) << *advice;  // a dim that never varied
   EXPECT_FALSE(traffic.advice_once(9));                          // said once
   EXPECT_EQ(to_string(detail::suggested_buckets("x", 2, 320, 960, 32)), "x.2=320,512,736,960");

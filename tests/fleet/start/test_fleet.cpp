@@ -429,7 +429,7 @@ TEST(Fleet, CudaGraphsOnTheCpuAreWarnedOf) {
   o.config.cuda.cuda_graph = true;
   const test::CapturedLog log;
   Fleet fleet(test::mlp_model(), o);
-  EXPECT_EQ(log.count("cuda.cuda_graph (--cuda-graph) is on, but the devices (cpu) are CPUs"), 1u) << log.text();
+  EXPECT_EQ(log.count("`cuda.cuda_graph` is on, but the devices (cpu) are CPUs"), 1u) << log.text();
 }
 
 TEST(Fleet, TimeoutsMustBePositive) {
