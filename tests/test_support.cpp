@@ -135,6 +135,11 @@ const std::string& mlp_model() {
   return path;
 }
 
+const std::string& identity_model() {
+  static const std::string path = synth::write_identity((scratch_dir() / "identity.onnx").string(), synth::IdentitySpec{}).path;
+  return path;
+}
+
 const std::string& dynamic_mlp_model() {
   static const std::string path = [] {
     synth::MlpSpec spec;

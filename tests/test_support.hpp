@@ -42,6 +42,7 @@ std::string read_all(const std::filesystem::path& path);
 /// Models written once per test process with `ortfleet::synth` (seed 1).
 const std::string& mlp_model();          ///< 3 layers, 64 wide
 const std::string& dynamic_mlp_model();  ///< the same with a dynamic batch dim
+const std::string& identity_model();     ///< input -> output, 16 wide, a dynamic batch dim
 const std::string& resnet18_model();     ///< a ResNet-18 (small enough for quick CPU runs)
 const std::string& dynamic_resnet18_model();  ///< the same with a dynamic batch dim
 const std::string& conv_zoo_model();     ///< 120 distinct conv shapes, 32x32 inputs

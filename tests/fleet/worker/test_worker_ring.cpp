@@ -18,14 +18,7 @@
 namespace ortfleet {
 namespace {
 
-const std::string& identity_model() {
-  static const std::string path = [] {
-    const auto p = (test::scratch_dir() / "identity.onnx").string();
-    synth::write_identity(p, synth::IdentitySpec{});  // 16 wide, dynamic batch
-    return p;
-  }();
-  return path;
-}
+using test::identity_model;
 
 FleetOptions worker_options(int devices = 1) {
   FleetOptions o;

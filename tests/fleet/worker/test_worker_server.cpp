@@ -21,14 +21,7 @@ namespace ortfleet::detail {
 namespace {
 using nlohmann::json;
 
-const std::string& identity_model() {
-  static const std::string path = [] {
-    const auto p = (test::scratch_dir() / "server-identity.onnx").string();
-    synth::write_identity(p, synth::IdentitySpec{});  // 16 wide, dynamic batch
-    return p;
-  }();
-  return path;
-}
+using test::identity_model;
 
 LocalStartPlan plan_for(const std::string& model) {
   LocalStartPlan plan;
