@@ -110,17 +110,23 @@ def gpu_used_mib():
     return {"used_mib": [int(x) for x in out.split()], "apps": [a.strip() for a in apps.splitlines() if a.strip()]}
 
 
-def node_daemon_jobs(model, shapes, park, r):
-    """The first job of a model on a parked node daemon: on an empty cache, then (a new daemon) on the
-    cache entry the first daemon made."""
+def node_env(name):
+    """The environment of a node of its own: a fresh runtime folder (the pool's socket) and an empty cache."""
     env = dict(os.environ)
-    run = f"/tmp/nextjob-daemon-run-{r}"
-    cache = f"/tmp/nextjob-daemon-cache-{r}"
+    run = f"/tmp/nextjob-run-{name}"
+    cache = f"/tmp/nextjob-cache-{name}"
     for d in (run, cache):
         shutil.rmtree(d, ignore_errors=True)
     os.makedirs(run, mode=0o700)
     env.update(XDG_RUNTIME_DIR=run, ORTFLEET_CACHE=cache)
     env.pop("ORTFLEET_AUTO_POOL", None)
+    return env
+
+
+def node_daemon_jobs(model, shapes, park, r):
+    """The first job of a model on a parked node daemon: on an empty cache, then (a new daemon) on the
+    cache entry the first daemon made."""
+    env = node_env(f"daemon-{r}")
     jobs = {}
     for kind in ("daemon-new", "daemon-cached"):
         t0 = time.monotonic()
@@ -145,14 +151,9 @@ def node_daemon_jobs(model, shapes, park, r):
 
 
 def one_round(model, shapes, park, r):
-    env = dict(os.environ)
-    run = f"/tmp/nextjob-run-{r}"
-    cache = f"/tmp/nextjob-cache-{r}"
-    for d in (run, cache):
-        shutil.rmtree(d, ignore_errors=True)
-    os.makedirs(run, mode=0o700)
-    env.update(XDG_RUNTIME_DIR=run, ORTFLEET_CACHE=cache, ORTFLEET_WARM_POOL_PARK=str(park))
-    env.pop("ORTFLEET_AUTO_POOL", None)
+    env = node_env(str(r))
+    env.update(ORTFLEET_WARM_POOL_PARK=str(park))
+    run = env["XDG_RUNTIME_DIR"]
     jobs = {}
     for kind, job in (("plain", "ort"), ("first", "ortfleet"), ("next", "ortfleet"), ("next2", "ortfleet")):
         jobs[kind] = timed_job(job, model, shapes, env)

@@ -100,7 +100,8 @@ cat >"$dir/cancel.sh" <<EOF
 #!/bin/bash
 ORTFLEET_TEST_WORKER_START_DELAY=cpu:1=600 ortfleet start "$model" --devices 'cpu*2' --strategy processes --model-cache --model-cache-fill inline
 EOF
-job=$(ORTFLEET_CACHE=$dir/cancel-cache submit -o "$dir/cancel.out" "$dir/cancel.sh") || fail "the job to cancel was not submitted"
+# Two CPUs for two CPU devices: ortfleet refuses more CPU sessions than the cores Slurm gave the job.
+job=$(ORTFLEET_CACHE=$dir/cancel-cache submit --cpus-per-task=2 -o "$dir/cancel.out" "$dir/cancel.sh") || fail "the job to cancel was not submitted"
 jobs_of_test+=("$job")
 await '[ "$(processes_of_job "$job" | grep -c "ortfleet-worker --channel-fd")" -ge 2 ]' 600 ||
   fail "the job's start never had its two workers: $(processes_of_job "$job")"

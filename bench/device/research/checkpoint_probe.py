@@ -23,6 +23,8 @@ import sys
 import threading
 import time
 
+from device_facts import Nvml, smaps
+
 CU_LIMIT_STACK_SIZE, CU_LIMIT_PRINTF_FIFO_SIZE, CU_LIMIT_MALLOC_HEAP_SIZE = 0, 1, 2
 
 
@@ -101,56 +103,6 @@ def restorer():
 
 
 # --- the parent ---------------------------------------------------------------------------------------
-class Nvml:
-    class ProcessInfo(ctypes.Structure):
-        _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong), ("gpuInstanceId", ctypes.c_uint),
-                    ("computeInstanceId", ctypes.c_uint)]
-
-    def __init__(self):
-        self.lib = ctypes.CDLL("libnvidia-ml.so.1")
-        check(self.lib.nvmlInit_v2(), "nvmlInit")
-        n = ctypes.c_uint()
-        check(self.lib.nvmlDeviceGetCount_v2(ctypes.byref(n)), "nvmlDeviceGetCount")
-        self.handles = []
-        for i in range(n.value):
-            h = ctypes.c_void_p()
-            check(self.lib.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(h)), "nvmlDeviceGetHandleByIndex")
-            self.handles.append(h)
-
-    def processes(self):
-        """{gpu index: {pid: bytes}} as NVML reports them."""
-        out = {}
-        for i, h in enumerate(self.handles):
-            count = ctypes.c_uint(64)
-            infos = (Nvml.ProcessInfo * 64)()
-            r = self.lib.nvmlDeviceGetComputeRunningProcesses_v3(h, ctypes.byref(count), infos)
-            out[i] = {infos[j].pid: infos[j].usedGpuMemory for j in range(count.value)} if r == 0 else {"error": r}
-        return out
-
-    def used(self):
-        out = []
-        for h in self.handles:
-            class Mem(ctypes.Structure):
-                _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
-            m = Mem()
-            self.lib.nvmlDeviceGetMemoryInfo(h, ctypes.byref(m))
-            out.append(m.used)
-        return out
-
-
-def smaps(pid):
-    out = {}
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) >= 3 and parts[-1] == "kB":
-                    out[parts[0].rstrip(":")] = int(parts[1]) * 1024
-    except OSError as e:
-        out["error"] = str(e)
-    return out
-
-
 class Child:
     def __init__(self, gpus, mib):
         env = dict(os.environ, CUDA_VISIBLE_DEVICES=gpus)
@@ -356,24 +308,17 @@ def summarise(r):
         for k, v in c["limits"].items():
             print(f"  after {k}: GPU {sum(v['gpu'].values()) * mb:.0f} MiB ({v['said']['contexts'][0]})")
         print(f"  park {c['park']}, unpark {c['unpark'].get('restore_ms', 0):.1f} ms")
-    for key in [k for k in r if k.startswith("scaling_")]:
-        s = r[key]
-        if "rounds" not in s:
-            print(key, s)
-            continue
-        by_k = {}
-        for rd in s["rounds"]:
-            by_k.setdefault(rd["k"], []).append(rd["restore_wall_ms"])
-        print(f"{key}: restore wall ms by k at once: " + ", ".join(f"k={k}: {sorted(v)}" for k, v in sorted(by_k.items())))
-    for key in [k for k in r if k.startswith("restorers_")]:
-        s = r[key]
-        if "rounds" not in s:
-            print(key, s)
-            continue
-        by_k = {}
-        for rd in s["rounds"]:
-            by_k.setdefault(rd["k"], []).append(round(rd["wall_ms"]))
-        print(f"{key}: restore wall ms by k at once, each from a process of its own: {sorted(by_k.items())}")
+    for prefix, key_of, said in (("scaling_", "restore_wall_ms", "restore wall ms by k at once"),
+                                 ("restorers_", "wall_ms", "restore wall ms by k at once, each from a process of its own")):
+        for key in [k for k in r if k.startswith(prefix)]:
+            s = r[key]
+            if "rounds" not in s:
+                print(key, s)
+                continue
+            by_k = {}
+            for rd in s["rounds"]:
+                by_k.setdefault(rd["k"], []).append(round(rd[key_of]))
+            print(f"{key}: {said}: " + ", ".join(f"k={k}: {sorted(v)}" for k, v in sorted(by_k.items())))
     if "one_process_1024" in r and "rounds" in r["one_process_1024"]:
         print("one process on every GPU: restore ms", [round(x["unpark"]["restore_ms"], 1) for x in r["one_process_1024"]["rounds"]])
 

@@ -17,7 +17,6 @@ processes; 0 while parked), and each GPU's memory in use:
                 (a fresh process, exec to exit), re-parked between
 Writes OUT_JSON and prints a table. $ORTFLEET is the CLI."""
 import argparse
-import ctypes
 import json
 import os
 import shlex
@@ -26,58 +25,9 @@ import sys
 import tempfile
 import time
 
+from device_facts import Nvml, smaps
+
 ORTFLEET = os.environ.get("ORTFLEET", "ortfleet")
-
-
-class Nvml:
-    class ProcessInfo(ctypes.Structure):
-        _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong), ("gpuInstanceId", ctypes.c_uint),
-                    ("computeInstanceId", ctypes.c_uint)]
-
-    class Memory(ctypes.Structure):
-        _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
-
-    def __init__(self):
-        self.lib = ctypes.CDLL("libnvidia-ml.so.1")
-        assert self.lib.nvmlInit_v2() == 0
-        n = ctypes.c_uint()
-        self.lib.nvmlDeviceGetCount_v2(ctypes.byref(n))
-        self.handles = []
-        for i in range(n.value):
-            h = ctypes.c_void_p()
-            self.lib.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(h))
-            self.handles.append(h)
-
-    def by_pid(self):
-        out = {}
-        for h in self.handles:
-            count = ctypes.c_uint(64)
-            infos = (Nvml.ProcessInfo * 64)()
-            if self.lib.nvmlDeviceGetComputeRunningProcesses_v3(h, ctypes.byref(count), infos) == 0:
-                for j in range(count.value):
-                    out[infos[j].pid] = out.get(infos[j].pid, 0) + infos[j].usedGpuMemory
-        return out
-
-    def used(self):
-        out = []
-        for h in self.handles:
-            m = Nvml.Memory()
-            self.lib.nvmlDeviceGetMemoryInfo(h, ctypes.byref(m))
-            out.append(m.used)
-        return out
-
-
-def smaps(pid):
-    out = {}
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) >= 3 and parts[-1] == "kB":
-                    out[parts[0].rstrip(":")] = int(parts[1]) * 1024
-    except OSError:
-        pass
-    return out
 
 
 def run(args, env, timeout=600):

@@ -426,8 +426,9 @@ struct WorkerPool::Impl {
       await_settled(lock, spare, timeout_s, "spare worker");
       if (spare->ready() && spare->starts == 0) {
         claim(spare, true);
+        const bool holds_sessions = !spare->models.empty();
         lock.unlock();
-        if (spare->models.empty() || !holds_jobs_sessions(*spare)) return spare;
+        if (!holds_sessions || !holds_jobs_sessions(*spare)) return spare;
         lock.lock();
         --spare->starts;
         spare->trial = false;
