@@ -186,7 +186,12 @@ size_t WorkerSessions::evict(size_t keep) {
       sessions_.erase(oldest);
     }
   }
-  return dropped.size();
+  const size_t count = dropped.size();
+  dropped.clear();  // the sessions go here, outside the lock
+  // What they held goes back to the system, not to the C heap: a worker emptied for the next new model
+  // (a pool's spare) holds its own floor again.
+  if (count > 0) ::malloc_trim(0);
+  return count;
 }
 
 json WorkerSessions::status(bool with_plans) {
