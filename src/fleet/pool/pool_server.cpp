@@ -94,7 +94,7 @@ struct PoolServer::Impl {
       it = client_threads.erase(it);
     }
   }
-  std::atomic<int> clients{0};  // connections being served
+  std::atomic<int> clients{0};  // connections accepted and not yet closed (counted at accept: `status` sees every one before it)
   std::atomic<int> jobs{0};     // of them, those holding sessions or handed-over workers
   detail::FileLock server_lock;  // held while this server lives: one server per socket
   dev_t socket_dev = 0;  // the socket this server bound: removed at the end only while it is still there
@@ -345,7 +345,6 @@ struct PoolServer::Impl {
       refuse(e);
       return;
     }
-    ++clients;
     bool holds = false;
     while (!stopping) {
       detail::Received received;
@@ -373,7 +372,6 @@ struct PoolServer::Impl {
       }
     }
     if (holds) --jobs;
-    --clients;
   }
 };
 
@@ -517,8 +515,10 @@ void PoolServer::serve() {
     Impl::ClientThread& c = s.client_threads.emplace_back();
     detail::UniqueFd own(::fcntl(client.get(), F_DUPFD_CLOEXEC, 0));  // the thread's; `socket` stays for shutdown
     c.socket = std::move(client);
+    ++s.clients;
     c.thread = std::thread([&s, &c, fd = std::move(own)]() mutable {
       if (fd) s.serve_client(std::move(fd));
+      --s.clients;
       std::lock_guard done(s.clients_mutex);
       c.socket = detail::UniqueFd();
       c.done = true;
