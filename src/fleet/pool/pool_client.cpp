@@ -77,10 +77,12 @@ sockaddr_un pool_socket_address(const std::string& path) {
   return address;
 }
 
-SocketFound look_at_socket(const std::string& path, bool follow) {
+namespace {
+/// Whether a socket file is at `path`; throws for anything else there, or a path that cannot be looked at.
+bool socket_file_there(const std::string& path, bool follow) {
   struct stat st {};
   if ((follow ? ::stat(path.c_str(), &st) : ::lstat(path.c_str(), &st)) != 0) {
-    if (errno == ENOENT) return SocketFound::nothing;
+    if (errno == ENOENT) return false;
     if (errno == EACCES) throw Error("permission denied on the pool socket " + path + ": it belongs to another user", kOtherUserHint);
     throw Error("cannot look at the pool socket " + path + ": " + std::strerror(errno), "Give " + named(Setting::socket) + " a path in a folder you can read");
   }
@@ -88,6 +90,25 @@ SocketFound look_at_socket(const std::string& path, bool follow) {
     throw Error(path + " exists and is not a socket (it is " + describe_file(st) + "); ortfleet leaves it as it is",
                 "Give " + named(Setting::socket) + " a path that is free or holds a pool socket");
   }
+  return true;
+}
+
+/// Why connecting to the pool socket at `path` failed with `error` (connect's errno), and what to do.
+Error connect_failure(const std::string& path, int error) {
+  if (error == ENOENT || error == ECONNREFUSED) {
+    return Error("no warm pool runs on " + path + (error == ENOENT ? " (no such socket)" : " (a stale socket: its server is gone)"), kNoPoolHint);
+  }
+  if (error == EACCES || error == EPERM) return Error("permission denied on the pool socket " + path + ": it belongs to another user", kOtherUserHint);
+  if (error == EPROTOTYPE) {
+    return Error("something that is not an ortfleet pool listens on " + path + " (a stream socket); ortfleet leaves it as it is",
+                 "Give " + named(Setting::socket) + " a path of your own");
+  }
+  return Error("cannot connect to the pool server at " + path + ": " + std::strerror(error), kNoPoolHint);
+}
+}  // namespace
+
+SocketFound look_at_socket(const std::string& path, bool follow) {
+  if (!socket_file_there(path, follow)) return SocketFound::nothing;
   UniqueFd fd;
   const int error = try_connect(path, fd);
   if (error == ECONNREFUSED) return SocketFound::stale;
@@ -96,20 +117,14 @@ SocketFound look_at_socket(const std::string& path, bool follow) {
   return SocketFound::live;
 }
 
+// One connection per request: no probe connection first (the server would take it for a client, and a
+// status asked every 100 ms would then keep the pool from ever being idle).
 UniqueFd connect_to_pool(const std::string& path) {
-  if (look_at_socket(path, /*follow=*/true) == SocketFound::nothing) throw Error("no warm pool runs on " + path + " (no such socket)", kNoPoolHint);
+  if (!socket_file_there(path, /*follow=*/true)) throw Error("no warm pool runs on " + path + " (no such socket)", kNoPoolHint);
   UniqueFd fd;
   const int error = try_connect(path, fd);
-  if (error == 0) return fd;
-  if (error == ENOENT || error == ECONNREFUSED) {
-    throw Error("no warm pool runs on " + path + (error == ENOENT ? " (no such socket)" : " (a stale socket: its server is gone)"), kNoPoolHint);
-  }
-  if (error == EACCES || error == EPERM) throw Error("permission denied on the pool socket " + path + ": it belongs to another user", kOtherUserHint);
-  if (error == EPROTOTYPE) {
-    throw Error("something that is not an ortfleet pool listens on " + path + " (a stream socket); ortfleet leaves it as it is",
-                "Give " + named(Setting::socket) + " a path of your own");
-  }
-  throw Error("cannot connect to the pool server at " + path + ": " + std::strerror(error), kNoPoolHint);
+  if (error != 0) throw connect_failure(path, error);
+  return fd;
 }
 
 Message ask_pool(MessageChannel& channel, const MessageKind& kind, json fields, double timeout_s, const std::vector<int>& fds) {
@@ -173,10 +188,14 @@ OpenedOnPool open_on_pool_server(const std::string& socket_path, const LocalStar
 PoolProbe probe_pool(const std::string& socket_path, double timeout_s) {
   PoolProbe probe;
   try {
-    if (look_at_socket(socket_path, /*follow=*/true) != SocketFound::live) return probe;  // none, or stale: a start may leave one there
+    if (!socket_file_there(socket_path, /*follow=*/true)) return probe;  // none: a start may leave one there
+    UniqueFd fd;
+    const int error = try_connect(socket_path, fd);
+    if (error == ECONNREFUSED || error == ENOENT) return probe;  // stale, or gone meanwhile: the same
+    if (error != 0) throw connect_failure(socket_path, error);
     // A brief status: the devices it serves, without the workers' memory and sessions (what `pool
     // status` shows, which asks every worker): a start must not wait on that.
-    MessageChannel channel(connect_to_pool(socket_path), server_at(socket_path));
+    MessageChannel channel(std::move(fd), server_at(socket_path));
     const json status = ask_pool(channel, message::status, {{"brief", true}}, timeout_s).body;
     for (const auto& d : status.at("devices")) {
       const std::string device = d.at("device").get<std::string>();

@@ -94,8 +94,9 @@ struct PoolServer::Impl {
       it = client_threads.erase(it);
     }
   }
-  std::atomic<int> clients{0};  // connections accepted and not yet closed (counted at accept: `status` sees every one before it)
-  std::atomic<int> jobs{0};     // of them, those holding sessions or handed-over workers
+  std::atomic<int> clients{0};     // connections accepted and not yet closed (counted at accept: `status` sees every one before it)
+  std::atomic<int> jobs{0};        // of them, those holding sessions or handed-over workers
+  std::atomic<int> undecided{0};   // of them, those that have not said what they want yet (a job's open may be on its way)
   detail::FileLock server_lock;  // held while this server lives: one server per socket
   dev_t socket_dev = 0;  // the socket this server bound: removed at the end only while it is still there
   ino_t socket_ino = 0;
@@ -220,9 +221,11 @@ struct PoolServer::Impl {
 
   // --- idle time: parking, exit ---------------------------------------------------------------------
 
-  /// Whether anything goes on that the idle timers must not count: a client (other than `asking`
-  /// ones), a cache entry in the making.
-  bool busy(int asking = 0) { return clients.load() > asking || reap_fills() > 0; }
+  /// Whether anything goes on that the idle timers must not count: a job attached (or a connection that
+  /// may be one: it has not said what it wants yet), a cache entry in the making. A connection that only
+  /// asks (status, evict, stop) is no use of the pool: `watch ortfleet pool status` never keeps it from
+  /// parking or exiting.
+  bool busy() { return jobs.load() > 0 || undecided.load() > 0 || reap_fills() > 0; }
   std::atomic<int64_t> busy_until_ns{monotonic_ns()};  // last seen busy (or started), on the monotonic clock
   double idle_s() const { return static_cast<double>(monotonic_ns() - busy_until_ns.load()) / 1e9; }
 
@@ -266,7 +269,7 @@ struct PoolServer::Impl {
     j["pid"] = ::getpid();
     j["clients"] = std::max(0, clients.load() - 1);  // the one asking is not counted
     j["idle_exit_s"] = options.idle_exit_s;
-    j["idle_s"] = busy(/*asking=*/1) ? 0.0 : idle_s();
+    j["idle_s"] = busy() ? 0.0 : idle_s();
     j["park_after_s"] = options.park_after_s;
     const auto& devices = pool->devices();
     const auto no_parking = devices.empty() ? std::optional<std::string>("no devices") : detail::WorkerParking::unavailable(devices.front());
@@ -328,6 +331,11 @@ struct PoolServer::Impl {
     ucred peer{};
     socklen_t length = sizeof(peer);
     detail::MessageChannel channel(std::move(fd), "a pool client");
+    bool decided = false;  // counted in `undecided` until its first request says what it wants
+    const auto decide = [this, &decided] {
+      if (!decided) --undecided;
+      decided = true;
+    };
     const auto refuse = [&channel](const std::exception& e) {
       try {
         channel.send({{"event", detail::message::kFailed}, {"error", detail::error_to_json(e)}});
@@ -343,6 +351,7 @@ struct PoolServer::Impl {
     } catch (const std::exception& e) {
       spdlog::warn("refused a client (pid {}, uid {}): {}", peer.pid, peer.uid, e.what());
       refuse(e);
+      decide();
       return;
     }
     bool holds = false;
@@ -365,12 +374,16 @@ struct PoolServer::Impl {
         continue;
       }
       if (received.kind != detail::Received::Kind::message) break;
+      const std::string op = detail::op_of(received.message.body);
+      if (!detail::is_request(op, detail::message::open) && !detail::is_request(op, detail::message::hand_over)) decide();  // it only asks
       try {
         answer(channel, received.message, peer, holds);
       } catch (const std::exception& e) {
         refuse(e);
       }
+      decide();  // a job now (answer counted it in `jobs`), or refused
     }
+    decide();
     if (holds) --jobs;
   }
 };
@@ -516,8 +529,10 @@ void PoolServer::serve() {
     detail::UniqueFd own(::fcntl(client.get(), F_DUPFD_CLOEXEC, 0));  // the thread's; `socket` stays for shutdown
     c.socket = std::move(client);
     ++s.clients;
+    ++s.undecided;
     c.thread = std::thread([&s, &c, fd = std::move(own)]() mutable {
       if (fd) s.serve_client(std::move(fd));
+      else --s.undecided;  // no descriptor left to serve it with: it never said anything
       --s.clients;
       std::lock_guard done(s.clients_mutex);
       c.socket = detail::UniqueFd();

@@ -422,6 +422,28 @@ TEST(PoolServerParking, ACpuPoolDoesNotParkAndSaysWhy) {
   EXPECT_TRUE(fleet.wait(120));
 }
 
+// A pool asked for its status every 50 ms (as GPU test ParkingPool's await_parked, or `watch ortfleet
+// pool status`) never parked: each request came on a second connection after a probe one, which the
+// server counted as a client, so the pool never looked idle. Asking is no use of the pool: its idle time
+// runs on through the asking, while a job attached stops it.
+TEST(PoolServerIdle, AskingForStatusNeverKeepsThePoolBusyButAJobDoes) {
+  Served pool(cpu_pool(1, /*isolate=*/false));
+  {
+    Fleet job(test::mlp_model(), pool.client());
+    job.start();
+    ASSERT_TRUE(job.wait(120)) << job.status()[0].error;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    EXPECT_EQ(pool.status().at("idle_s").get<double>(), 0.0) << "a job is attached";
+  }
+  double longest = 0;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(3000);
+  while (std::chrono::steady_clock::now() < until) {
+    longest = std::max(longest, pool.status().at("idle_s").get<double>());
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_GT(longest, 1.5) << "the pool never stayed idle for 1.5 s while it was only asked for its status";
+}
+
 // The next job right after the first (issue 42), on the CPU: the first job's start leaves a pool and
 // hands its own worker to it as it ends; the second finds the model resident in that very worker.
 TEST(NextJob, AJobRightAfterTheFirstFindsItsModelResidentInTheWorkerTheFirstHandedOver) {
