@@ -181,6 +181,12 @@ def check_pool_status(cli, model, work, env):
             if status.returncode == 0 and '"state": "starting"' not in status.stdout:
                 break
             time.sleep(0.2)
+        # A model where users keep theirs, deep in a project: its whole path is wider than a table row may be.
+        deep = os.path.join(work, "a-project-of-the-users-with-a-long-name", "exported-models", "2026-11-28-release-candidate")
+        os.makedirs(deep, exist_ok=True)
+        model = shutil.copy(model, os.path.join(deep, os.path.basename(model)))
+        if len(model) <= WIDTH:
+            return fail(f"the deep model path is only {len(model)} characters: the test proves nothing")
         run(cli, "-q", "start", model, "--devices", "cpu*2", "--pool", socket, env=env)
         text = run(cli, "pool", "status", "--socket", socket, env=env)
         status = json.loads(run(cli, "pool", "status", "--socket", socket, "--json", env=env))
@@ -188,10 +194,12 @@ def check_pool_status(cli, model, work, env):
         if not found:
             return fail("pool status printed no table:\n" + text)
         check_table("pool status (workers)", found[0], len(status["devices"]))
-        if len(found) > 1:
-            # The sessions' model column is the model's whole path (its width is the path's): a row there
-            # is held to one line, not to 100 columns.
-            check_table("pool status (sessions)", found[1], sum(len(d["sessions"]) for d in status["devices"]), width=None)
+        if len(found) < 2:
+            return fail("pool status printed no table of resident sessions:\n" + text)
+        # The sessions' model column names each model by its file name; its whole path is said under the table.
+        check_table("pool status (sessions)", found[1], sum(len(d["sessions"]) for d in status["devices"]))
+        if f": {model}" not in text:
+            fail(f"pool status does not say the model's whole path ({model}):\n" + text)
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=60)

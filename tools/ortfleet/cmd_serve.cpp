@@ -2,8 +2,11 @@
 // what it holds, or have it let go (see ortfleet/fleet/pool_server.hpp).
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <iostream>
+#include <map>
 #include <memory>
+#include <set>
 #include <thread>
 
 #include "command.hpp"
@@ -58,6 +61,28 @@ int run_serve(const ServeFlags& f, const Globals& g) {
 
 std::string socket_or_default(const std::string& socket) { return socket.empty() ? default_pool_socket() : socket; }
 
+/// Each model path by the fewest trailing parts that tell it from the others (its file name, unless two
+/// models share one): a table row of a session stays within a terminal's width, and the name stays whole.
+std::map<std::string, std::string> short_model_names(const std::set<std::string>& paths) {
+  std::map<std::string, std::string> names;
+  for (size_t parts = 1; names.size() < paths.size(); ++parts) {
+    std::map<std::string, std::vector<std::string>> by_name;
+    for (const auto& path : paths) {
+      if (names.count(path) != 0) continue;
+      std::vector<std::filesystem::path> tail;
+      for (auto p = std::filesystem::path(path); !p.filename().empty() && tail.size() < parts; p = p.parent_path()) tail.push_back(p.filename());
+      std::filesystem::path name;
+      for (auto it = tail.rbegin(); it != tail.rend(); ++it) name /= *it;
+      // Every part used (a short path) or unique: its name. Else more parts next round.
+      by_name[tail.size() < parts ? path : name.string()].push_back(path);
+    }
+    for (const auto& [name, owners] : by_name) {
+      if (owners.size() == 1) names.emplace(owners.front(), name);
+    }
+  }
+  return names;
+}
+
 void print_pool_status(const nlohmann::json& j) {
   std::cout << "pool server pid " << j.value("pid", 0) << " on " << j.value("socket", "") << ", "
             << count_text(j.value("clients", 0), "client") << " connected";
@@ -81,6 +106,11 @@ void print_pool_status(const nlohmann::json& j) {
   Table workers({"device", "role", "state", "pid", "sessions", "GPU memory", "host memory", "note"},
                 {false, false, false, true, true, true, true, false});
   Table sessions({"device", "model", "holders", "idle", "memory at ready"}, {false, false, true, true, true});
+  std::set<std::string> models;
+  for (const auto& d : j.at("devices")) {
+    for (const auto& s : d.value("sessions", nlohmann::json::array())) models.insert(s.value("model", ""));
+  }
+  const auto model_names = short_model_names(models);
   for (const auto& d : j.at("devices")) {
     const bool parked = d.value("parked", false);
     const std::string state = parked ? fmt::format("parked {:.0f} s", d.value("parked_s", 0.0)) : d.value("state", "");
@@ -94,7 +124,7 @@ void print_pool_status(const nlohmann::json& j) {
                  std::to_string(d.value("sessions", nlohmann::json::array()).size()), gpu_text, bytes_text(d.value("host_pss_bytes", uint64_t{0})),
                  note});
     for (const auto& s : d.value("sessions", nlohmann::json::array())) {
-      sessions.add({d.value("device", ""), s.value("model", ""), std::to_string(s.value("holders", 0)),
+      sessions.add({d.value("device", ""), model_names.at(s.value("model", "")), std::to_string(s.value("holders", 0)),
                     duration_text(s.value("idle_s", 0.0) * 1000), bytes_text(s.value("memory_bytes", uint64_t{0}))});
     }
   }
@@ -107,6 +137,12 @@ void print_pool_status(const nlohmann::json& j) {
   else {
     std::cout << "\nresident sessions:\n";
     sessions.print(std::cout);
+    bool shortened = false;
+    for (const auto& [path, name] : model_names) shortened = shortened || name != path;
+    if (shortened) {
+      std::cout << "\nmodels:\n";
+      for (const auto& [path, name] : model_names) std::cout << "  " << name << ": " << path << "\n";
+    }
   }
 }
 
