@@ -220,17 +220,18 @@ std::string mean_sigma_text(const std::vector<double>& samples) {
   return duration_text(m.mean) + (m.n >= 2 ? " ± " + duration_text(m.sigma) : std::string());
 }
 
-/// One goal's recommendation among `rs` (the first is the configuration to beat): none unless the
-/// fastest beats the first beyond noise; then, of those within noise of the fastest, the first in the
-/// sweep's order that beats the first beyond noise too (so that noise between near-equals does not
-/// change the answer from one run to the next). `noun` names the figure ("ready time", "p50"),
-/// `faster` the gain ("starts faster"); `verdict` says it in words.
+/// One goal's recommendation among `rs` (the first is the configuration to beat). Only configurations
+/// that beat the first beyond noise qualify: a noisy one with the lowest mean hides none of them (on a
+/// busy machine one slow round makes its range overlap the first's). Of those, the first in the sweep's
+/// order within noise of the fastest of them is the answer (so that noise between near-equals does not
+/// change it from one run to the next); none qualifying, none. `noun` names the figure ("ready time",
+/// "p50"), `faster` the gain ("starts faster"); `verdict` says it in words.
 int recommend(const std::vector<TuneResult>& rs, Samples samples, const char* noun, const char* faster, std::string& verdict) {
   const auto mean_of = [&](const TuneResult& r) { return mean_sigma(samples(r)).mean; };
+  const auto measured = [&](const TuneResult& r) { return r.recommendable() && !samples(r).empty(); };
   int fastest = -1;
   for (int i = 0; i < static_cast<int>(rs.size()); ++i) {
-    if (!rs[i].recommendable() || samples(rs[i]).empty()) continue;
-    if (fastest < 0 || mean_of(rs[i]) < mean_of(rs[static_cast<size_t>(fastest)])) fastest = i;
+    if (measured(rs[i]) && (fastest < 0 || mean_of(rs[i]) < mean_of(rs[static_cast<size_t>(fastest)]))) fastest = i;
   }
   if (fastest < 0) {
     verdict = "no configuration was measured";
@@ -238,7 +239,7 @@ int recommend(const std::vector<TuneResult>& rs, Samples samples, const char* no
   }
   const TuneResult& best = rs[static_cast<size_t>(fastest)];
   const TuneResult& base = rs.front();
-  if (!base.recommendable() || samples(base).empty()) {
+  if (!measured(base)) {
     verdict = fmt::format("{}: {} {} (the first configuration failed, so nothing sets it against noise)", best.candidate.name, noun,
                           mean_sigma_text(samples(best)));
     return fastest;
@@ -255,23 +256,34 @@ int recommend(const std::vector<TuneResult>& rs, Samples samples, const char* no
                           best.candidate.name, noun, t.text());
     return -1;
   }
-  if (t.within_noise) {
+  const auto beats_base = [&](const TuneResult& r) {
+    const TimeRatio gain = compare_times(samples(base), samples(r));
+    return gain.noise_known && !gain.within_noise && gain.ratio < 1;
+  };
+  int fastest_gain = -1;  // the fastest of those beating the first beyond noise
+  for (int i = 1; i < static_cast<int>(rs.size()); ++i) {
+    if (!measured(rs[i]) || !beats_base(rs[i])) continue;
+    if (fastest_gain < 0 || mean_of(rs[i]) < mean_of(rs[static_cast<size_t>(fastest_gain)])) fastest_gain = i;
+  }
+  if (fastest_gain < 0) {
     verdict = fmt::format("none {} than the first configuration ({}, {}) beyond noise: the lowest, {} ({}), is {} its {} ({})", faster,
                           base.candidate.name, mean_sigma_text(samples(base)), best.candidate.name, mean_sigma_text(samples(best)), t.text(),
                           noun, t.ranges_overlap ? "their ranges overlap" : "the ± covers 1");
     return -1;
   }
-  for (int i = 1; i < static_cast<int>(rs.size()); ++i) {
-    if (!rs[i].recommendable() || samples(rs[i]).empty()) continue;
-    if (i != fastest && !compare_times(samples(best), samples(rs[i])).within_noise) continue;
-    const TimeRatio gain = compare_times(samples(base), samples(rs[i]));
-    if (!gain.noise_known || gain.within_noise || gain.ratio >= 1) continue;
+  const TuneResult& top = rs[static_cast<size_t>(fastest_gain)];
+  for (int i = 1; i <= fastest_gain; ++i) {
+    if (!measured(rs[i]) || !beats_base(rs[i])) continue;
+    if (i != fastest_gain && !compare_times(samples(top), samples(rs[i])).within_noise) continue;
     verdict = fmt::format("{}: {} {}, {} the first configuration's ({}), beyond noise", rs[i].candidate.name, noun,
-                          mean_sigma_text(samples(rs[i])), gain.text(), mean_sigma_text(samples(base)));
-    if (i != fastest) verdict += fmt::format("; the lowest mean, {}, is within noise of it and comes later in the sweep", best.candidate.name);
+                          mean_sigma_text(samples(rs[i])), compare_times(samples(base), samples(rs[i])).text(), mean_sigma_text(samples(base)));
+    if (i != fastest_gain) verdict += fmt::format("; the lowest mean of those beyond noise, {}, is within noise of it and comes later in the sweep", top.candidate.name);
+    if (fastest != fastest_gain && fastest != i) {
+      verdict += fmt::format("; {} has a lower mean ({}) but is within noise of the first configuration", best.candidate.name, mean_sigma_text(samples(best)));
+    }
     return i;
   }
-  return fastest;  // the fastest itself always qualifies
+  return fastest_gain;  // unreachable: the loop reaches fastest_gain itself
 }
 
 }  // namespace
