@@ -60,6 +60,20 @@ def test_a_contradicted_setting_is_raised_by_the_constructor(zoo, keywords, mode
     assert no_worker_started(private_runtime_dir), "a warm pool was left for a fleet that was refused"
 
 
+def test_a_custom_op_library_that_cannot_be_loaded_is_raised_by_the_constructor(zoo, tmp_path, private_runtime_dir, monkeypatch):
+    monkeypatch.setenv("XDG_RUNTIME_DIR", private_runtime_dir[0])
+    not_a_library = tmp_path / "libops.so"
+    not_a_library.write_text("not a shared library")
+    for library, words in [(str(tmp_path / "missing.so"), "cannot be read: No such file"),
+                           (str(not_a_library), "is not a shared library (no ELF header)")]:
+        config = {"ortfleet_config": 1, "session": dict(SLIM["session"], custom_op_libraries=[library])}
+        with pytest.raises(ortfleet.Error) as e:
+            ortfleet.Fleet(zoo["mlp"], devices="cpu", config=config)
+        assert f"the custom-op library {library} {words}" in str(e.value), str(e.value)
+        assert "session.custom_op_libraries" in str(e.value), str(e.value)
+    assert no_worker_started(private_runtime_dir), "a warm pool was left for a fleet that was refused"
+
+
 def test_the_same_settings_given_right_start(zoo):
     with ortfleet.Fleet(zoo["masked"], devices="cpu", strategy="threads", config=SLIM,
                         shapes=[{"input_ids": (1, 12), "attention_mask": (1, 12)}],

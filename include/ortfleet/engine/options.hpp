@@ -209,9 +209,10 @@ struct RunConfig {
 /// contradicts, with the ortfleet::Error a session would throw at start-up (naming the input and the
 /// fix): declared shapes, batches and buckets (check_shapes_against_model), inputs that share a
 /// symbolic dim given different sizes, the warm-up inputs (each array's name, element type, rank,
-/// fixed and shared dims) and the input ranges (names, and bounds of the input's type). Reads the
-/// model's file (no ONNX Runtime), and only when one of those settings is given. The command line and
-/// the Python module call it before they start anything.
+/// fixed and shared dims) and the input ranges (names, and bounds of the input's type); and that each
+/// custom-op library is a readable shared library. Reads the model's file (no ONNX Runtime), and only
+/// when one of those settings is given. The command line and the Python module call it before they
+/// start anything.
 void check_config_against_model(const RunConfig& config, const std::string& model);
 
 /// What is wrong with `value` for ONNX Runtime's session config entry `key`, or "" when nothing is:

@@ -208,6 +208,26 @@ TEST(CheckConfigAgainstModel, RefusesWhatTheModelContradictsAndReadsNothingOther
   EXPECT_NO_THROW(check_config_against_model(shared, test::masked_transformer_model()));
 }
 
+// A custom-op library that is missing, a folder or not a shared library was found only by each worker as
+// it made its session, after the start had begun on every device (issue 53).
+TEST(CheckConfigAgainstModel, RefusesACustomOpLibraryThatCannotBeLoaded) {
+  const auto error_with = [](const std::string& library) {
+    RunConfig config;
+    config.session.custom_op_libraries = {library};
+    return test::error_of([&] { check_config_against_model(config, "/nonexistent/model.onnx"); });
+  };
+  EXPECT_NE(error_with("/nonexistent/libops.so").find("the custom-op library /nonexistent/libops.so cannot be read: No such file"), std::string::npos);
+  const auto folder = scratch("custom-ops-folder");
+  std::filesystem::create_directories(folder);
+  EXPECT_NE(error_with(folder.string()).find("is not a file (it is a folder)"), std::string::npos) << error_with(folder.string());
+  const auto text = scratch("libnot-a-library.so");
+  std::ofstream(text) << "not a shared library";
+  EXPECT_NE(error_with(text.string()).find("is not a shared library (no ELF header)"), std::string::npos);
+  RunConfig real;
+  real.session.custom_op_libraries = {test::bin("libortfleet_test_crash_ops.so")};
+  EXPECT_NO_THROW(check_config_against_model(real, test::mlp_model()));
+}
+
 // A range the input's type cannot hold was accepted, and the generated values wrapped or saturated.
 TEST(WarmupInputs, ARangeBeyondWhatTheInputsTypeHoldsIsRefusedNamingBoth) {
   const std::vector<TensorSpec> inputs = {{"pixels", ElementType::uint8, {1, 4}, {"", ""}},
