@@ -93,9 +93,10 @@ TEST_F(ParkingPool, AnIdlePoolHoldsNoGpuMemoryAndTheNextJobFindsItsModelResident
   for (const int pid : pids) {
     EXPECT_EQ(detail::ProcessCheckpoint::instance().state(pid), detail::ProcessCheckpoint::State::checkpointed) << pid;
   }
-  for (const auto& d : status().at("devices")) {
-    EXPECT_EQ(d.at("memory_bytes"), 0) << d.dump();
-    EXPECT_GT(d.at("host_memory_bytes").get<uint64_t>(), 0u) << "its GPU state lives in its host memory now";
+  const json parked = status();  // held: a range over status().at(...) would read a destroyed temporary
+  for (const auto& d : parked.at("devices")) {
+    EXPECT_EQ(d.at("gpu_memory_bytes"), 0) << d.dump();
+    EXPECT_GT(d.at("host_pss_bytes").get<uint64_t>(), 0u) << "its GPU state lives in its host memory now";
   }
   Fleet second(model, client());
   second.start();

@@ -210,7 +210,9 @@ TEST(PoolServerWire, AForgedHandOverOfAnotherProcessIsRefusedAndItIsLeftAlone) {
       << why;
   forged = detail::UniqueFd();
   answering.join();
-  for (const auto& d : pool.status().at("devices")) EXPECT_NE(d.at("pid"), sleeper) << "the sleep is listed as a worker";
+  const json after = pool.status();  // held: a range over pool.status().at(...) would read a destroyed temporary
+  ASSERT_FALSE(after.at("devices").empty());
+  for (const auto& d : after.at("devices")) EXPECT_NE(d.at("pid"), sleeper) << "the sleep is listed as a worker";
   EXPECT_EQ(::kill(sleeper, 0), 0) << "the sleep was signalled";
   ::kill(sleeper, SIGKILL);
   ::waitpid(sleeper, nullptr, 0);
