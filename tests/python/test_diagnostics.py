@@ -43,11 +43,14 @@ def test_bench_profile_tune(models):
         assert tune[goal + "_fast"] is not None or tune[goal + "_verdict"].startswith("none"), tune[goal + "_verdict"]
 
 
-def test_a_config_from_python_reaches_the_timed_child_starts(models):
-    # A custom-op library that is not there: each child start that gets this config fails, and says so;
-    # a child that started on defaults would be ready. (What the model itself contradicts, such as a
-    # range for an input it lacks, is refused before any child: test_settings_checked.py.)
-    config = {"session": {"custom_op_libraries": ["/nonexistent/libno_such_ops.so"]}}
+def test_a_config_from_python_reaches_the_timed_child_starts(models, tmp_path):
+    # A custom-op library cut short after its ELF header: the check before any child cannot tell it from a
+    # good one (a missing one it refuses: test_settings_checked.py), so each child start that gets this
+    # config fails loading it, and says so; a child that started on defaults would be ready.
+    broken = tmp_path / "libno_such_ops.so"
+    with open(ortfleet._ortfleet.__file__, "rb") as library:
+        broken.write_bytes(library.read(64))
+    config = {"session": {"custom_op_libraries": [str(broken)]}}
     bench = ortfleet.bench(models["mlp"], devices="cpu", runs=1, warmup=0, anchors=False, config=config)
     started = [r for r in bench["rows"] if r["family"] == "ortfleet"]
     assert started and all("libno_such_ops.so" in r["error"] for r in started), [r["error"] for r in started]
