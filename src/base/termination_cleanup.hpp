@@ -1,8 +1,9 @@
 #pragma once
 // Files a process is writing that must not outlive it when it is told to stop. An ortfleet process
-// that writes such files (a worker filling the model cache in the background) installs a handler for
-// SIGTERM, SIGINT and SIGHUP; while a RemoveOnTermination lives, that handler removes its paths
-// (async-signal-safe unlink) and then lets the signal end the process as it would have. A process
+// that writes such files (a worker filling the model cache in the background, or priming its libraries
+// with throwaway models) installs a handler for SIGTERM, SIGINT and SIGHUP; while a RemoveOnTermination
+// lives, that handler removes its paths (async-signal-safe: unlink a file; a folder with the files
+// directly in it) and then lets the signal end the process as it would have. A process
 // that never installs the handler (a user's Python job) keeps its own signal handling: the scopes then
 // do nothing.
 #include <signal.h>
@@ -14,7 +15,8 @@ namespace ortfleet {
 
 class RemoveOnTermination {
  public:
-  /// Registers `paths` (at most a few, each shorter than PATH_MAX) until the scope ends or release().
+  /// Registers `paths` (at most 4, each shorter than PATH_MAX; a folder goes with the files directly
+  /// in it, not deeper) until the scope ends or release().
   explicit RemoveOnTermination(const std::vector<std::string>& paths);
   ~RemoveOnTermination();
   RemoveOnTermination(const RemoveOnTermination&) = delete;

@@ -53,6 +53,34 @@ TEST(TerminationCleanup, TheFilesOfAStoppedWriterAreRemovedAndTheSignalStillEnds
   ::close(pipe_fds[1]);
 }
 
+// A worker stopped while it primed its libraries left its folder of throwaway models in TMPDIR (a
+// bench's Ctrl-C left two): a registered folder goes with the files in it, a writer's hidden partial too.
+TEST(TerminationCleanup, ARegisteredFolderIsRemovedWithTheFilesInIt) {
+  const fs::path dir = test::scratch_dir() / "termination-folder";
+  fs::remove_all(dir);
+  const fs::path folder = dir / "ortfleet-primer-x";
+  fs::create_directories(folder);
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    install_termination_cleanup();
+    static RemoveOnTermination priming({folder.string()});
+    for (int i = 0; i < 300; ++i) {  // more than one getdents64 buffer of names
+      const std::string name = (folder / (".convolutions.onnx.partial-" + std::to_string(i))).string();
+      ::close(::open(name.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600));
+    }
+    const char byte = 1;
+    [[maybe_unused]] const auto written = ::write(pipe_fds[1], &byte, 1);
+    for (;;) ::pause();
+  }
+  const int status = terminate_after_ready(child, pipe_fds[0]);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM);
+  EXPECT_FALSE(fs::exists(folder)) << "the folder outlived its writer";
+  ::close(pipe_fds[0]);
+  ::close(pipe_fds[1]);
+}
+
 // Files nobody registered (or whose scope ended: a published entry) stay.
 TEST(TerminationCleanup, FilesNotRegisteredStay) {
   const fs::path dir = test::scratch_dir() / "termination-kept";

@@ -7,12 +7,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <thread>
 
 #include "base/content_hash.hpp"
 #include "base/environment.hpp"
 #include "base/private_dir.hpp"
 #include "base/system_paths.hpp"
+#include "base/termination_cleanup.hpp"
 #include "engine/cache/model_digest.hpp"
 #include "engine/cuda/cuda_driver.hpp"
 #include "fleet/worker/cache_fill.hpp"
@@ -247,6 +249,9 @@ void WorkerSessions::prime_libraries(const LocalStartPlan& plan, Timeline& timel
   auto p = timeline.scope(phase::libraries_prime, lane());
   try {
     const auto folder = PrivateDir::temporary("ortfleet-primer");
+    // A worker stopped while it primes (a job's Ctrl-C, a pool stopped) leaves no folder in TMPDIR.
+    const RemoveOnTermination on_stop({folder.path().string()});
+    const std::filesystem::path convolutions_path = folder.path() / "convolutions.onnx", attention_path = folder.path() / "attention.onnx";
     synth::ResNetSpec convolutions;
     convolutions.depth = 18;
     convolutions.width = 0.125;
@@ -258,8 +263,8 @@ void WorkerSessions::prime_libraries(const LocalStartPlan& plan, Timeline& timel
     attention.ffn_multiplier = 2;
     attention.sequence = 16;
     attention.vocabulary = 64;
-    const std::string models[] = {synth::write_resnet((folder.path() / "convolutions.onnx").string(), convolutions).path,
-                                  synth::write_transformer((folder.path() / "attention.onnx").string(), attention).path};
+    const std::string models[] = {synth::write_resnet(convolutions_path.string(), convolutions).path,
+                                  synth::write_transformer(attention_path.string(), attention).path};
     Timeline scratch(main_ns_);  // the primer's own phases stay out of the worker's report
     for (const auto& model : models) {
       LocalStartPlan primer = plan;
