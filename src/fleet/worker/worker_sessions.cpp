@@ -1,11 +1,15 @@
 #include "fleet/worker/worker_sessions.hpp"
 
 #include <malloc.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <filesystem>
 #include <thread>
@@ -39,6 +43,28 @@ void delay_if_asked(EnvVar variable, const std::string& device) {
   const auto equals = setting->rfind('=');
   if (equals == std::string::npos || setting->substr(0, equals) != device) return;
   std::this_thread::sleep_for(std::chrono::duration<double>(std::stod(setting->substr(equals + 1))));
+}
+
+/// Primer folders (ortfleet-primer-PID-XXXXXX) of workers that died while they primed, killed where no
+/// handler runs (SIGKILL, the OOM killer): removed when that pid is gone and the folder is this user's.
+/// One that cannot be told (a pid alive, or of another user's) stays.
+void remove_primer_folders_of_dead_workers(const std::filesystem::path& temporary) {
+  static const std::string prefix = "ortfleet-primer-";
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator(temporary, ec); !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const auto dash = name.find('-', prefix.size());
+    int pid = 0;
+    const char* digits = name.data() + prefix.size();
+    const char* end = name.data() + (dash == std::string::npos ? name.size() : dash);
+    if (dash == std::string::npos || std::from_chars(digits, end, pid).ptr != end || pid <= 0) continue;
+    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to signal): its own
+    struct stat st {};
+    if (::lstat(it->path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::getuid()) continue;
+    std::error_code removed;
+    std::filesystem::remove_all(it->path(), removed);
+  }
 }
 
 }  // namespace
@@ -248,7 +274,8 @@ void WorkerSessions::price_entry(const LocalStartPlan& plan, const ResidentSessi
 void WorkerSessions::prime_libraries(const LocalStartPlan& plan, Timeline& timeline) {
   auto p = timeline.scope(phase::libraries_prime, lane());
   try {
-    const auto folder = PrivateDir::temporary("ortfleet-primer");
+    remove_primer_folders_of_dead_workers(std::filesystem::temp_directory_path());
+    const auto folder = PrivateDir::temporary("ortfleet-primer-" + std::to_string(::getpid()));
     // A worker stopped while it primes (a job's Ctrl-C, a pool stopped) leaves no folder in TMPDIR.
     const RemoveOnTermination on_stop({folder.path().string()});
     const std::filesystem::path convolutions_path = folder.path() / "convolutions.onnx", attention_path = folder.path() / "attention.onnx";

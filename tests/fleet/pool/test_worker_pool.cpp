@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -176,6 +178,33 @@ TEST(WorkerPool, AWorkerPrimesItsLibrariesWithThrowawaySessionsWhenAsked) {
     // Nothing of the primer stays: no resident session.
     EXPECT_TRUE(worker.channel().call(detail::message::status, nullptr, 30).body.at("sessions").empty());
   }
+}
+
+// A worker killed while it primed (SIGKILL: no handler runs) left its folder of throwaway models in TMPDIR,
+// 1.1 MB each: the next worker to prime removes those of dead workers, and nothing else.
+TEST(WorkerPool, APrimingWorkerRemovesThePrimerFoldersOfDeadWorkers) {
+  const fs::path tmp = test::fresh_dir("primer-tmp");
+  const test::ScopedEnv tmpdir("TMPDIR", tmp.string());
+  const pid_t gone = ::fork();
+  if (gone == 0) ::_exit(0);
+  ::waitpid(gone, nullptr, 0);
+  const fs::path of_dead = tmp / ("ortfleet-primer-" + std::to_string(gone) + "-Ab12Cd");
+  const fs::path of_alive = tmp / ("ortfleet-primer-" + std::to_string(::getpid()) + "-Ef34Gh");
+  const fs::path not_primer = tmp / ("ortfleet-primers-" + std::to_string(gone));
+  for (const auto& d : {of_dead, of_alive, not_primer}) {
+    fs::create_directories(d);
+    std::ofstream(d / "convolutions.onnx") << "x";
+  }
+  detail::LocalStartPlan plan;
+  plan.devices = {Device::cpu(0)};
+  detail::WorkerProcess worker(test::bin("ortfleet-worker"), Device::cpu(0));
+  const auto events = worker.initialise(plan, 0, /*prime=*/true, 120);
+  EXPECT_FALSE(fs::exists(of_dead)) << "the folder of a dead worker stayed";
+  EXPECT_TRUE(fs::exists(of_alive / "convolutions.onnx")) << "the folder of a live process was removed";
+  EXPECT_TRUE(fs::exists(not_primer));
+  size_t primer_folders = 0;
+  for (const auto& e : fs::directory_iterator(tmp)) primer_folders += e.path().filename().string().rfind("ortfleet-primer-", 0) == 0 ? 1 : 0;
+  EXPECT_EQ(primer_folders, 1u) << "the worker's own primer folder stayed after priming";
 }
 
 // The pool a job leaves runs with the job's config (issue 50): its warm-up inputs, shapes and custom-op
