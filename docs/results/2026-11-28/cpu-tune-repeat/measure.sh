@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# measure.sh ORTFLEET: issue 52's check of tune on this project's 2-core build VM (no GPU): three runs of
-# `ortfleet tune` (the default sweep, its default rounds and --budget) on one small transformer, each
-# asked to write its start-fast and serve-fast configs. Each run's text, JSON and any config it wrote
-# land beside this script (tune-N.txt, tune-N.json, start-fast-N.json, serve-fast-N.json).
+# measure.sh ORTFLEET [OUT]: issue 52's check of tune on this project's 2-core build VM (no GPU): three
+# runs of `ortfleet tune` (the default sweep, its default rounds and --budget) on one small transformer,
+# each asked to write its start-fast and serve-fast configs. Each run's text, JSON and any config it
+# wrote land in OUT, by default beside this script (tune-N.txt, tune-N.json, start-fast-N.json,
+# serve-fast-N.json). cpu-tune-repeat-2 is this script's run into that folder, after tune's fix.
 set -euo pipefail
 bin=$1
-out=$(cd "$(dirname "$0")" && pwd)
+out=$(cd "${2:-$(dirname "$0")}" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export ORTFLEET_CACHE=$work/cache ORTFLEET_AUTO_POOL=0
