@@ -11,9 +11,7 @@
 #include <functional>
 #include <string_view>
 #include <optional>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <mutex>
 
 #include "base/environment.hpp"
@@ -97,13 +95,8 @@ LoadedRuntime* open_runtime(const RuntimeCandidate& candidate) {
   if (!candidate.exists) {
     throw Error("no ONNX Runtime library at " + candidate.path + " (from " + candidate.source + ")", hint);
   }
-  {
-    std::ifstream file(candidate.path, std::ios::binary);
-    char magic[4] = {};
-    file.read(magic, sizeof(magic));
-    if (!file || std::memcmp(magic, "\x7f" "ELF", 4) != 0) {
-      throw Error(candidate.path + " (from " + candidate.source + ") is not ONNX Runtime: it is not a shared library", hint);
-    }
+  if (!detail::starts_as_shared_library(candidate.path)) {
+    throw Error(candidate.path + " (from " + candidate.source + ") is not ONNX Runtime: it is not a shared library", hint);
   }
   keep_ort_telemetry_off();
   // RTLD_LOCAL: ONNX Runtime's symbols stay out of the global namespace, so a second copy loaded by

@@ -2,11 +2,12 @@
 // (options.hpp: check_config_against_model). The command line and the Python module both call it, so
 // that a mistake is one line before any work rather than a failed device after the start.
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 
+#include "base/system_paths.hpp"
 #include "engine/session/warmup_inputs.hpp"
 #include "engine/shapes/buckets.hpp"
 #include "ortfleet/base/error.hpp"
@@ -25,10 +26,8 @@ void check_custom_op_library(const std::string& library) {
   struct stat st {};
   if (::stat(library.c_str(), &st) != 0) throw Error("the custom-op library " + library + " cannot be read: " + std::strerror(errno), fix);
   if (!S_ISREG(st.st_mode)) throw Error("the custom-op library " + library + " is not a file (it is " + describe_file(st) + ")", fix);
-  std::ifstream file(library, std::ios::binary);
-  char magic[4] = {};
-  if (!file.read(magic, sizeof(magic))) throw Error("the custom-op library " + library + " cannot be read (or is shorter than 4 bytes)", fix);
-  if (std::memcmp(magic, "\x7f" "ELF", 4) != 0) throw Error("the custom-op library " + library + " is not a shared library (no ELF header)", fix);
+  if (::access(library.c_str(), R_OK) != 0) throw Error("the custom-op library " + library + " cannot be read: " + std::strerror(errno), fix);
+  if (!detail::starts_as_shared_library(library)) throw Error("the custom-op library " + library + " is not a shared library (no ELF header)", fix);
 }
 }  // namespace
 

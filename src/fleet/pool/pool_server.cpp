@@ -55,6 +55,12 @@ constexpr double kStopGraceS = 2;
 /// How long a parking worker's submitted GPU work may take before it is left unparked.
 constexpr double kParkLockTimeoutS = 10;
 
+/// Whether request `op` makes its connection a job's (it opens a model or hands workers over), rather
+/// than one that only asks (status, evict, stop).
+bool makes_a_job(const std::string& op) {
+  return detail::is_request(op, detail::message::open) || detail::is_request(op, detail::message::hand_over);
+}
+
 /// Whether process `pid` runs as this process's user (a job may hand over only its own workers).
 bool runs_as_me(int pid) {
   struct stat st {};
@@ -297,7 +303,7 @@ struct PoolServer::Impl {
   /// handed workers over already (counted in `jobs`); set when this request makes it one.
   void answer(detail::MessageChannel& channel, detail::Message& received, const ucred& peer, bool& holds) {
     const std::string op = detail::op_of(received.body);
-    if (!holds && (detail::is_request(op, detail::message::open) || detail::is_request(op, detail::message::hand_over))) {
+    if (!holds && makes_a_job(op)) {
       if (jobs.load() >= kMaxClients) {
         throw Error(fmt::format("the pool on {} serves {} jobs at once already", options.socket_path, kMaxClients), "Try again when some have finished");
       }
@@ -374,8 +380,7 @@ struct PoolServer::Impl {
         continue;
       }
       if (received.kind != detail::Received::Kind::message) break;
-      const std::string op = detail::op_of(received.message.body);
-      if (!detail::is_request(op, detail::message::open) && !detail::is_request(op, detail::message::hand_over)) decide();  // it only asks
+      if (!makes_a_job(detail::op_of(received.message.body))) decide();  // it only asks
       try {
         answer(channel, received.message, peer, holds);
       } catch (const std::exception& e) {
