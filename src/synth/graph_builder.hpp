@@ -50,6 +50,12 @@ class GraphBuilder {
     }
     return name;
   }
+  std::string floats(const std::string& name, const std::vector<float>& values) {
+    if (constants_.insert(name).second) {
+      small_.push_back(onnx::float_tensor(name, {static_cast<int64_t>(values.size())}, values));
+    }
+    return name;
+  }
   std::string scalar(const std::string& name, float value) {
     if (constants_.insert(name).second) small_.push_back(onnx::float_scalar_tensor(name, value));
     return name;

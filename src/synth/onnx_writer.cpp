@@ -172,13 +172,15 @@ ProtoMessage int64_tensor(const std::string& name, const std::vector<int64_t>& d
   return t;
 }
 
-ProtoMessage float_scalar_tensor(const std::string& name, float value) {
-  std::string raw(sizeof(float), '\0');
-  std::memcpy(raw.data(), &value, sizeof(float));
-  ProtoMessage t = tensor_header(name, DataType::float32, {});
+ProtoMessage float_tensor(const std::string& name, const std::vector<int64_t>& dims, const std::vector<float>& values) {
+  std::string raw(values.size() * sizeof(float), '\0');
+  std::memcpy(raw.data(), values.data(), raw.size());
+  ProtoMessage t = tensor_header(name, DataType::float32, dims);
   t.bytes(9, raw);
   return t;
 }
+
+ProtoMessage float_scalar_tensor(const std::string& name, float value) { return float_tensor(name, {}, {value}); }
 
 ProtoMessage node(const std::string& op_type, const std::string& name, const std::vector<std::string>& inputs,
                   const std::vector<std::string>& outputs, const std::vector<Attribute>& attributes,

@@ -68,6 +68,7 @@ ProtoMessage tensor(const std::string& name, DataType type, const std::vector<in
 ProtoMessage external_tensor(const std::string& name, DataType type, const std::vector<int64_t>& dims,
                              const ExternalLocation& where);
 ProtoMessage int64_tensor(const std::string& name, const std::vector<int64_t>& dims, const std::vector<int64_t>& values);
+ProtoMessage float_tensor(const std::string& name, const std::vector<int64_t>& dims, const std::vector<float>& values);
 ProtoMessage float_scalar_tensor(const std::string& name, float value);
 
 /// A node attribute.

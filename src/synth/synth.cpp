@@ -299,6 +299,46 @@ ModelSummary write_segmenter(const std::string& path, const SegmenterSpec& spec,
   return g.write(path, "segmenter", options);
 }
 
+ModelSummary write_volume(const std::string& path, const VolumeSpec& spec, const WriteOptions& options) {
+  require(spec.levels >= 1 && spec.levels <= 8, "levels must be 1..8");
+  require(spec.size >= 2 && spec.size <= 1024 && spec.size % (1 << spec.levels) == 0, "size must be a multiple of 2^levels, at most 1024");
+  require(spec.channels >= 1 && spec.channels <= 512, "channels must be 1..512");
+  require(spec.classes >= 1 && spec.classes <= 1024, "classes must be 1..1024");
+  require(spec.batch >= 1 && spec.batch <= 1024, "batch must be 1..1024");
+  GraphBuilder g("volume", options.seed);
+  const int64_t n = spec.batch;
+  const int64_t s = spec.size;
+  g.input("volume", DataType::float32, {n, 1, s, s, s});
+  int convs = 0;
+  auto conv = [&](const std::string& x, int64_t in, int64_t out, int64_t k, int64_t stride) {
+    const std::string name = "conv" + std::to_string(convs++);
+    const std::string w = g.fan_in_weight(name + ".weight", {out, in, k, k, k}, in * k * k * k);
+    const std::string b = g.weight(name + ".bias", {out}, -0.02f, 0.02f);
+    const int64_t p = k / 2;
+    return g.op("Relu", {g.op("Conv", {x, w, b},
+                              {Attribute::Ints("kernel_shape", {k, k, k}), Attribute::Ints("strides", {stride, stride, stride}),
+                               Attribute::Ints("pads", {p, p, p, p, p, p})})});
+  };
+  std::vector<std::pair<std::string, int64_t>> skips;  // each level's output and its channels
+  std::string x = conv(conv("volume", 1, spec.channels, 3, 1), spec.channels, spec.channels, 3, 1);
+  int64_t c = spec.channels;
+  for (int level = 1; level < spec.levels; ++level) {
+    skips.emplace_back(x, c);
+    x = conv(conv(x, c, 2 * c, 3, 2), 2 * c, 2 * c, 3, 1);
+    c *= 2;
+  }
+  const std::string scales = g.floats("up.scales", {1.0f, 1.0f, 2.0f, 2.0f, 2.0f});
+  for (auto it = skips.rbegin(); it != skips.rend(); ++it) {
+    const std::string up = g.op("Resize", {x, "", scales}, {Attribute::String("mode", "nearest")});
+    x = conv(conv(g.op("Concat", {up, it->first}, {Attribute::Int("axis", 1)}), c + it->second, it->second, 3, 1), it->second, it->second, 3, 1);
+    c = it->second;
+  }
+  const std::string w = g.fan_in_weight("head.weight", {spec.classes, c, 1, 1, 1}, c);
+  const std::string map = g.op("Conv", {x, w}, {Attribute::Ints("kernel_shape", {1, 1, 1})});
+  g.output(map, DataType::float32, {n, spec.classes, s, s, s});
+  return g.write(path, "volume", options);
+}
+
 ModelSummary write_node_heavy(const std::string& path, const NodeHeavySpec& spec, const WriteOptions& options) {
   require(spec.nodes >= kNodeHeavyBlockNodes && spec.nodes <= 2'000'000,
           "nodes must be " + std::to_string(kNodeHeavyBlockNodes) + "..2000000");

@@ -23,6 +23,7 @@ struct SynthFlags {
   std::string external = "auto";
   synth::ResNetSpec resnet;
   synth::ConvZooSpec zoo;
+  synth::VolumeSpec volume;
   synth::TransformerSpec transformer;
   synth::SegmenterSpec segmenter;
   synth::MlpSpec mlp;
@@ -91,6 +92,13 @@ void register_synth(CLI::App& app, Globals& globals, Action& action) {
   zoo->add_flag("--dynamic-batch", f->zoo.dynamic_batch, "Make the batch dimension symbolic");
   zoo->add_flag("--dynamic-spatial", f->zoo.dynamic_spatial, "Make every input's height and width symbolic");
 
+  auto* volume = model_command(synth, "volume", "A 3D U-Net on a volume (3x3x3 convolutions on large volumes: cuDNN's slowest first inference)", *f);
+  in_range(volume->add_option("--size", f->volume.size, "The volume's edge (a multiple of 2^levels)"), {.lo = 2, .hi = 1024});
+  in_range(volume->add_option("--channels", f->volume.channels, "Channels of the first level (doubled at each further level)"), {.lo = 1, .hi = 512});
+  in_range(volume->add_option("--levels", f->volume.levels, "Levels of the U"), {.lo = 1, .hi = 8});
+  in_range(volume->add_option("--classes", f->volume.classes, "Channels of the output map"), {.lo = 1, .hi = 1024});
+  in_range(volume->add_option("--batch", f->volume.batch, "Batch size"), {.lo = 1, .hi = 1024});
+
   auto* tf = model_command(synth, "transformer", "A BERT-style encoder; 24 x 1024 weighs about 1.27 GB", *f);
   in_range(tf->add_option("--layers", f->transformer.layers, "Encoder layers"), {.lo = 1, .hi = 256});
   in_range(tf->add_option("--hidden", f->transformer.hidden, "Hidden width"), {.lo = 16, .hi = 16384});
@@ -150,6 +158,7 @@ void register_synth(CLI::App& app, Globals& globals, Action& action) {
   };
   bind(resnet, [](const SynthFlags& s, const synth::WriteOptions& o) { return synth::write_resnet(s.output, s.resnet, o); });
   bind(zoo, [](const SynthFlags& s, const synth::WriteOptions& o) { return synth::write_conv_zoo(s.output, s.zoo, o); });
+  bind(volume, [](const SynthFlags& s, const synth::WriteOptions& o) { return synth::write_volume(s.output, s.volume, o); });
   bind(tf, [](const SynthFlags& s, const synth::WriteOptions& o) { return synth::write_transformer(s.output, s.transformer, o); });
   bind(seg, [](const SynthFlags& s, const synth::WriteOptions& o) { return synth::write_segmenter(s.output, s.segmenter, o); });
   bind(nodes, [](const SynthFlags& s, const synth::WriteOptions& o) { return synth::write_node_heavy(s.output, s.nodes, o); });

@@ -58,6 +58,19 @@ struct SegmenterSpec {
   bool dynamic_spatial = true;  ///< height and width symbolic
 };
 
+/// A 3D U-Net on a volume, as medical-imaging and video models are: an encoder of 3x3x3 convolutions
+/// (a strided one halving the volume at each level, channels doubled), a decoder back to full size
+/// (nearest Resize, the skip concatenated, 3x3x3 convolutions), one output map [batch, classes, size^3].
+/// Each level's convolutions are distinct cuDNN problems on large volumes: with EXHAUSTIVE search their
+/// first inference is the start's cost.
+struct VolumeSpec {
+  int size = 128;     ///< the volume's edge (a multiple of 2^levels)
+  int channels = 16;  ///< of the first level (doubled at each further level)
+  int levels = 4;
+  int classes = 2;
+  int batch = 1;
+};
+
 /// A small multilayer perceptron: the quickest model that exercises every code path in tests.
 struct MlpSpec {
   int layers = 3;
@@ -107,6 +120,7 @@ struct ModelSummary {
   int distinct_convs = 0;          ///< distinct convolution problems (conv zoo only; 0 = not counted)
 };
 
+ModelSummary write_volume(const std::string& path, const VolumeSpec& spec, const WriteOptions& options = {});
 ModelSummary write_resnet(const std::string& path, const ResNetSpec& spec, const WriteOptions& options = {});
 ModelSummary write_conv_zoo(const std::string& path, const ConvZooSpec& spec, const WriteOptions& options = {});
 ModelSummary write_transformer(const std::string& path, const TransformerSpec& spec, const WriteOptions& options = {});

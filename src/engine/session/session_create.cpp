@@ -1,6 +1,7 @@
 // Creating a Session's first ONNX Runtime session: its options, the model (or its cache entry)
 // opened, the model's inputs and outputs read, and the weights shared with the shape sessions after it.
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -9,6 +10,7 @@
 #include "engine/cuda/shared_weights.hpp"
 #include "engine/files/mapped_file.hpp"
 #include "engine/files/model_file.hpp"
+#include "engine/files/weights_in_place.hpp"
 #include "engine/runtime/ort_environment.hpp"
 #include "engine/runtime/ort_errors.hpp"
 #include "engine/session/session_impl.hpp"
@@ -150,7 +152,24 @@ void Session::Impl::create() {
   auto model_bytes_of = [&](const std::string& source, bool from_cache) {
     model_data = from_cache ? nullptr : spec.model_data;
     model_size = spec.model_size;
-    if (model_data != nullptr || !spec.map_model) return;
+    if (!from_cache && std::getenv("ORTFLEET_WEIGHTS_IN_PLACE") != nullptr) {
+      auto p = phase(phase::model_read);
+      if (model_data == nullptr) {
+        mapping = std::make_unique<detail::MappedFile>(source);
+        model_data = mapping->data();
+        model_size = mapping->size();
+      }
+      if (auto view = detail::weights_in_place(source, model_data, model_size, 1024, 1 << 20)) {
+        weights_view = std::move(view->model);
+        if (p) p->arg("bytes", std::to_string(weights_view.size()));
+        if (p) p->arg("weights_in_place", std::to_string(view->bytes));
+        model_data = weights_view.data();
+        model_size = weights_view.size();
+      }
+      return;
+    }
+    if (model_data != nullptr) return;
+    if (!spec.map_model) return;
     auto p = phase(phase::model_read);
     mapping = std::make_unique<detail::MappedFile>(source, /*populate=*/true);
     if (p) p->arg("bytes", std::to_string(mapping->size()));
@@ -158,6 +177,16 @@ void Session::Impl::create() {
     model_size = mapping->size();
   };
   model_bytes_of(cache->source(), cache->hit());
+  // Experiment (issue 61): ortfleet uploads the model's weights itself and ONNX Runtime optimises the graph.
+  if (!cache->hit() && spec.device.is_gpu() && !weights_view.empty()) {
+    const char* mode = std::getenv("ORTFLEET_WEIGHTS_IN_PLACE");
+    if (mode != nullptr && std::string(mode) == "2") {
+      auto upload = phase(phase::weights_upload);
+      shared_weights = std::make_unique<detail::SharedWeights>(model, spec.device);
+      if (upload) upload->arg("bytes", std::to_string(shared_weights->bytes()));
+      shared_weights->add_to(so);
+    }
+  }
 
   auto first = std::make_shared<ShapeSession>();
   first->first = true;

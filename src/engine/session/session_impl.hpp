@@ -60,6 +60,7 @@ struct Session::Impl {
   Timeline* timeline = nullptr;
   std::string lane;
   std::unique_ptr<detail::MappedFile> mapping;
+  std::string weights_view;  // the model's graph with its weights left in its file (weights_in_place)
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;
   ProviderAttachment provider;

@@ -264,3 +264,34 @@ TEST(GpuSession, BucketsPadOnTheGpuAndCropWhatTheCpuCrops) {
 }
 
 }  // namespace ortfleet
+
+namespace ortfleet {
+namespace {
+/// The first output of `model` on `device` with ORTFLEET_WEIGHTS_IN_PLACE set to `mode` (nullptr: unset).
+std::vector<float> output_in_place(const std::string& model, const Device& device, const char* mode, const std::vector<Tensor>& inputs) {
+  if (mode == nullptr) ::unsetenv("ORTFLEET_WEIGHTS_IN_PLACE"); else ::setenv("ORTFLEET_WEIGHTS_IN_PLACE", mode, 1);
+  RunConfig c = exact();
+  c.session.optimized_model_cache = false;
+  auto out = output_of(model, device, c, &inputs);
+  ::unsetenv("ORTFLEET_WEIGHTS_IN_PLACE");
+  return out;
+}
+}  // namespace
+
+TEST(GpuSession, WeightsLeftInTheirFileGiveTheOutputsOfAPlainSession) {
+  ORTFLEET_REQUIRE_GPU();
+  for (const auto& model : {test::resnet18_model(), test::conv_zoo_model(), test::masked_transformer_model()}) {
+    SessionSpec cpu;
+    cpu.model_path = model;
+    Session reference(cpu);
+    const auto inputs = random_inputs(reference.inputs(), 7);
+    const auto plain = output_in_place(model, Device::cuda(0), nullptr, inputs);
+    for (const char* mode : {"1", "2"}) {
+      const auto got = output_in_place(model, Device::cuda(0), mode, inputs);
+      ASSERT_EQ(got.size(), plain.size()) << model << " mode " << mode;
+      EXPECT_LT(relative_error(got, plain), 1e-6) << model << " mode " << mode;
+    }
+  }
+}
+
+}  // namespace ortfleet
