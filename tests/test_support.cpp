@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/cache/model_digest.hpp"
+#include "engine/files/model_file.hpp"
 #include "ortfleet/engine/cuda_devices.hpp"
 #include "ortfleet/engine/devices.hpp"
 
@@ -216,6 +217,16 @@ std::string write_small_transformer(const fs::path& path, uint64_t seed) {
   o.seed = seed;
   o.external_data = synth::ExternalData::always;
   return synth::write_transformer(path.string(), spec, o).path;
+}
+
+std::string copy_with_other_weights(const std::string& model, const fs::path& to) {
+  std::string bytes = read_all(model);
+  detail::InitializerBytes largest;
+  for (const auto& w : detail::initializer_bytes(model)) largest = w.bytes > largest.bytes ? w : largest;
+  if (largest.bytes == 0) throw std::runtime_error(model + " has no weight inside its file");
+  for (uint64_t i = 0; i < largest.bytes; i += 7) bytes[largest.offset + i] = static_cast<char>(bytes[largest.offset + i] ^ 0x5a);
+  std::ofstream(to, std::ios::binary) << bytes;
+  return to.string();
 }
 
 const std::string& small_transformer() {

@@ -50,6 +50,9 @@ const std::string& segmenter_model();    ///< fully convolutional, image [1, 3, 
 /// A 2-layer transformer: input_ids and attention_mask [1, sequence] (up to 64 tokens of 100 words).
 const std::string& masked_transformer_model();
 const std::string& small_transformer();  ///< 2 layers x 64, with its weights in external data
+/// A copy of `model` at `to` with other values in its largest weight inside the .onnx (a new checkpoint
+/// of the same export: the same graph and weight sizes).
+std::string copy_with_other_weights(const std::string& model, const std::filesystem::path& to);
 /// The small transformer's architecture with weights from `seed`, written to `path` (and path.data).
 std::string write_small_transformer(const std::filesystem::path& path, uint64_t seed);
 

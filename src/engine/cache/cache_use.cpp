@@ -116,6 +116,33 @@ EntryKey entry_key(const std::string& model, const Device& device, const RunConf
   return k;
 }
 
+std::string layout_key(const std::string& model, const std::string& layout, const Device& device, const RunConfig& config) {
+  RunConfig keyed = config;
+  keyed.session.model_cache_format = resolve_model_cache_format(model, config.session.model_cache_format);
+  return hex64(hash_text(cache_key_text(layout, device, keyed)));
+}
+
+bool any_entry_of_layout(const std::string& dir, const std::string& layout_key, const std::string& model, bool older_ones_may_be) {
+  const std::string absolute = fs::absolute(model).lexically_normal().string();
+  const std::string suffix = ".manifest.json";
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.size() <= suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) continue;
+    try {
+      std::ifstream in(e.path());
+      const json manifest = json::parse(in);
+      const std::string recorded = manifest.value("layout_key", "");
+      if (recorded == layout_key) return true;
+      const std::string made_from = manifest.value("model", "");
+      if (recorded.empty() && (older_ones_may_be || made_from == absolute || made_from == model)) return true;
+    } catch (const std::exception&) {
+      return true;  // unreadable: perhaps this model's, so the lookup reads the model to know
+    }
+  }
+  return false;
+}
+
 std::optional<std::string> find_entry(const std::string& dir, const std::string& name) {
   const fs::path named = fs::path(dir) / name;
   if (identity_of(named.string(), Symlinks::refuse)) return named.string();
@@ -226,7 +253,7 @@ std::string check_entry(const std::string& entry, const std::string& key, const 
 }
 
 CacheUse::CacheUse(const std::string& cache_dir, const std::string& model, const Device& device, const RunConfig& config,
-                   Ort::SessionOptions& options)
+                   Ort::SessionOptions& options, const std::string& layout)
     : model_(model), source_(model), enabled_(true) {
   const ModelCache cache(cache_dir);
   try {
@@ -238,6 +265,20 @@ CacheUse::CacheUse(const std::string& cache_dir, const std::string& model, const
       local_unwritable = e;
     }
     const std::string memo_dir = local_unwritable ? std::string() : cache.dir();
+    layout_key_ = layout_key(model, layout.empty() ? model_layout(model) : layout, device, config);
+    // A start that does not write the entry need not read a weight to learn it has none: no entry in
+    // either layer was made from a model of this layout. (Where the memo already knows the model's
+    // content, its key costs nothing: look it up as usual.)
+    if (config.session.model_cache_fill != ModelCacheFill::inline_start && !remembered_content(model, memo_dir) &&
+        !any_entry_of_layout(cache.dir(), layout_key_, model, /*older_ones_may_be=*/false)) {
+      // The shared layer cannot be taught an older entry's layout (it is never written): its older entries may be this model's.
+      const auto root = ModelCache::shared_root(config);
+      if (!root || !any_entry_of_layout((fs::path(*root) / "models").string(), layout_key_, model, /*older_ones_may_be=*/true)) {
+        note_ = config.session.model_cache_fill == ModelCacheFill::off ? "no entry of this model, and this start writes none (model_cache_fill off)"
+                                                                       : "no entry of this model yet: it is made after ready, in the background";
+        return;
+      }
+    }
     EntryKey k = entry_key(model, device, config, memo_dir);
     content_ = std::move(k.content);
     format_ = k.format;
@@ -256,6 +297,7 @@ CacheUse::CacheUse(const std::string& cache_dir, const std::string& model, const
     if (identity_of(entry_, Symlinks::refuse)) {
       damage = check_entry(entry_, key_);
       if (damage.empty()) {
+        if (!record_layout_key()) return;  // replaced while the manifest changed hands: busy
         if (!use_checked_entry("its entry", options)) lock_.unlock();  // a hit keeps the shared lock until the session exists
         return;
       }
@@ -357,6 +399,27 @@ bool CacheUse::use_checked_entry(const std::string& which, Ort::SessionOptions& 
 }
 
 CacheUse::~CacheUse() { abandon(); }
+
+bool CacheUse::record_layout_key() {
+  if (manifest_text_of(entry_, "layout_key") == layout_key_) return true;
+  // An entry of an older build records no layout: record this model's, so that the next start finds
+  // the entry without reading the model. The manifest is written as its writer writes it (exclusive),
+  // then read as a reader reads it; a writer that took the entry meanwhile made it anew.
+  if (lock_.try_upgrade()) {
+    try {
+      std::ifstream in(manifest_of(entry_));
+      json manifest = json::parse(in);
+      manifest["layout_key"] = layout_key_;
+      write_private_file(manifest_of(entry_), manifest.dump(1), /*durable=*/false);
+    } catch (const std::exception& e) {
+      spdlog::debug("could not record the layout of {} in its manifest: {}", entry_, e.what());
+    }
+  }
+  lock_.unlock();
+  if (lock_.try_lock(entry_ + ".lock", FileLock::Mode::shared) && check_entry(entry_, key_).empty()) return true;
+  lock_.unlock();
+  return false;
+}
 
 void CacheUse::use_entry_options(Ort::SessionOptions& options) const {
   options.SetGraphOptimizationLevel(ORT_DISABLE_ALL);
@@ -484,7 +547,7 @@ void CacheUse::seal() {
     files.push_back(std::move(record));
   }
   write_private_file(manifest_of(entry_),
-                     json{{"ortfleet_cache_entry", kEntryManifestVersion}, {"key", key_}, {"verified", true}, {"model", model_}, {"files", files}}.dump(1),
+                     json{{"ortfleet_cache_entry", kEntryManifestVersion}, {"key", key_}, {"layout_key", layout_key_}, {"verified", true}, {"model", fs::absolute(model_).lexically_normal().string()}, {"files", files}}.dump(1),
                      /*durable=*/true);
   // From here the files are the published entry's: a stop signal must not remove them. (One that comes
   // before the rename leaves a manifest and weights with no entry: the next writer removes them.)

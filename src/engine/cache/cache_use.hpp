@@ -75,6 +75,15 @@ EntryKey entry_key(const std::string& model, const Device& device, const RunConf
 /// The entry named `name` in `dir`, else one of the same key under another model file's name
 /// (<other stem>-<same key hash>.<same extension>: the model was renamed since, or the entry came from
 /// a bundle or another machine's cache); nullopt when `dir` holds neither.
+/// The model's layout (model_layout()) keyed as cache_key_text() keys its content: every entry made from
+/// a model with this layout, device class and configuration records it in its manifest ("layout_key").
+std::string layout_key(const std::string& model, const std::string& layout, const Device& device, const RunConfig& config);
+
+/// Whether any entry in the model folder `dir` may have been made from a model of this layout key: one
+/// whose manifest records it, or an entry of an older build (which records none) that names `model`, or
+/// with `older_ones_may_be`, any such entry (a layer no start can teach the layout: the shared one).
+bool any_entry_of_layout(const std::string& dir, const std::string& layout_key, const std::string& model, bool older_ones_may_be);
+
 std::optional<std::string> find_entry(const std::string& dir, const std::string& name);
 
 /// How check_entry treats an entry.
@@ -100,8 +109,10 @@ class CacheUse {
   /// its weights). A miss that is filled in the background, or never, loads the model as it is. An
   /// entry priced as loading no faster than the model is not used ("no-gain"). Throws
   /// ortfleet::Error when the cache folder is unsafe (another user owns it or can write it).
+  /// `layout`: model_layout() of the model, when the caller has it (a model whose layout no entry has
+  /// then misses without a byte of its weights read).
   CacheUse(const std::string& cache_dir, const std::string& model, const Device& device, const RunConfig& config,
-           Ort::SessionOptions& options);
+           Ort::SessionOptions& options, const std::string& layout = {});
   ~CacheUse();  ///< abandons an entry that was not committed
   CacheUse(const CacheUse&) = delete;
   CacheUse& operator=(const CacheUse&) = delete;
@@ -151,11 +162,15 @@ class CacheUse {
   /// Loads from entry_, checked by the caller: true (a hit), or false when its recorded gain says it
   /// saves nothing, and the model is loaded as it is (`which` names the entry in the note).
   bool use_checked_entry(const std::string& which, Ort::SessionOptions& options);
+  /// Records layout_key_ in the manifest of entry_ where it lacks it; false when entry_ cannot be read
+  /// any more afterwards (another process is writing it), with no lock held.
+  bool record_layout_key();
 
   std::string model_;
   std::string source_;
   std::string entry_;
   std::string key_;
+  std::string layout_key_;  ///< layout_key() of the model, recorded in the manifest of the entry this session writes
   std::string partial_;
   ModelContent content_;
   ModelCacheFormat format_ = ModelCacheFormat::onnx;

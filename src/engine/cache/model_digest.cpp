@@ -13,6 +13,7 @@
 #include "base/content_hash.hpp"
 #include "ortfleet/base/error.hpp"
 #include "engine/files/model_file.hpp"
+#include "engine/files/model_view.hpp"
 
 namespace ortfleet::detail {
 namespace fs = std::filesystem;
@@ -142,36 +143,44 @@ bool ModelContent::unchanged() const {
   return true;
 }
 
-ModelContent model_content(const std::string& model, const std::string& memo_dir) {
+namespace {
+/// The external data files of the model at `absolute` (relative location -> bytes its initializers read),
+/// remembered beside its digest or read from its graph.
+std::map<std::string, uint64_t> external_files(const fs::path& absolute, const json* remembered) {
+  try {
+    if (remembered && remembered->contains("external")) return remembered->at("external").get<std::map<std::string, uint64_t>>();
+  } catch (const std::exception&) {
+  }
+  std::map<std::string, uint64_t> external;
+  try {
+    for (const auto& [file, end] : external_data_extents(absolute.string())) {
+      external[fs::path(file).lexically_relative(absolute.parent_path()).string()] = end;
+    }
+  } catch (const Error& e) {
+    // Not a model ONNX Runtime can load either: it will say why. Its bytes still key it.
+    spdlog::debug("cannot list the external data of {}: {}", absolute.string(), e.what());
+  }
+  return external;
+}
+
+/// model_content() and remembered_content(): with `read_allowed` false, nullopt as soon as a file's
+/// digest is not remembered for its identity.
+std::optional<ModelContent> content_of(const std::string& model, const std::string& memo_dir, bool read_allowed) {
   const fs::path absolute = fs::absolute(model).lexically_normal();
   DigestMemo memo(memo_dir, absolute);
   ModelContent content;
-
   const auto model_id = identity_of(absolute.string());
   if (!model_id) throw Error("cannot stat model " + model, "Check the path");
-  const Hashed model_hash = hash_of(memo, absolute.string(), *model_id);
-  std::map<std::string, uint64_t> external;
-  bool external_known = false;
-  try {
-    if (model_hash.remembered && model_hash.remembered->contains("external")) {
-      external = model_hash.remembered->at("external").get<std::map<std::string, uint64_t>>();
-      external_known = true;
-    }
-  } catch (const std::exception&) {
-    external.clear();
-  }
-  if (!external_known) {
-    try {
-      for (const auto& [file, end] : external_data_extents(absolute.string())) {
-        external[fs::path(file).lexically_relative(absolute.parent_path()).string()] = end;
-      }
-    } catch (const Error& e) {
-      // Not a model ONNX Runtime can load either: it will say why. Its bytes still key it.
-      spdlog::debug("cannot list the external data of {}: {}", model, e.what());
-    }
-  }
-  if (model_hash.read) memo.remember(absolute.string(), *model_hash.read, json{{"external", external}});
-  content.text = "model=" + hex64(model_hash.xxh64) + ":" + std::to_string(model_id->bytes);
+  auto hashed = [&](const std::string& path, const FileIdentity& id) -> std::optional<Hashed> {
+    const json* record = memo.find(path);
+    if (!read_allowed && !(record && remembered_hash(*record, id))) return std::nullopt;
+    return hash_of(memo, path, id);
+  };
+  const auto model_hash = hashed(absolute.string(), *model_id);
+  if (!model_hash) return std::nullopt;
+  const auto external = external_files(absolute, model_hash->remembered);
+  if (model_hash->read) memo.remember(absolute.string(), *model_hash->read, json{{"external", external}});
+  content.text = "model=" + hex64(model_hash->xxh64) + ":" + std::to_string(model_id->bytes);
   content.files.emplace_back(absolute.string(), *model_id);
 
   // The weights of a model with external data live in other files: a changed weight must change the key.
@@ -184,13 +193,37 @@ ModelContent model_content(const std::string& model, const std::string& memo_dir
       content.text += "missing";  // ONNX Runtime will say so when it loads the model
       continue;
     }
-    const Hashed data_hash = hash_of(memo, path, *id);
-    if (data_hash.read) memo.remember(path, *data_hash.read);
-    content.text += hex64(data_hash.xxh64) + ":" + std::to_string(id->bytes);
+    const auto data_hash = hashed(path, *id);
+    if (!data_hash) return std::nullopt;
+    if (data_hash->read) memo.remember(path, *data_hash->read);
+    content.text += hex64(data_hash->xxh64) + ":" + std::to_string(id->bytes);
     content.files.emplace_back(path, *id);
   }
   memo.save();
   return content;
+}
+}  // namespace
+
+ModelContent model_content(const std::string& model, const std::string& memo_dir) { return *content_of(model, memo_dir, true); }
+
+std::optional<ModelContent> remembered_content(const std::string& model, const std::string& memo_dir) {
+  return content_of(model, memo_dir, false);
+}
+
+std::string model_layout(const std::string& model) {
+  const MappedFile mapped(fs::absolute(model).lexically_normal().string());
+  return model_layout(model, view_of(model, mapped.data(), mapped.size()).layout);
+}
+
+std::string model_layout(const std::string& model, uint64_t onnx_layout) {
+  const fs::path absolute = fs::absolute(model).lexically_normal();
+  std::string text = "layout=" + hex64(onnx_layout);
+  // An external data file's weights are not read: its size stands for them, as a weight's length does.
+  for (const auto& [location, end] : external_files(absolute, nullptr)) {
+    const auto id = identity_of((absolute.parent_path() / location).lexically_normal().string());
+    text += "|data:" + location + ":" + (id && id->regular ? std::to_string(id->bytes) : std::string("missing"));
+  }
+  return text;
 }
 
 }  // namespace ortfleet::detail

@@ -74,4 +74,16 @@ std::map<std::string, uint64_t> external_data_extents(const std::string& path);
 /// `memo_dir`: where digests are remembered (a private folder: the model cache's); empty for none.
 ModelContent model_content(const std::string& model, const std::string& memo_dir);
 
+/// The model's content as model_content() would name it, where every file's digest is remembered for
+/// the identity it has now: nothing is read but the memo. nullopt when any file would have to be read.
+std::optional<ModelContent> remembered_content(const std::string& model, const std::string& memo_dir);
+
+/// What the model's structure is, read without a single weight: its layout (engine/files/model_view.hpp)
+/// and the size of each external data file, as text ("layout=<xxh64>" and "|data:<location>:<bytes>").
+/// Two models with the same content have the same layout text; two with different layout texts cannot
+/// be the same. Throws ortfleet::Error for a file that is no model.
+std::string model_layout(const std::string& model);
+/// The same, from the layout of the .onnx itself (ModelView::layout), already read.
+std::string model_layout(const std::string& model, uint64_t onnx_layout);
+
 }  // namespace ortfleet::detail

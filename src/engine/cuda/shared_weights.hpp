@@ -1,9 +1,11 @@
 #pragma once
-// A model's weights on one GPU, uploaded once, which every ONNX Runtime session of that model on that
-// GPU uses in place (SessionOptions::AddInitializer with device memory): a session per input shape
-// then does not hold its own copy. Only for a model whose graph is final (the optimised-model cache's
-// entry, loaded with graph optimisation off): ONNX Runtime matches initializers by name after its
-// optimisations, and a fused weight would go unused.
+// A model's weights on one GPU, uploaded once in large copies, which every ONNX Runtime session of that
+// model on that GPU uses in place (SessionOptions::AddInitializer with device memory): a session per
+// input shape then does not hold its own copy, and none uploads weights one small copy at a time.
+// ONNX Runtime matches the initializers by name after its optimisations: for a model whose graph is
+// final (the cache's entry, loaded with graph optimisation off) every weight is used; for a model it
+// still optimises (a first start, from the model's view), a weight its optimisations replace (fused)
+// goes unused beside the new one, which is why that upload first checks the device holds both.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -24,6 +26,10 @@ class SharedWeights {
   ~SharedWeights();
   SharedWeights(const SharedWeights&) = delete;
   SharedWeights& operator=(const SharedWeights&) = delete;
+
+  /// Whether `device`'s free memory holds `bytes` twice over, with room to spare: weights ortfleet uploads
+  /// before ONNX Runtime optimises a graph may stand beside the ones its optimisations make anew.
+  static bool fit_twice(const Device& device, uint64_t bytes);
 
   /// Makes a session created with `options` use these weights instead of its own copies.
   void add_to(Ort::SessionOptions& options) const;

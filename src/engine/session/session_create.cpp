@@ -5,12 +5,14 @@
 #include <filesystem>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "engine/cache/cache_use.hpp"
 #include "engine/cuda/shared_weights.hpp"
 #include "engine/files/mapped_file.hpp"
 #include "engine/files/model_file.hpp"
-#include "engine/files/weights_in_place.hpp"
+#include "engine/cache/model_digest.hpp"
+#include "engine/files/model_view.hpp"
 #include "engine/runtime/ort_environment.hpp"
 #include "engine/runtime/ort_errors.hpp"
 #include "engine/session/session_impl.hpp"
@@ -140,36 +142,33 @@ void Session::Impl::create() {
   // again whenever the session also wrote or loaded an optimised copy (1 x H100, ONNX Runtime 1.29,
   // docs/results/2026-11-25/1xH100-shapes/pin_modes.sh): such a model runs from its own graph, without the cache.
   const bool use_cache = spec.config.session.optimized_model_cache.value_or(false) && !spec.config.session.assigns_nodes();
-  auto cache = use_cache ? std::make_unique<detail::CacheUse>(spec.cache_dir, model, spec.device, spec.config, so)
+  // The model's graph with its weights left in the file: what a start without an entry hands ONNX
+  // Runtime, and the layout the cache's lookup needs (no weight read to learn there is no entry).
+  std::optional<detail::ModelView> view;
+  if (use_cache) view = view_model();
+  auto cache = use_cache ? std::make_unique<detail::CacheUse>(spec.cache_dir, model, spec.device, spec.config, so, view ? view_layout : std::string())
                          : std::make_unique<detail::CacheUse>(model);
   // A cached graph is final: the first session can already use the weights its siblings will share.
   if (cache->hit()) share_weights(so, cache->source());
+  if (!cache->hit() && view && !view->model.empty()) {
+    weights_view = std::move(view->model);
+    // An entry this session writes (inline fill) is saved from ONNX Runtime's graph: its weights stay ONNX Runtime's.
+    if (!cache->writing()) upload_model_weights(so, view->bytes);
+  }
 
   const void* model_data = nullptr;
   size_t model_size = 0;
-  // The bytes a session is created from: the caller's, or (map_model) a mapping of `source`. A cached
-  // copy is always read from its own file.
+  // The bytes a session is created from: the view, the caller's, or (map_model) a mapping of `source`.
+  // A cached copy is always read from its own file.
   auto model_bytes_of = [&](const std::string& source, bool from_cache) {
     model_data = from_cache ? nullptr : spec.model_data;
     model_size = spec.model_size;
-    if (!from_cache && std::getenv("ORTFLEET_WEIGHTS_IN_PLACE") != nullptr) {
-      auto p = phase(phase::model_read);
-      if (model_data == nullptr) {
-        mapping = std::make_unique<detail::MappedFile>(source);
-        model_data = mapping->data();
-        model_size = mapping->size();
-      }
-      if (auto view = detail::weights_in_place(source, model_data, model_size, 1024, 1 << 20)) {
-        weights_view = std::move(view->model);
-        if (p) p->arg("bytes", std::to_string(weights_view.size()));
-        if (p) p->arg("weights_in_place", std::to_string(view->bytes));
-        model_data = weights_view.data();
-        model_size = weights_view.size();
-      }
+    if (!from_cache && !weights_view.empty()) {
+      model_data = weights_view.data();
+      model_size = weights_view.size();
       return;
     }
-    if (model_data != nullptr) return;
-    if (!spec.map_model) return;
+    if (model_data != nullptr || !spec.map_model) return;
     auto p = phase(phase::model_read);
     mapping = std::make_unique<detail::MappedFile>(source, /*populate=*/true);
     if (p) p->arg("bytes", std::to_string(mapping->size()));
@@ -177,16 +176,6 @@ void Session::Impl::create() {
     model_size = mapping->size();
   };
   model_bytes_of(cache->source(), cache->hit());
-  // Experiment (issue 61): ortfleet uploads the model's weights itself and ONNX Runtime optimises the graph.
-  if (!cache->hit() && spec.device.is_gpu() && !weights_view.empty()) {
-    const char* mode = std::getenv("ORTFLEET_WEIGHTS_IN_PLACE");
-    if (mode != nullptr && std::string(mode) == "2") {
-      auto upload = phase(phase::weights_upload);
-      shared_weights = std::make_unique<detail::SharedWeights>(model, spec.device);
-      if (upload) upload->arg("bytes", std::to_string(shared_weights->bytes()));
-      shared_weights->add_to(so);
-    }
-  }
 
   auto first = std::make_shared<ShapeSession>();
   first->first = true;
@@ -202,16 +191,16 @@ void Session::Impl::create() {
     try {
       first->session = open(cache->source(), model_data, model_size, so);
     } catch (const Ort::Exception& e) {
-      if (!cache->writing() && !cache->hit()) detail::rethrow_ort_error(e, "creating the session for " + model, lane);
-      // The cache is what failed: writing the entry (a full disk, a read-only folder), or loading an
-      // entry ortfleet wrote. Either way the model itself starts, and the model is not blamed.
-      if (cache->hit()) {
-        cache->reject(std::string("loading it failed: ") + e.what());
-        shared_weights.reset();
-        model_bytes_of(model, /*from_cache=*/false);
-      } else {
-        cache->abandon(e.what());
-      }
+      if (!cache->hit() && !cache->writing() && weights_view.empty()) detail::rethrow_ort_error(e, "creating the session for " + model, lane);
+      // What ortfleet added failed: loading an entry ortfleet wrote, writing one (a full disk, a
+      // read-only folder), or the weights left in the model's file (an unusual model, another
+      // runtime). Either way the model itself starts, as it is, and the model is not blamed.
+      if (cache->hit()) cache->reject(std::string("loading it failed: ") + e.what());
+      else if (cache->writing()) cache->abandon(e.what());
+      else spdlog::debug("{}: {}: leaving its weights in its file failed ({}); loading the model as it is", lane, model, e.what());
+      weights_view.clear();
+      shared_weights.reset();
+      model_bytes_of(model, /*from_cache=*/false);
       Ort::SessionOptions plain = make_options(/*first=*/true);
       try {
         first->session = open(model, model_data, model_size, plain);
@@ -231,6 +220,41 @@ void Session::Impl::create() {
   finish_cache_entry(*cache, *first);
   if (!spec.profile_prefix.empty()) profiled = first;
   sessions.push_back(std::move(first));
+}
+
+std::optional<detail::ModelView> Session::Impl::view_model() {
+  try {
+    auto p = phase(phase::model_read);
+    std::unique_ptr<detail::MappedFile> mapped;
+    const void* data = spec.model_data;
+    uint64_t size = spec.model_size;
+    if (data == nullptr) {
+      mapped = std::make_unique<detail::MappedFile>(spec.model_path);  // not read in: the walk touches the graph's pages only
+      data = mapped->data();
+      size = mapped->size();
+    }
+    detail::ModelView view = detail::view_of(spec.model_path, data, size);
+    view_layout = detail::model_layout(spec.model_path, view.layout);
+    if (p) {
+      p->arg("bytes", std::to_string(view.model.empty() ? size : view.model.size()));
+      p->arg("weights_in_place", std::to_string(view.bytes));
+    }
+    return view;
+  } catch (const std::exception& e) {
+    // ONNX Runtime will say what is wrong with the file, and the cache keys it by its bytes.
+    spdlog::debug("{}: {} is loaded as it is: {}", lane, spec.model_path, e.what());
+    return std::nullopt;
+  }
+}
+
+void Session::Impl::upload_model_weights(Ort::SessionOptions& so, uint64_t bytes) {
+  if (!spec.device.is_gpu() || !spec.config.shapes.share_weights || !detail::SharedWeights::fit_twice(spec.device, bytes)) return;
+  try {
+    share_weights_of(so, spec.model_path);
+  } catch (const std::exception& e) {
+    shared_weights.reset();
+    spdlog::debug("{}: ONNX Runtime uploads the weights of {} itself: {}", lane, spec.model_path, e.what());
+  }
 }
 
 void Session::Impl::read_metadata(const Ort::Session& session) {
@@ -260,9 +284,13 @@ void Session::Impl::read_metadata(const Ort::Session& session) {
 
 void Session::Impl::share_weights(Ort::SessionOptions& options, const std::string& optimised_model) {
   if (!spec.device.is_gpu() || !spec.config.shapes.share_weights || max_sessions() == 1) return;
+  share_weights_of(options, optimised_model);
+}
+
+void Session::Impl::share_weights_of(Ort::SessionOptions& options, const std::string& model) {
   if (!shared_weights) {
     auto upload = phase(phase::weights_upload);
-    shared_weights = std::make_unique<detail::SharedWeights>(optimised_model, spec.device);
+    shared_weights = std::make_unique<detail::SharedWeights>(model, spec.device);
     if (upload) {
       upload->arg("bytes", std::to_string(shared_weights->bytes()));
       upload->arg("initializers", std::to_string(shared_weights->count()));

@@ -16,6 +16,7 @@
 #include "engine/cache/cache_use.hpp"
 #include "engine/cuda/shared_weights.hpp"
 #include "engine/files/mapped_file.hpp"
+#include "engine/files/model_view.hpp"
 #include "engine/providers/provider_registry.hpp"
 #include "engine/runtime/ort_api.hpp"
 #include "engine/session/bucketed_calls.hpp"
@@ -60,7 +61,8 @@ struct Session::Impl {
   Timeline* timeline = nullptr;
   std::string lane;
   std::unique_ptr<detail::MappedFile> mapping;
-  std::string weights_view;  // the model's graph with its weights left in its file (weights_in_place)
+  std::string weights_view;  // the model's graph with its weights left in its file (engine/files/model_view.hpp), while sessions load it
+  std::string view_layout;   // the model's layout (model_layout()), read with the view
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;
   ProviderAttachment provider;
@@ -104,6 +106,14 @@ struct Session::Impl {
   std::mutex create_mutex;   // one new ONNX Runtime session at a time
   std::vector<std::shared_ptr<ShapeSession>> sessions;
   uint64_t clock = 0;
+
+  /// The model's view (its graph, its weights left in its file) and its layout, from the caller's bytes
+  /// or a mapping; nullopt (the model loaded as it is) where the file cannot be read so.
+  std::optional<detail::ModelView> view_model();
+  /// On a device with memory of its own, uploads the `bytes` of weights the view left in the model's file
+  /// (in large copies) for ONNX Runtime to use in place of its own upload: only where the device holds
+  /// them twice (the weights ONNX Runtime's optimisations make anew, it uploads beside them).
+  void upload_model_weights(Ort::SessionOptions& so, uint64_t bytes);
 
   std::optional<Timeline::Scope> phase(const char* name) {
     if (timeline == nullptr) return std::nullopt;
@@ -157,6 +167,8 @@ struct Session::Impl {
   /// Has `options` use the weights of `optimised_model` uploaded once to this GPU (uploading them at
   /// the first call), when this session shares weights; a no-op otherwise.
   void share_weights(Ort::SessionOptions& options, const std::string& optimised_model);
+  /// Has `options` use the floating-point weights of `model` (its raw or external bytes) uploaded once to this GPU.
+  void share_weights_of(Ort::SessionOptions& options, const std::string& model);
   /// The shape warm-up makes ready first (and the cache entry is checked on): the first declared one,
   /// else the warm-up inputs' own.
   InputShapes first_warmup_shape() const { return declared.empty() ? warmup_source->default_shapes() : declared.front(); }

@@ -62,16 +62,22 @@ void bring_up(const LocalStartPlan& plan, const RunConfig& config, const void* m
   }
 }
 
-/// The model cache's lookup needs the model's content hash (and, for a new model, a read of its graph):
-/// taken while ONNX Runtime and the CUDA EP load, it is remembered by the time the session looks the
-/// entry up, so that a first start costs what a start without the cache does.
-void prefetch_cache_key(const LocalStartPlan& plan, const RunConfig& config) {
+/// The model cache's lookup needs the model's layout, and where an entry of that layout exists, its
+/// content hash: taken while ONNX Runtime and the CUDA EP load, it is remembered by the time the session
+/// looks the entry up. A model the cache has no entry of its layout for is never read here.
+void prefetch_cache_key(const LocalStartPlan& plan, const RunConfig& config, const Device& device) {
   if (!config.session.optimized_model_cache.value_or(false) || config.session.assigns_nodes()) return;
   try {
     const ModelCache cache(plan.cache_dir);
     ensure_private_dir(cache.dir(), kCacheFolderHint);
-    model_content(plan.model_path, cache.dir());
     resolve_model_cache_format(plan.model_path, config.session.model_cache_format);  // reads the graph once, remembered
+    if (remembered_content(plan.model_path, cache.dir())) return;
+    const std::string layout = layout_key(plan.model_path, model_layout(plan.model_path), device, config);
+    const auto shared = ModelCache::shared_root(config);
+    if (any_entry_of_layout(cache.dir(), layout, plan.model_path, false) ||
+        (shared && any_entry_of_layout((fs::path(*shared) / "models").string(), layout, plan.model_path, true))) {
+      model_content(plan.model_path, cache.dir());
+    }
   } catch (const std::exception& e) {
     spdlog::debug("the model cache's key was not prepared ahead ({}); the session's lookup takes it", e.what());
   }
@@ -261,7 +267,7 @@ void start_locally(const LocalStartPlan& plan, Timeline& timeline, std::vector<L
       model_error = Error::from(e);
       return;
     }
-    prefetch_cache_key(plan, tuned.front());
+    prefetch_cache_key(plan, tuned.front(), plan.devices.front());
   });
   const PreparedRuntime prepared = prepare_runtime_tuned(plan, tuned, timeline);
   read_model.join();

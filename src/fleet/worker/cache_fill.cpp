@@ -6,6 +6,7 @@
 #include <chrono>
 #include <limits>
 
+#include "base/private_dir.hpp"
 #include "fleet/worker/worker_channel.hpp"
 #include "ortfleet/base/clock.hpp"
 #include "ortfleet/base/error.hpp"
@@ -32,9 +33,15 @@ std::optional<EntryGain> price_cache_entry(const LocalStartPlan& plan, const std
   SessionSpec from_model = session_spec(plan, device, tuned_for_fleet(plan.config, device, plan.fleet_size));
   from_model.map_model = true;  // as the fleet's start reads a model: mapped, its pages read in up front
   SessionSpec from_entry = from_model;
-  from_model.config.session.optimized_model_cache = false;
   from_entry.config.session.optimized_model_cache = true;
   from_entry.config.session.model_cache_fill = ModelCacheFill::off;
+  // Against what a start without the entry does: a cache with no entry, so the model's view (its
+  // weights left in its file), not ONNX Runtime's own read of the model.
+  const PrivateDir no_entries = PrivateDir::temporary("ortfleet-price");
+  from_model.cache_dir = no_entries.path().string();
+  from_model.config.session.optimized_model_cache = true;
+  from_model.config.session.model_cache_fill = ModelCacheFill::off;
+  from_model.config.session.model_cache_shared.clear();
   {
     const Session probe(from_entry);  // also warms the page cache for the entry's files
     if (!probe.used_model_cache()) return std::nullopt;

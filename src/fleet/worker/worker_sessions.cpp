@@ -12,6 +12,7 @@
 #include <charconv>
 #include <chrono>
 #include <filesystem>
+#include <future>
 #include <thread>
 
 #include "base/content_hash.hpp"
@@ -86,11 +87,22 @@ json WorkerSessions::initialise(const LocalStartPlan& plan, size_t max_resident,
 }
 
 json WorkerSessions::start(const LocalStartPlan& plan, std::vector<std::string>& held) {
-  const std::string key = session_key(plan);
-  // A resident session is handed out at once, never behind another model's creation.
-  if (auto resident = hand_out_resident(key, held)) return *resident;
+  // A resident session is handed out at once, never behind another model's creation. Only a session of
+  // the same layout can be this one: where none is resident, the model's content is hashed beside the
+  // session's making (a 5 GB model's weights read before its start cost more than the start).
+  const std::string layout = layout_key(plan);
+  std::optional<std::string> key;
+  if (has_layout(layout)) {
+    key = session_key(plan);
+    if (auto resident = hand_out_resident(*key, held)) return *resident;
+  }
   std::lock_guard starting(start_mutex_);  // one creation at a time: they would contend for one GPU
-  if (auto resident = hand_out_resident(key, held)) return *resident;  // made while this start waited
+  if (!key && has_layout(layout)) key = session_key(plan);  // one of its layout was made while this start waited
+  if (key) {
+    if (auto resident = hand_out_resident(*key, held)) return *resident;
+  }
+  std::future<std::string> keyed = key ? std::async(std::launch::deferred, [&key] { return *key; })
+                                       : std::async(std::launch::async, [this, &plan] { return session_key(plan); });
   delay_if_asked(EnvVar::test_worker_start_delay, lane());
   auto session = std::make_shared<ResidentSession>();
   session->timeline = std::make_unique<Timeline>(main_ns_);
@@ -100,7 +112,7 @@ json WorkerSessions::start(const LocalStartPlan& plan, std::vector<std::string>&
     add_process_start(timeline);
     initialised_ = true;
   }
-  session->key = key;
+  session->layout = layout;
   session->model_path = plan.model_path;
   session->plan = plan_to_json(plan);
   session->result = start_one(plan, timeline);
@@ -109,14 +121,15 @@ json WorkerSessions::start(const LocalStartPlan& plan, std::vector<std::string>&
     session->result = start_one(plan, timeline);
   }
   if (session->result.error) throw *session->result.error;
+  session->key = keyed.get();
   DeviceStatus status = ready_status(session->result);
   if (plan.price_cache_entry) price_entry(plan, *session, status);
   session->last_used_ns = monotonic_ns();
   {
     std::lock_guard lock(mutex_);
-    sessions_[key] = session;
+    sessions_[session->key] = session;
   }
-  hold(key, held);
+  hold(session->key, held);
   evict(max_resident_);
   // Making a session frees much of what it read (a model's bytes, ONNX Runtime's graph copies) into
   // the C heap, which keeps it: handed back, the worker's resident memory is what its sessions use.
@@ -322,20 +335,38 @@ LocalDeviceResult WorkerSessions::start_one(const LocalStartPlan& plan, Timeline
   return std::move(results.front());
 }
 
-std::string WorkerSessions::session_key(const LocalStartPlan& plan) const {
+std::string WorkerSessions::plan_text(const LocalStartPlan& plan) {
   LocalStartPlan keyed = plan;
-  keyed.model_path.clear();  // keyed by its content below, not by its path
+  keyed.model_path.clear();  // keyed by its content (or layout), not by its path
   keyed.profile_dir.clear();
   // Neither changes the session: how its cache entry gets made, and what the start leaves behind.
   keyed.config.session.model_cache_fill = ModelCacheFill::background;
   keyed.config.warm_pool = {};
   keyed.price_cache_entry = false;
   json j = plan_to_json(keyed);
-  j["model_content"] = model_content(plan.model_path, memo_dir()).text;
   const RuntimeInfo& runtime = load_runtime(plan.ort_library);
   j["runtime"] = runtime.library_path + "@" + runtime.version;
-  const std::string text = j.dump();
+  return j.dump();
+}
+
+std::string WorkerSessions::session_key(const LocalStartPlan& plan) const {
+  const std::string text = plan_text(plan) + "|" + model_content(plan.model_path, memo_dir()).text;
   return hex64(xxh64(text.data(), text.size()));
+}
+
+std::string WorkerSessions::layout_key(const LocalStartPlan& plan) {
+  std::string text = plan_text(plan) + "|";
+  try {
+    text += model_layout(plan.model_path);
+  } catch (const std::exception&) {
+    text += "unreadable";  // the start says why; nothing resident can be it
+  }
+  return hex64(xxh64(text.data(), text.size()));
+}
+
+bool WorkerSessions::has_layout(const std::string& layout) {
+  std::lock_guard lock(mutex_);
+  return std::any_of(sessions_.begin(), sessions_.end(), [&](const auto& s) { return s.second->layout == layout; });
 }
 
 std::string WorkerSessions::memo_dir() {

@@ -23,6 +23,7 @@ namespace ortfleet::detail {
 /// A session this worker keeps, and who holds it.
 struct ResidentSession {
   std::string key;
+  std::string layout;      // layout_key() of its start: only a start of the same layout can be this session
   std::string model_path;  // as its first start named it
   nlohmann::json plan;     // the plan it started with: a pool moving it to another worker starts it there from this
   // The session records later phases (a session for a new input shape) on the timeline it started
@@ -87,6 +88,12 @@ class WorkerSessions {
   /// What makes two starts the same session: the model's content (not its path), the plan without
   /// the model's path and the runtime it runs on.
   std::string session_key(const LocalStartPlan& plan) const;
+  /// The same with the model's layout for its content (engine/files/model_view.hpp): read without a weight.
+  static std::string layout_key(const LocalStartPlan& plan);
+  /// The plan without the model's path and what does not change its session, and the runtime, as text.
+  static std::string plan_text(const LocalStartPlan& plan);
+  /// Whether a resident session has this layout_key().
+  bool has_layout(const std::string& layout);
 
   /// Where content digests are remembered: the model cache's folder when it is private.
   static std::string memo_dir();

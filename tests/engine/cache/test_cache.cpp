@@ -721,3 +721,88 @@ TEST(ModelCache, AnEntryPricedAsNoGainIsNotUsedAndAGainfulOneIs) {
 }
 
 }  // namespace ortfleet
+
+namespace ortfleet {
+namespace {
+SessionSpec first_start_spec(const std::string& model, const fs::path& cache) {
+  SessionSpec spec;
+  spec.model_path = model;
+  spec.cache_dir = cache.string();
+  spec.config.session.optimized_model_cache = true;
+  spec.config.session.model_cache_fill = ModelCacheFill::background;
+  return spec;
+}
+}  // namespace
+
+// A first start hands ONNX Runtime the model's graph with its weights left in the file: the outputs are
+// a plain session's, bit for bit, and the timeline says how many bytes stayed where they lie.
+TEST(ModelCache, AFirstStartLeavesTheWeightsInTheModelsFileAndGivesThePlainOutputs) {
+  const fs::path cache = fresh("first-in-place");
+  SessionSpec plain;
+  plain.model_path = test::resnet18_model();
+  Session reference(plain);
+  const auto inputs = random_inputs(reference.inputs(), 3);
+  const auto want = reference.run(inputs);
+  Timeline timeline;
+  Session first(first_start_spec(test::resnet18_model(), cache), &timeline);
+  EXPECT_EQ(first.model_cache_outcome(), "miss");
+  const auto got = first.run(inputs);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    const float* w = want[i].values<float>();
+    const float* g = got[i].values<float>();
+    test::expect_same_values({w, w + want[i].element_count()}, {g, g + got[i].element_count()});
+  }
+  uint64_t in_place = 0;
+  for (const auto& e : timeline.events()) {
+    if (e.name == phase::model_read && e.args.count("weights_in_place")) in_place = std::stoull(e.args.at("weights_in_place"));
+  }
+  EXPECT_GT(in_place, 40u << 20) << "a ResNet-18 holds about 45 MB of weights";
+}
+
+// Whether a model has an entry is known from its layout where no entry has it: its weights are not
+// read (no key, no entry path, no digest taken). Where an entry of its layout exists (other weights),
+// the lookup reads the model to tell them apart, and misses.
+TEST(ModelCache, AModelOfALayoutNoEntryHasMissesWithoutItsWeightsRead) {
+  load_runtime();
+  const fs::path cache = fresh("layout-miss");
+  const fs::path models = fresh("layout-miss-models");
+  const std::string model = synth::write_mlp((models / "m.onnx").string(), {}).path;
+  const std::string other = test::copy_with_other_weights(model, models / "other.onnx");
+  RunConfig background;
+  background.session.model_cache_fill = ModelCacheFill::background;
+  {
+    Ort::SessionOptions so;
+    detail::CacheUse lookup(cache.string(), model, Device::cpu(), background, so);
+    EXPECT_EQ(std::string(lookup.outcome()), "miss");
+    EXPECT_EQ(lookup.entry(), "") << "the model's content was hashed to name an entry";
+    EXPECT_NE(lookup.note().find("no entry of this model yet"), std::string::npos) << lookup.note();
+  }
+  EXPECT_TRUE(start(other, cache).output.size() > 0);  // an entry of the same layout, other weights
+  {
+    Ort::SessionOptions so;
+    detail::CacheUse lookup(cache.string(), model, Device::cpu(), background, so);
+    EXPECT_EQ(std::string(lookup.outcome()), "miss");
+    EXPECT_NE(lookup.entry(), "") << "an entry of its layout exists: the content must tell";
+    EXPECT_FALSE(lookup.hit());
+  }
+}
+
+// An entry an older build wrote records no layout: the next start that hits it by its content records
+// the layout, so that the one after finds it without reading the model.
+TEST(ModelCache, AnEntryOfAnOlderBuildLearnsItsLayoutWhenItIsHit) {
+  const fs::path cache = fresh("older-layout");
+  const std::string model = copy_model(test::mlp_model(), fresh("older-layout-model"));
+  EXPECT_FALSE(start(model, cache).used_cache);
+  const std::string entry = only_entry(cache);
+  auto manifest = nlohmann::json::parse(test::read_all(entry + ".manifest.json"));
+  const std::string layout = manifest.value("layout_key", "");
+  ASSERT_FALSE(layout.empty());
+  manifest.erase("layout_key");
+  detail::write_private_file(entry + ".manifest.json", manifest.dump(1), false);
+  Session hit(first_start_spec(model, cache));
+  EXPECT_TRUE(hit.used_model_cache());
+  EXPECT_EQ(nlohmann::json::parse(test::read_all(entry + ".manifest.json")).value("layout_key", ""), layout);
+}
+
+}  // namespace ortfleet

@@ -1,9 +1,10 @@
-#include "engine/files/weights_in_place.hpp"
+#include "engine/files/model_view.hpp"
 
 #include <cstring>
 #include <filesystem>
 #include <string_view>
 
+#include "base/content_hash.hpp"
 #include "ortfleet/base/error.hpp"
 
 namespace ortfleet::detail {
@@ -101,12 +102,13 @@ void put_entry(std::string& out, std::string_view key, std::string_view value) {
 }
 
 /// `tensor` with its raw_data replaced by a reference to where those bytes lie in the file (`base` is
-/// the file's first byte), or nullopt where it keeps its data (small, typed fields, already external).
+/// the file's first byte; `raw` is set to them), or nullopt where it keeps its data (small, typed
+/// fields, already external).
 std::optional<std::string> in_place(std::string_view tensor, const char* base, const std::string& location, uint64_t min_bytes,
-                                    const std::string& path, uint64_t& moved) {
+                                    const std::string& path, std::string_view& raw) {
   std::string out;
   out.reserve(tensor.size() < 4096 ? tensor.size() : 256);
-  std::string_view raw;
+  raw = {};
   for (Reader r(tensor, path); !r.done();) {
     const Field f = r.next();
     if (f.number == in_place_field::kTensorRawData && f.wire == 2) {
@@ -117,28 +119,32 @@ std::optional<std::string> in_place(std::string_view tensor, const char* base, c
     if (f.number == in_place_field::kTensorExternalData || f.number == in_place_field::kTensorDataLocation) return std::nullopt;
     out.append(f.whole);
   }
-  if (raw.size() < min_bytes) return std::nullopt;
+  if (raw.empty() || raw.size() < min_bytes) return std::nullopt;
   put_entry(out, "location", location);
   put_entry(out, "offset", std::to_string(raw.data() - base));
   put_entry(out, "length", std::to_string(raw.size()));
   put_varint(out, in_place_field::kTensorDataLocation << 3 | 0);
   put_varint(out, in_place_field::kExternal);
-  moved = raw.size();
   return out;
 }
 
 }  // namespace
 
-std::optional<WeightsInPlace> weights_in_place(const std::string& path, const void* data, uint64_t size, uint64_t min_bytes,
-                                               uint64_t min_total_bytes) {
+ModelView view_of(const std::string& path, const void* data, uint64_t size, uint64_t min_bytes) {
   const auto* base = static_cast<const char*>(data);
   const std::string location = std::filesystem::path(path).filename().string();
-  WeightsInPlace view;
-  view.model.reserve(1 << 16);
+  ModelView view;
+  std::string graph_model;  // the view's ModelProto
+  std::string layout;       // what the layout hashes: the file with each weight left in place cut to its length
+  auto cut = [&](const char* from, const char* to, uint64_t length) {
+    layout.append(from, static_cast<size_t>(to - from));
+    for (int shift = 0; shift < 64; shift += 8) layout.push_back(static_cast<char>((length >> shift) & 0xff));
+  };
+  const char* copied = base;  // the file up to here is in `layout`
   for (Reader model({base, size}, path); !model.done();) {
     const Field f = model.next();
     if (f.number != in_place_field::kModelGraph || f.wire != 2) {
-      view.model.append(f.whole);
+      graph_model.append(f.whole);
       continue;
     }
     std::string graph;
@@ -146,19 +152,23 @@ std::optional<WeightsInPlace> weights_in_place(const std::string& path, const vo
     for (Reader g(f.payload, path); !g.done();) {
       const Field field = g.next();
       if (field.number == in_place_field::kGraphInitializer && field.wire == 2) {
-        uint64_t moved = 0;
-        if (auto tensor = in_place(field.payload, base, location, min_bytes, path, moved)) {
+        std::string_view raw;
+        if (auto tensor = in_place(field.payload, base, location, min_bytes, path, raw)) {
           put_bytes(graph, in_place_field::kGraphInitializer, *tensor);
           ++view.initializers;
-          view.bytes += moved;
+          view.bytes += raw.size();
+          cut(copied, raw.data(), raw.size());
+          copied = raw.data() + raw.size();
           continue;
         }
       }
       graph.append(field.whole);
     }
-    put_bytes(view.model, in_place_field::kModelGraph, graph);
+    put_bytes(graph_model, in_place_field::kModelGraph, graph);
   }
-  if (view.bytes < min_total_bytes) return std::nullopt;
+  layout.append(copied, static_cast<size_t>(base + size - copied));
+  view.layout = xxh64(layout.data(), layout.size());
+  if (view.initializers > 0) view.model = std::move(graph_model);
   return view;
 }
 
