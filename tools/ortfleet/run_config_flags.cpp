@@ -131,6 +131,14 @@ void RunConfigFlags::add_session_flags(CLI::App* app, bool leaves_warm_pool) {
        [this](RunConfig& c) {
          if (!model_cache_fill.empty()) c.session.model_cache_fill = parse_model_cache_fill(model_cache_fill);
        });
+  flag(app->add_option("--tiered-start", tiered_start,
+                       "A first start on a GPU gives its first outputs from a session made quickly (cuDNN's cheapest search) "
+                       "while the full one is made beside it, switched in once their outputs agree: auto (default: graphs of 500 "
+                       "convolutions and more), on or off")
+           ->check(CLI::IsMember({"auto", "on", "off"})),
+       [this](RunConfig& c) {
+         if (!tiered_start.empty()) c.session.tiered_start = parse_tiered_start(tiered_start);
+       });
   flag(app->add_option("--model-cache-shared", model_cache_shared,
                        "A read-only layer of the model cache looked in before the local one (a cluster file system, an image "
                        "layer; entries checked, never written; default $ORTFLEET_CACHE_SHARED)"),

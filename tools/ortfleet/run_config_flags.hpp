@@ -26,6 +26,7 @@ struct RunConfigFlags {
   std::string module_loading;
   std::string model_cache_format;      ///< "" (the config's), onnx or ort
   std::string model_cache_fill;        ///< "" (the config's), background, inline or off
+  std::string tiered_start;            ///< "" (the config's), auto, on or off
   std::string model_cache_shared;      ///< "" (the config's, else $ORTFLEET_CACHE_SHARED)
   double warm_pool_idle = -1;          ///< < 0: the config's (or the environment's)
   double warm_pool_park = -1;          ///< < 0: the config's (or the environment's)

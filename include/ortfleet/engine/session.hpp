@@ -59,6 +59,16 @@ struct BucketCallCosts {
   BucketCallTime slowest;  ///< the slowest call, whole: where a stream's p99 comes from
 };
 
+/// A tiered start's progress (SessionOptions::tiered_start): the quick session serving while the one as
+/// configured is made beside it, then switched in, or refused where their outputs differ.
+struct SessionTier {
+  enum class Stage { none, quick, full, refused };
+  Stage stage = Stage::none;
+  double full_ms = 0;  ///< making and warming the full session, from the quick one's ready to the switch (or refusal)
+  std::string note;    ///< why the switch was refused, or what it waited for
+};
+std::string to_string(SessionTier::Stage stage);  ///< "none", "quick", "full", "refused"
+
 class Session {
  public:
   /// Creates the session; phases go into `timeline` (if any) on the device's lane.
@@ -109,6 +119,10 @@ class Session {
   const std::vector<InputShapes>& declared_shapes() const;
   /// Where this session's bucketed calls spent their time so far.
   BucketCallCosts bucket_calls() const;
+  /// A tiered start's progress; Stage::none for a session that started as configured.
+  SessionTier tier() const;
+  /// Waits at most `timeout_s` for a tiered start's full session (switched in or refused); tier() then.
+  SessionTier wait_for_full_session(double timeout_s) const;
 
  private:
   struct Impl;

@@ -41,6 +41,7 @@ json session_json(const SessionOptions& s) {
           {"optimized_model_cache", s.optimized_model_cache ? json(*s.optimized_model_cache) : json(nullptr)},
           {"model_cache_format", to_string(s.model_cache_format)},
           {"model_cache_fill", to_string(s.model_cache_fill)},
+          {"tiered_start", to_string(s.tiered_start)},
           {"model_cache_shared", s.model_cache_shared},
           {"cuda_module_loading", s.cuda_module_loading},
           {"cuda_max_connections", s.cuda_max_connections},
@@ -200,6 +201,7 @@ void read_session_section(const json& section, const std::string& source, Sessio
   s.read_optional("optimized_model_cache", o.optimized_model_cache, "true, false or null");
   s.read_enum("model_cache_format", [&](const std::string& v) { o.model_cache_format = parse_model_cache_format(v); }, "auto, onnx, ort");
   s.read_enum("model_cache_fill", [&](const std::string& v) { o.model_cache_fill = parse_model_cache_fill(v); }, "background, inline, off");
+  s.read_enum("tiered_start", [&](const std::string& v) { o.tiered_start = parse_tiered_start(v); }, "auto, on, off");
   s.read("model_cache_shared", o.model_cache_shared, "the path of a folder (\"\": $ORTFLEET_CACHE_SHARED)");
   s.read_enum("cuda_module_loading", [&](const std::string& v) {
     const std::string u = upper(v);

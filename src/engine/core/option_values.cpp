@@ -95,6 +95,16 @@ ModelCacheFill parse_model_cache_fill(const std::string& s) {
   throw Error("unknown model cache fill '" + s + "'", "Use background (after ready), inline (during the start) or off (never write entries)");
 }
 
+std::string to_string(TieredStart v) { return v == TieredStart::on ? "on" : v == TieredStart::off ? "off" : "auto"; }
+
+TieredStart parse_tiered_start(const std::string& s) {
+  const std::string l = lower(s);
+  if (l == "auto") return TieredStart::automatic;
+  if (l == "on") return TieredStart::on;
+  if (l == "off") return TieredStart::off;
+  throw Error("unknown tiered start '" + s + "'", "Use auto (for graphs of many convolutions), on or off");
+}
+
 // --- shapes --------------------------------------------------------------------------------------
 
 // The grammar of shapes and sizes (parse_shape_list, parse_buckets, ...) is src/engine/core/shape_grammar.cpp.

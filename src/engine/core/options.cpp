@@ -86,6 +86,7 @@ std::string RunConfig::summary() const {
   if (session.optimized_model_cache) parts.push_back(*session.optimized_model_cache ? "model_cache" : "no_model_cache");
   if (session.model_cache_format != d.session.model_cache_format) parts.push_back("cache_format=" + to_string(session.model_cache_format));
   if (session.model_cache_fill != d.session.model_cache_fill) parts.push_back("cache_fill=" + to_string(session.model_cache_fill));
+  if (session.tiered_start != d.session.tiered_start) parts.push_back("tiered=" + to_string(session.tiered_start));
   if (!session.model_cache_shared.empty()) parts.push_back("cache_shared=" + session.model_cache_shared);
   if (warm_pool.idle_exit_s) parts.push_back(fmt::format("warm_pool_idle={}", *warm_pool.idle_exit_s));
   if (warm_pool.park_after_s) parts.push_back(fmt::format("warm_pool_park={}", *warm_pool.park_after_s));

@@ -38,6 +38,7 @@ Session::Session(const SessionSpec& spec, Timeline* timeline) : impl_(std::make_
 }
 
 Session::~Session() {
+  if (impl_) impl_->stop_full_session();
   if (impl_ && impl_->device_hold) {
     // Sessions, their graph buffers and the weights they share go before the context they live in.
     impl_->sessions.clear();
@@ -131,6 +132,7 @@ void Session::warm_up(int runs, uint64_t seed) {
     for (auto& session : s.sessions) session->declared = s.is_declared(session->signature);
   }
   std::call_once(s.buckets_learned, [&] { s.learn_buckets(); });
+  s.begin_full_session();
 }
 
 std::string Session::end_profiling() {

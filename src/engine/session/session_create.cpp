@@ -76,9 +76,10 @@ TensorSpec spec_of(const std::string& name, const Ort::TypeInfo& info) {
 
 }  // namespace
 
-Ort::SessionOptions Session::Impl::make_options(bool first) {
+Ort::SessionOptions Session::Impl::make_options(bool first, const RunConfig* config) {
+  const RunConfig& made_with = config != nullptr ? *config : spec.config;
   Ort::SessionOptions so;
-  SessionOptions options = spec.config.session;
+  SessionOptions options = made_with.session;
   // Each ONNX Runtime session on the CPU has its own thread pool, whose threads spin after a run:
   // the idle sessions of a model's several shapes then take the cores from the one running (a
   // bucketed stream ran at 2x its steady time on 2 cores). Several sessions do not spin.
@@ -90,7 +91,7 @@ Ort::SessionOptions Session::Impl::make_options(bool first) {
   // One profile per device: the first session's, which the start-up runs.
   if (first && !spec.profile_prefix.empty()) so.EnableProfiling(spec.profile_prefix.c_str());
   try {
-    ProviderAttachment attached = ep().attach(so, spec.device, spec.config);
+    ProviderAttachment attached = ep().attach(so, spec.device, made_with);
     if (first) provider = std::move(attached);
   } catch (const Error& e) {
     throw e.at(lane);
@@ -150,11 +151,16 @@ void Session::Impl::create() {
                          : std::make_unique<detail::CacheUse>(model);
   // A cached graph is final: the first session can already use the weights its siblings will share.
   if (cache->hit()) share_weights(so, cache->source());
-  if (!cache->hit() && view && !view->model.empty()) {
-    weights_view = std::move(view->model);
-    // An entry this session writes (inline fill) is saved from ONNX Runtime's graph: its weights stay ONNX Runtime's.
-    if (!cache->writing()) upload_model_weights(so, view->bytes);
+  if (!cache->hit() && view && !view->model.empty()) weights_view = std::move(view->model);
+  tiered = tiers_apply(*cache, view ? view->bytes : inspect_model(model).initializer_bytes);
+  if (tiered) {
+    const RunConfig quick = quick_config();
+    so = make_options(/*first=*/true, &quick);
+    tier.stage = SessionTier::Stage::quick;
+    tier.note = "the full session is made once this one is ready";
   }
+  // An entry this session writes (inline fill) is saved from ONNX Runtime's graph: its weights stay ONNX Runtime's.
+  if (!weights_view.empty() && !cache->writing()) upload_model_weights(so, view->bytes);
 
   const void* model_data = nullptr;
   size_t model_size = 0;

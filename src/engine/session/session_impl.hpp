@@ -3,6 +3,8 @@
 // session_*.cpp files beside it share (the room's README.md says which file does what).
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
+#include <thread>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -99,6 +101,25 @@ struct Session::Impl {
   bool later_source_optimised = false;
 
   std::shared_ptr<ShapeSession> profiled;  // the session whose profile end_profiling() ends, when profiling
+
+  // A tiered start (session_tiers.cpp): the first session made quickly, the full one beside it.
+  bool tiered = false;
+  SessionTier tier;                       // guarded by `mutex`
+  std::condition_variable tier_changed;   // with `mutex`: the full session switched in or refused
+  std::once_flag full_started;
+  std::thread full_maker;
+  std::atomic<bool> stopping{false};
+  Ort::RunOptions full_run_options;       // the full session's first run: terminated when the Session goes
+  /// Whether this start is tiered: a first start (no entry) on a GPU of a model the setting names,
+  /// nothing declared beyond one shape, the device holding `weight_bytes` twice.
+  bool tiers_apply(const detail::CacheUse& cache, uint64_t weight_bytes) const;
+  /// The config the quick session is made with: cuDNN's cheapest convolution search.
+  RunConfig quick_config() const;
+  /// After the quick session's warm-up: makes the full session on a thread of its own.
+  void begin_full_session();
+  void make_full_session();
+  /// Stops a full session in the making (its first run terminated) and waits for its thread.
+  void stop_full_session();
   // One copy of the weights on the GPU for the shape sessions after the first; declared before
   // `sessions`, so that they outlive every session using them.
   std::unique_ptr<detail::SharedWeights> shared_weights;
@@ -161,7 +182,8 @@ struct Session::Impl {
   /// An entry this session wrote (inline fill) checked against its outputs, then published or set
   /// aside; what later shape sessions load from.
   void finish_cache_entry(detail::CacheUse& cache, ShapeSession& first);
-  Ort::SessionOptions make_options(bool first);
+  /// The options of a session of this Session; `config` (default: the spec's) for one made otherwise.
+  Ort::SessionOptions make_options(bool first, const RunConfig* config = nullptr);
   Ort::Session open(const std::string& source, const void* data, size_t size, Ort::SessionOptions& options);
   void read_metadata(const Ort::Session& session);
   /// Has `options` use the weights of `optimised_model` uploaded once to this GPU (uploading them at
@@ -184,7 +206,9 @@ struct Session::Impl {
   /// price a shape switch (run_priced).
   std::shared_ptr<ShapeSession> session_for(const InputShapes& shapes, bool* prices_switch = nullptr);
   std::shared_ptr<ShapeSession> make_shape_session(const std::string& signature);
-  std::vector<Tensor> run_plain(ShapeSession& s, const std::vector<Tensor>& given, bool outputs_on_device, bool shrink_arena = false);
+  /// `with`: the run's options (a run that may be terminated); by default its own.
+  std::vector<Tensor> run_plain(ShapeSession& s, const std::vector<Tensor>& given, bool outputs_on_device, bool shrink_arena = false,
+                                Ort::RunOptions* with = nullptr);
   void prime(ShapeSession& s, const std::vector<Tensor>& given);
   std::atomic<bool> arena_shrinks{true};  // false once ONNX Runtime refused to shrink this device's arena
   std::vector<Tensor> run_graph(ShapeSession& s, const std::vector<Tensor>& given, bool outputs_on_device);

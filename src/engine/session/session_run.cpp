@@ -96,7 +96,7 @@ bool Session::release_spare_memory() {
 }
 
 std::vector<Tensor> Session::Impl::run_plain(ShapeSession& shape_session, const std::vector<Tensor>& given, bool outputs_on_device,
-                                             bool shrink_arena) {
+                                             bool shrink_arena, Ort::RunOptions* with) {
   Ort::Session& session = shape_session.session;
   std::vector<const char*> in_names;
   std::vector<Ort::Value> in_values;
@@ -113,7 +113,8 @@ std::vector<Tensor> Session::Impl::run_plain(ShapeSession& shape_session, const 
     // before ONNX Runtime's stream reads them.
     detail::device_memory(spec.device).synchronize(spec.device);
   }
-  Ort::RunOptions run_options;
+  Ort::RunOptions own_options;
+  Ort::RunOptions& run_options = with != nullptr ? *with : own_options;
   if (shrink_arena) {
     const std::string arena = spec.device.is_gpu() ? "gpu:" + std::to_string(cuda_ordinal(spec.device)) : "cpu:0";
     run_options.AddConfigEntry("memory.enable_memory_arena_shrinkage", arena.c_str());

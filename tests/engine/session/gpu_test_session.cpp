@@ -266,31 +266,32 @@ TEST(GpuSession, BucketsPadOnTheGpuAndCropWhatTheCpuCrops) {
 }  // namespace ortfleet
 
 namespace ortfleet {
-namespace {
-/// The first output of `model` on `device` with ORTFLEET_WEIGHTS_IN_PLACE set to `mode` (nullptr: unset).
-std::vector<float> output_in_place(const std::string& model, const Device& device, const char* mode, const std::vector<Tensor>& inputs) {
-  if (mode == nullptr) ::unsetenv("ORTFLEET_WEIGHTS_IN_PLACE"); else ::setenv("ORTFLEET_WEIGHTS_IN_PLACE", mode, 1);
-  RunConfig c = exact();
-  c.session.optimized_model_cache = false;
-  auto out = output_of(model, device, c, &inputs);
-  ::unsetenv("ORTFLEET_WEIGHTS_IN_PLACE");
-  return out;
-}
-}  // namespace
 
-TEST(GpuSession, WeightsLeftInTheirFileGiveTheOutputsOfAPlainSession) {
+// A first start on a GPU (an empty cache: the model's view, its weights uploaded by ortfleet where the
+// GPU holds them twice) gives a plain session's outputs, for a conv net, a conv zoo and a transformer.
+TEST(GpuSession, AFirstStartFromTheModelsViewGivesThePlainSessionsOutputs) {
   ORTFLEET_REQUIRE_GPU();
   for (const auto& model : {test::resnet18_model(), test::conv_zoo_model(), test::masked_transformer_model()}) {
+    SCOPED_TRACE(model);
     SessionSpec cpu;
     cpu.model_path = model;
     Session reference(cpu);
     const auto inputs = random_inputs(reference.inputs(), 7);
-    const auto plain = output_in_place(model, Device::cuda(0), nullptr, inputs);
-    for (const char* mode : {"1", "2"}) {
-      const auto got = output_in_place(model, Device::cuda(0), mode, inputs);
-      ASSERT_EQ(got.size(), plain.size()) << model << " mode " << mode;
-      EXPECT_LT(relative_error(got, plain), 1e-6) << model << " mode " << mode;
-    }
+    const auto plain = output_of(model, Device::cuda(0), exact(), &inputs);
+    const fs::path cache = test::fresh_dir("gpu-first-start-view");
+    SessionSpec first = on_first_gpu(model);
+    first.cache_dir = cache.string();
+    first.config.session.optimized_model_cache = true;
+    first.config.session.model_cache_fill = ModelCacheFill::off;
+    Timeline timeline;
+    Session s(first, &timeline);
+    const auto out = s.run(inputs);
+    const std::vector<float> got(out[0].values<float>(), out[0].values<float>() + out[0].element_count());
+    ASSERT_EQ(got.size(), plain.size());
+    EXPECT_LT(relative_error(got, plain), 1e-6);
+    bool uploaded = false;
+    for (const auto& e : timeline.events()) uploaded = uploaded || e.name == phase::weights_upload;
+    EXPECT_TRUE(uploaded) << "ortfleet uploads the weights the view leaves in the file";
   }
 }
 

@@ -1,0 +1,155 @@
+// A tiered start: the first ONNX Runtime session made quickly (cuDNN's cheapest convolution search), the
+// session as configured made beside it once the quick one is ready, and switched in between two runs
+// once its outputs on the warm-up inputs agree with the quick one's.
+#include <chrono>
+#include <mutex>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "base/crash_report.hpp"
+#include "engine/cache/output_compare.hpp"
+#include "engine/session/session_impl.hpp"
+#include "ortfleet/engine/model_file.hpp"
+
+namespace ortfleet {
+
+std::string to_string(SessionTier::Stage stage) {
+  switch (stage) {
+    case SessionTier::Stage::quick: return "quick";
+    case SessionTier::Stage::full: return "full";
+    case SessionTier::Stage::refused: return "refused";
+    case SessionTier::Stage::none: break;
+  }
+  return "none";
+}
+
+bool Session::Impl::tiers_apply(const detail::CacheUse& cache, uint64_t weight_bytes) const {
+  const TieredStart asked = spec.config.session.tiered_start;
+  // A cached start has cuDNN's record of the model's choices beside its entry: its search is cheap already.
+  if (asked == TieredStart::off || !spec.device.is_gpu() || cache.hit() || cache.writing()) return false;
+  // Shapes made at start-up, a captured CUDA graph, a profile: the quick session would be one of several,
+  // or the one measured.
+  const auto& shapes = spec.config.shapes;
+  if (graph_mode() || !spec.profile_prefix.empty() || !shapes.declared.empty() || !shapes.batches.empty() || !shapes.buckets.empty()) return false;
+  if (spec.config.cuda.conv_algo_search == ConvAlgoSearch::default_algo) return false;  // the cheapest already
+  if (asked == TieredStart::automatic) {
+    const ModelFacts facts = inspect_model(spec.model_path);
+    const auto count = [&facts](const char* op) { return facts.op_counts.count(op) ? facts.op_counts.at(op) : 0; };
+    if (count("Conv") + count("ConvTranspose") < kTieredStartMinConvs) return false;
+  }
+  // Never two copies of the weights where the device does not hold them.
+  if (!detail::SharedWeights::fit_twice(spec.device, weight_bytes)) {
+    spdlog::debug("{}: no tiered start: the device does not hold {} MB of weights twice", lane, weight_bytes >> 20);
+    return false;
+  }
+  return true;
+}
+
+RunConfig Session::Impl::quick_config() const {
+  RunConfig quick = spec.config;
+  quick.cuda.conv_algo_search = ConvAlgoSearch::default_algo;
+  return quick;
+}
+
+void Session::Impl::begin_full_session() {
+  if (!tiered) return;
+  std::call_once(full_started, [this] { full_maker = std::thread([this] { make_full_session(); }); });
+}
+
+void Session::Impl::make_full_session() {
+  const auto began = std::chrono::steady_clock::now();
+  std::shared_ptr<ShapeSession> quick;
+  {
+    std::lock_guard lock(mutex);
+    for (const auto& s : sessions) {
+      if (s->first) quick = s;
+    }
+  }
+  auto full = std::make_shared<ShapeSession>();
+  full->first = true;
+  std::string refused;
+  try {
+    auto p = phase(phase::session_full);
+    const CrashScope creating(crash_creating, crash_record);
+    Ort::SessionOptions so = make_options(/*first=*/false);
+    if (shared_weights) shared_weights->add_to(so);
+    const auto creating_at = std::chrono::steady_clock::now();
+    // The model's view while it lasts, else its file (the caller's bytes are gone after ready).
+    full->session = open(spec.model_path, weights_view.empty() ? nullptr : weights_view.data(), weights_view.size(), so);
+    full->create_ms = ms_since(creating_at);
+    const auto given = warmup_source->make(first_warmup_shape(), /*seed=*/1).tensors;
+    std::vector<Tensor> got;
+    {
+      const CrashScope first_run(crash_first_run, crash_record);
+      got = run_plain(*full, given, /*outputs_on_device=*/false, /*shrink_arena=*/false, &full_run_options);
+    }
+    if (quick == nullptr) {
+      refused = "the quick session was evicted";
+    } else {
+      const auto want = run_on(*quick, given);
+      for (size_t i = 0; i < want.size() && refused.empty() && i < got.size(); ++i) {
+        refused = detail::output_difference(want[i], got[i], detail::Agreement::other_device);
+      }
+    }
+    if (p) {
+      p->arg("create_ms", fmt::format("{:.0f}", full->create_ms));
+      p->arg("outcome", refused.empty() ? "switched" : "refused");
+    }
+  } catch (const std::exception& e) {
+    refused = stopping ? "the session was closed first" : Error::from(e).what_failed();
+  }
+  const double full_ms = ms_since(began);
+  {
+    std::lock_guard lock(mutex);
+    tier.full_ms = full_ms;
+    if (refused.empty() && !stopping) {
+      for (auto& s : sessions) {
+        if (s != quick) continue;
+        // Between two runs: a run already on the quick session holds it until it ends.
+        full->signature = quick->signature;
+        full->last_signature = quick->last_signature;
+        full->declared = quick->declared;
+        full->last_used = quick->last_used;
+        s = full;
+      }
+      tier.stage = SessionTier::Stage::full;
+      tier.note = fmt::format("the full session switched in {:.1f} s after ready", full_ms / 1000);
+    } else {
+      tier.stage = SessionTier::Stage::refused;
+      tier.note = refused;
+    }
+  }
+  tier_changed.notify_all();
+  if (timeline != nullptr && !stopping) {
+    const int64_t now = monotonic_ns();
+    timeline->add({phase::session_switch, lane, now, now, 0, {{"outcome", refused.empty() ? "switched" : "refused"}}});
+  }
+  if (stopping) return;
+  if (refused.empty()) {
+    spdlog::info("{}: {}: the full session took over from the quick one {:.1f} s after ready (outputs agree)", lane, spec.model_path, full_ms / 1000);
+  } else {
+    spdlog::warn("{}: {}: the quick session keeps serving: the full one was not switched in ({})", lane, spec.model_path, refused);
+  }
+}
+
+void Session::Impl::stop_full_session() {
+  stopping = true;
+  if (!full_maker.joinable()) return;
+  full_run_options.SetTerminate();  // its creation cannot be stopped; its first run (cuDNN's search) can
+  full_maker.join();
+}
+
+SessionTier Session::tier() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->tier;
+}
+
+SessionTier Session::wait_for_full_session(double timeout_s) const {
+  std::unique_lock lock(impl_->mutex);
+  impl_->tier_changed.wait_for(lock, std::chrono::duration<double>(timeout_s),
+                               [this] { return impl_->tier.stage != SessionTier::Stage::quick; });
+  return impl_->tier;
+}
+
+}  // namespace ortfleet
