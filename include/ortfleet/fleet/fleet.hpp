@@ -63,6 +63,10 @@ struct FleetOptions {
   std::shared_ptr<WorkerPool> pool;
   /// Or on the pool of the `ortfleet serve` daemon listening on this socket.
   std::string pool_socket;
+  /// Neither given: start on this pool when it has every device asked for (all of its own when none
+  /// is) and the strategy is auto or fleet, else as if there were none (the Python module's pool of
+  /// ortfleet.prewarm()). Whether a pool is used at all is decided once, by the fleet, for every front end.
+  std::shared_ptr<WorkerPool> preferred_pool;
   /// Strategy::automatic starts on the pool of an `ortfleet serve` daemon answering on the default
   /// socket (default_pool_socket()) when it serves every device asked for; where none answers, the
   /// start (cold) leaves one there once every device is ready, for the next job's start: a warm pool

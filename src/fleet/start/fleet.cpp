@@ -523,26 +523,39 @@ std::string Fleet::Impl::choose_automatically(long gpus) {
 }
 
 namespace {
-void check_timeout(double seconds, const char* what, const char* example) {
-  if (!(seconds > 0)) {  // NaN too
-    throw Error(fmt::format("the {} must be a positive number of seconds (got {:g})", what, seconds), std::string("Give e.g. ") + example);
-  }
+/// A preferred pool (FleetOptions::preferred_pool) becomes the fleet's pool where it has every device asked
+/// for and nothing else was given; its devices are the fleet's when none were asked for.
+void take_preferred_pool(FleetOptions& o) {
+  auto preferred = std::move(o.preferred_pool);
+  if (!preferred || o.pool != nullptr || !o.pool_socket.empty()) return;
+  if (o.strategy != Strategy::automatic && o.strategy != Strategy::fleet) return;
+  const auto& have = preferred->devices();
+  const auto& want = o.devices.empty() ? have : o.devices;
+  if (!std::all_of(want.begin(), want.end(), [&](const Device& d) { return std::find(have.begin(), have.end(), d) != have.end(); })) return;
+  o.pool = std::move(preferred);
+  if (o.devices.empty()) o.devices = have;
 }
 }  // namespace
 
 Fleet::Fleet(std::string model_path, FleetOptions options) : impl_(std::make_unique<Impl>()) {
   auto& s = *impl_;
   s.model = std::move(model_path);
+  checked_text(Setting::model, s.model);  // a NUL byte would cut the path where the file is opened
   validate_model_file(s.model);
+  take_preferred_pool(options);
   if (options.devices.empty()) {
     DeviceSelection all = select_devices("all");
     options.devices = std::move(all.devices);
     s.devices_reason = std::move(all.reason);
   }
   check_cpu_devices_fit(options.devices);
-  if (options.warmup_runs < 0) throw Error("warm-up runs must not be negative", "Use 0 or more");
-  check_timeout(options.start_timeout_s, "start timeout", "7200 (two hours)");
-  check_timeout(options.run_timeout_s, "run timeout", "600 (ten minutes)");
+  checked_number(Setting::start_timeout, options.start_timeout_s);  // as the command line's --timeout: above 0, at most a week
+  checked_number(Setting::run_timeout, options.run_timeout_s);
+  checked_number(Setting::warmup_runs, options.warmup_runs);
+  for (const auto& [setting, path] : {std::pair{Setting::ort_library, &options.ort_library}, std::pair{Setting::profile_dir, &options.profile_dir},
+                                      std::pair{Setting::pool, &options.pool_socket}, std::pair{Setting::worker_executable, &options.worker_executable}}) {
+    if (!path->empty()) checked_text(setting, *path);  // no path holds a NUL byte, which would cut it where it is opened
+  }
   if (options.config.cuda.cuda_graph && std::none_of(options.devices.begin(), options.devices.end(), [](const Device& d) { return d.is_gpu(); })) {
     spdlog::warn("{} is on, but the devices ({}) are CPUs: CUDA graphs need a GPU, so the sessions run without them",
                  named(Setting::cuda_graph), to_string(options.devices));
