@@ -352,7 +352,7 @@ FleetOptions fleet_options(const py::object& devices, const py::kwargs& keywords
 }
 
 std::string fleet_docstring() {
-  std::string signature = "__init__(self, model: str, devices: object = None, *";
+  std::string signature = "__init__(self: ortfleet._ortfleet.Fleet, model: str, devices: object = None, *";
   std::string doc;
   for (const auto& row : all_settings()) {
     if (!is_fleet_keyword(row)) continue;

@@ -97,7 +97,7 @@ def _fits(value, annotation):
     if value is None:
         return optional or base == "object"
     checks = {
-        "str": lambda v: isinstance(v, str),
+        "str": lambda v: isinstance(v, (str, bytes)),  # bytes: a path as path_argument hands it on
         "int": lambda v: hasattr(v, "__index__") and not isinstance(v, float),
         "float": lambda v: isinstance(v, (int, float)) or hasattr(v, "__float__"),
         "bool": lambda v: isinstance(v, bool) or type(v).__name__ == "bool_",
@@ -188,6 +188,11 @@ class _Call:
         names = self.signature.positional
         args = tuple(self.path_argument(names[i] if i < len(names) else "", a) for i, a in enumerate(args))
         kwargs = {k: self.path_argument(k, v) for k, v in kwargs.items()}
+        # A binding that reads its keywords itself (Fleet: its signature is the settings table's) never says
+        # "incompatible": a value of the wrong type is named here, the same way.
+        given = {**dict(zip(names, args)), **kwargs}
+        if any(_fits(value, self.signature.types.get(name, "")) is False for name, value in given.items()):
+            raise TypeError(self.explain(args, kwargs))
         try:
             return self.fn(*leading, *args, **kwargs)
         except TypeError as e:
