@@ -56,11 +56,10 @@ class PyRunFuture {
 /// job, as a LeftBehindWarning (shown once per line of the script by default, filterable, an error
 /// under `python -W error`); the rest (a cache entry made in the background, a pool that could not be
 /// left) as an INFO record of the logger "ortfleet".
-void say_left_behind(const std::vector<std::string>& notes) {
-  constexpr std::string_view kWarmPool = "left a warm pool";  // how Fleet::left_behind() words the pool it left
-  for (const auto& note : notes) {
-    const std::string text = "ortfleet " + in_keywords(note);
-    if (note.compare(0, kWarmPool.size(), kWarmPool) != 0) {
+void say_left_behind(const std::vector<LeftBehind>& left) {
+  for (const auto& l : left) {
+    const std::string text = "ortfleet " + in_keywords(l.note);
+    if (l.kind != LeftBehind::Kind::warm_pool) {
       py::module_::import("logging").attr("getLogger")("ortfleet").attr("info")(text);
       continue;
     }
@@ -73,7 +72,6 @@ class PyFleet {
  public:
   /// Fleet's options from its keywords, each a row of the settings table (arguments.hpp, fleet_options).
   PyFleet(const std::string& model, const py::object& devices, const py::kwargs& keywords) {
-    check_environment();  // a bad ORTFLEET_* variable refused (or warned about) here, not after the start
     checked_text(Setting::model, model);
     const FleetOptions o = fleet_options(devices, keywords, warmup_file_);
     start_timeout_s_ = o.start_timeout_s;
@@ -114,14 +112,14 @@ class PyFleet {
   }
   bool ready(const py::object& device) { return fleet().ready(fleet_device(device)); }
   py::list left_behind() {
-    std::vector<std::string> notes;
+    std::vector<LeftBehind> left;
     {
       py::gil_scoped_release release;
-      notes = fleet().left_behind();
+      left = fleet().what_is_left();
     }
     said_left_behind_ = true;  // read, so seen: not said again at shutdown
     py::list out;
-    for (const auto& note : notes) out.append(in_keywords(note));
+    for (const auto& l : left) out.append(in_keywords(l.note));
     return out;
   }
   std::optional<std::string> wait_for_cache_fill(double timeout) {
@@ -208,19 +206,19 @@ class PyFleet {
   /// Stops the fleet (a start under way ends: Fleet::shutdown), then says what it left behind.
   void shutdown() {
     if (!fleet_) return;
-    std::vector<std::string> notes;
+    std::vector<LeftBehind> left;
     {
       py::gil_scoped_release release;
       fleet_->shutdown();
-      if (!said_left_behind_) notes = fleet_->left_behind();
+      if (!said_left_behind_) left = fleet_->what_is_left();
     }
     said_left_behind_ = true;
-    if (notes.empty()) return;
+    if (left.empty()) return;
     if (!python_running()) {
-      for (const auto& note : notes) std::fprintf(stderr, "ortfleet %s\n", in_keywords(note).c_str());
+      for (const auto& l : left) std::fprintf(stderr, "ortfleet %s\n", in_keywords(l.note).c_str());
       return;
     }
-    say_left_behind(notes);
+    say_left_behind(left);
   }
 
  private:
@@ -293,7 +291,41 @@ class PyFleet {
 
 }  // namespace
 
+namespace {
+const char* scope_name(SettingScope scope) {
+  switch (scope) {
+    case SettingScope::fleet: return "fleet";
+    case SettingScope::config: return "config";
+    case SettingScope::serve: return "serve";
+    case SettingScope::output: return "output";
+    case SettingScope::environment: return "environment";
+    case SettingScope::handed_down: return "handed_down";
+    case SettingScope::tests: return "tests";
+  }
+  return "?";
+}
+
+/// The settings table as Python sees it (tests/python/test_settings_table.py walks it): each row's names,
+/// and whether it is one of Fleet's keywords.
+py::list settings_table() {
+  py::list out;
+  for (const auto& row : all_settings()) {
+    py::dict d;
+    d["name"] = row.name;
+    d["scope"] = scope_name(row.scope);
+    d["flag"] = row.flag != nullptr ? py::object(py::str(row.flag)) : py::object(py::none());
+    d["keyword"] = row.keyword != nullptr ? py::object(py::str(row.keyword)) : py::object(py::none());
+    d["fleet_keyword"] = is_fleet_keyword(row);
+    d["python_default"] = row.python_default != nullptr ? row.python_default : "None";
+    d["allowed"] = allowed_values(row.values);
+    out.append(d);
+  }
+  return out;
+}
+}  // namespace
+
 void bind_fleet(py::module_& m) {
+  m.def("_settings", &settings_table, "The settings table (ortfleet/base/settings.hpp): each row's names, as tests walk it");
   py::class_<PyRunFuture>(m, "RunFuture", "A run in flight (Fleet.run_async), like concurrent.futures.Future")
       .def("done", &PyRunFuture::done, "True once the run has finished (or failed)")
       .def("result", &PyRunFuture::result, py::arg("timeout") = py::none(),

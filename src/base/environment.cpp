@@ -49,7 +49,9 @@ std::string shown(const std::string& value) {
 }  // namespace
 
 std::string env_problem(EnvVar v, const std::string& value) {
-  const std::string problem = text_problem(row_of(v).values, value);
+  ValueRule rule = row_of(v).values;
+  rule.absolute = rule.absolute || rule.kind == ValueKind::path;  // the children a variable reaches run in other folders
+  const std::string problem = text_problem(rule, value);
   if (problem.empty()) return {};
   return std::string(env_name(v)) + "='" + shown(value) + "' " + problem;
 }

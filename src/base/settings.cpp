@@ -106,7 +106,7 @@ constexpr std::array<SettingRow, kSettingCount> kRows = {{
     {S::conv_algo, "cuda.conv_algo_search", Scope::config, "--conv-algo", nullptr, choice("EXHAUSTIVE, HEURISTIC, DEFAULT"), "EXHAUSTIVE",
      "cuDNN conv algorithm search: EXHAUSTIVE, HEURISTIC or DEFAULT"},
     {S::conv_max_workspace, "cuda.conv_use_max_workspace", Scope::config, nullptr, nullptr, on_off(), "true", "cudnn_conv_use_max_workspace"},
-    {S::gpu_mem_limit, "cuda.gpu_mem_limit", Scope::config, nullptr, nullptr, whole(1, 1e18, "bytes"), "", "gpu_mem_limit: bytes, none for no limit"},
+    {S::gpu_mem_limit, "cuda.gpu_mem_limit", Scope::config, nullptr, nullptr, whole(1, 1e15, "bytes"), "", "gpu_mem_limit: bytes, none for no limit"},
     {S::arena_extend, "cuda.arena_extend_strategy", Scope::config, nullptr, nullptr, choice("next_power_of_two, same_as_requested"),
      "next_power_of_two", "arena_extend_strategy"},
     {S::cuda_graph, "cuda.cuda_graph", Scope::config, "--cuda-graph", nullptr, on_off(), "false", "Enable CUDA graph capture in the CUDA EP"},
@@ -133,7 +133,7 @@ constexpr std::array<SettingRow, kSettingCount> kRows = {{
      "(first:last:step); dims sharing its symbolic name pad with it; repeatable, a session per combination, made at start-up", BadVariable::refuse, nullptr, nullptr,
      "Dims padded up to a few sizes, outputs cropped back: {'x.2': [480, 640, 960], 'x.3': '320:960:128'}"},
     {S::pad_value, "shapes.pad_values", Scope::config, "--pad-value", "pad_values", text(), "0",
-     "The value an input is padded with: input_ids=0; repeatable", BadVariable::refuse, nullptr, nullptr,
+     "The value an input is padded with: input_ids=0 (0 for inputs not named); repeatable", BadVariable::refuse, nullptr, nullptr,
      "The value each input is padded with: {'input_ids': 0}; 0 for inputs not named"},
     {S::shape_policy, "shapes.policy", Scope::config, "--shape-policy", "shape_policy", choice("measured, per-shape, shared"), "measured",
      "What serves a shape nothing was declared for: measured (one shared session; on a GPU a shape gets its own once its switches cost a "

@@ -4,6 +4,7 @@
 #include "ortfleet/base/number_text.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -45,7 +46,17 @@ CLI::Option* checked_by_row(CLI::Option* option, Setting s) {
   switch (rule.kind) {
     case ValueKind::whole:
     case ValueKind::number: return checked_by_rule(option, rule);
-    case ValueKind::choice: return option->check(CLI::IsMember(value_words(rule)));
+    case ValueKind::choice: {
+      // Said as every path says a word a setting does not take; the choices shown as CLI11 shows them
+      // ("TEXT:{a,b}"), where the completion reads them.
+      const std::string name = option->get_name();
+      return option->check(CLI::Validator(
+          [name, rule](std::string& text) -> std::string {
+            const std::string problem = text_problem(rule, text);
+            return problem.empty() ? std::string() : fmt::format("{} {} {}", name, text, problem);
+          },
+          fmt::format("{{{}}}", fmt::join(value_words(rule), ","))));
+    }
     default: return option;
   }
 }

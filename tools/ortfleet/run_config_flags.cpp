@@ -119,6 +119,7 @@ void RunConfigFlags::add_field_flag(CLI::App* app, Setting s) {
   }
   std::string& text = texts_[s];
   CLI::Option* option = app->add_option(row.flag, text, row.help);
+  if (*row.default_text != 0) option->default_str(row.default_text);  // shown in the help, as the table says it
   if (row.values.kind == ValueKind::whole || row.values.kind == ValueKind::number) {
     checked_by_rule(option->type_name(row.values.kind == ValueKind::whole ? "INT" : "FLOAT"), row.values);
   } else if (row.values.kind == ValueKind::choice) {

@@ -84,6 +84,13 @@ TEST(Fleet, AutoSaysWhyItChoseTheFleet) {
   EXPECT_EQ(automatic.strategy_reason().rfind("auto chose fleet: ", 0), 0u) << automatic.strategy_reason();
   EXPECT_NE(automatic.strategy_reason().find("one process"), std::string::npos) << automatic.strategy_reason();
   EXPECT_EQ(Fleet(test::mlp_model(), cpu_fleet(Strategy::sequential, 1)).strategy_reason(), "as asked");
+  // What a reader goes by is typed; the words are made from it.
+  EXPECT_EQ(automatic.strategy_why(), StrategyWhy::cpu);
+  EXPECT_EQ(Fleet(test::mlp_model(), cpu_fleet(Strategy::sequential, 1)).strategy_why(), StrategyWhy::as_asked);
+  for (const char* name : {"as_asked", "on_pool", "one_process_asked", "pool_answered", "leaves_pool", "cpu", "record_one_process",
+                           "record_workers", "one_gpu", "several_gpus", "known_crash"}) {
+    EXPECT_EQ(to_string(parse_strategy_why(name)), std::string(name));
+  }
 }
 
 // For several GPUs, auto goes by this machine's last bench: a worker process per GPU or one process,
@@ -102,22 +109,24 @@ TEST(Fleet, AutoChoosesFromThisMachinesBenchRecord) {
   record.gpus = machine_gpu_names();
   record.device_count = 2;
   record.measured_at = "2026-11-23T06:00:00Z";
-  record.start_ms = {{"fleet", 741}, {"threads", 1210}, {"sequential", 2100}};
+  record.start_ms = {{StartWay::workers, 741}, {StartWay::threads, 1210}};
   save_start_record(record);
   const std::string machine = "(" + record.described() + ")";
   EXPECT_NE(machine.find("bench of 2026-11-23"), std::string::npos) << machine;
   const Fleet workers(model, two);
   EXPECT_EQ(workers.strategy(), Strategy::fleet);
+  EXPECT_EQ(workers.strategy_why(), StrategyWhy::record_workers);
   EXPECT_EQ(workers.strategy_reason(),
             "auto chose fleet: on this machine " + machine + " a worker process per GPU started 2 GPUs in 741 ms vs 1210 ms for threads in one process");
 
-  record.start_ms["threads"] = 600;
+  record.start_ms[StartWay::threads] = 600;
   save_start_record(record);
+  EXPECT_EQ(Fleet(model, two).strategy_why(), StrategyWhy::record_one_process);
   EXPECT_EQ(Fleet(model, two).strategy_reason(),
             "auto chose fleet in one process: on this machine " + machine + " threads in one process started 2 GPUs in 600 ms vs 741 ms for a worker "
             "process per GPU");
 
-  record.start_ms["fleet, one process"] = 650;  // bench's row of the fleet in one process, when it has one, before threads
+  record.start_ms[StartWay::one_process] = 650;  // bench's row of the fleet in one process, when it has one, before threads
   save_start_record(record);
   EXPECT_EQ(Fleet(model, two).strategy_reason(),
             "auto chose fleet in one process: on this machine " + machine + " the fleet in one process started 2 GPUs in 650 ms vs 741 ms for a "
@@ -129,6 +138,7 @@ TEST(Fleet, AutoChoosesFromThisMachinesBenchRecord) {
   FleetOptions three = two;  // the record is of two GPUs
   three.devices.push_back(Device::cuda(2));
   EXPECT_NE(Fleet(model, three).strategy_reason().find("no bench record of 3 GPUs"), std::string::npos);
+  EXPECT_EQ(Fleet(model, three).strategy_why(), StrategyWhy::several_gpus);
   FleetOptions asked = two;
   asked.strategy = Strategy::fleet;
   EXPECT_EQ(Fleet(model, asked).strategy_reason(), "as asked");
