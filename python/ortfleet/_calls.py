@@ -6,6 +6,7 @@ public function, constructor and method of the module is wrapped here, once, at 
   - an os.PathLike argument (pathlib.Path, ...) is passed on as its str (os.fspath);
   - a model given as bytes is refused in words (ortfleet opens models by path: its workers and cache
     do), or, where the bytes are a path (no NUL, as os functions take them), passed on decoded;
+  - a str holding a NUL byte is refused (C++ would cut the path or name there);
   - an unknown keyword is named with the closest one the call takes ("did you mean 'devices'?");
   - a wrong type names the argument, what it takes and what it got, as a TypeError of one line.
 The names and types a call takes are read from the signature pybind11 writes as the first line of
@@ -130,6 +131,9 @@ class _Call:
         if isinstance(value, os.PathLike):
             value = os.fspath(value)
         if isinstance(value, str):
+            if "\0" in value:  # C++ would cut it there: a path, or any name, silently shorter
+                from ._ortfleet import Error  # noqa: PLC0415  (loaded before any call is wrapped)
+                raise Error(f"{self.shown}: {name} holds a NUL byte, which no path or name holds: {_short_repr(value)}")
             try:
                 value.encode("utf-8")
             except UnicodeEncodeError:

@@ -78,7 +78,6 @@ def test_every_flag_of_the_table_is_a_flag_of_the_command_line():
     ("warmup", 10001, "warmup=10001 is out of range: give a whole number from 0 to 10000"),
     ("shape_policy", "always", "shape_policy=always is not one of measured, per-shape, shared"),
     ("model_cache_fill", "later", "model_cache_fill=later is not one of background, inline, off"),
-    ("ort_library", "lib\0.so", "ort_library=lib?.so holds a NUL byte, which no path holds"),
 ])
 def test_a_bad_keyword_is_refused_in_the_words_of_its_flag(models, keyword, value, said):
     with pytest.raises(ortfleet.Error) as e:
@@ -99,9 +98,16 @@ def test_the_same_value_on_the_command_line(models, flag, value, said):
     assert said in r.stderr, r.stderr
 
 
-def test_a_model_path_with_a_nul_byte_is_refused_not_cut(models):
-    with pytest.raises(ortfleet.Error, match=r"model=.*mlp.onnx\?x holds a NUL byte, which no path holds"):
-        ortfleet.Fleet(models["mlp"] + "\0x", devices="cpu")
+@pytest.mark.parametrize("call, said", [
+    (lambda m: ortfleet.Fleet(m + "\0x", devices="cpu"), "Fleet(): model holds a NUL byte"),
+    (lambda m: ortfleet.Fleet(m, devices="cpu", ort_library="lib\0.so"), "Fleet(): ort_library holds a NUL byte"),
+    (lambda m: ortfleet.profile(m + "\0x"), "ortfleet.profile(): model holds a NUL byte"),
+    (lambda m: ortfleet.synth_mlp(m + "\0.onnx"), "ortfleet.synth_mlp(): path holds a NUL byte"),
+])
+def test_a_path_with_a_nul_byte_is_refused_not_cut(models, call, said):
+    with pytest.raises(ortfleet.Error) as e:
+        call(models["mlp"])
+    assert str(e.value).startswith(said + ", which no path or name holds"), str(e.value)
 
 
 def test_the_new_keywords_reach_the_fleet(models, private_runtime_dir, monkeypatch):

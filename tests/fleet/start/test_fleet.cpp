@@ -1,4 +1,6 @@
 #include <gtest/gtest.h>
+
+#include <limits>
 #include <signal.h>
 
 #include <cerrno>
@@ -91,6 +93,23 @@ TEST(Fleet, AutoSaysWhyItChoseTheFleet) {
                            "record_workers", "one_gpu", "several_gpus", "known_crash"}) {
     EXPECT_EQ(to_string(parse_strategy_why(name)), std::string(name));
   }
+}
+
+// What the command line refuses, the library refuses too, in the same words (each front end says the setting its way).
+TEST(Fleet, ItsOptionsAreCheckedAsTheFlagsAre) {
+  FleetOptions forever = cpu_fleet(Strategy::threads, 1);
+  forever.start_timeout_s = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(test::error_of([&] { Fleet(test::mlp_model(), forever); }),
+            "`start_timeout_s=inf` is out of range: give a number of seconds above 0 and at most 604800");
+  FleetOptions week_and_a_second = cpu_fleet(Strategy::threads, 1);
+  week_and_a_second.run_timeout_s = 604801;
+  EXPECT_EQ(test::error_of([&] { Fleet(test::mlp_model(), week_and_a_second); }),
+            "`run_timeout_s=604801` is out of range: give a number of seconds above 0 and at most 604800");
+  EXPECT_EQ(test::error_of([&] { Fleet(test::mlp_model() + std::string("\0x", 2), cpu_fleet(Strategy::threads, 1)); }),
+            "`model=" + test::mlp_model() + "?x` holds a NUL byte, which no path holds");
+  FleetOptions cut = cpu_fleet(Strategy::threads, 1);
+  cut.ort_library = std::string("/lib\0/libonnxruntime.so", 23);
+  EXPECT_EQ(test::error_of([&] { Fleet(test::mlp_model(), cut); }), "`ort_library=/lib?/libonnxruntime.so` holds a NUL byte, which no path holds");
 }
 
 // For several GPUs, auto goes by this machine's last bench: a worker process per GPU or one process,
