@@ -4,11 +4,18 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <limits>
+#include <map>
 #include <optional>
+
+#include <fmt/format.h>
 
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/cuda_devices.hpp"
 #include "ortfleet/engine/device_selection.hpp"
+#include "ortfleet/base/closest_name.hpp"
+#include "ortfleet/engine/config_fields.hpp"
+#include "pool.hpp"
 #include "setting_words.hpp"
 
 namespace ortfleet::python {
@@ -160,6 +167,42 @@ std::vector<DimBuckets> to_buckets(const py::object& value) {
   return out;
 }
 
+/// pad_values= of Fleet: {"input_ids": 0}.
+std::map<std::string, double> to_pad_values(const py::object& pad_values) {
+  if (!py::isinstance<py::dict>(pad_values)) throw Error("pad_values must be a dict of input name -> number, not " + py::repr(pad_values).cast<std::string>());
+  std::map<std::string, double> out;
+  for (const auto& [name, v] : pad_values.cast<py::dict>()) {
+    if (!py::isinstance<py::int_>(v) && !py::isinstance<py::float_>(v)) {
+      throw Error("pad value of '" + py::str(name).cast<std::string>() + "' must be a number, not " + py::repr(v).cast<std::string>());
+    }
+    out[py::str(name).cast<std::string>()] = v.cast<double>();
+  }
+  return out;
+}
+
+/// pool= of Fleet: None (the pool ortfleet.prewarm() started is the fleet's preferred pool: it starts there
+/// when the pool has every device), False (no pool at all), an ortfleet.Pool, or the socket of a pool
+/// server. Whether a pool is used is the fleet's to decide (FleetOptions::preferred_pool, auto_pool).
+void choose_pool(FleetOptions& o, const py::object& pool) {
+  if (pool.is_none()) {
+    if (const auto& prewarmed = prewarmed_pool()) o.preferred_pool = prewarmed->shared();
+    return;
+  }
+  if (py::isinstance<py::bool_>(pool)) {
+    if (pool.cast<bool>()) throw Error("pool=True is not a pool", "Pass an ortfleet.Pool, a pool socket path, None or False");
+    o.auto_pool = false;  // no pool at all: neither the node's warm pool nor one left behind
+    return;
+  }
+  if (py::isinstance<py::str>(pool)) {
+    o.pool_socket = checked_text(Setting::pool, pool.cast<std::string>());
+    return;
+  }
+  if (!py::isinstance<PyPool>(pool)) {
+    throw Error("pool is an ortfleet.Pool, a pool socket path, None or False, not " + py::repr(pool).cast<std::string>());
+  }
+  o.pool = pool.cast<PyPool&>().shared();
+}
+
 }  // namespace
 
 void WarmupInputsFile::apply(WarmupOptions& o, const py::object& inputs, const py::object& ranges) {
@@ -196,36 +239,128 @@ WarmupInputsFile::~WarmupInputsFile() {
   if (!temporary_.empty()) std::remove(temporary_.c_str());
 }
 
-void apply_shape_keywords(ShapeOptions& o, const py::object& shapes, const py::object& batches, const py::object& max_sessions,
-                          const py::object& pad_batch, const py::object& buckets, const py::object& pad_values,
-                          const py::object& shape_policy) {
-  if (!buckets.is_none()) o.buckets = to_buckets(buckets);
-  if (!pad_values.is_none()) {
-    if (!py::isinstance<py::dict>(pad_values)) throw Error("pad_values must be a dict of input name -> number, not " + py::repr(pad_values).cast<std::string>());
-    for (const auto& [name, v] : pad_values.cast<py::dict>()) {
-      if (!py::isinstance<py::int_>(v) && !py::isinstance<py::float_>(v)) {
-        throw Error("pad value of '" + py::str(name).cast<std::string>() + "' must be a number, not " + py::repr(v).cast<std::string>());
+bool is_fleet_keyword(const SettingRow& row) {
+  return row.keyword != nullptr && (row.scope == SettingScope::fleet || row.scope == SettingScope::config) && row.id != Setting::model &&
+         row.id != Setting::devices;
+}
+
+namespace {
+
+/// The type of a keyword in Fleet's signature, as pybind11 writes types (what _calls.py checks a value against).
+std::string python_type(const SettingRow& row) {
+  if (row.python_type != nullptr) return row.python_type;
+  std::string type = "object";
+  switch (row.values.kind) {
+    case ValueKind::on_off: type = "bool"; break;
+    case ValueKind::whole: type = "int"; break;
+    case ValueKind::number: type = "float"; break;
+    case ValueKind::choice:
+    case ValueKind::path: type = "str"; break;
+    default: break;
+  }
+  return row.python_default == nullptr && type != "object" ? "Optional[" + type + "]" : type;
+}
+
+/// `value` of keyword `row` as a config field takes it: a bool, a number or a text.
+detail::FieldValue field_value(const SettingRow& row, const py::handle& value) {
+  if (py::isinstance<py::bool_>(value) || std::string(py::str(py::type::of(value).attr("__name__"))) == "bool_") return value.cast<bool>();
+  if (py::isinstance<py::str>(value)) return value.cast<std::string>();
+  if (PyNumber_Check(value.ptr()) != 0) {
+    const double number = PyFloat_AsDouble(value.ptr());
+    if (number == -1.0 && PyErr_Occurred() != nullptr) {
+      if (!PyErr_ExceptionMatches(PyExc_OverflowError)) throw py::error_already_set();
+      PyErr_Clear();  // an int too large for a double: out of every range
+      return std::numeric_limits<double>::infinity();
+    }
+    return number;
+  }
+  throw Error(std::string(row.keyword) + " takes " + allowed_values(row.values) + ", not " + py::repr(value).cast<std::string>());
+}
+
+/// A keyword of a number, checked by its row: what the command line's flag takes, the same way.
+double number_keyword(const SettingRow& row, const py::handle& value) {
+  const detail::FieldValue v = field_value(row, value);
+  const auto* number = std::get_if<double>(&v);
+  if (number == nullptr) throw Error(std::string(row.keyword) + " takes " + allowed_values(row.values) + ", not " + py::repr(value).cast<std::string>());
+  return checked_number(row.id, *number);
+}
+
+bool bool_keyword(const SettingRow& row, const py::handle& value) {
+  const detail::FieldValue v = field_value(row, value);
+  if (!std::holds_alternative<bool>(v)) throw Error(std::string(row.keyword) + " takes True or False, not " + py::repr(value).cast<std::string>());
+  return std::get<bool>(v);
+}
+
+std::string text_keyword(const SettingRow& row, const py::handle& value) {
+  if (!py::isinstance<py::str>(value)) throw Error(std::string(row.keyword) + " takes a str, not " + py::repr(value).cast<std::string>());
+  return checked_text(row.id, value.cast<std::string>());
+}
+
+}  // namespace
+
+FleetOptions fleet_options(const py::object& devices, const py::kwargs& keywords, WarmupInputsFile& warmup_file) {
+  std::map<Setting, py::object> given;
+  std::vector<std::string> names;
+  for (const auto& row : all_settings()) {
+    if (is_fleet_keyword(row)) names.emplace_back(row.keyword);
+  }
+  for (const auto& [key, value] : keywords) {
+    const std::string name = py::str(key);
+    const auto setting = setting_of_keyword(name);
+    if (!setting || !is_fleet_keyword(setting_row(*setting))) {
+      const auto meant = detail::closest_name(name, names);
+      throw Error("Fleet() got an unexpected keyword argument '" + name + "'" + (meant ? "; did you mean '" + *meant + "'?" : ""));
+    }
+    if (!value.is_none()) given[*setting] = py::reinterpret_borrow<py::object>(value);
+  }
+  const auto value_of = [&](Setting s) { return given.count(s) != 0 ? given.at(s) : py::none(); };
+
+  FleetOptions o;
+  o.devices = to_devices(devices);
+  o.config = to_config(value_of(Setting::config));  // first: each keyword given replaces what it says
+  o.no_warm_pool_advice = "Fleet(..., warm_pool_idle=0) or Fleet(..., pool=False) leaves none, ortfleet.pool_stop() stops it";
+  warmup_file.apply(o.config.warmup, value_of(Setting::warmup_inputs), value_of(Setting::input_range));
+  for (const auto& [setting, value] : given) {
+    const SettingRow& row = setting_row(setting);
+    switch (setting) {
+      case Setting::config:
+      case Setting::warmup_inputs:
+      case Setting::input_range: break;  // above
+      case Setting::strategy: o.strategy = parse_strategy(text_keyword(row, value)); break;
+      case Setting::warmup_runs: o.warmup_runs = static_cast<int>(number_keyword(row, value)); break;
+      case Setting::start_timeout: o.start_timeout_s = number_keyword(row, value); break;
+      case Setting::run_timeout: o.run_timeout_s = number_keyword(row, value); break;
+      case Setting::ort_library: o.ort_library = text_keyword(row, value); break;
+      case Setting::profile_dir: o.profile_dir = text_keyword(row, value); break;
+      case Setting::narrow_workers: o.narrow_workers = bool_keyword(row, value); break;
+      case Setting::one_process: o.one_process = bool_keyword(row, value); break;
+      case Setting::pool: choose_pool(o, value); break;
+      case Setting::shapes: o.config.shapes.declared = to_shape_list(value); break;
+      case Setting::batches: o.config.shapes.batches = to_batch_list(value); break;
+      case Setting::buckets: o.config.shapes.buckets = to_buckets(value); break;
+      case Setting::pad_value: o.config.shapes.pad_values = to_pad_values(value); break;
+      default: {
+        const detail::ConfigField* field = detail::config_field(setting);
+        if (field == nullptr) throw Error(std::string("Fleet() has no way to apply its keyword ") + row.keyword, "Report it: the settings table lists it");
+        detail::set_field(*field, o.config, field_value(row, value));
       }
-      o.pad_values[py::str(name).cast<std::string>()] = v.cast<double>();
     }
   }
-  if (!shape_policy.is_none()) o.policy = parse_shape_policy(py::str(shape_policy).cast<std::string>());
-  if (!shapes.is_none()) o.declared = to_shape_list(shapes);
-  if (!batches.is_none()) o.batches = to_batch_list(batches);
-  if (!max_sessions.is_none()) {
-    const auto count = whole_number(max_sessions);
-    if (!count || *count < 1 || *count > kMaxShapeSessions) {
-      throw Error("max_shape_sessions must be a whole number of sessions from 1 to " + std::to_string(kMaxShapeSessions) + ", not " +
-                      py::repr(max_sessions).cast<std::string>(),
-                  "1 serves every shape from one session, as ONNX Runtime alone does");
-    }
-    o.max_sessions = static_cast<int>(*count);
+  if (given.count(Setting::pool) == 0) choose_pool(o, py::none());
+  o.config.shapes.validate();
+  return o;
+}
+
+std::string fleet_docstring() {
+  std::string signature = "__init__(self: ortfleet._ortfleet.Fleet, model: str, devices: object = None, *";
+  std::string doc;
+  for (const auto& row : all_settings()) {
+    if (!is_fleet_keyword(row)) continue;
+    signature += fmt::format(", {}: {} = {}", row.keyword, python_type(row), row.python_default != nullptr ? row.python_default : "None");
+    doc += fmt::format("\n{}: {}", row.keyword, in_keywords(row.python_help != nullptr ? row.python_help : row.help));
   }
-  if (!pad_batch.is_none()) {
-    if (!py::isinstance<py::bool_>(pad_batch)) throw Error("pad_batch must be True or False, not " + py::repr(pad_batch).cast<std::string>());
-    o.pad_batch = pad_batch.cast<bool>();
-  }
-  o.validate();
+  return signature + ") -> None\n\nOne ready ONNX Runtime session per device: model, the .onnx file; devices: " +
+         in_keywords(setting_row(Setting::devices).python_help) + ". Its keywords (each replaces what the config says):" + doc;
 }
 
 }  // namespace ortfleet::python

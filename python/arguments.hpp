@@ -1,12 +1,14 @@
 #pragma once
-// Python arguments as ortfleet's options: devices, a config (a path or a dict), the shape keywords of
-// Fleet (shapes=, batches=, buckets=, ...) and its warm-up inputs.
+// Python arguments as ortfleet's options: devices, a config (a path or a dict), and Fleet's keywords, each
+// a row of the settings table (ortfleet/base/settings.hpp), its warm-up inputs among them.
 #include <string>
 #include <vector>
 
 #include "bindings.hpp"
 #include "ortfleet/engine/devices.hpp"
+#include "ortfleet/base/settings.hpp"
 #include "ortfleet/engine/options.hpp"
+#include "ortfleet/fleet/fleet.hpp"
 
 namespace ortfleet::python {
 
@@ -19,12 +21,6 @@ std::vector<Device> to_devices(const py::object& devices);
 RunConfig to_config(const py::object& config);
 /// JSON text as Python objects (json.loads).
 py::object parse_json(const std::string& text);
-
-/// The shape keywords of Fleet, over what the config says (each one given replaces the config's);
-/// strings go through the grammar of shapes and sizes (ortfleet/engine/shape_grammar.hpp).
-void apply_shape_keywords(ShapeOptions& o, const py::object& shapes, const py::object& batches, const py::object& max_sessions,
-                          const py::object& pad_batch, const py::object& buckets, const py::object& pad_values,
-                          const py::object& shape_policy);
 
 /// A file of warm-up inputs that lives as long as the fleet using it: the user's path, or the arrays
 /// of a dict saved with numpy.savez into a private temporary file, removed with the fleet.
@@ -41,5 +37,20 @@ class WarmupInputsFile {
  private:
   std::string temporary_;
 };
+
+/// Whether the settings table's row is one of Fleet's keywords (model and devices are its positional
+/// arguments): a keyword of a fleet's start or of the config.
+bool is_fleet_keyword(const SettingRow& row);
+
+/// Fleet's options from its arguments: `keywords` read by the settings table (each checked by its row,
+/// the config's keys of one value set through their fields: ortfleet/engine/config_fields.hpp), the
+/// shape keywords through the grammar of shapes and sizes (ortfleet/engine/shape_grammar.hpp); a
+/// keyword the table does not list for Fleet is an error naming the closest one. Each keyword given
+/// replaces what the config says. `warmup_file` keeps a dict of warm-up inputs, saved to a file.
+FleetOptions fleet_options(const py::object& devices, const py::kwargs& keywords, WarmupInputsFile& warmup_file);
+
+/// The first line of Fleet's docstring, its signature as the settings table makes it, and after it
+/// what each keyword takes: what _calls.py and help() read.
+std::string fleet_docstring();
 
 }  // namespace ortfleet::python

@@ -13,6 +13,7 @@
 #include "bindings.hpp"
 #include "log_bridge.hpp"
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/base/settings.hpp"
 #include "ortfleet/fleet/fleet.hpp"
 #include "pool.hpp"
 #include "setting_words.hpp"
@@ -22,32 +23,6 @@
 namespace ortfleet::python {
 
 namespace {
-
-/// Where a fleet starts: pool=None uses the prewarmed pool when it has every device and the strategy
-/// is the fleet's; a Pool, or a socket path (str) of `ortfleet serve`; False never uses a pool.
-void choose_pool(FleetOptions& o, const py::object& pool) {
-  if (pool.is_none()) {
-    const auto& prewarmed = prewarmed_pool();
-    if (!prewarmed || (o.strategy != Strategy::automatic && o.strategy != Strategy::fleet)) return;
-    const auto& have = prewarmed->shared()->devices();
-    const auto& want = o.devices.empty() ? have : o.devices;
-    if (std::all_of(want.begin(), want.end(), [&](const Device& d) { return std::find(have.begin(), have.end(), d) != have.end(); })) {
-      o.pool = prewarmed->shared();
-      if (o.devices.empty()) o.devices = have;
-    }
-    return;
-  }
-  if (py::isinstance<py::bool_>(pool)) {
-    if (pool.cast<bool>()) throw Error("pool=True is not a pool", "Pass an ortfleet.Pool, a pool socket path, None or False");
-    o.auto_pool = false;  // no pool at all: neither the node's warm pool nor one left behind
-    return;
-  }
-  if (py::isinstance<py::str>(pool)) {
-    o.pool_socket = pool.cast<std::string>();
-    return;
-  }
-  o.pool = pool.cast<PyPool&>().shared();
-}
 
 /// Fleet.run_async's answer, shaped like concurrent.futures.Future: result(timeout), done(). Holds
 /// the inputs' Python objects until the run has read them.
@@ -81,11 +56,10 @@ class PyRunFuture {
 /// job, as a LeftBehindWarning (shown once per line of the script by default, filterable, an error
 /// under `python -W error`); the rest (a cache entry made in the background, a pool that could not be
 /// left) as an INFO record of the logger "ortfleet".
-void say_left_behind(const std::vector<std::string>& notes) {
-  constexpr std::string_view kWarmPool = "left a warm pool";  // how Fleet::left_behind() words the pool it left
-  for (const auto& note : notes) {
-    const std::string text = "ortfleet " + in_keywords(note);
-    if (note.compare(0, kWarmPool.size(), kWarmPool) != 0) {
+void say_left_behind(const std::vector<LeftBehind>& left) {
+  for (const auto& l : left) {
+    const std::string text = "ortfleet " + in_keywords(l.note);
+    if (l.kind != LeftBehind::Kind::warm_pool) {
       py::module_::import("logging").attr("getLogger")("ortfleet").attr("info")(text);
       continue;
     }
@@ -96,34 +70,10 @@ void say_left_behind(const std::vector<std::string>& notes) {
 
 class PyFleet {
  public:
-  PyFleet(const std::string& model, const py::object& devices, const std::string& strategy, const py::object& config,
-          int warmup, const std::string& ort_library, const std::string& profile_dir, const py::object& shapes,
-          const py::object& batches, const py::object& max_shape_sessions, const py::object& pad_batch, double start_timeout,
-          double run_timeout, const py::object& pool, const py::object& warmup_inputs, const py::object& input_ranges,
-          const py::object& buckets, const py::object& pad_values, const py::object& shape_policy, const py::object& model_cache_fill,
-          const py::object& warm_pool_idle) {
-    FleetOptions o;
-    o.start_timeout_s = start_timeout;
-    o.run_timeout_s = run_timeout;
-    o.devices = to_devices(devices);
-    o.strategy = parse_strategy(strategy);
-    o.config = to_config(config);
-    apply_shape_keywords(o.config.shapes, shapes, batches, max_shape_sessions, pad_batch, buckets, pad_values, shape_policy);
-    warmup_file_.apply(o.config.warmup, warmup_inputs, input_ranges);
-    if (!model_cache_fill.is_none()) o.config.session.model_cache_fill = parse_model_cache_fill(py::str(model_cache_fill).cast<std::string>());
-    if (!warm_pool_idle.is_none()) {
-      const double seconds = warm_pool_idle.cast<double>();
-      if (!(seconds >= 0 && seconds <= 7 * 24 * 3600)) {
-        throw Error("warm_pool_idle must be from 0 to 604800 seconds (got " + std::to_string(seconds) + ")",
-                    "Give the seconds the pool left for later jobs waits idle, or 0 to leave none");
-      }
-      o.config.warm_pool.idle_exit_s = seconds;
-    }
-    o.warmup_runs = warmup;
-    o.ort_library = ort_library;
-    o.profile_dir = profile_dir;
-    o.no_warm_pool_advice = "Fleet(..., warm_pool_idle=0) or Fleet(..., pool=False) leaves none, ortfleet.pool_stop() stops it";
-    choose_pool(o, pool);
+  /// Fleet's options from its keywords, each a row of the settings table (arguments.hpp, fleet_options).
+  PyFleet(const std::string& model, const py::object& devices, const py::kwargs& keywords) {
+    checked_text(Setting::model, model);
+    const FleetOptions o = fleet_options(devices, keywords, warmup_file_);
     start_timeout_s_ = o.start_timeout_s;
     py::gil_scoped_release release;
     check_config_against_model(o.config, model);  // raised here, not as a failed device after wait()
@@ -162,14 +112,14 @@ class PyFleet {
   }
   bool ready(const py::object& device) { return fleet().ready(fleet_device(device)); }
   py::list left_behind() {
-    std::vector<std::string> notes;
+    std::vector<LeftBehind> left;
     {
       py::gil_scoped_release release;
-      notes = fleet().left_behind();
+      left = fleet().what_is_left();
     }
     said_left_behind_ = true;  // read, so seen: not said again at shutdown
     py::list out;
-    for (const auto& note : notes) out.append(in_keywords(note));
+    for (const auto& l : left) out.append(in_keywords(l.note));
     return out;
   }
   std::optional<std::string> wait_for_cache_fill(double timeout) {
@@ -256,19 +206,19 @@ class PyFleet {
   /// Stops the fleet (a start under way ends: Fleet::shutdown), then says what it left behind.
   void shutdown() {
     if (!fleet_) return;
-    std::vector<std::string> notes;
+    std::vector<LeftBehind> left;
     {
       py::gil_scoped_release release;
       fleet_->shutdown();
-      if (!said_left_behind_) notes = fleet_->left_behind();
+      if (!said_left_behind_) left = fleet_->what_is_left();
     }
     said_left_behind_ = true;
-    if (notes.empty()) return;
+    if (left.empty()) return;
     if (!python_running()) {
-      for (const auto& note : notes) std::fprintf(stderr, "ortfleet %s\n", in_keywords(note).c_str());
+      for (const auto& l : left) std::fprintf(stderr, "ortfleet %s\n", in_keywords(l.note).c_str());
       return;
     }
-    say_left_behind(notes);
+    say_left_behind(left);
   }
 
  private:
@@ -341,37 +291,58 @@ class PyFleet {
 
 }  // namespace
 
+namespace {
+const char* scope_name(SettingScope scope) {
+  switch (scope) {
+    case SettingScope::fleet: return "fleet";
+    case SettingScope::config: return "config";
+    case SettingScope::serve: return "serve";
+    case SettingScope::output: return "output";
+    case SettingScope::environment: return "environment";
+    case SettingScope::handed_down: return "handed_down";
+    case SettingScope::tests: return "tests";
+  }
+  return "?";
+}
+
+/// The settings table as Python sees it (tests/python/test_settings_table.py walks it): each row's names,
+/// and whether it is one of Fleet's keywords.
+py::list settings_table() {
+  py::list out;
+  for (const auto& row : all_settings()) {
+    py::dict d;
+    d["name"] = row.name;
+    d["scope"] = scope_name(row.scope);
+    d["flag"] = row.flag != nullptr ? py::object(py::str(row.flag)) : py::object(py::none());
+    d["keyword"] = row.keyword != nullptr ? py::object(py::str(row.keyword)) : py::object(py::none());
+    d["fleet_keyword"] = is_fleet_keyword(row);
+    d["python_default"] = row.python_default != nullptr ? row.python_default : "None";
+    d["allowed"] = allowed_values(row.values);
+    out.append(d);
+  }
+  return out;
+}
+}  // namespace
+
 void bind_fleet(py::module_& m) {
+  m.def("_settings", &settings_table, "The settings table (ortfleet/base/settings.hpp): each row's names, as tests walk it");
   py::class_<PyRunFuture>(m, "RunFuture", "A run in flight (Fleet.run_async), like concurrent.futures.Future")
       .def("done", &PyRunFuture::done, "True once the run has finished (or failed)")
       .def("result", &PyRunFuture::result, py::arg("timeout") = py::none(),
            "The outputs, waiting at most `timeout` seconds (TimeoutError then); raises the run's error");
 
-  py::class_<PyFleet>(m, "Fleet", "One ready ONNX Runtime session per device")
-      .def(py::init<const std::string&, const py::object&, const std::string&, const py::object&, int, const std::string&,
-                    const std::string&, const py::object&, const py::object&, const py::object&, const py::object&, double,
-                    double, const py::object&, const py::object&, const py::object&, const py::object&, const py::object&,
-                    const py::object&, const py::object&, const py::object&>(),
-           py::arg("model"), py::arg("devices") = py::none(), py::kw_only(), py::arg("strategy") = "auto", py::arg("config") = py::none(),
-           py::arg("warmup") = 1, py::arg("ort_library") = "", py::arg("profile_dir") = "", py::arg("shapes") = py::none(),
-           py::arg("batches") = py::none(), py::arg("max_shape_sessions") = py::none(), py::arg("pad_batch") = py::none(),
-           py::arg("start_timeout") = FleetOptions{}.start_timeout_s, py::arg("run_timeout") = FleetOptions{}.run_timeout_s,
-           py::arg("pool") = py::none(), py::arg("warmup_inputs") = py::none(), py::arg("input_ranges") = py::none(),
-           py::arg("buckets") = py::none(), py::arg("pad_values") = py::none(), py::arg("shape_policy") = py::none(),
-           py::arg("model_cache_fill") = py::none(), py::arg("warm_pool_idle") = py::none(),
-           "warmup_inputs: real inputs for warm-up (and for checking the model cache's entry), a dict of input name -> "
-           "numpy array or the path of a .npz/.npy file; input_ranges: values of generated ones, a dict of input name -> "
-           "value or (lo, hi), e.g. {'sr': 16000}. "
-           "pool: an ortfleet.Pool, or the socket path of an `ortfleet serve` daemon, to start on warm workers (None: the "
-           "pool ortfleet.prewarm() started, when it has every device, else the warm pool on this node's default socket, or one this start leaves there; False: no pool at all). "
-           "shapes, batches, max_shape_sessions and pad_batch set the config's \"shapes\" section: one ONNX Runtime session "
-           "per input shape, declared shapes made and warmed at start-up. buckets: dims padded up to a few sizes, outputs "
-           "cropped back, {'x.2': [480, 640, 960], 'x.3': '320:960:128'}; pad_values: {'input_ids': 0}; shape_policy: "
-           "'measured' (default), 'per-shape' or 'shared', what serves a shape nothing was declared for. start_timeout (seconds, default two hours): a "
-           "device's worker that is not ready by then is killed and the device fails; run_timeout (default ten minutes): "
-           "the same for one run. model_cache_fill: 'background' (default: a missing cache entry is made after ready, by a "
-           "low-priority worker), 'inline' or 'off'. warm_pool_idle: seconds the warm pool a start leaves on this node (strategy "
-           "'auto', no pool found) waits idle before it exits; 0 leaves none (default ORTFLEET_WARM_POOL_IDLE, else 300)")
+  py::class_<PyFleet> fleet(m, "Fleet", "One ready ONNX Runtime session per device");
+  {
+    // The signature is the settings table's (fleet_docstring): the keywords it lists, with their types and defaults.
+    py::options signature_of_the_table;
+    signature_of_the_table.disable_function_signatures();
+    static const std::string doc = fleet_docstring();
+    fleet.def(py::init([](const std::string& model, const py::object& devices, const py::kwargs& keywords) {
+                return std::make_unique<PyFleet>(model, devices, keywords);
+              }),
+              py::arg("model"), py::arg("devices") = py::none(), doc.c_str());
+  }
+  fleet
       .def("start", &PyFleet::start, "Begin starting every device; returns at once (the GIL is released)",
            py::return_value_policy::reference_internal)
       .def("wait", &PyFleet::wait, py::arg("timeout") = py::none(),

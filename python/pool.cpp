@@ -8,6 +8,7 @@
 #include "arguments.hpp"
 #include "bindings.hpp"
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/base/settings.hpp"
 #include "ortfleet/fleet/pool_server.hpp"
 #include "waiting.hpp"
 
@@ -15,14 +16,15 @@ namespace ortfleet::python {
 
 PyPool::PyPool(const py::object& devices, const std::string& ort_library, bool narrow_workers, size_t max_resident_sessions,
                double start_timeout, bool prime_libraries, bool isolate_new_models) {
+  check_environment();  // a bad ORTFLEET_* variable refused (or warned about) before any worker starts
   PoolOptions o;
   o.prime_libraries = prime_libraries;
   o.isolate_new_models = isolate_new_models;
   o.devices = to_devices(devices);
-  o.ort_library = ort_library;
+  o.ort_library = ort_library.empty() ? ort_library : checked_text(Setting::ort_library, ort_library);
   o.narrow_workers = narrow_workers;
   o.max_resident_sessions = max_resident_sessions;
-  o.start_timeout_s = start_timeout;
+  o.start_timeout_s = checked_number(Setting::start_timeout, start_timeout);  // bounded as Fleet's and the command line's
   py::gil_scoped_release release;
   pool_ = std::make_shared<WorkerPool>(o);
 }

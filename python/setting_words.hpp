@@ -1,6 +1,6 @@
 #pragma once
-// The library's settings in the Python module's words (ortfleet/base/settings.hpp): each setting's
-// keyword. Every text of the library a Python caller sees goes through in_keywords: errors, log records,
+// The library's settings in the Python module's words: each setting's keyword, from the settings table
+// (ortfleet/base/settings.hpp). Every text of the library a Python caller sees goes through in_keywords: errors, log records,
 // notes, and the results handed over as JSON.
 #include <string>
 

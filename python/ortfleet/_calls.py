@@ -6,6 +6,7 @@ public function, constructor and method of the module is wrapped here, once, at 
   - an os.PathLike argument (pathlib.Path, ...) is passed on as its str (os.fspath);
   - a model given as bytes is refused in words (ortfleet opens models by path: its workers and cache
     do), or, where the bytes are a path (no NUL, as os functions take them), passed on decoded;
+  - a str holding a NUL byte is refused (C++ would cut the path or name there);
   - an unknown keyword is named with the closest one the call takes ("did you mean 'devices'?");
   - a wrong type names the argument, what it takes and what it got, as a TypeError of one line.
 The names and types a call takes are read from the signature pybind11 writes as the first line of
@@ -97,7 +98,7 @@ def _fits(value, annotation):
     if value is None:
         return optional or base == "object"
     checks = {
-        "str": lambda v: isinstance(v, str),
+        "str": lambda v: isinstance(v, (str, bytes)),  # bytes: a path as path_argument hands it on
         "int": lambda v: hasattr(v, "__index__") and not isinstance(v, float),
         "float": lambda v: isinstance(v, (int, float)) or hasattr(v, "__float__"),
         "bool": lambda v: isinstance(v, bool) or type(v).__name__ == "bool_",
@@ -130,6 +131,9 @@ class _Call:
         if isinstance(value, os.PathLike):
             value = os.fspath(value)
         if isinstance(value, str):
+            if "\0" in value:  # C++ would cut it there: a path, or any name, silently shorter
+                from ._ortfleet import Error  # noqa: PLC0415  (loaded before any call is wrapped)
+                raise Error(f"{self.shown}: {name} holds a NUL byte, which no path or name holds: {_short_repr(value)}")
             try:
                 value.encode("utf-8")
             except UnicodeEncodeError:
@@ -188,6 +192,11 @@ class _Call:
         names = self.signature.positional
         args = tuple(self.path_argument(names[i] if i < len(names) else "", a) for i, a in enumerate(args))
         kwargs = {k: self.path_argument(k, v) for k, v in kwargs.items()}
+        # A binding that reads its keywords itself (Fleet: its signature is the settings table's) never says
+        # "incompatible": a value of the wrong type is named here, the same way.
+        given = {**dict(zip(names, args)), **kwargs}
+        if any(_fits(value, self.signature.types.get(name, "")) is False for name, value in given.items()):
+            raise TypeError(self.explain(args, kwargs))
         try:
             return self.fn(*leading, *args, **kwargs)
         except TypeError as e:

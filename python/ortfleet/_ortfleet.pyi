@@ -38,6 +38,8 @@ class RunFuture:
     def result(self, timeout: float | None = None) -> dict[str, Any]: ...
 
 class Fleet:
+    # The keywords are the settings table's (include/ortfleet/base/settings.hpp): tests/python/test_settings_table.py
+    # checks this signature against it, names and defaults.
     def __init__(
         self,
         model: _Path,
@@ -46,22 +48,25 @@ class Fleet:
         strategy: str = "auto",
         config: _Config = None,
         warmup: int = 1,
+        start_timeout: float = 7200.0,
+        run_timeout: float = 600.0,
         ort_library: _Path = "",
         profile_dir: _Path = "",
+        pool: Pool | _Path | bool | None = None,
+        narrow_workers: bool = True,
+        one_process: bool = False,
+        model_cache_fill: str | None = None,
         shapes: str | Mapping[str, Sequence[int]] | Sequence[str | Mapping[str, Sequence[int]]] | None = None,
         batches: str | Sequence[int] | None = None,
         max_shape_sessions: int | None = None,
         pad_batch: bool | None = None,
-        start_timeout: float = 7200.0,
-        run_timeout: float = 600.0,
-        pool: Pool | _Path | bool | None = None,
-        warmup_inputs: _Path | Mapping[str, Any] | None = None,
-        input_ranges: Mapping[str, float | tuple[float, float]] | None = None,
         buckets: Mapping[str, str | Sequence[int]] | Sequence[str] | None = None,
         pad_values: Mapping[str, float] | None = None,
         shape_policy: str | None = None,
-        model_cache_fill: str | None = None,
+        warmup_inputs: _Path | Mapping[str, Any] | None = None,
+        input_ranges: Mapping[str, float | tuple[float, float]] | None = None,
         warm_pool_idle: float | None = None,
+        warm_pool_park: float | None = None,
     ) -> None: ...
     def start(self) -> Fleet: ...
     def wait(self, timeout: float | None = None) -> bool: ...
@@ -144,4 +149,5 @@ def synth_nodes(path: _Path, nodes: int = 24000, width: int = 64, seed: int = 1)
 def synth_resnet(path: _Path, depth: int = 50, image_size: int = 224, seed: int = 1, dynamic_batch: bool = False) -> str: ...
 def synth_segmenter(path: _Path, channels: int = 32, depth: int = 2, seed: int = 1) -> str: ...
 def _forget_prewarmed() -> None: ...
+def _settings() -> list[_Json]: ...
 def _host_device_tensor(array: Any) -> DeviceTensor: ...

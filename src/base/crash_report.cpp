@@ -150,9 +150,9 @@ CrashScope::~CrashScope() {
 void install_crash_handler() {
   static std::once_flag once;
   std::call_once(once, [] {
-    if (detail::env_value(detail::EnvVar::crash_handler).value_or("") == "0") return;
+    if (!detail::env_on(detail::EnvVar::crash_handler).value_or(true)) return;
     enabled = true;
-    if (const auto fd = detail::env_value(detail::EnvVar::crash_fd)) crash_fd = std::atoi(fd->c_str());
+    if (const auto fd = detail::env_number(detail::EnvVar::crash_fd)) crash_fd = static_cast<int>(*fd);
     struct sigaction action {};
     action.sa_sigaction = on_fatal_signal;
     action.sa_flags = SA_SIGINFO | SA_ONSTACK;

@@ -542,7 +542,8 @@ std::optional<StartRecord> start_record_of(const BenchReport& report, const std:
   record.measured_at = utc_now();
   record.model = report.model;
   for (const auto& r : report.rows) {
-    if (r.ok() && r.family == "ortfleet" && r.warm.empty() && r.device_count == record.device_count) record.start_ms[r.label] = r.mean_ms;
+    const auto way = start_way_of_row(r.label);
+    if (way && r.ok() && r.family == "ortfleet" && r.warm.empty() && r.device_count == record.device_count) record.start_ms[*way] = r.mean_ms;
   }
   if (record.start_ms.empty()) return std::nullopt;
   return record;

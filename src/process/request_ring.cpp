@@ -36,7 +36,7 @@ constexpr int64_t kDefaultSpinNs = 2'000'000;
 constexpr unsigned kMinThreadsToPoll = 8;
 int64_t spin_ns() {
   static const int64_t ns = [] {
-    if (const auto setting = env_value(EnvVar::ring_spin_us)) return std::max<int64_t>(0, std::atoll(setting->c_str())) * 1000;
+    if (const auto setting = env_number(EnvVar::ring_spin_us)) return static_cast<int64_t>(*setting) * 1000;  // checked: 0 to a second
     return std::thread::hardware_concurrency() >= kMinThreadsToPoll ? kDefaultSpinNs : int64_t{0};
   }();
   return ns;

@@ -3,6 +3,7 @@
 // through it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -10,6 +11,8 @@
 #include <sstream>
 
 #include "base/environment.hpp"
+#include "ortfleet/base/settings.hpp"
+#include "process/child_process.hpp"
 #include "test_support.hpp"
 
 namespace ortfleet::detail {
@@ -49,6 +52,102 @@ TEST(Environment, EveryVariableIsNamedOnceWithWhatItMeansAndWhoReadsIt) {
   }
 }
 
+TEST(Environment, EveryVariableGivesASettingOfTheTableWhoseCheckItsValuePasses) {
+  for (const auto& v : kEnvironmentVariables) {
+    const auto setting = setting_named(v.setting);
+    ASSERT_TRUE(setting) << v.name << " names " << v.setting << ", which is no setting of ortfleet/base/settings.hpp";
+    // Each setting has one variable at most.
+    for (const auto& other : kEnvironmentVariables) {
+      if (&other != &v) {
+        EXPECT_STRNE(other.setting, v.setting) << v.name << " and " << other.name;
+      }
+    }
+  }
+  std::set<std::string> names;
+  for (const auto& v : kEnvironmentVariables) names.insert(v.name);
+  for (const auto& o : kOtherVariables) EXPECT_EQ(names.count(o.name), 0u) << o.name << " is in both tables";
+}
+
+/// A value `v` does not take, by its setting's check (nothing, where any text is a value).
+std::optional<std::string> bad_value(const EnvironmentVariable& v) {
+  switch (setting_row(*setting_named(v.setting)).values.kind) {
+    case ValueKind::on_off: return "yes";
+    case ValueKind::whole:
+    case ValueKind::number: return "abc";
+    case ValueKind::assignment: return "cpu=abc";
+    case ValueKind::choice:
+    case ValueKind::word_list: return "nonsense";
+    case ValueKind::path: return "relative/path";  // a variable's path is absolute: children run in other folders
+    case ValueKind::text: return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+// Every ORTFLEET_* variable, given a bad value, is refused in one line naming it (exit 2, before any work)
+// or, for a setting that cannot fail a job, warned about once and left out: what the command line says.
+TEST(Environment, EveryVariableWithABadValueIsRefusedOrWarnedAbout) {
+  const fs::path out = test::fresh_dir("environment-checked") / "identity.onnx";
+  size_t walked = 0;
+  for (const auto& v : kEnvironmentVariables) {
+    const auto bad = bad_value(v);
+    if (!bad) {
+      EXPECT_STREQ(v.name, "ORTFLEET_TEST_CUDNN_DEVICE") << v.name << " takes any text: say why here";
+      continue;
+    }
+    ++walked;
+    EXPECT_NE(env_problem(v.id, *bad), "") << v.name << "=" << *bad;
+    const auto r = run_child({"env", std::string(v.name) + "=" + *bad, test::bin("ortfleet"), "synth", "identity", out.string()}, {}, "", 60);
+    const std::string said = std::string(v.name) + "='" + *bad + "' ";
+    const SettingRow& row = setting_row(*setting_named(v.setting));
+    if (row.bad_variable == BadVariable::refuse) {
+      EXPECT_EQ(r.exit_code, 2) << v.name << ": " << r.describe();
+      EXPECT_EQ(r.stderr_tail.rfind("ortfleet: error: " + said, 0), 0u) << r.stderr_tail;
+      EXPECT_EQ(std::count(r.stderr_tail.begin(), r.stderr_tail.end(), '\n'), 1) << "one line: " << r.stderr_tail;
+    } else {
+      EXPECT_EQ(r.exit_code, 0) << v.name << ": " << r.describe();
+      EXPECT_EQ(r.stderr_tail.rfind("warning: " + said, 0), 0u) << r.stderr_tail;
+      EXPECT_NE(r.stderr_tail.find("it is left out"), std::string::npos) << r.stderr_tail;
+    }
+  }
+  EXPECT_EQ(walked, kEnvironmentVariables.size() - 1);
+}
+
+TEST(Environment, AReadBadValueIsRefusedOrLeftOutAsItsSettingSays) {
+  {
+    const test::ScopedEnv bad(env_name(EnvVar::warm_pool_idle), "abc");
+    EXPECT_EQ(test::error_of([] { env_value(EnvVar::warm_pool_idle); }),
+              "ORTFLEET_WARM_POOL_IDLE='abc' is not a number: give a number of seconds from 0 to 604800. Set it to what it takes, or unset it");
+  }
+  {
+    const test::ScopedEnv overflowing(env_name(EnvVar::ring_spin_us), "99999999999999999999");  // read with atoll * 1000 before
+    EXPECT_EQ(env_number(EnvVar::ring_spin_us), std::nullopt);
+  }
+  {
+    const test::ScopedEnv fine(env_name(EnvVar::ring_spin_us), "250");
+    EXPECT_EQ(env_number(EnvVar::ring_spin_us), 250);
+  }
+  {
+    const test::ScopedEnv off(env_name(EnvVar::auto_pool), "0");
+    EXPECT_EQ(env_on(EnvVar::auto_pool), false);
+  }
+}
+
+// A name of ORTFLEET_ that no table lists is warned about once, with the one it may be a typo of; the
+// set-up's and the tests' own names are not.
+TEST(Environment, AnUnknownNameIsWarnedAboutWithWhatItMayMean) {
+  const fs::path out = test::fresh_dir("environment-unknown") / "identity.onnx";
+  const auto r = run_child({"env", "ORTFLEET_WARMPOOL_PARK=30", "ORTFLEET_BUILD_DIR=/x", test::bin("ortfleet"), "synth", "identity", out.string()},
+                           {}, "", 60);
+  EXPECT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_NE(r.stderr_tail.find("warning: ORTFLEET_WARMPOOL_PARK is not a variable ortfleet reads; did you mean ORTFLEET_WARM_POOL_PARK?"),
+            std::string::npos)
+      << r.stderr_tail;
+  EXPECT_EQ(r.stderr_tail.find("ORTFLEET_BUILD_DIR"), std::string::npos) << r.stderr_tail;
+  const test::ScopedEnv typo("ORTFLEET_WARMPOOL_PARK", "30");
+  const auto unknown = unknown_ortfleet_variables();
+  EXPECT_NE(std::find(unknown.begin(), unknown.end(), "ORTFLEET_WARMPOOL_PARK"), unknown.end());
+}
+
 TEST(Environment, TheDocsListExactlyTheTable) {
   const std::string page = text_of(kRoot / "docs" / "environment.md");
   const std::regex row(R"(\| `(ORTFLEET_[A-Z0-9_]+)` \| ([^|]+) \| ([^|]+) \|)");
@@ -64,6 +163,13 @@ TEST(Environment, TheDocsListExactlyTheTable) {
   std::vector<std::string> table;
   for (const auto& v : kEnvironmentVariables) table.emplace_back(v.name);
   EXPECT_EQ(listed, table) << "docs/environment.md lists the table's variables, in its order";
+  // And the names of the set-up, the build and the tests, which no program reads.
+  const std::regex other(R"(\| `(ORTFLEET_[A-Z0-9_]+)` \| ([^|]+) \|\n)");
+  std::vector<std::string> others_listed;
+  for (auto it = std::sregex_iterator(page.begin(), page.end(), other); it != std::sregex_iterator(); ++it) others_listed.push_back((*it)[1]);
+  std::vector<std::string> others;
+  for (const auto& o : kOtherVariables) others.emplace_back(o.name);
+  EXPECT_EQ(others_listed, others) << "docs/environment.md lists kOtherVariables, in its order";
 }
 
 TEST(Environment, EveryOrtfleetNameInTheProgramsIsInTheTable) {
@@ -72,6 +178,7 @@ TEST(Environment, EveryOrtfleetNameInTheProgramsIsInTheTable) {
                                             "ORTFLEET_SOURCE_DIR", "ORTFLEET_HAVE_ZLIB", "ORTFLEET_BUILD_PYTHON", "ORTFLEET_REPORT_TEMPLATE"};
   std::set<std::string> table;
   for (const auto& v : kEnvironmentVariables) table.insert(v.name);
+  for (const auto& o : kOtherVariables) table.insert(o.name);  // known, so never warned about
   const std::regex name(R"(ORTFLEET_[A-Z0-9_]*[A-Z0-9])");
   for (const auto& file : program_sources()) {
     const std::string text = text_of(file);

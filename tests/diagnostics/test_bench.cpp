@@ -179,12 +179,12 @@ TEST(Bench, ABenchOfSeveralGpusIsThisMachinesStartRecord) {
   EXPECT_EQ(record->model, "resnet50.onnx");
   EXPECT_EQ(record->source, "bench");
   EXPECT_EQ(record->measured_at.size(), std::string("2026-11-23T06:00:00Z").size()) << record->measured_at;
-  EXPECT_EQ(record->start_ms, (std::map<std::string, double>{{"fleet", 741}, {"threads", 1210}}));
+  EXPECT_EQ(record->start_ms, (std::map<StartWay, double>{{StartWay::workers, 741}, {StartWay::threads, 1210}}));
   EXPECT_FALSE(start_record_of(report, {Device::cpu(0), Device::cpu(1)}, gpus));  // CPU sessions: auto needs no record
   // One GPU too (in a worker, or in this process: bench's "fleet, one process" row): its rows of one device.
   const auto one = start_record_of(report, {Device::cuda(0)}, gpus);
   ASSERT_TRUE(one);
-  EXPECT_EQ(one->start_ms, (std::map<std::string, double>{{"fleet (1 device)", 500}}));
+  EXPECT_EQ(one->start_ms, (std::map<StartWay, double>{{StartWay::workers, 500}}));
 }
 
 TEST(Bench, AFailingCaseIsReportedNotFatal) {

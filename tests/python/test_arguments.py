@@ -142,7 +142,7 @@ def test_methods_too(models):
 
 def test_help_still_shows_the_bindings_signature_and_text():
     assert ortfleet.Fleet.__init__.__doc__.startswith("__init__(self: ortfleet._ortfleet.Fleet, model: str")
-    assert "warmup_inputs: real inputs for warm-up" in ortfleet.Fleet.__init__.__doc__
+    assert "warmup_inputs: Real inputs for warm-up" in ortfleet.Fleet.__init__.__doc__
     assert ortfleet.profile.__name__ == "profile" and "ortfleet profile --json" in ortfleet.profile.__doc__
 
 

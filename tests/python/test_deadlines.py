@@ -35,6 +35,23 @@ def test_wait_with_a_timeout_returns_true_when_ready(models):
             fleet.wait(timeout=-1)
 
 
-def test_timeouts_must_be_positive(models):
-    with pytest.raises(ortfleet.Error, match="start timeout must be a positive number"):
-        ortfleet.Fleet(models["mlp"], devices="cpu", start_timeout=0)
+@pytest.mark.parametrize("keyword, value, said", [
+    ("start_timeout", 0, "start_timeout=0"),
+    ("start_timeout", float("inf"), "start_timeout=inf"),
+    ("start_timeout", 1e309, "start_timeout=inf"),
+    ("start_timeout", float("nan"), "start_timeout=nan"),
+    ("run_timeout", -1, "run_timeout=-1"),
+    ("run_timeout", 10**400, "run_timeout=inf"),
+    ("run_timeout", 604801, "run_timeout=604801"),
+])
+def test_timeouts_are_bounded_as_the_command_lines(models, keyword, value, said):
+    """What --timeout refuses (0, inf, more than a week), Fleet refuses too, in the same words: no value means
+    'no deadline'."""
+    with pytest.raises(ortfleet.Error) as e:
+        ortfleet.Fleet(models["mlp"], devices="cpu", **{keyword: value})
+    assert str(e.value) == f"{said} is out of range: give a number of seconds above 0 and at most 604800", str(e.value)
+
+
+def test_a_pools_start_timeout_is_bounded_too():
+    with pytest.raises(ortfleet.Error, match=r"start_timeout=inf is out of range: give a number of seconds above 0 and at most 604800"):
+        ortfleet.Pool("cpu", start_timeout=float("inf"))

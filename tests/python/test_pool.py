@@ -147,5 +147,5 @@ def test_pool_false_neither_uses_nor_leaves_a_pool(models, tmp_path, monkeypatch
         assert fleet.wait_for_cache_fill(0) is None
         assert fleet.left_behind() == []
     assert not os.path.exists(ortfleet.default_pool_socket())
-    with pytest.raises(ortfleet.Error, match="model cache fill"):
+    with pytest.raises(ortfleet.Error, match="model_cache_fill=sometimes is not one of background, inline, off"):
         ortfleet.Fleet(models["mlp"], devices="cpu", model_cache_fill="sometimes")

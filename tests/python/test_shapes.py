@@ -89,14 +89,22 @@ def test_keywords_override_the_config(resnet):
     ({"batches": [1, 2.5]}, r"batches: batch sizes are positive whole numbers, not 2.5"),
     ({"batches": [True]}, r"batches: batch sizes are positive whole numbers, not True"),
     ({"batches": 4}, r"batches is a list of batch sizes"),
-    ({"max_shape_sessions": 0}, r"max_shape_sessions must be a whole number of sessions from 1 to 256, not 0"),
-    ({"max_shape_sessions": 257}, r"from 1 to 256, not 257"),
+    ({"max_shape_sessions": 0}, r"max_shape_sessions=0 is out of range: give a whole number from 1 to 256"),
+    ({"max_shape_sessions": 257}, r"max_shape_sessions=257 is out of range: give a whole number from 1 to 256"),
     ({"pad_batch": True}, r"pad_batch needs declared batches to pad to"),
-    ({"max_shape_sessions": "8"}, r"max_shape_sessions must be a whole number"),
-    ({"pad_batch": "yes"}, r"pad_batch must be True or False, not 'yes'"),
 ])
 def test_bad_shape_keywords_are_ortfleet_errors(resnet, keywords, message):
     with pytest.raises(ortfleet.Error, match=message):
+        ortfleet.Fleet(resnet, devices="cpu", strategy="threads", config=SLIM, **keywords)
+
+
+@pytest.mark.parametrize("keywords,message", [
+    ({"max_shape_sessions": "8"}, r"Fleet\(\): max_shape_sessions takes an int or None, not str \('8'\)"),
+    ({"max_shape_sessions": 2.5}, r"Fleet\(\): max_shape_sessions takes an int or None, not float \(2.5\)"),
+    ({"pad_batch": "yes"}, r"Fleet\(\): pad_batch takes True or False or None, not str \('yes'\)"),
+])
+def test_shape_keywords_of_the_wrong_type_are_type_errors(resnet, keywords, message):
+    with pytest.raises(TypeError, match=message):
         ortfleet.Fleet(resnet, devices="cpu", strategy="threads", config=SLIM, **keywords)
 
 
@@ -124,7 +132,7 @@ def test_buckets_pad_any_dim_and_crop_the_outputs_back(segmenter, strategy, buck
     ({"buckets": {"image.2": [32.5]}}, r"must be whole numbers, not 32.5"),
     ({"pad_values": {"image": "zero"}}, r"pad value of 'image' must be a number, not 'zero'"),
     ({"pad_values": [0]}, r"pad_values must be a dict"),
-    ({"shape_policy": "always"}, r"unknown shape policy 'always'"),
+    ({"shape_policy": "always"}, r"shape_policy=always is not one of measured, per-shape, shared"),
 ])
 def test_bad_bucket_keywords_are_ortfleet_errors(segmenter, keywords, message):
     with pytest.raises(ortfleet.Error, match=message):

@@ -153,9 +153,7 @@ void register_serve(CLI::App& app, Globals& globals, Action& action) {
   auto f = std::make_shared<ServeFlags>();
   add_devices_option(cmd, f->devices, /*one_device=*/false, "Devices: all, 0,1, cuda:0-3, cpu, cpu*2 (default all)");
   cmd->add_option("--socket", f->socket, std::string("The Unix socket to listen on (default ") + kDefaultSocketDoc + ")");
-  in_range(cmd->add_option("--max-resident", f->max_resident,
-                           "Sessions each worker keeps when no job holds them (least recently used go first; default 64)"),
-           {.lo = 1, .hi = 100000});
+  add_setting_option(cmd, Setting::max_resident, f->max_resident);  // name, help and check: the settings table's
   cmd->add_flag("--no-narrow-workers", f->no_narrow, "Let every worker see every GPU (CUDA_VISIBLE_DEVICES as given)");
   cmd->add_flag("--no-prime", f->no_prime, "Do not load cuDNN and cuBLAS with throwaway sessions while the workers start");
   cmd->add_flag("--detach", f->detach,
@@ -164,15 +162,8 @@ void register_serve(CLI::App& app, Globals& globals, Action& action) {
   cmd->add_flag("--no-isolation", f->no_isolation,
                 "Start models new to the pool in the shared worker too (saves a spare worker per device; a crash inside ONNX Runtime "
                 "then ends the sessions every job holds on that device)");
-  in_range(cmd->add_option("--idle-exit", f->idle_exit_s,
-                           "Exit after this many seconds with no job attached and nothing in the making (default 0: never; the pool a start "
-                           "leaves behind uses --warm-pool-idle)"),
-           {.lo = 0, .hi = kMaxTimeoutS, .unit = "seconds", .whole = false});
-  in_range(cmd->add_option("--park-after", f->park_after_s,
-                           "Park the GPU workers after this many seconds with no job attached: the driver moves their GPU state into host "
-                           "memory (no GPU memory held) and restores it on the next job's request, sessions intact (NVIDIA driver r570+; "
-                           "default 30, 0: never)"),
-           {.lo = 0, .hi = kMaxTimeoutS, .unit = "seconds", .whole = false});
+  add_setting_option(cmd, Setting::idle_exit, f->idle_exit_s);
+  add_setting_option(cmd, Setting::park_after, f->park_after_s);
   f->config.add_to(cmd);  // its warm pool's idle time is --idle-exit: no --warm-pool-idle here
   cmd->callback([cmd, &globals, &action, f] {
     f->config.check(FlagChecks(*cmd));

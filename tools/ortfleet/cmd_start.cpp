@@ -115,7 +115,7 @@ CallsAfterReady run_after_ready(Fleet& fleet, const RunConfig& config, double se
 void print_start_report(const StartReport& r, std::ostream& out) {
   out << "model " << r.model << ", strategy " << r.strategy << ", " << count_text(r.devices.size(), "device");
   out << (r.devices_reason.empty() ? "" : ": " + r.devices_reason) << "\n";
-  if (!r.strategy_reason.empty() && r.strategy_reason != "as asked") out << r.strategy_reason << "\n";
+  if (!r.strategy_reason.empty() && r.strategy_why != StrategyWhy::as_asked) out << r.strategy_reason << "\n";
   out << "\n";
   Table devices({"device", "state", "ready after exec", "session", "provider", "pid", "error"},
                 {false, false, true, false, false, true, false});
@@ -317,27 +317,23 @@ void register_start(CLI::App& app, Globals& globals, Action& action) {
   auto* cmd = app.add_subcommand("start", "Start one session per device once; show the start-up timeline");
   auto f = std::make_shared<StartFlags>();
   f->target.add_to(cmd, /*one_device=*/false);
-  cmd->add_option("-s,--strategy", f->strategy, "sequential, threads, processes, fleet or auto")
-      ->check(CLI::IsMember({"sequential", "threads", "processes", "fleet", "auto"}));
-  in_range(cmd->add_option("--warmup", f->warmup, "Warm-up inferences per device before it counts as ready"), {.lo = 0, .hi = 10000});
-  add_output_option(cmd, "--timeline", f->timeline_file, "Write the timeline as JSON here");
+  add_setting_option(cmd, Setting::strategy, f->strategy, "-s,--strategy");  // name, help and check: the settings table's
+  add_setting_option(cmd, Setting::warmup_runs, f->warmup);
+  add_output_option(cmd, "--timeline", f->timeline_file, setting_row(Setting::timeline).help);
   add_output_option(cmd, "--trace", f->trace_file, "Write a Chrome/Perfetto trace here (open in ui.perfetto.dev)");
   add_html_option(cmd, f->html);
-  add_output_option(cmd, "--profile-dir", f->profile_dir, "Write ONNX Runtime's own profile per device here", /*folder=*/true);
-  in_range(cmd->add_option("--timeout", f->timeout_s,
-                           "Seconds a device may take to become ready; a worker that has not answered by then is killed and "
-                           "its device fails (default 7200)"),
-           time_limit());
+  add_output_option(cmd, "--profile-dir", f->profile_dir, setting_row(Setting::profile_dir).help, /*folder=*/true);
+  add_setting_option(cmd, Setting::start_timeout, f->timeout_s);
   cmd->add_option("--pool", f->pool,
                   std::string("Start on the warm pool of `ortfleet serve` listening on this socket ('default': ") + kDefaultSocketDoc + ")");
-  cmd->add_flag("--no-narrow-workers", f->no_narrow, "Let worker processes see every GPU (CUDA_VISIBLE_DEVICES as given)");
-  cmd->add_flag("--one-process", f->one_process, "With the fleet on several GPUs: every session in this process, no worker processes");
+  add_setting_flag(cmd, Setting::narrow_workers, f->no_narrow);
+  add_setting_flag(cmd, Setting::one_process, f->one_process);
   cmd->add_flag("--ready-line", f->ready_line, "Print one JSON line when every device is done (for bench)");
   in_range(cmd->add_option("--run-for", f->run_for_s,
                            "Once ready, run the model on every device for this many seconds, as a job would, and report the calls' p50 "
                            "and p99 (what the work a start leaves behind costs a job's first calls)"),
            {.lo = 0, .hi = 3600, .unit = "seconds", .whole = false});
-  add_output_option(cmd, "--ort-log", f->ort_log, "Write ONNX Runtime's log (verbose, timestamped JSON lines) here (in-process strategies)");
+  add_output_option(cmd, "--ort-log", f->ort_log, setting_row(Setting::ort_log).help);
   f->config.add_to(cmd, /*leaves_warm_pool=*/true);
   cmd->callback([cmd, &globals, &action, f] {
     check_start_flags(*cmd, *f);

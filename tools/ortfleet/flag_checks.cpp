@@ -1,8 +1,10 @@
 #include "flag_checks.hpp"
 
+#include "ortfleet/base/closest_name.hpp"
 #include "ortfleet/base/number_text.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -15,65 +17,54 @@ namespace ortfleet::cli {
 namespace fs = std::filesystem;
 
 namespace {
-/// 604800, 0.1, 1e+30: whole numbers as they are typed.
-std::string number_text(double v) {
-  return v == std::floor(v) && std::fabs(v) < 9e18 ? fmt::format("{}", static_cast<long long>(v)) : fmt::format("{:g}", v);
-}
-
-/// What `range` takes, in words: "a whole number from 1 to 1000", "a number of seconds above 0 and at most 604800".
-std::string allowed(const NumberRange& range) {
-  const std::string what = std::string(range.whole ? "a whole number" : "a number") + (*range.unit != 0 ? std::string(" of ") + range.unit : "");
-  if (range.above_lo) return what + " above " + number_text(range.lo) + " and at most " + number_text(range.hi);
-  return what + " from " + number_text(range.lo) + " to " + number_text(range.hi);
+ValueRule rule_of(const NumberRange& range) {
+  return {.kind = range.whole ? ValueKind::whole : ValueKind::number, .lo = range.lo, .hi = range.hi, .unit = range.unit,
+          .above_lo = range.above_lo};
 }
 }  // namespace
 
-CLI::Option* in_range(CLI::Option* option, NumberRange range) {
+CLI::Option* checked_by_rule(CLI::Option* option, const ValueRule& rule) {
   const std::string name = option->get_name();
   CLI::Validator check(
-      [name, range](std::string& text) -> std::string {
-        const auto number = parse_decimal(text);  // "0x10" is refused, not read as 16
-        if (!number) return fmt::format("{} {} is not a number: give {}", name, text, allowed(range));
-        const bool digits = text.find_first_not_of("0123456789", text[0] == '-' || text[0] == '+' ? 1 : 0) == std::string::npos;
-        if (range.whole && !digits) return fmt::format("{} {} is not a whole number: give {}", name, text, allowed(range));
-        const double value = *number;
-        const bool inside = (range.above_lo ? value > range.lo : value >= range.lo) && value <= range.hi;
-        if (!inside) return fmt::format("{} {} is out of range: give {}", name, text, allowed(range));
-        return {};
+      [name, rule](std::string& text) -> std::string {
+        const std::string problem = text_problem(rule, text);
+        return problem.empty() ? std::string() : fmt::format("{} {} {}", name, text, problem);
       },
-      fmt::format(fmt::runtime(range.above_lo ? "over {}, up to {}{}" : "from {} to {}{}"), number_text(range.lo), number_text(range.hi),
-                  *range.unit != 0 ? std::string(" ") + range.unit : ""));
+      fmt::format(fmt::runtime(rule.above_lo ? "over {}, up to {}{}{}" : "from {} to {}{}{}"), number_words(rule.lo), number_words(rule.hi),
+                  rule.hi_per_core > 0 ? fmt::format(" or {} per core", number_words(rule.hi_per_core)) : "",
+                  *rule.unit != 0 ? std::string(" ") + rule.unit : ""));
   return option->check(check);
 }
 
+CLI::Option* in_range(CLI::Option* option, NumberRange range) { return checked_by_rule(option, rule_of(range)); }
+
 NumberRange time_limit() { return {.lo = 0, .hi = kMaxTimeoutS, .unit = "seconds", .whole = false, .above_lo = true}; }
 
-std::optional<std::string> closest_name(const std::string& typed, const std::vector<std::string>& names) {
-  // Optimal string alignment distance: a letter added, dropped or changed, or two neighbours swapped.
-  auto distance = [](const std::string& a, const std::string& b) {
-    std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
-    for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
-    for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
-    for (size_t i = 1; i <= a.size(); ++i) {
-      for (size_t j = 1; j <= b.size(); ++j) {
-        d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-        if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-      }
+namespace detail_flags {
+CLI::Option* checked_by_row(CLI::Option* option, Setting s) {
+  const ValueRule& rule = setting_row(s).values;
+  switch (rule.kind) {
+    case ValueKind::whole:
+    case ValueKind::number: return checked_by_rule(option, rule);
+    case ValueKind::choice: {
+      // Said as every path says a word a setting does not take; the choices shown as CLI11 shows them
+      // ("TEXT:{a,b}"), where the completion reads them.
+      const std::string name = option->get_name();
+      return option->check(CLI::Validator(
+          [name, rule](std::string& text) -> std::string {
+            const std::string problem = text_problem(rule, text);
+            return problem.empty() ? std::string() : fmt::format("{} {} {}", name, text, problem);
+          },
+          fmt::format("{{{}}}", fmt::join(value_words(rule), ","))));
     }
-    return d[a.size()][b.size()];
-  };
-  std::optional<std::string> best;
-  size_t best_distance = 0;
-  for (const auto& name : names) {
-    const size_t dist = distance(typed, name);
-    // A typo, not another word: at most 2 edits, and fewer than half the letters.
-    if (dist > 2 || dist * 2 >= std::max<size_t>(typed.size(), 2)) continue;
-    if (!best || dist < best_distance) {
-      best = name;
-      best_distance = dist;
-    }
+    default: return option;
   }
-  return best;
+}
+}  // namespace detail_flags
+
+CLI::Option* add_setting_flag(CLI::App* app, Setting s, bool& value, const std::string& names) {
+  const SettingRow& row = setting_row(s);
+  return app->add_flag(names.empty() ? std::string(row.flag) : names, value, row.help);
 }
 
 namespace {
@@ -100,12 +91,12 @@ std::string unknown_word(const CLI::App& root, const CLI::App& at, const std::st
       }
     }
     const std::string typed = flag->substr(0, flag->find('='));
-    const auto match = closest_name(typed, names);
+    const auto match = detail::closest_name(typed, names);
     return fmt::format("{} is not a flag of {}{}", typed, command, match ? "; did you mean " + *match + "?" : "");
   }
   if (at.get_subcommands({}).empty() || !at.get_subcommands().empty()) return {};
   for (const CLI::App* sub : at.get_subcommands({})) names.push_back(sub->get_name());
-  const auto match = closest_name(left.front(), names);
+  const auto match = detail::closest_name(left.front(), names);
   return fmt::format("'{}' is not an {} command{}", left.front(), command, match ? "; did you mean '" + *match + "'?" : "");
 }
 }  // namespace

@@ -9,6 +9,7 @@
 #include "help.hpp"
 #include "output.hpp"
 #include "setting_words.hpp"
+#include "ortfleet/base/settings.hpp"
 #include "ortfleet/engine/ort_log.hpp"
 #include "ortfleet/engine/runtime.hpp"
 
@@ -23,7 +24,7 @@ int main(int argc, char** argv) {
   app.formatter(help_formatter());  // every subcommand copies both when it is made
   show_defaults(app);
   app.fallthrough();  // global flags work after the subcommand too: `ortfleet doctor --json`
-  app.add_option("--ort-lib", globals.ort_lib, "libonnxruntime.so to use (else $ORTFLEET_ORT_LIB, the copy beside ortfleet, the fetched copy, Python packages, the system's)");
+  add_setting_option(&app, ortfleet::Setting::ort_library, globals.ort_lib);
   app.add_flag("--json", globals.json, "Print machine-readable JSON on stdout");
   app.add_flag("-v,--verbose", globals.verbose,
                "More on stderr: -v ortfleet's own details (the runtime loaded, the model, devices and settings, each step's debug lines); "
@@ -53,6 +54,14 @@ int main(int argc, char** argv) {
   logger->set_pattern("%^%l%$: %v");
   spdlog::set_default_logger(logger);
   spdlog::set_level(globals.verbose > 0 ? spdlog::level::debug : globals.quiet ? spdlog::level::warn : spdlog::level::info);
+  try {
+    // Every ORTFLEET_* variable checked before any work, as the flags were: a bad one refused in one line
+    // naming it (exit 2, like a flag's), or warned about; an unknown name warned about.
+    ortfleet::check_environment();
+  } catch (const ortfleet::Error& e) {
+    std::cerr << "ortfleet: error: " << e.what() << std::endl;
+    return kExitUsage;
+  }
   if (globals.verbose > 1) ::setenv("ORTFLEET_ORT_LOG_LEVEL", "info", 0);
   // ONNX Runtime repeats some warnings once per session and worker: a command says each once, with
   // its count, at its end (serve, which has no end, the first of each as it comes).

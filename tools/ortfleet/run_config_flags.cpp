@@ -1,11 +1,14 @@
 #include "run_config_flags.hpp"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <filesystem>
 #include <iostream>
 
 #include "command.hpp"
+#include "ortfleet/engine/config_fields.hpp"
 #include "flag_checks.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/base/output_file.hpp"
@@ -75,9 +78,15 @@ void RunConfigFlags::add_to(CLI::App* app, bool leaves_warm_pool) {
   // Each flag once: its option, and what it does to the config (run by resolve(), in this order).
   apply_.clear();
   names_.clear();
-  add_session_flags(app, leaves_warm_pool);
-  add_shape_flags(app);
-  add_warmup_flags(app);
+  names_.push_back(add_setting_option(app, Setting::config, config_file)->check(CLI::ExistingFile)->get_name());
+  for (const SettingRow& row : all_settings()) {
+    if (row.scope != SettingScope::config || row.flag == nullptr) continue;
+    const bool pool_setting = row.id == Setting::warm_pool_idle || row.id == Setting::warm_pool_park;
+    if (pool_setting && !leaves_warm_pool) continue;  // only a start leaves a warm pool
+    const bool own_grammar = row.id == Setting::model_cache || row.id == Setting::warmup_inputs;
+    if (detail::config_field(row.id) != nullptr && !own_grammar) add_field_flag(app, row.id);
+    else add_list_flag(app, row.id);
+  }
 }
 
 void RunConfigFlags::check(const FlagChecks& flags) const {
@@ -98,163 +107,115 @@ std::string RunConfigFlags::first_given(const FlagChecks& flags) const {
   return {};
 }
 
-void RunConfigFlags::add_session_flags(CLI::App* app, bool leaves_warm_pool) {
-  names_.push_back(app->add_option("--config", config_file, "Config file (from 'ortfleet tune --write-config')")->check(CLI::ExistingFile)->get_name());
-  flag(app->add_option("--conv-algo", conv_algo, "cuDNN conv algorithm search: EXHAUSTIVE, HEURISTIC or DEFAULT"), [this](RunConfig& c) {
-    if (!conv_algo.empty()) c.cuda.conv_algo_search = parse_conv_algo_search(conv_algo);
-  });
-  flag(app->add_option("--graph-opt", graph_opt, "Graph optimisation level: disabled, basic, extended, layout, all"), [this](RunConfig& c) {
-    if (!graph_opt.empty()) c.session.graph_optimization = parse_graph_optimization(graph_opt);
-  });
-  flag(in_range(app->add_option("--intra-threads", intra_threads, "Intra-op threads per session (0 = ONNX Runtime's choice)"), {.lo = 0, .hi = 4096}),
-       [this](RunConfig& c) {
-         if (intra_threads >= 0) c.session.intra_op_threads = intra_threads;
-       });
-  flag(in_range(app->add_option("--inter-threads", inter_threads, "Inter-op threads per session"), {.lo = 0, .hi = 4096}), [this](RunConfig& c) {
-    if (inter_threads >= 0) c.session.inter_op_threads = inter_threads;
-  });
-  flag(app->add_flag("--model-cache", model_cache, "Use the cache of pre-optimised models"), [this](RunConfig& c) {
-    if (model_cache) c.session.optimized_model_cache = true;
-  });
-  flag(app->add_flag("--no-model-cache", no_model_cache, "Never use it (the fleet strategy does by default)"), [this](RunConfig& c) {
-    if (no_model_cache) c.session.optimized_model_cache = false;
-  });
-  flag(app->add_option("--model-cache-format", model_cache_format, "How the model cache stores a graph: auto (default: ort for graphs of 5,000 nodes or more, else onnx), onnx (weights mapped from a side file) or ort (ONNX Runtime's ORT format)")
-           ->check(CLI::IsMember({"auto", "onnx", "ort"})),
-       [this](RunConfig& c) {
-         if (!model_cache_format.empty()) c.session.model_cache_format = parse_model_cache_format(model_cache_format);
-       });
-  flag(app->add_option("--model-cache-fill", model_cache_fill,
-                       "When a missing cache entry is made: background (default: after every device is ready, by a low-priority "
-                       "worker, so the start is a plain one), inline (during the start) or off (entries are only read)")
-           ->check(CLI::IsMember({"background", "inline", "off"})),
-       [this](RunConfig& c) {
-         if (!model_cache_fill.empty()) c.session.model_cache_fill = parse_model_cache_fill(model_cache_fill);
-       });
-  flag(app->add_option("--tiered-start", tiered_start,
-                       "A first start on a GPU gives its first outputs from a session made quickly (cuDNN's cheapest search) "
-                       "while the full one is made beside it, switched in once their outputs agree: auto (default: graphs of 500 "
-                       "convolutions and more), on or off")
-           ->check(CLI::IsMember({"auto", "on", "off"})),
-       [this](RunConfig& c) {
-         if (!tiered_start.empty()) c.session.tiered_start = parse_tiered_start(tiered_start);
-       });
-  flag(app->add_option("--model-cache-shared", model_cache_shared,
-                       "A read-only layer of the model cache looked in before the local one (a cluster file system, an image "
-                       "layer; entries checked, never written; default $ORTFLEET_CACHE_SHARED)"),
-       [this](RunConfig& c) {
-         // Absolute, so that worker processes and a pool started elsewhere find it whatever their folder.
-         if (!model_cache_shared.empty()) c.session.model_cache_shared = std::filesystem::absolute(model_cache_shared).string();
-       });
-  if (leaves_warm_pool) {
-    // A seconds flag of the warm pool a start leaves: set, it replaces that field of the config's warm_pool.
-    const auto pool_seconds = [&](const std::string& name, double& seconds, std::optional<double> WarmPoolOptions::*field,
-                                  const std::string& help) {
-      flag(in_range(app->add_option(name, seconds, help), {.lo = 0, .hi = kMaxTimeoutS, .unit = "seconds", .whole = false}),
-           [&seconds, field](RunConfig& c) {
-             if (seconds >= 0) c.warm_pool.*field = seconds;
-           });
-    };
-    pool_seconds("--warm-pool-idle", warm_pool_idle, &WarmPoolOptions::idle_exit_s,
-                 "Seconds the warm pool a start (--strategy auto) leaves on this node waits idle before it exits; 0 leaves none "
-                 "(default 1800 where its workers park, else 300; or ORTFLEET_WARM_POOL_IDLE)");
-    pool_seconds("--warm-pool-park", warm_pool_park, &WarmPoolOptions::park_after_s,
-                 "Seconds after which the warm pool a start leaves parks its GPU workers (their GPU memory released by the "
-                 "driver, restored on the next job's request); 0: never (default 30, or ORTFLEET_WARM_POOL_PARK)");
+void RunConfigFlags::add_field_flag(CLI::App* app, Setting s) {
+  const detail::ConfigField& field = *detail::config_field(s);
+  const SettingRow& row = setting_row(s);
+  if (row.values.kind == ValueKind::on_off) {
+    bool& on = given_[s];
+    flag(add_setting_flag(app, s, on), [&field, &on](RunConfig& c) {
+      if (on) detail::set_field(field, c, true);
+    });
+    return;
   }
-  flag(app->add_option("--session-config", session_config,
-                       "An ONNX Runtime session config entry KEY=VALUE, e.g. session.disable_prepacking=1 (repeatable)"),
-       [this](RunConfig& c) {
-         for (const auto& entry : session_config) {
-           const auto eq = entry.find('=');
-           if (eq == std::string::npos || eq == 0) throw Error("--session-config '" + entry + "' is not KEY=VALUE", "e.g. --session-config session.disable_prepacking=1");
-           const std::string key = entry.substr(0, eq);
-           if (const std::string problem = session_config_entry_problem(key, entry.substr(eq + 1)); !problem.empty()) {
-             throw Error("--session-config " + key + " " + problem, "Give it as ONNX Runtime reads it, e.g. --session-config " + key + "=1");
-           }
-           c.session.config_entries[key] = entry.substr(eq + 1);
-         }
-       });
-  flag(app->add_option("--custom-ops", custom_ops, "A shared library of custom operators the model uses (repeatable)")->check(CLI::ExistingFile),
-       [this](RunConfig& c) {
-         for (const auto& library : custom_ops) c.session.custom_op_libraries.push_back(std::filesystem::absolute(library).string());
-       });
-  flag(app->add_flag("--cuda-graph", cuda_graph, "Enable CUDA graph capture in the CUDA EP"), [this](RunConfig& c) {
-    if (cuda_graph) c.cuda.cuda_graph = true;
-  });
-  flag(app->add_option("--module-loading", module_loading, "CUDA_MODULE_LOADING for the sessions' process: LAZY or EAGER"), [this](RunConfig& c) {
-    if (module_loading.empty()) return;
-    if (module_loading != "LAZY" && module_loading != "EAGER") throw Error("--module-loading takes LAZY or EAGER");
-    c.session.cuda_module_loading = module_loading;
-  });
-}
-
-void RunConfigFlags::add_shape_flags(CLI::App* app) {
-  flag(app->add_option("--shapes", shapes,
-                       std::string("Input shapes to make and warm up at start-up, each with an ONNX Runtime session of its own: "
-                                   "input=1x3x224x224,input=8x3x224x224, or a=1x128,b=1x128 for several inputs") +
-                           kShapesAndSizesDoc),
-       [this](RunConfig& c) {
-         if (!shapes.empty()) c.shapes.declared = parse_shape_list(shapes);
-       });
-  flag(app->add_option("--batches", batches,
-                       std::string("Batch sizes to make and warm up at start-up, for a model whose first dim is dynamic: 1,2,4,8") +
-                           kShapesAndSizesDoc),
-       [this](RunConfig& c) {
-         if (!batches.empty()) c.shapes.batches = parse_batch_list(batches);
-       });
-  flag(in_range(app->add_option("--max-shape-sessions", max_shape_sessions,
-                                "ONNX Runtime sessions per device at most, one per input shape (1: one session for every shape; default 8)"),
-                {.lo = 1, .hi = kMaxShapeSessions}),
-       [this](RunConfig& c) {
-         if (max_shape_sessions > 0) c.shapes.max_sessions = max_shape_sessions;
-       });
-  flag(app->add_option("--buckets", buckets,
-                       std::string("Pad a dynamic dim up to the next of a few sizes, outputs cropped back: input.dim=480,640,960 or a "
-                                   "range input.dim=320:960:128 (first:last:step); dims sharing its symbolic name pad with it; repeatable, a "
-                                   "session per combination, made at start-up") +
-                           kShapesAndSizesDoc),
-       [this](RunConfig& c) {
-         if (buckets.empty()) return;
-         c.shapes.buckets.clear();  // the flags replace the config's, as --shapes does
-         for (const auto& b : buckets) c.shapes.buckets.push_back(parse_buckets(b));
-       });
-  flag(app->add_option("--pad-value", pad_values, "The value an input is padded with: input_ids=0 (default 0); repeatable"),
-       [this](RunConfig& c) {
-         for (const auto& v : pad_values) c.shapes.pad_values.insert_or_assign(parse_pad_value(v).first, parse_pad_value(v).second);
-       });
-  flag(app->add_option("--shape-policy", shape_policy,
-                       "What serves a shape nothing was declared for: measured (one shared session; on a GPU a shape gets its own once its "
-                       "switches cost a new session, both priced when they first happen), per-shape (a session per shape, least "
-                       "recently used evicted) or shared")
-           ->check(CLI::IsMember({"measured", "per-shape", "shared"})),
-       [this](RunConfig& c) {
-         if (!shape_policy.empty()) c.shapes.policy = parse_shape_policy(shape_policy);
-       });
-  flag(app->add_flag("--pad-batch", pad_batch, "Pad a batch up to the next declared batch (--batches), outputs sliced back"), [this](RunConfig& c) {
-    if (pad_batch) c.shapes.pad_batch = true;
-    c.shapes.validate();  // the last of the shapes' flags: every one of them is in
+  std::string& text = texts_[s];
+  CLI::Option* option = app->add_option(row.flag, text, row.help);
+  if (*row.default_text != 0) option->default_str(row.default_text);  // shown in the help, as the table says it
+  if (row.values.kind == ValueKind::whole || row.values.kind == ValueKind::number) {
+    checked_by_rule(option->type_name(row.values.kind == ValueKind::whole ? "INT" : "FLOAT"), row.values);
+  } else if (row.values.kind == ValueKind::choice) {
+    // The words as the config file takes them (EXHAUSTIVE or exhaustive): checked by the field itself.
+    const std::string name = row.flag;
+    option->check(CLI::Validator(
+        [&field, name](std::string& value) -> std::string {
+          RunConfig scratch;
+          try {
+            detail::set_field_from_text(field, scratch, value);
+          } catch (const Error&) {
+            return fmt::format("{} {} is not {}", name, value, allowed_values(setting_row(field.setting).values));
+          }
+          return {};
+        },
+        fmt::format("{{{}}}", fmt::join(value_words(row.values), ","))));
+  }
+  flag(option, [&field, &text](RunConfig& c) {
+    if (text.empty()) return;
+    // A path absolute, so that worker processes and a pool started elsewhere find it whatever their folder.
+    const bool path = setting_row(field.setting).values.kind == ValueKind::path;
+    detail::set_field_from_text(field, c, path ? std::filesystem::absolute(text).string() : text);
   });
 }
 
-void RunConfigFlags::add_warmup_flags(CLI::App* app) {
-  flag(app->add_option("--warmup-inputs", warmup_inputs,
-                       "Real inputs for warm-up: a .npz file (numpy.savez(FILE, input_name=array, ...)), or a .npy file for a one-input "
-                       "model; their shapes are the ones warmed up when no --shapes are given")
-           ->check(CLI::ExistingFile),
-       [this](RunConfig& c) {
-         // Absolute, so that worker processes and child starts find it whatever their folder.
-         if (!warmup_inputs.empty()) c.warmup.inputs_file = std::filesystem::absolute(warmup_inputs).string();
-       });
-  flag(app->add_option("--input-range", input_ranges,
-                       "Values of a generated warm-up input: NAME=VALUE (a constant, e.g. sr=16000) or NAME=LO:HI (e.g. input_ids=0:30521); "
-                       "repeatable"),
-       [this](RunConfig& c) {
-         for (const auto& text : input_ranges) {
-           auto [input, range] = parse_input_range(text);
-           c.warmup.input_ranges[input] = range;
-         }
-       });
+void RunConfigFlags::add_list_flag(CLI::App* app, Setting s) {
+  switch (s) {
+    case Setting::model_cache:
+      flag(add_setting_flag(app, s, given_[s]), [this](RunConfig& c) {
+        if (given_[Setting::model_cache]) c.session.optimized_model_cache = true;
+      });
+      flag(app->add_flag("--no-model-cache", no_model_cache_, "Never use it (the fleet strategy does by default)"), [this](RunConfig& c) {
+        if (no_model_cache_) c.session.optimized_model_cache = false;
+      });
+      return;
+    case Setting::warmup_inputs:
+      flag(add_setting_option(app, s, warmup_inputs)->check(CLI::ExistingFile), [this](RunConfig& c) {
+        // Absolute, so that worker processes and child starts find it whatever their folder.
+        if (!warmup_inputs.empty()) c.warmup.inputs_file = std::filesystem::absolute(warmup_inputs).string();
+      });
+      return;
+    case Setting::session_config:
+      flag(add_setting_option(app, s, session_config_), [this](RunConfig& c) {
+        for (const auto& entry : session_config_) {
+          const auto eq = entry.find('=');
+          if (eq == std::string::npos || eq == 0) throw Error("--session-config '" + entry + "' is not KEY=VALUE", "e.g. --session-config session.disable_prepacking=1");
+          const std::string key = entry.substr(0, eq);
+          if (const std::string problem = session_config_entry_problem(key, entry.substr(eq + 1)); !problem.empty()) {
+            throw Error("--session-config " + key + " " + problem, "Give it as ONNX Runtime reads it, e.g. --session-config " + key + "=1");
+          }
+          c.session.config_entries[key] = entry.substr(eq + 1);
+        }
+      });
+      return;
+    case Setting::custom_ops:
+      flag(add_setting_option(app, s, custom_ops)->check(CLI::ExistingFile), [this](RunConfig& c) {
+        for (const auto& library : custom_ops) c.session.custom_op_libraries.push_back(std::filesystem::absolute(library).string());
+      });
+      return;
+    case Setting::shapes:
+      flag(app->add_option(setting_row(s).flag, shapes_, std::string(setting_row(s).help) + kShapesAndSizesDoc), [this](RunConfig& c) {
+        if (!shapes_.empty()) c.shapes.declared = parse_shape_list(shapes_);
+      });
+      return;
+    case Setting::batches:
+      flag(app->add_option(setting_row(s).flag, batches_, std::string(setting_row(s).help) + kShapesAndSizesDoc), [this](RunConfig& c) {
+        if (!batches_.empty()) c.shapes.batches = parse_batch_list(batches_);
+      });
+      return;
+    case Setting::buckets:
+      flag(app->add_option(setting_row(s).flag, buckets_, std::string(setting_row(s).help) + kShapesAndSizesDoc), [this](RunConfig& c) {
+        if (buckets_.empty()) return;
+        c.shapes.buckets.clear();  // the flags replace the config's, as --shapes does
+        for (const auto& b : buckets_) c.shapes.buckets.push_back(parse_buckets(b));
+      });
+      return;
+    case Setting::pad_value:
+      flag(add_setting_option(app, s, pad_values_), [this](RunConfig& c) {
+        for (const auto& v : pad_values_) {
+          auto [input, value] = parse_pad_value(v);
+          c.shapes.pad_values.insert_or_assign(input, value);
+        }
+      });
+      return;
+    case Setting::input_range:
+      flag(add_setting_option(app, s, input_ranges_), [this](RunConfig& c) {
+        for (const auto& text : input_ranges_) {
+          auto [input, range] = parse_input_range(text);
+          c.warmup.input_ranges[input] = range;
+        }
+      });
+      return;
+    default:
+      throw Error(std::string("the setting ") + setting_name(s) + " has a flag and no way to read it",
+                  "Give it a field (engine/core/config_fields.cpp) or a case here");
+  }
 }
 
 void refuse_overwriting_inputs(const std::vector<std::pair<std::string, std::string>>& outputs, const TargetFlags& target,
@@ -301,6 +262,7 @@ RunConfig RunConfigFlags::resolve_for(const std::string& model) const {
 RunConfig RunConfigFlags::resolve() const {
   RunConfig c = config_file.empty() ? RunConfig{} : RunConfig::load(config_file);
   for (const auto& apply : apply_) apply(c);
+  c.shapes.validate();  // every one of the shapes' flags is in
   return c;
 }
 }  // namespace ortfleet::cli

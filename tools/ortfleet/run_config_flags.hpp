@@ -3,44 +3,26 @@
 // sessions are made (RunConfigFlags), shared by start, bench, profile, tune, serve, doctor and cache.
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "flag_checks.hpp"
 #include "ortfleet/engine/devices.hpp"
+#include "ortfleet/base/settings.hpp"
 #include "ortfleet/engine/options.hpp"
 
 namespace ortfleet::cli {
 
-/// Flags that adjust a RunConfig, shared by start, bench, profile and tune.
+/// Flags that adjust a RunConfig, shared by start, bench, profile, tune, serve, doctor and cache: one per
+/// key of the config file that has a flag in the settings table (ortfleet/base/settings.hpp), its name,
+/// help and check from its row; a key of one value is set through its field (engine/core/config_fields.hpp),
+/// the same way the config file and the Python module set it.
 struct RunConfigFlags {
   std::string config_file;
-  std::string conv_algo;
-  std::string graph_opt;
-  int intra_threads = -1;
-  int inter_threads = -1;
-  bool model_cache = false;
-  bool no_model_cache = false;
-  bool cuda_graph = false;
-  std::string module_loading;
-  std::string model_cache_format;      ///< "" (the config's), onnx or ort
-  std::string model_cache_fill;        ///< "" (the config's), background, inline or off
-  std::string tiered_start;            ///< "" (the config's), auto, on or off
-  std::string model_cache_shared;      ///< "" (the config's, else $ORTFLEET_CACHE_SHARED)
-  double warm_pool_idle = -1;          ///< < 0: the config's (or the environment's)
-  double warm_pool_park = -1;          ///< < 0: the config's (or the environment's)
-  std::vector<std::string> session_config;  ///< KEY=VALUE ONNX Runtime session config entries
-  std::vector<std::string> custom_ops;      ///< custom-op libraries
-  std::string shapes;
-  std::string batches;
-  int max_shape_sessions = 0;
-  bool pad_batch = false;
-  std::vector<std::string> buckets;     ///< input.dim=sizes, repeatable
-  std::vector<std::string> pad_values;  ///< input=value, repeatable
-  std::string shape_policy;             ///< "" (the config's), measured, per-shape, shared
   std::string warmup_inputs;              ///< .npz/.npy of real warm-up inputs
-  std::vector<std::string> input_ranges;  ///< NAME=VALUE or NAME=LO:HI for generated ones
+  std::vector<std::string> custom_ops;    ///< custom-op libraries
   /// Declares the flags on `app`; this object must stay where it is while `app` parses into it.
   /// `leaves_warm_pool`: the command may leave a warm pool on the node (start), so --warm-pool-idle
   /// means something; elsewhere the flag is not offered.
@@ -62,11 +44,21 @@ struct RunConfigFlags {
  private:
   std::vector<std::function<void(RunConfig&)>> apply_;  // what each flag does to the config, added by add_to
   std::vector<std::string> names_;                        // the flags add_to declared
+  std::map<Setting, std::string> texts_;                  // the text of each flag of one value
+  std::map<Setting, bool> given_;                         // the flags that take no value
+  bool no_model_cache_ = false;
+  std::string shapes_;
+  std::string batches_;
+  std::vector<std::string> session_config_;  ///< KEY=VALUE ONNX Runtime session config entries
+  std::vector<std::string> buckets_;         ///< input.dim=sizes, repeatable
+  std::vector<std::string> pad_values_;      ///< input=value, repeatable
+  std::vector<std::string> input_ranges_;    ///< NAME=VALUE or NAME=LO:HI for generated ones
   /// Declares `option` and what it does to the config.
   CLI::Option* flag(CLI::Option* option, std::function<void(RunConfig&)> apply);
-  void add_session_flags(CLI::App* app, bool leaves_warm_pool);  ///< the config file, ONNX Runtime's and the CUDA EP's options, the cache, the warm pool
-  void add_shape_flags(CLI::App* app);    ///< shapes, batches, buckets, the shape policy
-  void add_warmup_flags(CLI::App* app);   ///< real warm-up inputs and the ranges of generated ones
+  /// The flag of a key of one value (config_fields.hpp).
+  void add_field_flag(CLI::App* app, Setting setting);
+  /// The flag of a key of several values (shapes, buckets, config entries, ...), each read by its own grammar.
+  void add_list_flag(CLI::App* app, Setting setting);
 };
 
 /// The model and the devices a command works on: `MODEL` and `--devices` (several) or `--device` (one).

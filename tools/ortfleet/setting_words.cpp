@@ -3,7 +3,6 @@
 #include <spdlog/sinks/sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 
-#include <array>
 #include <iostream>
 #include <streambuf>
 
@@ -11,35 +10,9 @@
 
 namespace ortfleet::cli {
 
-namespace {
-// In Setting's order; nullptr: the command line has no flag for it.
-constexpr std::array<const char*, kSettingCount> kFlags = {
-    "--devices",             // devices
-    "--strategy",            // strategy
-    "--timeout",             // start_timeout
-    nullptr,                 // run_timeout
-    "--ort-lib",             // ort_library
-    "--shapes",              // shapes
-    "--batches",             // batches
-    "--buckets",             // buckets
-    "--max-shape-sessions",  // max_shape_sessions
-    "--pad-value",           // pad_value
-    "--warmup-inputs",       // warmup_inputs
-    "--input-range",         // input_range
-    "--custom-ops",          // custom_ops
-    "--cuda-graph",          // cuda_graph
-    "--warm-pool-idle",      // warm_pool_idle
-    "--park-after",          // park_after
-    "--idle-exit",           // idle_exit
-    "--socket",              // socket
-    "--ort-log",             // ort_log
-    "--timeline",            // timeline
-};
-}  // namespace
-
 std::string in_flags(const std::string& text) {
   return render_settings(text, [](Setting s, const std::optional<std::string>& value) -> std::optional<std::string> {
-    const char* flag = kFlags[static_cast<size_t>(s)];
+    const char* flag = setting_row(s).flag;  // the settings table's
     const std::string said = flag != nullptr ? flag : setting_name(s);
     return value ? said + " " + *value : said;
   });

@@ -1,5 +1,6 @@
 #pragma once
-// The library's settings in the command line's words (ortfleet/base/settings.hpp): each setting's flag.
+// The library's settings in the command line's words: each setting's flag, from the settings table
+// (ortfleet/base/settings.hpp).
 // Every text the command line shows goes through in_flags: what it prints on stdout and stderr (errors,
 // notes, tables, JSON: say_settings_as_flags) and its log (logger_in_flags).
 #include <spdlog/spdlog.h>

@@ -184,9 +184,11 @@ struct WarmPoolOptions {
   std::optional<double> idle_exit_s;
   static constexpr double kDefaultIdleExitS = 300;
   static constexpr double kDefaultParkedIdleExitS = 1800;
-  /// idle_exit_s, else ORTFLEET_WARM_POOL_IDLE (seconds), else nothing (the pool's default). Throws
-  /// ortfleet::Error for a variable that is not a number of seconds.
+  /// idle_exit_s, else ORTFLEET_WARM_POOL_IDLE (seconds), else nothing (the pool's default,
+  /// default_idle_exit_s). Throws ortfleet::Error for a variable that is not a number of seconds.
   std::optional<double> chosen_idle_exit_s() const;
+  /// The pool's idle time when nothing says one: longer where its workers park.
+  static double default_idle_exit_s(bool workers_park);
   /// Seconds with nobody attached after which the pool's GPU workers park (their GPU memory released
   /// by the driver's checkpoint, restored on the next job's request); 0: never. Unset: the
   /// environment's ORTFLEET_WARM_POOL_PARK, else kDefaultParkAfterS.
@@ -239,7 +241,7 @@ ModelCacheFormat parse_model_cache_format(const std::string& s);
 std::string to_string(ModelCacheFill v);
 std::string to_string(TieredStart v);
 ModelCacheFill parse_model_cache_fill(const std::string& s);
-TieredStart parse_tiered_start(const std::string& s);  ///< "auto", "on", "off"  ///< "background", "inline", "off"
+TieredStart parse_tiered_start(const std::string& s);  ///< "auto", "on", "off"
 ConvAlgoSearch parse_conv_algo_search(const std::string& s);
 GraphOptimization parse_graph_optimization(const std::string& s);
 

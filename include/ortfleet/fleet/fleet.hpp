@@ -30,6 +30,25 @@ enum class Strategy {
                ///< machine's last bench record found faster (ortfleet/fleet/start_record.hpp)
 };
 std::string to_string(Strategy s);
+
+/// Why a fleet starts the way it does (Fleet::strategy_why; Fleet::strategy_reason says it in words,
+/// with the measurement it went by).
+enum class StrategyWhy {
+  as_asked,            ///< an explicit strategy
+  on_pool,             ///< auto, on the pool given
+  one_process_asked,   ///< auto, every GPU in this process as FleetOptions::one_process asked
+  pool_answered,       ///< auto found the node's warm pool, serving every device asked for
+  leaves_pool,         ///< auto found no pool: a worker process per device, for the pool this start leaves
+  cpu,                 ///< auto on CPUs: one process
+  record_one_process,  ///< auto on GPUs: this machine's bench record started them faster in one process
+  record_workers,      ///< auto on GPUs: this machine's bench record started them faster in a worker process each
+  one_gpu,             ///< auto on one GPU, no record: a worker process, where cuDNN's recorded choices apply
+  several_gpus,        ///< auto on several GPUs, no record: a worker process each
+  known_crash,         ///< auto: the model crashed ONNX Runtime here before, so a worker process per device contains it
+};
+/// Its name: "as_asked", "pool_answered", ... (a start report's "strategy_why").
+const char* to_string(StrategyWhy why);
+StrategyWhy parse_strategy_why(const std::string& name);
 Strategy parse_strategy(const std::string& s);
 const std::vector<Strategy>& all_strategies();  ///< the four concrete ones, in table order
 
@@ -63,6 +82,10 @@ struct FleetOptions {
   std::shared_ptr<WorkerPool> pool;
   /// Or on the pool of the `ortfleet serve` daemon listening on this socket.
   std::string pool_socket;
+  /// Neither given: start on this pool when it has every device asked for (all of its own when none
+  /// is) and the strategy is auto or fleet, else as if there were none (the Python module's pool of
+  /// ortfleet.prewarm()). Whether a pool is used at all is decided once, by the fleet, for every front end.
+  std::shared_ptr<WorkerPool> preferred_pool;
   /// Strategy::automatic starts on the pool of an `ortfleet serve` daemon answering on the default
   /// socket (default_pool_socket()) when it serves every device asked for; where none answers, the
   /// start (cold) leaves one there once every device is ready, for the next job's start: a warm pool
@@ -77,6 +100,19 @@ struct FleetOptions {
   /// setting that does (a front end says it in its words, ortfleet/base/settings.hpp); a front end may
   /// give more of its own (the Python module: pool=False, ortfleet.pool_stop()).
   std::string no_warm_pool_advice = "ORTFLEET_WARM_POOL_IDLE=0 or `warm_pool.idle_exit_s=0` leaves none";
+};
+
+/// What a start left running for later starts once every device was done (Fleet::what_is_left).
+struct LeftBehind {
+  enum class Kind {
+    warm_pool,    ///< the warm pool it left on the node (automatic strategy, FleetOptions::auto_pool)
+    cache_entry,  ///< the model cache entry being made in the background
+    nothing,      ///< it would have left one of those, and could not: the note says why
+  };
+  Kind kind = Kind::nothing;
+  std::string socket;  ///< warm_pool: where it listens
+  std::string log;     ///< warm_pool: its log
+  std::string note;    ///< what it is, in words, for a person
 };
 
 class Fleet {
@@ -99,6 +135,8 @@ class Fleet {
   /// Why this strategy: "as asked" for an explicit one; for auto, the measurement it went by (a live
   /// pool server, this machine's bench record) or else what the choice overlaps and where the sessions live.
   std::string strategy_reason() const;
+  /// The same, typed: what a front end or a report reads.
+  StrategyWhy strategy_why() const;
   /// Why these devices, when the fleet chose them ("all", FleetOptions::devices left empty) under a
   /// Slurm allocation: "the 2 GPUs Slurm gave job 123 (CUDA_VISIBLE_DEVICES=0,1)" (select_devices); "" otherwise.
   std::string devices_reason() const;
@@ -132,6 +170,8 @@ class Fleet {
   /// every device is done it waits for that decision (a pool's launch, a fraction of a second). Empty
   /// while a device is still starting, and when nothing.
   std::vector<std::string> left_behind() const;
+  /// The same, typed: what a front end reads (the Python module says a warm pool as a warning).
+  std::vector<LeftBehind> what_is_left() const;
   /// Waits at most `timeout_s` for the cache entry this fleet makes itself (not one a warm pool makes):
   /// what came of it, or nothing when there is none or it is still working.
   std::optional<std::string> wait_for_cache_fill(double timeout_s);

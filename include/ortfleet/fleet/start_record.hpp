@@ -10,13 +10,27 @@
 
 namespace ortfleet {
 
+/// The ways of starting a fleet on GPUs that a record compares, for Strategy::automatic to choose between.
+enum class StartWay {
+  workers,      ///< the fleet, a worker process per GPU (bench's row "fleet"; "fleet (1 device)" of one GPU)
+  one_process,  ///< the fleet, every GPU in this process (bench's row "fleet, one process")
+  threads,      ///< a thread per GPU in this process (bench's row "threads")
+};
+/// The way's name in a record's file: the label of the bench row that measures it ("fleet", "threads").
+const char* to_string(StartWay way);
+/// The way a bench row of `device_count` devices measures, if it measures one of them: "fleet" (or
+/// "fleet (1 device)" of one device), "fleet, one process", "threads".
+std::optional<StartWay> start_way_of_row(const std::string& label);
+/// What a way is, in words: "a worker process per GPU", "the fleet in one process".
+const char* start_way_words(StartWay way);
+
 struct StartRecord {
   std::vector<std::string> gpus;           ///< the machine's GPU names, as machine_gpu_names() gives them
   int device_count = 0;                    ///< devices each measured start brought up
   std::string measured_at;                 ///< UTC, "2026-11-23T07:00:00Z"
   std::string source = "bench";            ///< the command that measured it
   std::string model;
-  std::map<std::string, double> start_ms;  ///< bench row ("fleet", "threads", ...) -> median ms until every device was ready
+  std::map<StartWay, double> start_ms;     ///< way -> mean ms until every device was ready (a file's other rows are left out)
 
   /// "2 x NVIDIA H200, bench of 2026-11-23"
   std::string described() const;

@@ -15,6 +15,7 @@ struct StartReport {
   std::string model;
   std::string strategy;
   std::string strategy_reason;  ///< Fleet::strategy_reason()
+  StrategyWhy strategy_why = StrategyWhy::as_asked;  ///< Fleet::strategy_why(): what a reader goes by
   std::string devices_reason;   ///< Fleet::devices_reason(): why these devices, under Slurm
   std::vector<DeviceStatus> devices;
   int64_t spawn_ns = 0;  ///< when the process was spawned ($ORTFLEET_SPAWN_NS), else main()

@@ -9,57 +9,53 @@
 #include <optional>
 #include <set>
 #include <sstream>
-#include <thread>
+#include <variant>
 #include <type_traits>
 
 #include <fmt/format.h>
 
+#include "ortfleet/engine/config_fields.hpp"
 #include "engine/core/option_values.hpp"
+#include "ortfleet/base/settings.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/base/output_file.hpp"
 #include "ortfleet/engine/options.hpp"
 
 namespace ortfleet {
 using nlohmann::json;
-using detail::upper;
 
 namespace {
 
 constexpr int kConfigFormat = 1;
 
-/// The most threads a config may ask for: far more than useful, far less than what exhausts memory
-/// (100000 intra-op threads did).
-int max_threads() { return std::max(64, 4 * static_cast<int>(std::thread::hardware_concurrency())); }
-
-json session_json(const SessionOptions& s) {
-  return {{"graph_optimization", to_string(s.graph_optimization)},
-          {"memory_pattern", s.memory_pattern},
-          {"cpu_arena", s.cpu_arena},
-          {"intra_op_threads", s.intra_op_threads},
-          {"inter_op_threads", s.inter_op_threads},
-          {"thread_spinning", s.thread_spinning},
-          {"optimized_model_cache", s.optimized_model_cache ? json(*s.optimized_model_cache) : json(nullptr)},
-          {"model_cache_format", to_string(s.model_cache_format)},
-          {"model_cache_fill", to_string(s.model_cache_fill)},
-          {"tiered_start", to_string(s.tiered_start)},
-          {"model_cache_shared", s.model_cache_shared},
-          {"cuda_module_loading", s.cuda_module_loading},
-          {"cuda_max_connections", s.cuda_max_connections},
-          {"config_entries", s.config_entries},
-          {"custom_op_libraries", s.custom_op_libraries}};
+/// The value of a key of one value, as the config file writes it.
+json field_json(const detail::ConfigField& f, const RunConfig& config) {
+  RunConfig copy = config;  // the fields hand out references to a config they may change
+  return std::visit(
+      [&](auto&& field) -> json {
+        using Field = std::decay_t<decltype(field)>;
+        if constexpr (std::is_same_v<Field, detail::ChoiceField>) {
+          return field.get(copy);
+        } else {
+          const auto& value = field(copy);
+          using Value = std::decay_t<decltype(value)>;
+          if constexpr (std::is_same_v<Value, std::optional<bool>> || std::is_same_v<Value, std::optional<double>> ||
+                        std::is_same_v<Value, std::optional<uint64_t>>) {
+            return value ? json(*value) : json(nullptr);
+          } else {
+            return value;
+          }
+        }
+      },
+      f.field);
 }
 
-json cuda_json(const CudaOptions& c) {
-  json j = {{"conv_algo_search", to_string(c.conv_algo_search)},
-            {"conv_use_max_workspace", c.conv_use_max_workspace},
-            {"gpu_mem_limit", c.gpu_mem_limit ? json(*c.gpu_mem_limit) : json(nullptr)},
-            {"arena_extend_strategy", c.arena_extend == ArenaExtendStrategy::next_power_of_two ? "next_power_of_two"
-                                                                                               : "same_as_requested"},
-            {"cuda_graph", c.cuda_graph},
-            {"tf32", c.tf32},
-            {"copy_in_default_stream", c.copy_in_default_stream},
-            {"prefer_nhwc", c.prefer_nhwc},
-            {"extra", c.extra}};
+/// The keys of one value of `section`, as the config file writes them.
+json section_fields_json(const std::string& section, const RunConfig& config) {
+  json j = json::object();
+  for (const auto& f : detail::config_fields()) {
+    if (detail::section_of(f.setting) == section) j[detail::key_in_section(f.setting)] = field_json(f, config);
+  }
   return j;
 }
 
@@ -78,29 +74,56 @@ class Section {
     known_.insert(key);
     if (j_.contains(key)) out = value_of<T>(key, expected);
   }
-  /// A field that may be null (or absent): nullopt then.
-  template <typename T>
-  void read_optional(const char* key, std::optional<T>& out, const char* expected) {
-    known_.insert(key);
-    if (!j_.contains(key) || j_.at(key).is_null()) return;
-    out = value_of<T>(key, expected);
-  }
-  /// An integer field within [lo, hi].
-  template <typename T>
-  void read_range(const char* key, T& out, T lo, T hi, const char* expected) {
-    read(key, out, expected);
-    if (!j_.contains(key)) return;
-    if (out < lo && lo == 0) fail(path_ + "." + key, "must not be negative (got " + std::to_string(out) + ")");
-    if (out < lo || out > hi) fail(path_ + "." + key, "must be " + std::to_string(lo) + " to " + std::to_string(hi) + " (got " + std::to_string(out) + ")");
-  }
-  void read_enum(const char* key, const std::function<void(const std::string&)>& apply, const char* allowed) {
+  /// A key of one value, read and checked by its row of the settings table.
+  void read_field(const detail::ConfigField& f, RunConfig& config) {
+    const std::string key = detail::key_in_section(f.setting);
     known_.insert(key);
     if (!j_.contains(key)) return;
-    if (!j_.at(key).is_string()) fail(path_ + "." + key, std::string("must be one of ") + allowed);
-    try {
-      apply(j_.at(key).get<std::string>());
-    } catch (const Error&) {
-      fail(path_ + "." + key, std::string("must be one of ") + allowed);
+    const json& v = j_.at(key);
+    const std::string where = path_ + "." + key;
+    const SettingRow& row = setting_row(f.setting);
+    const auto check_number = [&](double number) {
+      if (const std::string problem = number_problem(row.values, number); !problem.empty()) fail(where, v.dump() + " " + problem);
+    };
+    std::visit(
+        [&](auto&& field) {
+          using Field = std::decay_t<decltype(field)>;
+          if constexpr (std::is_same_v<Field, detail::ChoiceField>) {
+            if (!v.is_string()) fail(where, std::string("must be one of ") + row.values.words);
+            try {
+              field.set(config, v.get<std::string>());
+            } catch (const Error&) {
+              fail(where, std::string("must be one of ") + row.values.words);
+            }
+          } else {
+            auto& out = field(config);
+            using Value = std::decay_t<decltype(out)>;
+            if constexpr (std::is_same_v<Value, bool>) {
+              out = value_of<bool>(key.c_str(), "true or false");
+            } else if constexpr (std::is_same_v<Value, int>) {
+              out = value_of<int>(key.c_str(), "a whole number");
+              check_number(out);
+            } else if constexpr (std::is_same_v<Value, std::optional<bool>>) {
+              out = v.is_null() ? std::nullopt : std::optional<bool>(value_of<bool>(key.c_str(), "true, false or null"));
+            } else if constexpr (std::is_same_v<Value, std::optional<uint64_t>>) {
+              out = v.is_null() ? std::nullopt : std::optional<uint64_t>(value_of<uint64_t>(key.c_str(), "a whole number or null"));
+              if (out) check_number(static_cast<double>(*out));
+            } else if constexpr (std::is_same_v<Value, std::optional<double>>) {
+              if (!v.is_null() && !v.is_number()) fail(where, "must be a number or null");
+              out = v.is_null() ? std::nullopt : std::optional<double>(v.get<double>());
+              if (out) check_number(*out);
+            } else {
+              out = value_of<std::string>(key.c_str(), "a string");
+              if (!out.empty()) check_text(f.setting, out);
+            }
+          }
+        },
+        f.field);
+  }
+  /// A text value of `setting` in this section (a path): checked by its row of the settings table.
+  void check_text(Setting setting, const std::string& text) const {
+    if (const std::string problem = text_problem(setting_row(setting).values, text); !problem.empty()) {
+      fail(setting_name(setting), problem);
     }
   }
   void allow(const char* key) { known_.insert(key); }
@@ -153,93 +176,44 @@ class Section {
 
 }  // namespace
 
-json shapes_json(const ShapeOptions& s) {
-  json declared = json::array();
-  for (const auto& d : s.declared) declared.push_back(to_string(d));
-  json buckets = json::array();
-  for (const auto& b : s.buckets) buckets.push_back(to_string(b));
-  return {{"declared", declared},
-          {"batches", s.batches},
-          {"max_sessions", s.max_sessions},
-          {"pad_batch", s.pad_batch},
-          {"share_weights", s.share_weights},
-          {"buckets", buckets},
-          {"pad_values", s.pad_values},
-          {"policy", to_string(s.policy)}};
-}
-
-json warm_pool_json(const WarmPoolOptions& w) {
-  return {{"idle_exit_s", w.idle_exit_s ? json(*w.idle_exit_s) : json(nullptr)},
-          {"park_after_s", w.park_after_s ? json(*w.park_after_s) : json(nullptr)}};
-}
-
-json warmup_json(const WarmupOptions& w) {
-  json ranges = json::object();
-  for (const auto& [name, r] : w.input_ranges) ranges[name] = {r.lo, r.hi};
-  return {{"inputs", w.inputs_file}, {"input_ranges", ranges}};
-}
-
 std::string RunConfig::to_json() const {
-  json j = {{"ortfleet_config", kConfigFormat}, {"name", name},          {"session", session_json(session)},
-            {"cuda", cuda_json(cuda)},          {"shapes", shapes_json(shapes)}, {"warmup", warmup_json(warmup)},
-            {"warm_pool", warm_pool_json(warm_pool)}};
+  json session_j = section_fields_json("session", *this);
+  session_j["config_entries"] = session.config_entries;
+  session_j["custom_op_libraries"] = session.custom_op_libraries;
+  json cuda_j = section_fields_json("cuda", *this);
+  cuda_j["extra"] = cuda.extra;
+  json shapes_j = section_fields_json("shapes", *this);
+  json declared = json::array();
+  for (const auto& d : shapes.declared) declared.push_back(to_string(d));
+  json buckets = json::array();
+  for (const auto& b : shapes.buckets) buckets.push_back(to_string(b));
+  shapes_j["declared"] = declared;
+  shapes_j["batches"] = shapes.batches;
+  shapes_j["buckets"] = buckets;
+  shapes_j["pad_values"] = shapes.pad_values;
+  json warmup_j = section_fields_json("warmup", *this);
+  json ranges = json::object();
+  for (const auto& [input, r] : warmup.input_ranges) ranges[input] = {r.lo, r.hi};
+  warmup_j["input_ranges"] = ranges;
+  const json j = {{"ortfleet_config", kConfigFormat}, {"name", name},       {"session", session_j}, {"cuda", cuda_j},
+                  {"shapes", shapes_j},               {"warmup", warmup_j}, {"warm_pool", section_fields_json("warm_pool", *this)}};
   return j.dump(2) + "\n";
 }
 
 namespace {
 
 /// The config's "session" section: ONNX Runtime's session options.
-void read_session_section(const json& section, const std::string& source, SessionOptions& o) {
-  Section s(section, "session", source);
-  s.read_enum("graph_optimization", [&](const std::string& v) { o.graph_optimization = parse_graph_optimization(v); },
-              "disabled, basic, extended, layout, all");
-  s.read("memory_pattern", o.memory_pattern, "true or false");
-  s.read("cpu_arena", o.cpu_arena, "true or false");
-  s.read_range("intra_op_threads", o.intra_op_threads, 0, max_threads(), "a whole number of threads");
-  s.read_range("inter_op_threads", o.inter_op_threads, 0, max_threads(), "a whole number of threads");
-  s.read("thread_spinning", o.thread_spinning, "true or false");
-  s.read_optional("optimized_model_cache", o.optimized_model_cache, "true, false or null");
-  s.read_enum("model_cache_format", [&](const std::string& v) { o.model_cache_format = parse_model_cache_format(v); }, "auto, onnx, ort");
-  s.read_enum("model_cache_fill", [&](const std::string& v) { o.model_cache_fill = parse_model_cache_fill(v); }, "background, inline, off");
-  s.read_enum("tiered_start", [&](const std::string& v) { o.tiered_start = parse_tiered_start(v); }, "auto, on, off");
-  s.read("model_cache_shared", o.model_cache_shared, "the path of a folder (\"\": $ORTFLEET_CACHE_SHARED)");
-  s.read_enum("cuda_module_loading", [&](const std::string& v) {
-    const std::string u = upper(v);
-    if (!u.empty() && u != "LAZY" && u != "EAGER") throw Error("bad value");
-    o.cuda_module_loading = u;
-  }, "\"\", LAZY, EAGER");
-  s.read_range("cuda_max_connections", o.cuda_max_connections, 0, 32, "a whole number (0 leaves it as is)");
+void read_session_section(Section& s, SessionOptions& o) {
   s.read("config_entries", o.config_entries, "an object of strings");
   for (const auto& [key, value] : o.config_entries) {
     if (const std::string problem = session_config_entry_problem(key, value); !problem.empty()) s.fail("session.config_entries." + key, problem);
   }
   s.read("custom_op_libraries", o.custom_op_libraries, "a list of shared library paths");
-  s.finish();
-}
-
-/// The config's "cuda" section: the CUDA EP's options.
-void read_cuda_section(const json& section, const std::string& source, CudaOptions& o) {
-  Section c(section, "cuda", source);
-  c.read_enum("conv_algo_search", [&](const std::string& v) { o.conv_algo_search = parse_conv_algo_search(v); },
-              "EXHAUSTIVE, HEURISTIC, DEFAULT");
-  c.read("conv_use_max_workspace", o.conv_use_max_workspace, "true or false");
-  c.read_optional("gpu_mem_limit", o.gpu_mem_limit, "a number of bytes or null");
-  c.read_enum("arena_extend_strategy", [&](const std::string& v) {
-    if (v == "next_power_of_two") o.arena_extend = ArenaExtendStrategy::next_power_of_two;
-    else if (v == "same_as_requested") o.arena_extend = ArenaExtendStrategy::same_as_requested;
-    else throw Error("bad value");
-  }, "next_power_of_two, same_as_requested");
-  c.read("cuda_graph", o.cuda_graph, "true or false");
-  c.read("tf32", o.tf32, "true or false");
-  c.read("copy_in_default_stream", o.copy_in_default_stream, "true or false");
-  c.read("prefer_nhwc", o.prefer_nhwc, "true or false");
-  c.read("extra", o.extra, "an object of strings");
-  c.finish();
+  for (const auto& library : o.custom_op_libraries) s.check_text(Setting::custom_ops, library);
 }
 
 /// The config's "shapes" section; its shapes and buckets are read by the grammar of shapes and sizes.
-void read_shapes_section(const json& section, const std::string& source, ShapeOptions& o) {
-  Section s(section, "shapes", source);
+void read_shapes_section(Section& s, ShapeOptions& o) {
   std::vector<std::string> declared;
   s.read("declared", declared, "a list of shapes such as \"input=1x3x224x224\"");
   for (const auto& d : declared) {
@@ -254,9 +228,6 @@ void read_shapes_section(const json& section, const std::string& source, ShapeOp
   for (const auto b : o.batches) {
     if (b <= 0) s.fail("shapes.batches", "must be positive (got " + std::to_string(b) + ")");
   }
-  s.read_range("max_sessions", o.max_sessions, 1, kMaxShapeSessions, "a whole number of sessions");
-  s.read("pad_batch", o.pad_batch, "true or false");
-  s.read("share_weights", o.share_weights, "true or false");
   std::vector<std::string> buckets;
   s.read("buckets", buckets, "a list of buckets such as \"x.2=480,640,960\" or \"x.3=320:960:128\"");
   for (const auto& b : buckets) {
@@ -267,36 +238,28 @@ void read_shapes_section(const json& section, const std::string& source, ShapeOp
     }
   }
   s.read("pad_values", o.pad_values, "an object of input name -> number");
-  s.read_enum("policy", [&](const std::string& v) { o.policy = parse_shape_policy(v); }, "measured, per-shape, shared");
-  s.finish();
-  try {
-    o.validate();
-  } catch (const Error& e) {
-    s.fail("shapes", "is contradictory: " + e.what_failed());
-  }
 }
 
-/// The config's "warmup" section: real inputs and the ranges of generated ones.
-void read_warmup_section(const json& section, const std::string& source, WarmupOptions& o) {
-  Section w(section, "warmup", source);
-  w.read("inputs", o.inputs_file, "the path of a .npz or .npy file");
+/// The config's "warmup" section: the ranges of generated inputs (the real ones' file is a key of one value).
+void read_warmup_section(Section& w, WarmupOptions& o) {
   std::map<std::string, std::vector<double>> ranges;
   w.read("input_ranges", ranges, "an object of [lo, hi] pairs by input name");
   for (const auto& [name, r] : ranges) {
     if (r.size() != 2 || r[1] < r[0]) w.fail("warmup.input_ranges." + name, "must be [lo, hi] with lo <= hi");
     o.input_ranges[name] = {r[0], r[1]};
   }
-  w.finish();
 }
 
-void read_warm_pool_section(const json& section, const std::string& source, WarmPoolOptions& o) {
-  Section w(section, "warm_pool", source);
-  w.read_optional("idle_exit_s", o.idle_exit_s, "a number of seconds (0 leaves no pool) or null");
-  w.read_optional("park_after_s", o.park_after_s, "a number of seconds (0 never parks) or null");
-  for (const auto& [key, value] : {std::pair{"warm_pool.idle_exit_s", o.idle_exit_s}, std::pair{"warm_pool.park_after_s", o.park_after_s}}) {
-    if (value && !(*value >= 0 && *value <= 7 * 24 * 3600)) w.fail(key, fmt::format("must be from 0 to 604800 seconds (got {})", *value));
+/// Reads `section` of the config: its keys of one value from the table of fields, then the rest.
+void read_section(const json& j, const std::string& section, const std::string& source, RunConfig& config,
+                  const std::function<void(Section&)>& rest = {}) {
+  if (!j.contains(section)) return;
+  Section s(j.at(section), section, source);
+  for (const auto& f : detail::config_fields()) {
+    if (detail::section_of(f.setting) == section) s.read_field(f, config);
   }
-  w.finish();
+  if (rest) rest(s);
+  s.finish();
 }
 
 }  // namespace
@@ -317,16 +280,19 @@ RunConfig RunConfig::from_json(const std::string& text, const std::string& sourc
     top.fail("ortfleet_config", "must be " + std::to_string(kConfigFormat) + " (this file is not an ortfleet config, or is from another version)");
   }
   top.read("name", config.name, "a string");
-  if (j.contains("session")) read_session_section(j.at("session"), source, config.session);
-  if (j.contains("cuda")) read_cuda_section(j.at("cuda"), source, config.cuda);
-  if (j.contains("shapes")) read_shapes_section(j.at("shapes"), source, config.shapes);
-  if (j.contains("warmup")) read_warmup_section(j.at("warmup"), source, config.warmup);
-  if (j.contains("warm_pool")) read_warm_pool_section(j.at("warm_pool"), source, config.warm_pool);
-  top.allow("warm_pool");
-  top.allow("warmup");
-  top.allow("shapes");
-  top.allow("session");  // read above
-  top.allow("cuda");
+  read_section(j, "session", source, config, [&](Section& s) { read_session_section(s, config.session); });
+  read_section(j, "cuda", source, config, [&](Section& c) { c.read("extra", config.cuda.extra, "an object of strings"); });
+  read_section(j, "shapes", source, config, [&](Section& s) {
+    read_shapes_section(s, config.shapes);
+    try {
+      config.shapes.validate();
+    } catch (const Error& e) {
+      s.fail("shapes", "is contradictory: " + e.what_failed());
+    }
+  });
+  read_section(j, "warmup", source, config, [&](Section& w) { read_warmup_section(w, config.warmup); });
+  read_section(j, "warm_pool", source, config);
+  for (const char* section : {"session", "cuda", "shapes", "warmup", "warm_pool"}) top.allow(section);  // read above
   top.finish();
   return config;
 }

@@ -41,11 +41,7 @@ std::string session_config_entry_problem(const std::string& key, const std::stri
 }
 
 void ShapeOptions::validate() const {
-  if (max_sessions < 1 || max_sessions > kMaxShapeSessions) {
-    throw Error("max_shape_sessions must be a whole number of sessions from 1 to " + std::to_string(kMaxShapeSessions) + ", not " +
-                    std::to_string(max_sessions),
-                "1 serves every shape from one session, as ONNX Runtime alone does");
-  }
+  checked_number(Setting::max_shape_sessions, max_sessions);
   for (size_t i = 0; i < buckets.size(); ++i) {
     if (buckets[i].sizes.empty() || buckets[i].sizes.front() <= 0 || !std::is_sorted(buckets[i].sizes.begin(), buckets[i].sizes.end())) {
       throw Error("the buckets " + to_string(buckets[i]) + " need ascending positive sizes", "Write them as x.2=480,640,960");

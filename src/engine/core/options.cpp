@@ -5,7 +5,6 @@
 #include "ortfleet/engine/options.hpp"
 
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -13,34 +12,20 @@
 
 #include <fmt/format.h>
 
-#include "ortfleet/base/error.hpp"
-#include "ortfleet/base/number_text.hpp"
 
 namespace ortfleet {
 
-namespace {
-/// A number of seconds from 0 to a week in environment variable `name`, or nothing when it is unset.
-std::optional<double> seconds_from_environment(detail::EnvVar variable, const char* what_it_sets) {
-  const auto env = detail::env_value(variable);
-  if (!env) return std::nullopt;
-  const auto seconds = parse_decimal(*env);  // "0x10" is refused, not read as 16
-  if (!seconds || *seconds < 0 || *seconds > 7 * 24 * 3600) {
-    throw Error(std::string(detail::env_name(variable)) + "='" + *env + "' is not a number of seconds from 0 to 604800", std::string("Set it to ") + what_it_sets);
-  }
-  return *seconds;
-}
-}  // namespace
-
 std::optional<double> WarmPoolOptions::chosen_idle_exit_s() const {
   if (idle_exit_s) return *idle_exit_s;
-  return seconds_from_environment(detail::EnvVar::warm_pool_idle, "the seconds a warm pool waits idle before it exits (e.g. 300), or 0 to leave no pool");
+  return detail::env_number(detail::EnvVar::warm_pool_idle);  // checked by its setting: a bad value is refused, naming it
 }
 
 double WarmPoolOptions::resolved_park_after_s() const {
   if (park_after_s) return *park_after_s;
-  return seconds_from_environment(detail::EnvVar::warm_pool_park, "the seconds after which an idle pool parks its workers (e.g. 30), or 0 never to park")
-      .value_or(kDefaultParkAfterS);
+  return detail::env_number(detail::EnvVar::warm_pool_park).value_or(kDefaultParkAfterS);
 }
+
+double WarmPoolOptions::default_idle_exit_s(bool workers_park) { return workers_park ? kDefaultParkedIdleExitS : kDefaultIdleExitS; }
 
 std::vector<std::pair<std::string, std::string>> CudaOptions::provider_options() const {
   // The single mapping from our typed fields to the CUDA EP's option keys.

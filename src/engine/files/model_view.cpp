@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <string_view>
 
 #include "base/content_hash.hpp"
@@ -104,7 +105,7 @@ void put_entry(std::string& out, std::string_view key, std::string_view value) {
 /// `tensor` with its raw_data replaced by a reference to where those bytes lie in the file (`base` is
 /// the file's first byte; `raw` is set to them), or nullopt where it keeps its data (small, typed
 /// fields, already external).
-std::optional<std::string> in_place(std::string_view tensor, const char* base, const std::string& location, uint64_t min_bytes,
+std::optional<std::string> pointing_in_place(std::string_view tensor, const char* base, const std::string& location, uint64_t min_bytes,
                                     const std::string& path, std::string_view& raw) {
   std::string out;
   out.reserve(tensor.size() < 4096 ? tensor.size() : 256);
@@ -153,7 +154,7 @@ ModelView view_of(const std::string& path, const void* data, uint64_t size, uint
       const Field field = g.next();
       if (field.number == in_place_field::kGraphInitializer && field.wire == 2) {
         std::string_view raw;
-        if (auto tensor = in_place(field.payload, base, location, min_bytes, path, raw)) {
+        if (auto tensor = pointing_in_place(field.payload, base, location, min_bytes, path, raw)) {
           put_bytes(graph, in_place_field::kGraphInitializer, *tensor);
           ++view.initializers;
           view.bytes += raw.size();

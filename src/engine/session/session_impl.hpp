@@ -109,7 +109,8 @@ struct Session::Impl {
   std::once_flag full_started;
   std::thread full_maker;
   std::atomic<bool> stopping{false};
-  Ort::RunOptions full_run_options;       // the full session's first run: terminated when the Session goes
+  std::mutex full_run_mutex;              // guards full_run_options
+  Ort::RunOptions full_run_options{nullptr};  // the full session's first run (made with it): terminated when the Session goes
   /// Whether this start is tiered: a first start (no entry) on a GPU of a model the setting names,
   /// nothing declared beyond one shape, the device holding `weight_bytes` twice.
   bool tiers_apply(const detail::CacheUse& cache, uint64_t weight_bytes) const;

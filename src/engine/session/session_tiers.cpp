@@ -2,12 +2,14 @@
 // session as configured made beside it once the quick one is ready, and switched in between two runs
 // once its outputs on the warm-up inputs agree with the quick one's.
 #include <chrono>
+#include <fstream>
 #include <mutex>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "base/crash_report.hpp"
+#include "base/environment.hpp"
 #include "engine/cache/output_compare.hpp"
 #include "engine/session/session_impl.hpp"
 #include "ortfleet/engine/model_file.hpp"
@@ -24,31 +26,51 @@ std::string to_string(SessionTier::Stage stage) {
   return "none";
 }
 
+namespace {
+/// Host memory the kernel could hand out now (MemAvailable), 0 where it cannot be read.
+uint64_t host_memory_available() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  uint64_t kb = 0;
+  std::string unit;
+  while (meminfo >> key >> kb >> unit) {
+    if (key == "MemAvailable:") return kb * 1024;
+  }
+  return 0;
+}
+}  // namespace
+
 bool Session::Impl::tiers_apply(const detail::CacheUse& cache, uint64_t weight_bytes) const {
   const TieredStart asked = spec.config.session.tiered_start;
-  // A cached start has cuDNN's record of the model's choices beside its entry: its search is cheap already.
-  if (asked == TieredStart::off || !spec.device.is_gpu() || cache.hit() || cache.writing()) return false;
+  // A cached start has its optimised graph, and on a GPU cuDNN's record of the model's choices: it is
+  // quick already.
+  if (asked == TieredStart::off || cache.hit() || cache.writing()) return false;
   // Shapes made at start-up, a captured CUDA graph, a profile: the quick session would be one of several,
   // or the one measured.
   const auto& shapes = spec.config.shapes;
   if (graph_mode() || !spec.profile_prefix.empty() || !shapes.declared.empty() || !shapes.batches.empty() || !shapes.buckets.empty()) return false;
-  if (spec.config.cuda.conv_algo_search == ConvAlgoSearch::default_algo) return false;  // the cheapest already
+  if (quick_config() == spec.config) return false;  // the configured session is as quick as it gets
   if (asked == TieredStart::automatic) {
+    // Measured only for a GPU's convolutions: cuDNN's search is where a quick session saves the most.
+    if (!spec.device.is_gpu()) return false;
     const ModelFacts facts = inspect_model(spec.model_path);
     const auto count = [&facts](const char* op) { return facts.op_counts.count(op) ? facts.op_counts.at(op) : 0; };
     if (count("Conv") + count("ConvTranspose") < kTieredStartMinConvs) return false;
   }
   // Never two copies of the weights where the device does not hold them.
-  if (!detail::SharedWeights::fit_twice(spec.device, weight_bytes)) {
-    spdlog::debug("{}: no tiered start: the device does not hold {} MB of weights twice", lane, weight_bytes >> 20);
-    return false;
-  }
-  return true;
+  constexpr uint64_t kRoom = uint64_t{512} << 20;
+  const bool fits = spec.device.is_gpu() ? detail::SharedWeights::fit_twice(spec.device, weight_bytes) : host_memory_available() > 2 * weight_bytes + kRoom;
+  if (!fits) spdlog::debug("{}: no tiered start: the device does not hold {} MB of weights twice", lane, weight_bytes >> 20);
+  return fits;
 }
 
 RunConfig Session::Impl::quick_config() const {
   RunConfig quick = spec.config;
-  quick.cuda.conv_algo_search = ConvAlgoSearch::default_algo;
+  if (spec.device.is_gpu()) {
+    quick.cuda.conv_algo_search = ConvAlgoSearch::default_algo;  // no heuristics queried, no runtime-compiled plans
+  } else if (quick.session.graph_optimization > GraphOptimization::basic) {
+    quick.session.graph_optimization = GraphOptimization::basic;
+  }
   return quick;
 }
 
@@ -79,6 +101,11 @@ void Session::Impl::make_full_session() {
     full->session = open(spec.model_path, weights_view.empty() ? nullptr : weights_view.data(), weights_view.size(), so);
     full->create_ms = ms_since(creating_at);
     const auto given = warmup_source->make(first_warmup_shape(), /*seed=*/1).tensors;
+    {
+      std::lock_guard lock(full_run_mutex);
+      full_run_options = Ort::RunOptions();
+      if (stopping) full_run_options.SetTerminate();
+    }
     std::vector<Tensor> got;
     {
       const CrashScope first_run(crash_first_run, crash_record);
@@ -91,6 +118,7 @@ void Session::Impl::make_full_session() {
       for (size_t i = 0; i < want.size() && refused.empty() && i < got.size(); ++i) {
         refused = detail::output_difference(want[i], got[i], detail::Agreement::other_device);
       }
+      if (refused.empty() && detail::env_on(detail::EnvVar::test_tier_disagree).value_or(false)) refused = "told to disagree (a test)";
     }
     if (p) {
       p->arg("create_ms", fmt::format("{:.0f}", full->create_ms));
@@ -100,10 +128,21 @@ void Session::Impl::make_full_session() {
     refused = stopping ? "the session was closed first" : Error::from(e).what_failed();
   }
   const double full_ms = ms_since(began);
+  const bool switched = refused.empty() && !stopping;
+  // Said before anyone waiting hears of it.
+  if (switched) {
+    spdlog::info("{}: {}: the full session took over from the quick one {:.1f} s after ready (outputs agree)", lane, spec.model_path, full_ms / 1000);
+  } else if (!stopping) {
+    spdlog::warn("{}: {}: the quick session keeps serving: the full one was not switched in ({})", lane, spec.model_path, refused);
+  }
+  if (timeline != nullptr && !stopping) {
+    const int64_t now = monotonic_ns();
+    timeline->add({phase::session_switch, lane, now, now, 0, {{"outcome", switched ? "switched" : "refused"}}});
+  }
   {
     std::lock_guard lock(mutex);
     tier.full_ms = full_ms;
-    if (refused.empty() && !stopping) {
+    if (switched) {
       for (auto& s : sessions) {
         if (s != quick) continue;
         // Between two runs: a run already on the quick session holds it until it ends.
@@ -121,22 +160,15 @@ void Session::Impl::make_full_session() {
     }
   }
   tier_changed.notify_all();
-  if (timeline != nullptr && !stopping) {
-    const int64_t now = monotonic_ns();
-    timeline->add({phase::session_switch, lane, now, now, 0, {{"outcome", refused.empty() ? "switched" : "refused"}}});
-  }
-  if (stopping) return;
-  if (refused.empty()) {
-    spdlog::info("{}: {}: the full session took over from the quick one {:.1f} s after ready (outputs agree)", lane, spec.model_path, full_ms / 1000);
-  } else {
-    spdlog::warn("{}: {}: the quick session keeps serving: the full one was not switched in ({})", lane, spec.model_path, refused);
-  }
 }
 
 void Session::Impl::stop_full_session() {
   stopping = true;
   if (!full_maker.joinable()) return;
-  full_run_options.SetTerminate();  // its creation cannot be stopped; its first run (cuDNN's search) can
+  {
+    std::lock_guard lock(full_run_mutex);  // its creation cannot be stopped; its first run (cuDNN's search) can
+    if (full_run_options) full_run_options.SetTerminate();
+  }
   full_maker.join();
 }
 

@@ -168,7 +168,7 @@ int serve_until_stopped(const LeftPool& left_in, bool quiet, int ready_fd) {
   LeftPool left = left_in;
   const std::string parking = parking_on(left.serve.pool.devices, left.serve.park_after_s);
   if (left.default_idle_exit) {
-    left.serve.idle_exit_s = parking == "on" ? WarmPoolOptions::kDefaultParkedIdleExitS : WarmPoolOptions::kDefaultIdleExitS;
+    left.serve.idle_exit_s = WarmPoolOptions::default_idle_exit_s(parking == "on");
   }
   std::optional<PoolServer> made;
   try {
@@ -325,8 +325,9 @@ ortfleet::DetachedPool ortfleet::serve_pool_detached(const ServeOptions& options
   detail::LeftPool left{options, std::nullopt, false};
   if (left.serve.socket_path.empty()) left.serve.socket_path = default_pool_socket();
   left.serve.socket_path = std::filesystem::absolute(left.serve.socket_path).lexically_normal().string();
-  left.serve.pool.ort_library = detail::resolve_ort_library(left.serve.pool.ort_library);
-  left.serve.pool.worker_executable = detail::find_worker_executable(left.serve.pool.worker_executable);
+  const detail::WorkerRuntime runtime = detail::resolve_worker_runtime(left.serve.pool.worker_executable, left.serve.pool.ort_library);
+  left.serve.pool.ort_library = runtime.ort_library;
+  left.serve.pool.worker_executable = runtime.executable;
   const detail::LaunchedPool launched = detail::launch_pool_daemon(left, left.serve.pool.worker_executable);
   return {left.serve.socket_path, detail::pool_log_path(left.serve.socket_path), launched.park_after_s, launched.parking};
 }

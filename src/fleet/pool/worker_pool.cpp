@@ -453,8 +453,9 @@ WorkerPool::WorkerPool(PoolOptions options) : impl_(std::make_unique<Impl>()) {
   check_cpu_devices_fit(options.devices);  // a pool never holds more CPU workers than the machine has cores
   if (!(options.start_timeout_s > 0)) throw Error("the pool's start timeout must be a positive number of seconds", "Give e.g. 600");
   // Decided once, here, for every worker of the pool and what it makes later (options() says them).
-  options.ort_library = detail::resolve_ort_library(options.ort_library);
-  options.worker_executable = detail::find_worker_executable(options.worker_executable);
+  const detail::WorkerRuntime runtime = detail::resolve_worker_runtime(options.worker_executable, options.ort_library);
+  options.ort_library = runtime.ort_library;
+  options.worker_executable = runtime.executable;
   s.executable = options.worker_executable;
   s.options = std::move(options);
   s.start_ns = monotonic_ns();

@@ -1,6 +1,7 @@
 #include "ortfleet/fleet/fleet.hpp"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -50,6 +51,36 @@ Strategy parse_strategy(const std::string& s) {
   throw Error("unknown strategy '" + s + "'", "Use sequential, threads, processes, fleet or auto");
 }
 
+namespace {
+constexpr std::array<std::pair<StrategyWhy, const char*>, 11> kStrategyWhyNames = {{
+    {StrategyWhy::as_asked, "as_asked"},
+    {StrategyWhy::on_pool, "on_pool"},
+    {StrategyWhy::one_process_asked, "one_process_asked"},
+    {StrategyWhy::pool_answered, "pool_answered"},
+    {StrategyWhy::leaves_pool, "leaves_pool"},
+    {StrategyWhy::cpu, "cpu"},
+    {StrategyWhy::record_one_process, "record_one_process"},
+    {StrategyWhy::record_workers, "record_workers"},
+    {StrategyWhy::one_gpu, "one_gpu"},
+    {StrategyWhy::several_gpus, "several_gpus"},
+    {StrategyWhy::known_crash, "known_crash"},
+}};
+}  // namespace
+
+const char* to_string(StrategyWhy why) {
+  for (const auto& [w, name] : kStrategyWhyNames) {
+    if (w == why) return name;
+  }
+  return "?";
+}
+
+StrategyWhy parse_strategy_why(const std::string& name) {
+  for (const auto& [why, n] : kStrategyWhyNames) {
+    if (name == n) return why;
+  }
+  throw Error("unknown strategy reason '" + name + "'");
+}
+
 const std::vector<Strategy>& all_strategies() {
   static const std::vector<Strategy> all = {Strategy::sequential, Strategy::threads, Strategy::processes, Strategy::fleet};
   return all;
@@ -60,11 +91,33 @@ struct Fleet::Impl {
   FleetOptions options;
   Strategy strategy = Strategy::fleet;
   bool use_workers = false;
-  std::string auto_reason;
   std::string devices_reason;  // select_devices("all")'s, when the fleet chose its devices
+  /// Why auto passed over the node's warm pool.
+  struct PoolPassedOver {
+    enum class Why { lacks_devices, unusable, none_left } why;
+    std::string socket;
+    std::string detail;  ///< the devices it lacks, why the socket is unusable, why no pool is left
+    std::string words() const;
+  };
+  /// What auto went by, typed, with the measurements its words quote (strategy_reason()).
+  struct AutoChoice {
+    StrategyWhy why = StrategyWhy::as_asked;
+    long gpus = 0;
+    std::string pool_socket;  ///< pool_answered: the pool's socket
+    std::string devices;      ///< pool_answered: the devices it serves
+    std::optional<PoolPassedOver> passed_over;
+    std::string record;       ///< record_*: the record, described
+    StartWay faster = StartWay::workers;
+    StartWay slower = StartWay::workers;
+    double faster_ms = 0;
+    double slower_ms = 0;
+    std::string crash;        ///< known_crash: the crash record's line
+    std::string words() const;
+  };
+  AutoChoice auto_choice;
   /// Strategy::automatic, from what is measured: may point options.pool_socket at a live pool server
-  /// or set options.one_process. Returns the reason, naming the measurement.
-  std::string choose_automatically(long gpus);
+  /// or set options.one_process.
+  AutoChoice choose_automatically(long gpus);
 
   mutable std::mutex mutex;
   std::condition_variable changed;
@@ -123,7 +176,7 @@ struct Fleet::Impl {
   std::once_flag pool_times_chosen;
   PoolTimes pool_times_;
   std::unique_ptr<detail::BackgroundFill> cache_fill;  // the entry a cold start missed, made after ready
-  std::vector<std::string> left_behind;                 // what runs on after ready, in words
+  std::vector<LeftBehind> left_behind;                  // what runs on after ready
   /// Once every device is done: what a cold start leaves for later starts, never on the path to ready.
   void after_ready();
   bool after_ready_done = false;  // left_behind is complete
@@ -336,16 +389,8 @@ struct Fleet::Impl {
 };
 
 namespace {
-/// The bench rows a record compares: a worker process per GPU (the fleet's way for several GPUs)
-/// against the fastest start of them all in one process.
-constexpr const char* kWorkersRow = "fleet";
-const std::vector<std::pair<const char*, const char*>> kOneProcessRows = {{"fleet, one process", "the fleet in one process"},
-                                                                          {"threads", "threads in one process"}};
-
-bool auto_pool_allowed(const FleetOptions& options) {
-  const auto env = detail::env_value(detail::EnvVar::auto_pool);
-  return options.auto_pool && !(env && *env == "0");
-}
+/// Whether auto may start on the node's warm pool or leave one: FleetOptions::auto_pool, and ORTFLEET_AUTO_POOL (checked: 0 or 1).
+bool auto_pool_allowed(const FleetOptions& options) { return options.auto_pool && detail::env_on(detail::EnvVar::auto_pool).value_or(true); }
 }  // namespace
 
 void Fleet::Impl::cancel_start() {
@@ -375,9 +420,9 @@ void Fleet::Impl::after_ready() {
     }
   }
   const bool fill = missed && options.config.session.model_cache_fill == ModelCacheFill::background;
-  const auto say = [this](std::string note) {
+  const auto say = [this](LeftBehind left) {
     std::lock_guard lock(mutex);
-    left_behind.push_back(std::move(note));
+    left_behind.push_back(std::move(left));
   };
   std::optional<detail::LocalStartPlan> entry;
   if (fill) entry = plan_for({*missed}, detail::LocalMode::overlapped);
@@ -411,30 +456,31 @@ void Fleet::Impl::after_ready() {
       const std::string parking = launched.parking == "on" ? fmt::format("its workers park after {:g} s unused (no GPU memory held), ", launched.park_after_s)
                                   : launched.parking == "off" ? std::string()
                                                               : "its workers do not park (" + launched.parking + "), ";
-      say(fmt::format("left a warm pool for {} ({}): this job's workers go to it as the job ends, {} loaded{}; {}it exits after {:g} s "
-                      "unused (its log {}); {}",
-                      launched.audience, left.serve.socket_path, model, entry ? ", and it makes the model's cache entry in the background" : "",
-                      parking, launched.idle_exit_s, detail::pool_log_path(left.serve.socket_path), options.no_warm_pool_advice));
+      say({LeftBehind::Kind::warm_pool, left.serve.socket_path, detail::pool_log_path(left.serve.socket_path),
+           fmt::format("left a warm pool for {} ({}): this job's workers go to it as the job ends, {} loaded{}; {}it exits after {:g} s "
+                       "unused (its log {}); {}",
+                       launched.audience, left.serve.socket_path, model, entry ? ", and it makes the model's cache entry in the background" : "",
+                       parking, launched.idle_exit_s, detail::pool_log_path(left.serve.socket_path), options.no_warm_pool_advice)});
       return;
     }
     if (fill) {
       cache_fill = std::make_unique<detail::BackgroundFill>(*entry, executable, options.narrow_workers);
-      say("making the model cache entry of " + model + " in the background (a low-priority worker; later starts load it)");
+      say({LeftBehind::Kind::cache_entry, {}, {}, "making the model cache entry of " + model + " in the background (a low-priority worker; later starts load it)"});
     }
   } catch (const std::exception& e) {
-    say("nothing left for later starts: " + Error::from(e).what_failed());
+    say({LeftBehind::Kind::nothing, {}, {}, "nothing left for later starts: " + Error::from(e).what_failed()});
   }
 }
 
 const Fleet::Impl::WorkerChoice& Fleet::Impl::worker_choice() {
   std::call_once(worker_chosen, [this] {
     try {
-      worker_choice_.executable = detail::find_worker_executable(options.worker_executable);
+      const detail::WorkerRuntime runtime = detail::resolve_worker_runtime(options.worker_executable, options.ort_library);
+      worker_choice_.executable = runtime.executable;
+      worker_choice_.ort_library = runtime.ort_library;
     } catch (const Error& e) {
       worker_choice_.error = e;
-      return;
     }
-    worker_choice_.ort_library = detail::resolve_ort_library(options.ort_library);
   });
   return worker_choice_;
 }
@@ -455,14 +501,64 @@ const Fleet::Impl::PoolTimes& Fleet::Impl::pool_times() {
   return pool_times_;
 }
 
-std::string Fleet::Impl::choose_automatically(long gpus) {
-  auto& s = *this;
+std::string Fleet::Impl::PoolPassedOver::words() const {
+  switch (why) {
+    case Why::lacks_devices: return fmt::format(" (the warm pool on {} does not serve {})", socket, detail);
+    case Why::unusable: return fmt::format(" (the default pool socket {} is not usable: {})", socket, detail);
+    case Why::none_left: return " (nothing left for later starts: " + detail + ")";
+  }
+  return {};
+}
+
+std::string Fleet::Impl::AutoChoice::words() const {
   const std::string floor = gpus > 0 ? "the floor of a GPU start holds max(EP load and registration, cuInit + context), which only the fleet's "
                                        "overlapped start reaches (the plain strategies pay their sum)"
                                      : "the model is read while ONNX Runtime loads";
-  if (s.on_pool()) return "auto chose fleet: " + floor + "; on the warm worker pool";
-  if (s.options.one_process && gpus >= 1) return "auto chose fleet: " + floor + "; every GPU in this process, as asked (one_process)";
-  std::string pool_note;
+  const std::string note = passed_over ? passed_over->words() : std::string();
+  switch (why) {
+    case StrategyWhy::as_asked: return "as asked";
+    case StrategyWhy::on_pool: return "auto chose fleet: " + floor + "; on the warm worker pool";
+    case StrategyWhy::one_process_asked: return "auto chose fleet: " + floor + "; every GPU in this process, as asked (one_process)";
+    case StrategyWhy::pool_answered:
+      return fmt::format("auto chose the warm worker pool on {}: it answered and serves {}, so no worker process, runtime load, cuInit "
+                         "or context is paid, and a model it holds is handed over at once (ORTFLEET_AUTO_POOL=0 starts cold)",
+                         pool_socket, devices);
+    case StrategyWhy::leaves_pool:
+      return "auto chose fleet: " + floor + "; a worker process per device, which the warm pool this start leaves takes over, model " +
+             "loaded, for the next job (" + named(Setting::warm_pool_idle, "0") + " leaves none)";
+    case StrategyWhy::cpu: return "auto chose fleet: " + floor + "; one process" + note;
+    case StrategyWhy::record_one_process:
+      return fmt::format("auto chose fleet in one process: on this machine ({}) {} started {} GPUs in {:.0f} ms vs {:.0f} ms for {}{}", record,
+                         start_way_words(faster), gpus, faster_ms, slower_ms, start_way_words(slower), note);
+    case StrategyWhy::record_workers:
+      return fmt::format("auto chose fleet: on this machine ({}) {} started {} GPUs in {:.0f} ms vs {:.0f} ms for {}{}", record,
+                         start_way_words(faster), gpus, faster_ms, slower_ms, start_way_words(slower), note);
+    case StrategyWhy::one_gpu:
+      return "auto chose fleet: " + floor + "; one GPU: a worker process, where cuDNN's recorded choices apply (libortfleet_cudnn.so is "
+             "preloaded into workers, not into this process; no bench record of 1 GPU on this machine: 'ortfleet bench' saves one)" + note;
+    case StrategyWhy::several_gpus:
+      return "auto chose fleet: " + floor + "; " + std::to_string(gpus) +
+             " GPUs: a worker process each, as GPUs in one process contend in the driver (no bench record of " + std::to_string(gpus) +
+             " GPUs on this machine: 'ortfleet bench' saves one)" + note;
+    case StrategyWhy::known_crash:
+      return "auto chose a worker process per device: this model crashed ONNX Runtime here before, and a crash in a worker "
+             "cannot end this process (" + crash + ")";
+  }
+  return {};
+}
+
+Fleet::Impl::AutoChoice Fleet::Impl::choose_automatically(long gpus) {
+  auto& s = *this;
+  AutoChoice choice;
+  choice.gpus = gpus;
+  if (s.on_pool()) {
+    choice.why = StrategyWhy::on_pool;
+    return choice;
+  }
+  if (s.options.one_process && gpus >= 1) {
+    choice.why = StrategyWhy::one_process_asked;
+    return choice;
+  }
   if (auto_pool_allowed(s.options)) {
     const std::string socket = default_pool_socket();
     const detail::PoolProbe found = detail::probe_pool(socket, 2.0);
@@ -473,76 +569,87 @@ std::string Fleet::Impl::choose_automatically(long gpus) {
       }
       if (missing.empty()) {
         s.options.pool_socket = socket;
-        return fmt::format("auto chose the warm worker pool on {}: it answered and serves {}, so no worker process, runtime load, cuInit "
-                           "or context is paid, and a model it holds is handed over at once (ORTFLEET_AUTO_POOL=0 starts cold)",
-                           socket, to_string(s.options.devices));
+        choice.why = StrategyWhy::pool_answered;
+        choice.pool_socket = socket;
+        choice.devices = to_string(s.options.devices);
+        return choice;
       }
-      pool_note = fmt::format(" (the warm pool on {} does not serve {})", socket, fmt::join(missing, ", "));
+      choice.passed_over = PoolPassedOver{PoolPassedOver::Why::lacks_devices, socket, fmt::format("{}", fmt::join(missing, ", "))};
     } else if (found.kind == detail::PoolProbe::Kind::unusable) {
-      pool_note = fmt::format(" (the default pool socket {} is not usable: {})", socket, found.why);
+      choice.passed_over = PoolPassedOver{PoolPassedOver::Why::unusable, socket, found.why};
     } else {
       // Nobody there: this start leaves a pool, and its sessions start in workers that the pool then
-      // takes over, loaded, as the job ends (the next job finds its model resident). A bad
-      // ORTFLEET_WARM_POOL_IDLE leaves none, and the start says why.
+      // takes over, loaded, as the job ends (the next job finds its model resident). An idle time of 0
+      // leaves none; one that cannot be read leaves none either, and the start says why.
       const PoolTimes& times = s.pool_times();
-      std::optional<double> idle_exit = times.idle_exit_s;
       if (times.idle_error) {
-        idle_exit = 0;
-        pool_note = " (nothing left for later starts: " + times.idle_error->what_failed() + ")";
-      }
-      if (idle_exit.value_or(WarmPoolOptions::kDefaultIdleExitS) > 0) {
+        choice.passed_over = PoolPassedOver{PoolPassedOver::Why::none_left, socket, times.idle_error->what_failed()};
+      } else if (!times.idle_exit_s || *times.idle_exit_s > 0) {
         s.leaves_pool = true;
-        return "auto chose fleet: " + floor + "; a worker process per device, which the warm pool this start leaves takes over, model " +
-               "loaded, for the next job (" + named(Setting::warm_pool_idle, "0") + " leaves none)";
+        choice.why = StrategyWhy::leaves_pool;
+        return choice;
       }
     }
   }
-  if (gpus == 0) return "auto chose fleet: " + floor + "; one process" + pool_note;
-  const auto record = find_start_record(static_cast<int>(gpus));
-  if (record && record->start_ms.count(kWorkersRow)) {
-    const double workers_ms = record->start_ms.at(kWorkersRow);
-    for (const auto& [row, words] : kOneProcessRows) {
-      const auto one = record->start_ms.find(row);
-      if (one == record->start_ms.end()) continue;
-      s.options.one_process = one->second < workers_ms;
-      if (s.options.one_process) {
-        return fmt::format("auto chose fleet in one process: on this machine ({}) {} started {} GPUs in {:.0f} ms vs {:.0f} ms for a worker "
-                           "process per GPU{}", record->described(), words, gpus, one->second, workers_ms, pool_note);
-      }
-      return fmt::format("auto chose fleet: on this machine ({}) a worker process per GPU started {} GPUs in {:.0f} ms vs {:.0f} ms for {}{}",
-                         record->described(), gpus, workers_ms, one->second, words, pool_note);
+  if (gpus == 0) {
+    choice.why = StrategyWhy::cpu;
+    return choice;
+  }
+  if (const auto record = find_start_record(static_cast<int>(gpus)); record && record->start_ms.count(StartWay::workers) != 0) {
+    // A worker process per GPU against the fastest start in one process the record has: the fleet's own first.
+    const double workers_ms = record->start_ms.at(StartWay::workers);
+    for (const StartWay one : {StartWay::one_process, StartWay::threads}) {
+      const auto found = record->start_ms.find(one);
+      if (found == record->start_ms.end()) continue;
+      s.options.one_process = found->second < workers_ms;
+      choice.why = s.options.one_process ? StrategyWhy::record_one_process : StrategyWhy::record_workers;
+      choice.record = record->described();
+      choice.faster = s.options.one_process ? one : StartWay::workers;
+      choice.slower = s.options.one_process ? StartWay::workers : one;
+      choice.faster_ms = std::min(found->second, workers_ms);
+      choice.slower_ms = std::max(found->second, workers_ms);
+      return choice;
     }
   }
-  if (gpus == 1) {
-    return "auto chose fleet: " + floor + "; one GPU: a worker process, where cuDNN's recorded choices apply (libortfleet_cudnn.so is "
-           "preloaded into workers, not into this process; no bench record of 1 GPU on this machine: 'ortfleet bench' saves one)" + pool_note;
-  }
-  return "auto chose fleet: " + floor + "; " + std::to_string(gpus) +
-         " GPUs: a worker process each, as GPUs in one process contend in the driver (no bench record of " + std::to_string(gpus) +
-         " GPUs on this machine: 'ortfleet bench' saves one)" + pool_note;
+  choice.why = gpus == 1 ? StrategyWhy::one_gpu : StrategyWhy::several_gpus;
+  return choice;
 }
 
 namespace {
-void check_timeout(double seconds, const char* what, const char* example) {
-  if (!(seconds > 0)) {  // NaN too
-    throw Error(fmt::format("the {} must be a positive number of seconds (got {:g})", what, seconds), std::string("Give e.g. ") + example);
-  }
+/// A preferred pool (FleetOptions::preferred_pool) becomes the fleet's pool where it has every device asked
+/// for and nothing else was given; its devices are the fleet's when none were asked for.
+void take_preferred_pool(FleetOptions& o) {
+  auto preferred = std::move(o.preferred_pool);
+  if (!preferred || o.pool != nullptr || !o.pool_socket.empty()) return;
+  if (o.strategy != Strategy::automatic && o.strategy != Strategy::fleet) return;
+  const auto& have = preferred->devices();
+  const auto& want = o.devices.empty() ? have : o.devices;
+  if (!std::all_of(want.begin(), want.end(), [&](const Device& d) { return std::find(have.begin(), have.end(), d) != have.end(); })) return;
+  o.pool = std::move(preferred);
+  if (o.devices.empty()) o.devices = have;
 }
 }  // namespace
 
 Fleet::Fleet(std::string model_path, FleetOptions options) : impl_(std::make_unique<Impl>()) {
   auto& s = *impl_;
   s.model = std::move(model_path);
+  check_environment();  // a bad ORTFLEET_* variable refused in one line naming it (or warned about), before any work
+  checked_text(Setting::model, s.model);  // a NUL byte would cut the path where the file is opened
   validate_model_file(s.model);
+  take_preferred_pool(options);
   if (options.devices.empty()) {
     DeviceSelection all = select_devices("all");
     options.devices = std::move(all.devices);
     s.devices_reason = std::move(all.reason);
   }
   check_cpu_devices_fit(options.devices);
-  if (options.warmup_runs < 0) throw Error("warm-up runs must not be negative", "Use 0 or more");
-  check_timeout(options.start_timeout_s, "start timeout", "7200 (two hours)");
-  check_timeout(options.run_timeout_s, "run timeout", "600 (ten minutes)");
+  checked_number(Setting::start_timeout, options.start_timeout_s);  // as the command line's --timeout: above 0, at most a week
+  checked_number(Setting::run_timeout, options.run_timeout_s);
+  checked_number(Setting::warmup_runs, options.warmup_runs);
+  for (const auto& [setting, path] : {std::pair{Setting::ort_library, &options.ort_library}, std::pair{Setting::profile_dir, &options.profile_dir},
+                                      std::pair{Setting::pool, &options.pool_socket}, std::pair{Setting::worker_executable, &options.worker_executable}}) {
+    if (!path->empty()) checked_text(setting, *path);  // no path holds a NUL byte, which would cut it where it is opened
+  }
   if (options.config.cuda.cuda_graph && std::none_of(options.devices.begin(), options.devices.end(), [](const Device& d) { return d.is_gpu(); })) {
     spdlog::warn("{} is on, but the devices ({}) are CPUs: CUDA graphs need a GPU, so the sessions run without them",
                  named(Setting::cuda_graph), to_string(options.devices));
@@ -550,7 +657,7 @@ Fleet::Fleet(std::string model_path, FleetOptions options) : impl_(std::make_uni
   s.options = std::move(options);
   s.strategy = s.options.strategy == Strategy::automatic ? Strategy::fleet : s.options.strategy;
   const auto gpus = std::count_if(s.options.devices.begin(), s.options.devices.end(), [](const Device& d) { return d.is_gpu(); });
-  if (s.options.strategy == Strategy::automatic) s.auto_reason = s.choose_automatically(gpus);
+  if (s.options.strategy == Strategy::automatic) s.auto_choice = s.choose_automatically(gpus);
   // Several GPUs in one process contend inside the CUDA driver and ONNX Runtime (module loading,
   // cuDNN/cuBLAS handle creation, allocation): the fleet gives each GPU its own process, unless this
   // machine's bench found one process faster.
@@ -565,8 +672,8 @@ Fleet::Fleet(std::string model_path, FleetOptions options) : impl_(std::make_uni
       // A crash inside ONNX Runtime in this process would end the caller's job: contain it.
       s.use_workers = true;
       s.options.one_process = false;
-      s.auto_reason = "auto chose a worker process per device: this model crashed ONNX Runtime here before, and a crash in a worker "
-                      "cannot end this process (" + *crash + ")";
+      s.auto_choice.why = StrategyWhy::known_crash;
+      s.auto_choice.crash = *crash;
     }
   }
   if (s.options.pool != nullptr && !s.options.pool_socket.empty()) {
@@ -642,7 +749,9 @@ std::vector<DeviceStatus> Fleet::status() const {
 const std::vector<Device>& Fleet::devices() const { return impl_->options.devices; }
 Strategy Fleet::strategy() const { return impl_->strategy; }
 
-std::string Fleet::strategy_reason() const { return impl_->options.strategy == Strategy::automatic ? impl_->auto_reason : "as asked"; }
+std::string Fleet::strategy_reason() const { return impl_->options.strategy == Strategy::automatic ? impl_->auto_choice.words() : "as asked"; }
+
+StrategyWhy Fleet::strategy_why() const { return impl_->options.strategy == Strategy::automatic ? impl_->auto_choice.why : StrategyWhy::as_asked; }
 
 std::string Fleet::devices_reason() const { return impl_->devices_reason; }
 
@@ -725,6 +834,12 @@ std::future<std::vector<Tensor>> Fleet::run_async(const Device& device, const st
 Timeline Fleet::timeline() const { return impl_->timeline; }
 
 std::vector<std::string> Fleet::left_behind() const {
+  std::vector<std::string> notes;
+  for (const auto& left : what_is_left()) notes.push_back(left.note);
+  return notes;
+}
+
+std::vector<LeftBehind> Fleet::what_is_left() const {
   auto& s = *impl_;
   std::unique_lock lock(s.mutex);
   // Every device done: what after_ready() decides is waited for, a pool's launch at most.

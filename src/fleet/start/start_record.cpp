@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -22,6 +23,35 @@ constexpr const char* kRecordFolderHint = "Set ORTFLEET_CACHE to a folder only y
 fs::path root_or_default(const std::string& root) { return root.empty() ? fs::path(ModelCache::default_root()) : fs::path(root); }
 }  // namespace
 
+namespace {
+constexpr std::array<std::pair<StartWay, const char*>, 3> kWayNames = {
+    {{StartWay::workers, "fleet"}, {StartWay::one_process, "fleet, one process"}, {StartWay::threads, "threads"}}};
+}  // namespace
+
+const char* to_string(StartWay way) {
+  for (const auto& [w, name] : kWayNames) {
+    if (w == way) return name;
+  }
+  return "?";
+}
+
+std::optional<StartWay> start_way_of_row(const std::string& label) {
+  if (label == "fleet (1 device)") return StartWay::workers;  // a bench of several GPUs: its row of one
+  for (const auto& [way, name] : kWayNames) {
+    if (label == name) return way;
+  }
+  return std::nullopt;
+}
+
+const char* start_way_words(StartWay way) {
+  switch (way) {
+    case StartWay::workers: return "a worker process per GPU";
+    case StartWay::one_process: return "the fleet in one process";
+    case StartWay::threads: return "threads in one process";
+  }
+  return "?";
+}
+
 std::string StartRecord::described() const {
   std::string machine = "no NVIDIA GPU";
   if (!gpus.empty()) {
@@ -32,8 +62,10 @@ std::string StartRecord::described() const {
 }
 
 std::string StartRecord::to_json() const {
+  json by_row = json::object();
+  for (const auto& [way, ms] : start_ms) by_row[to_string(way)] = ms;
   return json{{"ortfleet_start_record", 1}, {"gpus", gpus},   {"device_count", device_count}, {"measured_at", measured_at},
-              {"source", source},            {"model", model}, {"start_ms", start_ms}}
+              {"source", source},            {"model", model}, {"start_ms", by_row}}
       .dump(2);
 }
 
@@ -47,7 +79,9 @@ StartRecord StartRecord::from_json(const std::string& text, const std::string& s
     r.measured_at = j.at("measured_at").get<std::string>();
     r.source = j.at("source").get<std::string>();
     r.model = j.value("model", "");
-    r.start_ms = j.at("start_ms").get<std::map<std::string, double>>();
+    for (const auto& [row, ms] : j.at("start_ms").get<std::map<std::string, double>>()) {
+      if (const auto way = start_way_of_row(row)) r.start_ms[*way] = ms;  // the rows auto does not weigh are left out
+    }
     return r;
   } catch (const std::exception& e) {
     throw Error("malformed start record " + source_path + ": " + Error::from(e).what_failed(),

@@ -17,11 +17,13 @@ StartReport make_start_report(const Fleet& fleet, const std::string& model, int6
   r.model = model;
   r.strategy = to_string(fleet.strategy());
   r.strategy_reason = fleet.strategy_reason();
+  r.strategy_why = fleet.strategy_why();
   r.devices_reason = fleet.devices_reason();
   r.devices = fleet.status();
   r.main_ns = main_ns;
   r.spawn_ns = main_ns;
-  if (auto v = detail::env_value(detail::EnvVar::spawn_ns)) r.spawn_ns = std::stoll(*v);
+  if (const auto spawned = detail::env_number(detail::EnvVar::spawn_ns)) r.spawn_ns = static_cast<int64_t>(*spawned);  // checked: a bad one is warned about
+  if (r.spawn_ns > main_ns) r.spawn_ns = main_ns;  // a time handed down that lies after main(): not this process's spawn
   r.timeline = fleet.timeline();
   r.timeline.set_origin_ns(r.spawn_ns);
   if (r.spawn_ns < main_ns) r.timeline.add({phase::process_start, "process", r.spawn_ns, main_ns, 0, {}});
@@ -46,6 +48,7 @@ std::string StartReport::to_json() const {
               {"model", model},
               {"strategy", strategy},
               {"strategy_reason", strategy_reason},
+              {"strategy_why", to_string(strategy_why)},
               {"devices_reason", devices_reason},
               {"devices", devices_json},
               {"spawn_ns", spawn_ns},
@@ -70,6 +73,7 @@ StartReport StartReport::from_json(const std::string& text) {
     r.model = j.at("model").get<std::string>();
     r.strategy = j.at("strategy").get<std::string>();
     r.strategy_reason = j.value("strategy_reason", "");  // the Python anchors print none
+    r.strategy_why = parse_strategy_why(j.value("strategy_why", "as_asked"));
     r.devices_reason = j.value("devices_reason", "");
     r.spawn_ns = j.at("spawn_ns").get<int64_t>();
     r.main_ns = j.at("main_ns").get<int64_t>();

@@ -75,6 +75,13 @@ std::string resolve_ort_library(const std::string& explicit_library) {
   return {};
 }
 
+WorkerRuntime resolve_worker_runtime(const std::string& explicit_executable, const std::string& explicit_library) {
+  WorkerRuntime runtime;
+  runtime.executable = find_worker_executable(explicit_executable);
+  runtime.ort_library = resolve_ort_library(explicit_library);
+  return runtime;
+}
+
 // --- one channel, the parent's or a client's side ---------------------------------------------------
 
 WorkerChannel::WorkerChannel(UniqueFd socket, Device device, int pid, Hooks hooks)
@@ -197,8 +204,7 @@ std::shared_ptr<RingClient> WorkerChannel::ring(double timeout_s) {
   std::lock_guard ring_lock(ring_mutex_);
   if (ring_opened_) return ring_;
   ring_opened_ = true;
-  const auto setting = env_value(EnvVar::worker_ring);
-  if (!ring_chosen_.value_or(!(setting && *setting == "0"))) return nullptr;
+  if (!ring_chosen_.value_or(env_on(EnvVar::worker_ring).value_or(true))) return nullptr;
   auto ring = RequestRing::create(RingClient::kSlots, RingClient::kInitialSlotBytes);
   call(message::ring, nullptr, std::min(timeout_s, kControlTimeoutS), {ring->fd()});
   RingClient::Peer peer;

@@ -38,6 +38,15 @@ std::string find_worker_executable(const std::string& explicit_path);
 /// The ONNX Runtime library a worker should load: `explicit_library`, else the one this process would.
 std::string resolve_ort_library(const std::string& explicit_library);
 
+/// What worker processes run: the executable and the ONNX Runtime library they load.
+struct WorkerRuntime {
+  std::string executable;
+  std::string ort_library;
+};
+/// The one decision of both, for a fleet, a pool and the pool a start leaves alike: find_worker_executable
+/// and resolve_ort_library. Throws ortfleet::Error when there is no worker executable.
+WorkerRuntime resolve_worker_runtime(const std::string& explicit_executable, const std::string& explicit_library);
+
 /// What a worker reports once a session is ready.
 struct WorkerReady {
   std::string session;  ///< the key to run it by

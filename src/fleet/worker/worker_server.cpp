@@ -307,7 +307,7 @@ void WorkerServer::clear() { sessions_->clear(); }
 
 int worker_main(int channel_fd, const Device& device, bool narrowed) {
   const int64_t main_ns = monotonic_ns();
-  if (env_value(EnvVar::worker_background).value_or("") == "1") lower_priority();  // before any thread exists
+  if (env_on(EnvVar::worker_background).value_or(false)) lower_priority();  // before any thread exists
   install_termination_cleanup();
   if (auto level = env_value(EnvVar::worker_log_level)) spdlog::set_level(spdlog::level::from_str(*level));
   if (narrowed) provider_for(device).use_narrowed(device);

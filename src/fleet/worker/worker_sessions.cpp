@@ -28,6 +28,7 @@
 #include "ortfleet/engine/cache.hpp"
 #include "ortfleet/engine/cuda_devices.hpp"
 #include "ortfleet/engine/runtime.hpp"
+#include "ortfleet/base/number_text.hpp"
 #include "ortfleet/synth/synth.hpp"
 #include "process/spawn.hpp"
 
@@ -39,11 +40,11 @@ namespace {
 /// The test hooks ORTFLEET_TEST_WORKER_START_DELAY and _INIT_DELAY (`variable`): sleeps when it names
 /// this worker's device.
 void delay_if_asked(EnvVar variable, const std::string& device) {
-  const auto setting = env_value(variable);
+  const auto setting = env_value(variable);  // checked: DEVICE=SECONDS, else refused in one line naming it
   if (!setting) return;
   const auto equals = setting->rfind('=');
-  if (equals == std::string::npos || setting->substr(0, equals) != device) return;
-  std::this_thread::sleep_for(std::chrono::duration<double>(std::stod(setting->substr(equals + 1))));
+  if (setting->substr(0, equals) != device) return;
+  std::this_thread::sleep_for(std::chrono::duration<double>(parse_decimal(setting->substr(equals + 1)).value_or(0)));
 }
 
 /// Primer folders (ortfleet-primer-PID-XXXXXX) of workers that died while they primed, killed where no
@@ -260,7 +261,7 @@ void WorkerSessions::clear() {
 }
 
 void WorkerSessions::add_process_start(Timeline& timeline) const {
-  if (auto spawn = env_value(EnvVar::spawn_ns)) timeline.add({phase::process_start, lane(), std::stoll(*spawn), main_ns_, 0, {}});
+  if (auto spawn = env_number(EnvVar::spawn_ns)) timeline.add({phase::process_start, lane(), static_cast<int64_t>(*spawn), main_ns_, 0, {}});
 }
 
 json WorkerSessions::on_my_lane(const Timeline& timeline) const {

@@ -269,3 +269,81 @@ TEST(ShapeAwareSession, AShapeTheModelForbidsNamesTheInput) {
 }
 
 }  // namespace ortfleet
+
+namespace ortfleet {
+namespace {
+SessionSpec tiered_spec(const std::string& model, const std::string& cache) {
+  SessionSpec spec;
+  spec.model_path = model;
+  spec.cache_dir = cache;
+  spec.config.session.optimized_model_cache = true;
+  spec.config.session.model_cache_fill = ModelCacheFill::off;
+  spec.config.session.tiered_start = TieredStart::on;
+  return spec;
+}
+bool has_event(const Timeline& t, const char* name) {
+  for (const auto& e : t.events()) {
+    if (e.name == name) return true;
+  }
+  return false;
+}
+}  // namespace
+
+// A tiered start serves from the quick session at ready, makes the configured one beside it, and switches
+// it in once their outputs agree: the outputs before and after are a plain session's, and the timeline
+// shows the full session and the switch.
+TEST(SessionTiers, TheFullSessionTakesOverOnceItsOutputsAgree) {
+  SessionSpec plain;
+  plain.model_path = test::resnet18_model();
+  Session reference(plain);
+  const auto inputs = random_inputs(reference.inputs(), 3);
+  const auto want = first_output(reference, inputs);
+  Timeline timeline;
+  Session s(tiered_spec(test::resnet18_model(), test::fresh_dir("tiers-switch").string()), &timeline);
+  EXPECT_EQ(s.tier().stage, SessionTier::Stage::quick);
+  s.warm_up();
+  const auto quick = first_output(s, inputs);
+  const SessionTier done = s.wait_for_full_session(120);
+  ASSERT_EQ(done.stage, SessionTier::Stage::full) << done.note;
+  EXPECT_GT(done.full_ms, 0);
+  const auto full = first_output(s, inputs);
+  ASSERT_EQ(quick.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(quick[i], want[i], 1e-3 * (1 + std::abs(want[i])));
+  test::expect_same_values(want, full);
+  EXPECT_TRUE(has_event(timeline, phase::session_full));
+  EXPECT_TRUE(has_event(timeline, phase::session_switch));
+}
+
+// Outputs that differ beyond the tolerance keep the quick session, and say why.
+TEST(SessionTiers, AFullSessionThatDisagreesIsNotSwitchedIn) {
+  const test::ScopedEnv disagree("ORTFLEET_TEST_TIER_DISAGREE", "1");
+  test::CapturedLog log;
+  Session s(tiered_spec(test::mlp_model(), test::fresh_dir("tiers-refused").string()));
+  s.warm_up();
+  const SessionTier done = s.wait_for_full_session(120);
+  EXPECT_EQ(done.stage, SessionTier::Stage::refused);
+  EXPECT_NE(done.note.find("told to disagree"), std::string::npos) << done.note;
+  EXPECT_EQ(log.count("the quick session keeps serving"), 1u);
+  EXPECT_NO_THROW(s.run(random_inputs(s.inputs(), 1)));
+}
+
+// Off, a cached start, declared shapes: no tier; a Session closed while its full session is made
+// ends at once (its first run terminated), nothing left running.
+TEST(SessionTiers, OnlyAFirstStartOfOneShapeIsTieredAndClosingOneStopsItsFullSession) {
+  const std::string cache = test::fresh_dir("tiers-when").string();
+  SessionSpec off = tiered_spec(test::mlp_model(), cache);
+  off.config.session.tiered_start = TieredStart::off;
+  EXPECT_EQ(Session(off).tier().stage, SessionTier::Stage::none);
+  SessionSpec declared = tiered_spec(test::dynamic_mlp_model(), cache);
+  declared.config.shapes.batches = {1, 2};
+  EXPECT_EQ(Session(declared).tier().stage, SessionTier::Stage::none);
+  SessionSpec automatic = tiered_spec(test::mlp_model(), cache);
+  automatic.config.session.tiered_start = TieredStart::automatic;  // automatic is for a GPU's convolutions
+  EXPECT_EQ(Session(automatic).tier().stage, SessionTier::Stage::none);
+  {
+    Session closing(tiered_spec(test::resnet18_model(), cache));
+    closing.warm_up();
+  }  // destroyed while its full session may be in the making: must not hang or crash
+}
+
+}  // namespace ortfleet

@@ -314,7 +314,7 @@ TEST(WarmupInputs, AModelThatRejectsMadeUpInputsGetsAnErrorNamingThem) {
     const std::string text = e.what();
     EXPECT_NE(text.find("inputs ortfleet made up"), std::string::npos) << text;
     EXPECT_NE(text.find("'input_ids'"), std::string::npos) << text;
-    EXPECT_NE(text.find("`warmup.inputs_file=FILE.npz`"), std::string::npos) << text;
+    EXPECT_NE(text.find("`warmup.inputs=FILE.npz`"), std::string::npos) << text;
   }
 }
 

@@ -1,4 +1,6 @@
 #include <gtest/gtest.h>
+
+#include <limits>
 #include <signal.h>
 
 #include <cerrno>
@@ -84,6 +86,30 @@ TEST(Fleet, AutoSaysWhyItChoseTheFleet) {
   EXPECT_EQ(automatic.strategy_reason().rfind("auto chose fleet: ", 0), 0u) << automatic.strategy_reason();
   EXPECT_NE(automatic.strategy_reason().find("one process"), std::string::npos) << automatic.strategy_reason();
   EXPECT_EQ(Fleet(test::mlp_model(), cpu_fleet(Strategy::sequential, 1)).strategy_reason(), "as asked");
+  // What a reader goes by is typed; the words are made from it.
+  EXPECT_EQ(automatic.strategy_why(), StrategyWhy::cpu);
+  EXPECT_EQ(Fleet(test::mlp_model(), cpu_fleet(Strategy::sequential, 1)).strategy_why(), StrategyWhy::as_asked);
+  for (const char* name : {"as_asked", "on_pool", "one_process_asked", "pool_answered", "leaves_pool", "cpu", "record_one_process",
+                           "record_workers", "one_gpu", "several_gpus", "known_crash"}) {
+    EXPECT_EQ(to_string(parse_strategy_why(name)), std::string(name));
+  }
+}
+
+// What the command line refuses, the library refuses too, in the same words (each front end says the setting its way).
+TEST(Fleet, ItsOptionsAreCheckedAsTheFlagsAre) {
+  FleetOptions forever = cpu_fleet(Strategy::threads, 1);
+  forever.start_timeout_s = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(test::error_of([&] { Fleet(test::mlp_model(), forever); }),
+            "`start_timeout_s=inf` is out of range: give a number of seconds above 0 and at most 604800");
+  FleetOptions week_and_a_second = cpu_fleet(Strategy::threads, 1);
+  week_and_a_second.run_timeout_s = 604801;
+  EXPECT_EQ(test::error_of([&] { Fleet(test::mlp_model(), week_and_a_second); }),
+            "`run_timeout_s=604801` is out of range: give a number of seconds above 0 and at most 604800");
+  EXPECT_EQ(test::error_of([&] { Fleet(test::mlp_model() + std::string("\0x", 2), cpu_fleet(Strategy::threads, 1)); }),
+            "`model=" + test::mlp_model() + "?x` holds a NUL byte, which no path holds");
+  FleetOptions cut = cpu_fleet(Strategy::threads, 1);
+  cut.ort_library = std::string("/lib\0/libonnxruntime.so", 23);
+  EXPECT_EQ(test::error_of([&] { Fleet(test::mlp_model(), cut); }), "`ort_library=/lib?/libonnxruntime.so` holds a NUL byte, which no path holds");
 }
 
 // For several GPUs, auto goes by this machine's last bench: a worker process per GPU or one process,
@@ -102,22 +128,24 @@ TEST(Fleet, AutoChoosesFromThisMachinesBenchRecord) {
   record.gpus = machine_gpu_names();
   record.device_count = 2;
   record.measured_at = "2026-11-23T06:00:00Z";
-  record.start_ms = {{"fleet", 741}, {"threads", 1210}, {"sequential", 2100}};
+  record.start_ms = {{StartWay::workers, 741}, {StartWay::threads, 1210}};
   save_start_record(record);
   const std::string machine = "(" + record.described() + ")";
   EXPECT_NE(machine.find("bench of 2026-11-23"), std::string::npos) << machine;
   const Fleet workers(model, two);
   EXPECT_EQ(workers.strategy(), Strategy::fleet);
+  EXPECT_EQ(workers.strategy_why(), StrategyWhy::record_workers);
   EXPECT_EQ(workers.strategy_reason(),
             "auto chose fleet: on this machine " + machine + " a worker process per GPU started 2 GPUs in 741 ms vs 1210 ms for threads in one process");
 
-  record.start_ms["threads"] = 600;
+  record.start_ms[StartWay::threads] = 600;
   save_start_record(record);
+  EXPECT_EQ(Fleet(model, two).strategy_why(), StrategyWhy::record_one_process);
   EXPECT_EQ(Fleet(model, two).strategy_reason(),
             "auto chose fleet in one process: on this machine " + machine + " threads in one process started 2 GPUs in 600 ms vs 741 ms for a worker "
             "process per GPU");
 
-  record.start_ms["fleet, one process"] = 650;  // bench's row of the fleet in one process, when it has one, before threads
+  record.start_ms[StartWay::one_process] = 650;  // bench's row of the fleet in one process, when it has one, before threads
   save_start_record(record);
   EXPECT_EQ(Fleet(model, two).strategy_reason(),
             "auto chose fleet in one process: on this machine " + machine + " the fleet in one process started 2 GPUs in 650 ms vs 741 ms for a "
@@ -129,6 +157,7 @@ TEST(Fleet, AutoChoosesFromThisMachinesBenchRecord) {
   FleetOptions three = two;  // the record is of two GPUs
   three.devices.push_back(Device::cuda(2));
   EXPECT_NE(Fleet(model, three).strategy_reason().find("no bench record of 3 GPUs"), std::string::npos);
+  EXPECT_EQ(Fleet(model, three).strategy_why(), StrategyWhy::several_gpus);
   FleetOptions asked = two;
   asked.strategy = Strategy::fleet;
   EXPECT_EQ(Fleet(model, asked).strategy_reason(), "as asked");

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "base/private_dir.hpp"
 #include "ortfleet/base/error.hpp"
@@ -19,7 +20,7 @@ StartRecord two_h200() {
   r.device_count = 2;
   r.measured_at = "2026-11-23T06:00:00Z";
   r.model = "resnet50.onnx";
-  r.start_ms = {{"fleet", 741}, {"threads", 1210}};
+  r.start_ms = {{StartWay::workers, 741}, {StartWay::threads, 1210}};
   return r;
 }
 }  // namespace
@@ -41,6 +42,20 @@ TEST(StartRecord, RoundTripsThroughItsFileForTheMachineItWasMadeOn) {
   EXPECT_EQ(found->model, r.model);
   EXPECT_FALSE(find_start_record(2, root.path().string(), std::vector<std::string>{"NVIDIA H100", "NVIDIA H100"}));  // another machine
   EXPECT_FALSE(find_start_record(4, root.path().string(), r.gpus));                                          // another count
+}
+
+// The record's keys are the ways auto weighs, typed; its file names them by the bench rows that measure
+// them, and the rows auto does not weigh are left out (a record of one GPU from a bench of several names
+// its worker's row "fleet (1 device)").
+TEST(StartRecord, ItsKeysAreTheWaysAutoWeighsNotRowLabels) {
+  const StartRecord r = StartRecord::from_json(R"json({"ortfleet_start_record": 1, "gpus": ["G"], "device_count": 1, "measured_at": "2026-11-23T06:00:00Z",
+      "source": "bench", "start_ms": {"fleet (1 device)": 500, "plain (1 device)": 900, "fleet, one process": 450, "sequential": 2100}})json",
+                                               "r.json");
+  EXPECT_EQ(r.start_ms, (std::map<StartWay, double>{{StartWay::workers, 500}, {StartWay::one_process, 450}}));
+  const auto written = nlohmann::json::parse(r.to_json()).at("start_ms");
+  EXPECT_EQ(written, nlohmann::json::parse(R"({"fleet": 500, "fleet, one process": 450})"));
+  for (const StartWay way : {StartWay::workers, StartWay::one_process, StartWay::threads}) EXPECT_EQ(start_way_of_row(to_string(way)), way);
+  EXPECT_EQ(start_way_of_row("fleet, empty cache"), std::nullopt);
 }
 
 TEST(StartRecord, AMalformedRecordOrOneInAFolderOthersCanWriteIsNotUsed) {
