@@ -485,6 +485,21 @@ void PoolCore::emptied(WorkerId worker) {
   check();
 }
 
+bool PoolCore::hold(WorkerId worker) {
+  Worker* w = lookup(worker);
+  if (w == nullptr || !w->up()) return false;
+  take_claim(*w, false);
+  check();
+  return true;
+}
+
+void PoolCore::release(WorkerId worker) {
+  Worker* w = lookup(worker);
+  if (w == nullptr || w->phase == Phase::dead || w->phase == Phase::retiring) return;
+  release_claim(*w);
+  check();
+}
+
 // --- idle time -----------------------------------------------------------------------------------------
 
 std::vector<WorkerId> PoolCore::fold_candidates(DeviceIndex device) const {

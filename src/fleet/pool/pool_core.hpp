@@ -188,6 +188,11 @@ class PoolCore {
   std::vector<Action> found_empty(WorkerId worker, bool empty, bool alive);
   /// The worker dropped every session nobody holds and holds none now (an evict).
   void emptied(WorkerId worker);
+  /// Holds an up worker for the pool's own work on it (an evict, dropping a model's old sessions): it
+  /// neither parks nor retires meanwhile. False when it is not up. The executor restores it first where
+  /// restore_needed(), and lets go with release().
+  bool hold(WorkerId worker);
+  void release(WorkerId worker);
 
   // --- idle time ---
   /// The workers of `device` to fold in: its spare while it holds models, and its extra workers.

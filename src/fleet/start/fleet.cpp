@@ -388,6 +388,7 @@ void Fleet::Impl::after_ready() {
     if (leaves_pool) {
       detail::LeftPool left;
       left.serve.socket_path = default_pool_socket();
+      left.serve.left_by_job = true;  // a node daemon starting later takes it over
       left.serve.pool.devices = options.devices;
       left.serve.pool.ort_library = chosen.ort_library;
       left.serve.pool.worker_executable = executable;
@@ -408,9 +409,10 @@ void Fleet::Impl::after_ready() {
         std::lock_guard lock(mutex);
         left_pool_socket = left.serve.socket_path;
       }
-      const std::string parking = launched.parking == "on" ? fmt::format("its workers park after {:g} s unused (no GPU memory held), ", launched.park_after_s)
-                                  : launched.parking == "off" ? std::string()
-                                                              : "its workers do not park (" + launched.parking + "), ";
+      const std::string parking = launched.parking.state == ParkingStatus::State::on
+                                      ? fmt::format("its workers park after {:g} s unused (no GPU memory held), ", launched.park_after_s)
+                                  : launched.parking.state == ParkingStatus::State::off ? std::string()
+                                                                                         : "its workers do not park (" + launched.parking.why + "), ";
       say(fmt::format("left a warm pool for {} ({}): this job's workers go to it as the job ends, {} loaded{}; {}it exits after {:g} s "
                       "unused (its log {}); {}",
                       launched.audience, left.serve.socket_path, model, entry ? ", and it makes the model's cache entry in the background" : "",
@@ -471,13 +473,17 @@ std::string Fleet::Impl::choose_automatically(long gpus) {
       for (const auto& d : s.options.devices) {
         if (std::find(found.devices.begin(), found.devices.end(), d.to_string()) == found.devices.end()) missing.push_back(d.to_string());
       }
-      if (missing.empty()) {
+      // A runtime this start names is served only by a pool whose workers run that very library.
+      const auto other_runtime = detail::pool_runtime_mismatch(found, s.options.ort_library);
+      if (other_runtime) pool_note = fmt::format(" (the warm pool on {} is not used: {})", socket, *other_runtime);
+      else if (missing.empty()) {
         s.options.pool_socket = socket;
         return fmt::format("auto chose the warm worker pool on {}: it answered and serves {}, so no worker process, runtime load, cuInit "
                            "or context is paid, and a model it holds is handed over at once (ORTFLEET_AUTO_POOL=0 starts cold)",
                            socket, to_string(s.options.devices));
+      } else {
+        pool_note = fmt::format(" (the warm pool on {} does not serve {})", socket, fmt::join(missing, ", "));
       }
-      pool_note = fmt::format(" (the warm pool on {} does not serve {})", socket, fmt::join(missing, ", "));
     } else if (found.kind == detail::PoolProbe::Kind::unusable) {
       pool_note = fmt::format(" (the default pool socket {} is not usable: {})", socket, found.why);
     } else {

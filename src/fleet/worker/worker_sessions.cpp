@@ -222,6 +222,26 @@ size_t WorkerSessions::evict(size_t keep) {
   return count;
 }
 
+size_t WorkerSessions::evict_model(const std::string& model_path) {
+  std::vector<std::shared_ptr<ResidentSession>> dropped;  // destroyed outside the lock
+  {
+    std::lock_guard lock(mutex_);
+    for (auto it = sessions_.begin(); it != sessions_.end();) {
+      if (it->second->holders != 0 || it->second->model_path != model_path) {
+        ++it;
+        continue;
+      }
+      spdlog::debug("{}: evicting {} (its file changed)", lane(), model_path);
+      dropped.push_back(it->second);
+      it = sessions_.erase(it);
+    }
+  }
+  const size_t count = dropped.size();
+  dropped.clear();
+  if (count > 0) ::malloc_trim(0);
+  return count;
+}
+
 json WorkerSessions::status(bool with_plans) {
   std::lock_guard lock(mutex_);
   json list = json::array();

@@ -583,14 +583,21 @@ class RandomPool {
     carry_out(actions);
   }
 
+  /// An evict: the pool holds a worker (restoring it where it is parked), empties it, lets it go.
   void evict_one() {
     std::vector<WorkerId> up;
     for (DeviceIndex d = 0; d < core_.devices(); ++d) {
       for (const Worker* w : core_.workers_of(d)) {
-        if (w->up() && w->claims == 0) up.push_back(w->id);
+        if (w->up()) up.push_back(w->id);
       }
     }
-    if (!up.empty()) core_.emptied(up[pick(up.size())]);
+    if (up.empty()) return;
+    const WorkerId w = up[pick(up.size())];
+    if (!core_.hold(w)) throw std::logic_error("an up worker could not be held");
+    if (core_.find(w)->phase == Phase::parked) throw std::logic_error("a held worker is parked");
+    if (core_.restore_needed(w)) core_.restored(w);
+    if (core_.find(w)->claims == 1) core_.emptied(w);  // a worker with starts in flight keeps their sessions
+    core_.release(w);
   }
 
   std::mt19937_64 random_;

@@ -24,6 +24,7 @@
 #include "base/private_dir.hpp"
 #include "engine/files/npy_file.hpp"
 #include "fleet/pool/pool_client.hpp"
+#include "fleet/pool/pool_protocol.hpp"
 #include "fleet/worker/wire.hpp"
 #include "fleet/worker/worker_protocol.hpp"
 #include "ortfleet/base/error.hpp"
@@ -118,7 +119,7 @@ json open_request(const std::string& model, double timeout_s = 60) {
   detail::LocalStartPlan plan;
   plan.model_path = model;
   plan.devices = {Device::cpu(0)};
-  return detail::request_of(detail::message::open, {{"plan", detail::plan_to_json(plan)}, {"timeout_s", timeout_s}});
+  return detail::request_of(detail::pool_message::open, {{"plan", detail::plan_to_json(plan)}, {"timeout_s", timeout_s}});
 }
 
 /// The workers of each role in a pool status ({"shared": 1, "spare": 1, ...}).
@@ -417,7 +418,8 @@ TEST(PoolServerParking, ACpuPoolDoesNotParkAndSaysWhy) {
   Served pool(cpu_pool(1, /*isolate=*/false), /*park_after_s=*/0.2);
   std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // idle past the park time, a tick or two
   const json status = pool.status();
-  EXPECT_EQ(status.at("parking"), "a CPU worker holds no GPU memory to release");
+  EXPECT_EQ(status.at("parking").at("state"), "unavailable");
+  EXPECT_EQ(status.at("parking").at("why"), "a CPU worker holds no GPU memory to release");
   for (const auto& d : status.at("devices")) EXPECT_FALSE(d.at("parked").get<bool>()) << d.dump();
   Fleet fleet(test::mlp_model(), pool.client());
   fleet.start();
