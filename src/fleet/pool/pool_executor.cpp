@@ -130,7 +130,13 @@ void WorkerPool::Impl::launch(pool::WorkerId id, pool::DeviceIndex index) {
       plan.ort_library = options.ort_library;
       worker->initialise(plan, options.max_resident_sessions, options.prime_libraries, options.start_timeout_s);
       auto channel = status_channel_to(*worker);  // before it is handed out: a status never waits on its control channel
-      // What it holds with no session: the floor its sessions' memory adds to (pool status).
+      // What it holds with no session: the floor its sessions' memory adds to (pool status), once it
+      // has handed back what its initialisation freed (the primer's throwaway sessions).
+      try {
+        worker->channel().call(detail::message::trim, nullptr, kRequestTimeoutS);
+      } catch (const Error& e) {
+        spdlog::debug("{}: the new worker pid {} did not trim: {}", m->device.to_string(), worker->pid(), e.what());
+      }
       const detail::ProcessMemory blank = detail::process_memory(worker->pid());
       std::optional<uint64_t> blank_gpu = uint64_t{0};
       if (m->device.is_gpu()) {

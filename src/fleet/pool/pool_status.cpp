@@ -42,7 +42,7 @@ void tell_apart(json& sessions) {
     std::set<std::string> differing;
     for (const auto& f : flat) {
       for (auto it = f.begin(); it != f.end(); ++it) {
-        if (it.key() == "/model_path" || it.key() == "/profile_dir") continue;  // the path is the row's name already
+        if (it.key() == "/model" || it.key() == "/profile_dir") continue;  // the path is the row's name already
         for (const auto& other : flat) {
           if (!other.contains(it.key()) || other.at(it.key()) != it.value()) differing.insert(it.key());
         }
