@@ -130,27 +130,31 @@ void WorkerPool::Impl::launch(pool::WorkerId id, pool::DeviceIndex index) {
       plan.ort_library = options.ort_library;
       worker->initialise(plan, options.max_resident_sessions, options.prime_libraries, options.start_timeout_s);
       auto channel = status_channel_to(*worker);  // before it is handed out: a status never waits on its control channel
-      // What it holds with no session: the floor its sessions' memory adds to (pool status), once it
-      // has handed back what its initialisation freed (the primer's throwaway sessions).
-      try {
-        worker->channel().call(detail::message::trim, nullptr, kRequestTimeoutS);
-      } catch (const Error& e) {
-        spdlog::debug("{}: the new worker pid {} did not trim: {}", m->device.to_string(), worker->pid(), e.what());
-      }
-      const detail::ProcessMemory blank = detail::process_memory(worker->pid());
+      // What it holds with no session: the floor its sessions' memory adds to (pool status). Host
+      // memory once a CPU worker has handed back what its initialisation freed (the primer's throwaway
+      // sessions; a GPU worker keeps what it primed, and its host floor is not taken); GPU memory as
+      // NVML sees it.
+      std::optional<uint64_t> blank_host;
       std::optional<uint64_t> blank_gpu = uint64_t{0};
       if (m->device.is_gpu()) {
         const auto gpu = detail::Nvml::instance().memory_by_process();
         const auto mine = gpu.find(worker->pid());
         blank_gpu = mine != gpu.end() ? std::optional<uint64_t>(mine->second) : std::nullopt;
+      } else {
+        try {
+          worker->channel().call(detail::message::trim, nullptr, kRequestTimeoutS);
+          blank_host = detail::process_memory(worker->pid()).pss_bytes;
+        } catch (const Error& e) {
+          spdlog::debug("{}: the new worker pid {} did not trim: {}", m->device.to_string(), worker->pid(), e.what());
+        }
       }
       std::unique_lock lock(mutex);
       m->blank_gpu_bytes = blank_gpu;
+      m->blank_host_pss = blank_host;
       m->starting.reset();
       m->status_channel = std::move(channel);
       m->process = std::move(worker);
       m->ready_ms = static_cast<double>(monotonic_ns() - start_ns) / 1e6;
-      m->blank_host_pss = blank.pss_bytes;
       carry_out(lock, core.worker_up(m->id));
     } catch (const std::exception& e) {
       std::unique_lock lock(mutex);
