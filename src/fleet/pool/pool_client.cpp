@@ -278,6 +278,8 @@ std::optional<std::string> pool_runtime_mismatch(const PoolProbe& probe, const s
     const auto named = named_runtime(ort_library);
     if (!named) return std::nullopt;
     if (probe.runtime_content.empty()) return "it does not say which ONNX Runtime its workers run, and this start names " + *named;
+    std::error_code ec;
+    if (fs::weakly_canonical(*named, ec) == fs::weakly_canonical(probe.runtime_path, ec)) return std::nullopt;  // no reading
     if (runtime_content(*named) == probe.runtime_content) return std::nullopt;
     return "its workers run ONNX Runtime " + probe.runtime_path + ", and this start names another library: " + *named;
   } catch (const Error& e) {

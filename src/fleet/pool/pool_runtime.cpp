@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <map>
 #include <mutex>
 
@@ -37,9 +38,15 @@ std::optional<std::string> named_runtime(const std::string& setting) {
   return candidates.front().path;
 }
 
+bool same_runtime(const std::string& a, const std::string& b) {
+  // The same file needs no reading (a start on a pool pays nothing for it); another one, its content.
+  std::error_code ec;
+  if (a == b || std::filesystem::weakly_canonical(a, ec) == std::filesystem::weakly_canonical(b, ec)) return true;
+  return runtime_content(a) == runtime_content(b);
+}
+
 void check_pool_runs(const std::string& named, const std::string& pool_library, const std::string& pool) {
-  if (named.empty() || named == pool_library) return;
-  if (runtime_content(named) == runtime_content(pool_library)) return;
+  if (named.empty() || same_runtime(named, pool_library)) return;
   throw Error(fmt::format("{} runs ONNX Runtime {}, and this start names another library: {}", pool, pool_library, named),
               "Start without the pool (ORTFLEET_AUTO_POOL=0), name the pool's runtime, or stop the pool (ortfleet pool stop) so that a start "
               "with this runtime leaves one that runs it");

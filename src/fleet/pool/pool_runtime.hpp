@@ -11,6 +11,9 @@ namespace ortfleet::detail {
 /// file identity. Throws ortfleet::Error when it cannot be read.
 std::string runtime_content(const std::string& library);
 
+/// Whether libraries `a` and `b` are the same runtime: the same file, or the same content.
+bool same_runtime(const std::string& a, const std::string& b);
+
 /// The runtime a start names (`setting`, else ORTFLEET_ORT_LIB or ORTFLEET_ORT_ROOT), checked as loading
 /// it would (a missing file fails here, as it does without a pool); nothing when it names none.
 std::optional<std::string> named_runtime(const std::string& setting);

@@ -231,10 +231,15 @@ PoolServer::PoolServer(ServeOptions options) : impl_(std::make_unique<Impl>()) {
   if (::pipe2(s.wake, O_CLOEXEC) != 0) throw Error(std::string("pipe failed: ") + std::strerror(errno));
   try {
     s.pool = std::make_unique<WorkerPool>(s.options.pool);
-    s.runtime_content = detail::runtime_content(s.pool->options().ort_library);
   } catch (...) {
     s.remove_own_socket();
     throw;
+  }
+  try {
+    s.runtime_content = detail::runtime_content(s.pool->options().ort_library);
+  } catch (const Error& e) {
+    // Its workers say why they cannot load it; a start that names a runtime is then not served here.
+    spdlog::warn("the workers' ONNX Runtime {} cannot be read: {}", s.pool->options().ort_library, e.what());
   }
   s.busy_until_ns = monotonic_ns();
 }

@@ -112,14 +112,7 @@ TEST_F(ParkingPool, AnIdlePoolHoldsNoGpuMemoryAndTheNextJobFindsItsModelResident
 TEST_F(ParkingPool, JobsArrivingWhileThePoolParksRunOnRestoredWorkers) {
   const std::string model = test::resnet18_model();
   std::vector<Tensor> inputs;
-  std::vector<float> before;
-  {
-    Fleet first(model, client());
-    first.start();
-    ASSERT_TRUE(first.wait(600)) << first.status()[0].error;
-    inputs = random_inputs(first.inputs(), 4);
-    before = run_once(first, inputs);
-  }
+  std::vector<float> want;  // what the first job gave
   for (int round = 0; round < 6; ++round) {
     SCOPED_TRACE(round);
     // As the server's idle work does: a job that has come is seen (it keeps the pool from parking), and
@@ -132,9 +125,12 @@ TEST_F(ParkingPool, JobsArrivingWhileThePoolParksRunOnRestoredWorkers) {
     const bool ready = job.wait(600);
     parking.join();
     ASSERT_TRUE(ready) << job.status()[0].error;
-    EXPECT_LT(max_difference(run_once(job, inputs), before), 1e-4f);
-    // Parked while the job held its session, the worker would not answer this run.
-    EXPECT_LT(max_difference(run_once(job, inputs), before), 1e-4f);
+    if (want.empty()) {
+      inputs = random_inputs(job.inputs(), 4);
+      want = run_once(job, inputs);
+    }
+    // Parked while the job held its session, the worker would not answer these runs.
+    for (int run = 0; run < 2; ++run) EXPECT_LT(max_difference(run_once(job, inputs), want), 1e-4f);
   }
 }
 

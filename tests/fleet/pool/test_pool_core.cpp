@@ -520,13 +520,19 @@ class RandomPool {
     }
   }
 
-  void kill_one() {
+  /// Every worker of every device that is up.
+  std::vector<WorkerId> up_workers() const {
     std::vector<WorkerId> up;
     for (DeviceIndex d = 0; d < core_.devices(); ++d) {
       for (const Worker* w : core_.workers_of(d)) {
         if (w->up()) up.push_back(w->id);
       }
     }
+    return up;
+  }
+
+  void kill_one() {
+    const std::vector<WorkerId> up = up_workers();
     if (up.empty()) return;
     const WorkerId victim = up[pick(up.size())];
     carry_out(core_.worker_died(victim));
@@ -585,12 +591,7 @@ class RandomPool {
 
   /// An evict: the pool holds a worker (restoring it where it is parked), empties it, lets it go.
   void evict_one() {
-    std::vector<WorkerId> up;
-    for (DeviceIndex d = 0; d < core_.devices(); ++d) {
-      for (const Worker* w : core_.workers_of(d)) {
-        if (w->up()) up.push_back(w->id);
-      }
-    }
+    const std::vector<WorkerId> up = up_workers();
     if (up.empty()) return;
     const WorkerId w = up[pick(up.size())];
     if (!core_.hold(w)) throw std::logic_error("an up worker could not be held");
