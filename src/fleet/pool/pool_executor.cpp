@@ -1,6 +1,7 @@
 // The pool's decisions carried out on processes and the driver (pool_executor.hpp).
 #include "fleet/pool/pool_executor.hpp"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <filesystem>
@@ -348,6 +349,86 @@ bool WorkerPool::Impl::fold_in(pool::WorkerId from) {
   if (from_empty) spdlog::info("{}: moved {} session(s) of the worker pid {} into the shared worker pid {}", m->device.to_string(), moved.size(), m->pid, into->pid);
   const pool::Worker* after = core.find(from);
   return after == nullptr || after->phase == pool::Phase::retiring;
+}
+
+ParkOutcome WorkerPool::Impl::park_idle_workers(double lock_timeout_s, const std::function<bool()>& still_idle) {
+  auto& s = *this;
+  ParkOutcome outcome;
+  std::vector<Impl::MemberPtr> workers;
+  {
+    std::lock_guard lock(s.mutex);
+    for (pool::WorkerId id : s.core.park_candidates()) {
+      if (const auto m = s.member(id); m && m->process) workers.push_back(m);
+    }
+  }
+  std::vector<Impl::MemberPtr> parkable;
+  std::vector<json> said;
+  for (const auto& m : workers) {
+    if (const auto no = detail::WorkerParking::unavailable(m->device)) {
+      std::lock_guard lock(s.mutex);
+      s.core.park_failed(m->id);  // not tried again until it is used
+      m->park_note = *no;
+      outcome.kept.push_back(fmt::format("{} (pid {}): {}", m->device.to_string(), m->pid, *no));
+      continue;
+    }
+    try {
+      said.push_back(s.ask_status(*m, false, 10));
+      parkable.push_back(m);
+    } catch (const std::exception&) {
+      // busy or gone: not parked this time
+    }
+  }
+  // Each worker first hands back what no session needs: the checkpoint then holds only the sessions'
+  // own memory (arenas shrunk, the C heap's free pages returned).
+  std::vector<std::thread> threads;
+  for (const auto& m : parkable) {
+    threads.emplace_back([m] {
+      try {
+        const json done = m->process->channel().call(detail::message::trim, nullptr, kRequestTimeoutS).body;
+        spdlog::debug("{}: the worker pid {} trimmed before parking: {}", m->device.to_string(), m->pid, done.dump());
+      } catch (const std::exception& e) {
+        spdlog::debug("{}: the worker pid {} did not trim before parking: {}", m->device.to_string(), m->pid, e.what());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  threads.clear();
+  std::mutex outcome_mutex;
+  const int64_t start = monotonic_ns();
+  for (size_t i = 0; i < parkable.size(); ++i) {
+    threads.emplace_back([&, i] {
+      const auto& m = parkable[i];
+      // Decided at the last moment, under the worker's park lock: a job that claimed it since it was
+      // chosen (or attached to the pool at all) keeps it unparked; one that claims it from now on
+      // restores it first, once this park is over.
+      std::lock_guard parking(m->park_mutex);
+      if (still_idle && !still_idle()) return;
+      {
+        std::lock_guard lock(s.mutex);
+        if (!s.core.park_begin(m->id)) return;
+      }
+      try {
+        detail::WorkerParking::park(*m->process, lock_timeout_s);
+        std::lock_guard lock(s.mutex);
+        m->parked_since_ns = monotonic_ns();
+        m->parked_status = said[i];
+        m->park_note.clear();
+        std::lock_guard counted(outcome_mutex);
+        ++outcome.parked;
+      } catch (const Error& e) {
+        {
+          std::lock_guard lock(s.mutex);
+          s.core.park_failed(m->id);
+          m->park_note = e.what();
+        }
+        std::lock_guard counted(outcome_mutex);
+        outcome.kept.push_back(fmt::format("{} (pid {}): {}", m->device.to_string(), m->pid, e.what()));
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  outcome.wall_ms = static_cast<double>(monotonic_ns() - start) / 1e6;
+  return outcome;
 }
 
 }  // namespace ortfleet

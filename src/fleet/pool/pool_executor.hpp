@@ -97,6 +97,10 @@ struct WorkerPool::Impl {
   void drop_model(pool::WorkerId id, const std::string& path);
   /// Folds worker `from` in (pool_core.hpp, fold_begin); whether it left its role.
   bool fold_in(pool::WorkerId from);
+  /// Parks every worker the core lets park (WorkerPool::park_workers): each trimmed first, then, under
+  /// its park lock and only while the core still finds it unclaimed and `still_idle` says so, the
+  /// driver's checkpoint.
+  ParkOutcome park_idle_workers(double lock_timeout_s, const std::function<bool()>& still_idle);
 
   // --- threads of its own, joined once done ---
   struct Background {

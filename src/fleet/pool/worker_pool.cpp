@@ -19,11 +19,6 @@
 namespace ortfleet {
 using nlohmann::json;
 
-namespace {
-/// How long a worker may take to answer the small requests the pool sends before it parks.
-constexpr double kTrimTimeoutS = 60;
-}  // namespace
-
 WorkerPool::WorkerPool(PoolOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {
   auto& s = *impl_;
   std::unique_lock lock(s.mutex);
@@ -345,83 +340,7 @@ void WorkerPool::adopt(detail::AdoptedWorker adopted, const std::string& model, 
 }
 
 ParkOutcome WorkerPool::park_workers(double lock_timeout_s, const std::function<bool()>& still_idle) {
-  auto& s = *impl_;
-  ParkOutcome outcome;
-  std::vector<Impl::MemberPtr> workers;
-  {
-    std::lock_guard lock(s.mutex);
-    for (pool::WorkerId id : s.core.park_candidates()) {
-      if (const auto m = s.member(id); m && m->process) workers.push_back(m);
-    }
-  }
-  std::vector<Impl::MemberPtr> parkable;
-  std::vector<json> said;
-  for (const auto& m : workers) {
-    if (const auto no = detail::WorkerParking::unavailable(m->device)) {
-      std::lock_guard lock(s.mutex);
-      s.core.park_failed(m->id);  // not tried again until it is used
-      m->park_note = *no;
-      outcome.kept.push_back(fmt::format("{} (pid {}): {}", m->device.to_string(), m->pid, *no));
-      continue;
-    }
-    try {
-      said.push_back(s.ask_status(*m, false, 10));
-      parkable.push_back(m);
-    } catch (const std::exception&) {
-      // busy or gone: not parked this time
-    }
-  }
-  // Each worker first hands back what no session needs: the checkpoint then holds only the sessions'
-  // own memory (arenas shrunk, the C heap's free pages returned).
-  std::vector<std::thread> threads;
-  for (const auto& m : parkable) {
-    threads.emplace_back([m] {
-      try {
-        const json done = m->process->channel().call(detail::message::trim, nullptr, kTrimTimeoutS).body;
-        spdlog::debug("{}: the worker pid {} trimmed before parking: {}", m->device.to_string(), m->pid, done.dump());
-      } catch (const std::exception& e) {
-        spdlog::debug("{}: the worker pid {} did not trim before parking: {}", m->device.to_string(), m->pid, e.what());
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  threads.clear();
-  std::mutex outcome_mutex;
-  const int64_t start = monotonic_ns();
-  for (size_t i = 0; i < parkable.size(); ++i) {
-    threads.emplace_back([&, i] {
-      const auto& m = parkable[i];
-      // Decided at the last moment, under the worker's park lock: a job that claimed it since it was
-      // chosen (or attached to the pool at all) keeps it unparked; one that claims it from now on
-      // restores it first, once this park is over.
-      std::lock_guard parking(m->park_mutex);
-      if (still_idle && !still_idle()) return;
-      {
-        std::lock_guard lock(s.mutex);
-        if (!s.core.park_begin(m->id)) return;
-      }
-      try {
-        detail::WorkerParking::park(*m->process, lock_timeout_s);
-        std::lock_guard lock(s.mutex);
-        m->parked_since_ns = monotonic_ns();
-        m->parked_status = said[i];
-        m->park_note.clear();
-        std::lock_guard counted(outcome_mutex);
-        ++outcome.parked;
-      } catch (const Error& e) {
-        {
-          std::lock_guard lock(s.mutex);
-          s.core.park_failed(m->id);
-          m->park_note = e.what();
-        }
-        std::lock_guard counted(outcome_mutex);
-        outcome.kept.push_back(fmt::format("{} (pid {}): {}", m->device.to_string(), m->pid, e.what()));
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  outcome.wall_ms = static_cast<double>(monotonic_ns() - start) / 1e6;
-  return outcome;
+  return impl_->park_idle_workers(lock_timeout_s, still_idle);
 }
 
 }  // namespace ortfleet
