@@ -144,14 +144,14 @@ void WorkerPool::Impl::launch(pool::WorkerId id, pool::DeviceIndex index) {
       } else {
         try {
           worker->channel().call(detail::message::trim, nullptr, kRequestTimeoutS);
-          blank_host = detail::process_memory(worker->pid()).pss_bytes;
+          blank_host = detail::process_memory(worker->pid()).anonymous_pss_bytes;
         } catch (const Error& e) {
           spdlog::debug("{}: the new worker pid {} did not trim: {}", m->device.to_string(), worker->pid(), e.what());
         }
       }
       std::unique_lock lock(mutex);
       m->blank_gpu_bytes = blank_gpu;
-      m->blank_host_pss = blank_host;
+      m->blank_host_anonymous = blank_host;
       m->starting.reset();
       m->status_channel = std::move(channel);
       m->process = std::move(worker);

@@ -52,7 +52,7 @@ struct WorkerPool::Impl {
     int64_t parked_since_ns = 0;
     /// What the worker held while it held nothing (its memory at ready): what its sessions add is
     /// what it holds beyond it. Unknown for a worker handed over with its sessions.
-    std::optional<uint64_t> blank_host_pss;
+    std::optional<uint64_t> blank_host_anonymous;  // memory no file backs (Pss_Anon): no other worker shares it
     std::optional<uint64_t> blank_gpu_bytes;
   };
   using MemberPtr = std::shared_ptr<Member>;

@@ -142,10 +142,11 @@ std::string WorkerPool::status_json() const {
       const json& said = parked && !m->parked_status.is_null() ? m->parked_status : m->last_status;
       if (said.contains("sessions")) {
         json sessions = said.at("sessions");
-        // What each session holds of its own: a worker's memory beyond what it held blank, where it
-        // holds that one session only (else unknown: the worker's total says what they hold together).
+        // What each session holds of its own: a worker's memory beyond what it held blank (host: memory
+        // no file backs, which no other worker shares), where it holds that one session only (else
+        // unknown: sessions_memory says what they hold together).
         json added = json::object();
-        if (m->blank_host_pss && !parked) added["host_pss_bytes"] = host.pss_bytes - std::min(host.pss_bytes, *m->blank_host_pss);
+        if (m->blank_host_anonymous && !parked) added["host_bytes"] = host.anonymous_pss_bytes - std::min(host.anonymous_pss_bytes, *m->blank_host_anonymous);
         if (m->blank_gpu_bytes && gpu_bytes && !parked) added["gpu_bytes"] = *gpu_bytes - std::min(*gpu_bytes, *m->blank_gpu_bytes);
         d["sessions_memory"] = added.empty() ? json(nullptr) : added;
         for (auto& session : sessions) {

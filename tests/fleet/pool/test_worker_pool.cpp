@@ -467,7 +467,7 @@ TEST(WorkerPoolShape, StatusTellsSessionsApartAndGivesASessionItsOwnMemoryWhereI
   json status = json::parse(pool->status_json());
   const json& alone = status.at("devices").at(0).at("sessions").at(0);
   ASSERT_TRUE(alone.at("own_memory").is_object()) << alone.dump();
-  EXPECT_GT(alone.at("own_memory").at("host_pss_bytes").get<uint64_t>(), 0u) << alone.dump();
+  EXPECT_GT(alone.at("own_memory").at("host_bytes").get<uint64_t>(), 0u) << alone.dump();
   EXPECT_FALSE(alone.contains("differs_by")) << "a session alone needs nothing to tell it apart";
   EXPECT_FALSE(alone.contains("plan")) << "the plans are not shown";
   auto other = ready_fleet(test::mlp_model(), on_pool(pool, /*threads=*/1));
