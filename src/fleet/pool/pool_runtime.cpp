@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 
+#include "base/environment.hpp"
 #include "engine/cache/model_digest.hpp"
 #include "engine/files/mapped_file.hpp"
 #include "ortfleet/base/error.hpp"
@@ -32,6 +33,8 @@ std::string runtime_content(const std::string& library) {
 }
 
 std::optional<std::string> named_runtime(const std::string& setting) {
+  // Nothing named: the search through the machine's folders is not the pool's business (nor a job's cost).
+  if (setting.empty() && !env_value(EnvVar::ort_lib) && !env_value(EnvVar::ort_root)) return std::nullopt;
   const auto candidates = runtime_candidates(setting);
   if (candidates.empty() || !candidates.front().explicit_choice) return std::nullopt;
   check_runtime_candidate(candidates.front());
