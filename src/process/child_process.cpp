@@ -7,9 +7,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <sstream>
+#include <thread>
 
 #include "ortfleet/base/clock.hpp"
 #include "ortfleet/base/error.hpp"
@@ -106,10 +108,40 @@ ChildResult run_child(const std::vector<std::string>& argv, const std::map<std::
   for (auto& f : fds) {
     if (f.fd >= 0) ::close(f.fd);
   }
+  // Its output closed: it has ended, or closed it and runs on. Waited for until the deadline (or a
+  // stop), then killed; after SIGKILL at most kReapWaitS (a process in an uninterruptible wait ends
+  // only when that returns: it is left unreaped, and its result says it did not end in time).
   int status = 0;
-  ::waitpid(pid, &status, 0);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  result.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+  bool killed = result.timed_out || (kill_at != 0 && monotonic_ns() >= kill_at);  // SIGKILL sent above
+  int64_t reap_by = killed ? monotonic_ns() + static_cast<int64_t>(kReapWaitS * 1e9) : 0;
+  bool reaped = false;
+  for (;;) {
+    const pid_t got = ::waitpid(pid, &status, WNOHANG);
+    if (got == pid || (got < 0 && errno == ECHILD)) {
+      reaped = got == pid;
+      break;
+    }
+    const int64_t now = monotonic_ns();
+    if (!killed) {
+      if (!result.stopped && stop.stop_requested()) {
+        result.stopped = true;
+        signal_child(SIGTERM);
+        kill_at = now + static_cast<int64_t>(kStopGraceS * 1e9);
+      }
+      if (now >= deadline || (kill_at != 0 && now >= kill_at)) {
+        if (!result.stopped) result.timed_out = true;
+        signal_child(SIGKILL);
+        killed = true;
+        reap_by = now + static_cast<int64_t>(kReapWaitS * 1e9);
+      }
+    } else if (now >= reap_by) {
+      if (!result.stopped) result.timed_out = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // an exiting child is reaped within a tick
+  }
+  result.exit_code = reaped && WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  result.signal = reaped && WIFSIGNALED(status) ? WTERMSIG(status) : 0;
 
   std::istringstream lines(out_buffer);
   std::string line;

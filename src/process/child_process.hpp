@@ -27,9 +27,12 @@ struct ChildResult {
 
 /// How long a stopped child has after SIGTERM to end, with what it started, before SIGKILL.
 inline constexpr double kStopGraceS = 5;
+/// How long a child is waited for after SIGKILL before run_child returns without it.
+inline constexpr double kReapWaitS = 5;
 
 /// Runs `argv` with `extra_env` added to this process's environment (and ORTFLEET_SPAWN_NS set to the
-/// spawn time), waits for it to exit or for `timeout_s`. Throws ortfleet::Error if it cannot start.
+/// spawn time), waits for it to exit or for `timeout_s` (a child that closes its output and runs on is
+/// killed at the timeout too). Throws ortfleet::Error if it cannot start.
 /// With a `stop` that can be requested, the child leads a process group of its own (a terminal's
 /// Ctrl-C reaches the caller only), and a request stops it in order: SIGTERM to its group, SIGKILL
 /// after kStopGraceS; the result says `stopped`.

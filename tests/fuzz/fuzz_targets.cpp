@@ -11,6 +11,7 @@
 
 #include "engine/runtime/ort_errors.hpp"
 #include "engine/files/ort_format_file.hpp"
+#include "fleet/pool/pool_protocol.hpp"
 #include "fleet/pool/pool_requests.hpp"
 #include "fleet/worker/wire.hpp"
 #include "fleet/worker/worker_protocol.hpp"
@@ -185,14 +186,16 @@ void pool_request(std::string_view bytes) {
   detail::Received received = detail::read_message(bytes.data(), bytes.size());
   if (received.kind != detail::Received::Kind::message) return;  // refused as malformed
   const std::string op = detail::op_of(received.message.body);
-  if (detail::is_request(op, detail::message::open)) detail::read_open_request(received.message.body);
-  if (detail::is_request(op, detail::message::hand_over)) detail::read_hand_over_request(received.message.body);
+  if (detail::is_request(op, detail::pool_message::open)) detail::read_open_request(received.message.body);
+  if (detail::is_request(op, detail::pool_message::hand_over)) detail::read_hand_over_request(received.message.body);
+  if (detail::is_request(op, detail::pool_message::worker_killed)) detail::read_worker_killed_note(received.message.body);
 }
 
 std::vector<std::string> pool_request_seeds() {
-  return {detail::request_of(detail::message::open, {{"plan", json::parse(plan_seed())}, {"timeout_s", 60}}).dump(),
-          detail::request_of(detail::message::hand_over, {{"pid", 4242}, {"device", "cuda:1"}, {"visible_devices", "1"}, {"model", "/m.onnx"}}).dump(),
-          detail::request_of(detail::message::status).dump(), "hello", "[1,2]", R"({"op":5})"};
+  return {detail::request_of(detail::pool_message::open, {{"plan", json::parse(plan_seed())}, {"timeout_s", 60}}).dump(),
+          detail::request_of(detail::pool_message::hand_over, {{"pid", 4242}, {"device", "cuda:1"}, {"visible_devices", "1"}, {"model", "/m.onnx"}}).dump(),
+          detail::request_of(detail::pool_message::worker_killed, {{"pid", 4242}, {"what", "run"}}).dump(),
+          detail::request_of(detail::pool_message::status).dump(), "hello", "[1,2]", R"({"op":5})"};
 }
 
 const std::vector<Target> kTargets = {

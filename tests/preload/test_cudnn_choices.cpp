@@ -23,6 +23,12 @@ namespace ortfleet {
 namespace fs = std::filesystem;
 
 namespace {
+/// A count of the library's report, -1 where it is missing. (Not json::value(key, -1): in some unity
+/// batches GCC 12 reports a false null dereference inside it, -Werror.)
+int count_in(const nlohmann::json& report, const char* key) {
+  const auto it = report.find(key);
+  return it == report.end() || !it->is_number_integer() ? -1 : static_cast<int>(it->get<int64_t>());
+}
 struct ChildRun {
   int exit_code = -1;
   std::string log;      // what the stand-in cuDNN did
@@ -64,16 +70,16 @@ TEST_F(CudnnChoices, AFirstProcessRecordsWhatRanAndALaterOneSkipsTheHeuristics) 
   const ChildRun first = run(/*preload=*/true);
   ASSERT_EQ(first.exit_code, 0);
   EXPECT_EQ(first.log, "heuristics 1\nexecute 10\n");
-  EXPECT_EQ(first.report.value("recorded", -1), 1);
-  EXPECT_EQ(first.report.value("replayed", -1), 0);
+  EXPECT_EQ(count_in(first.report, "recorded"), 1);
+  EXPECT_EQ(count_in(first.report, "replayed"), 0);
   const std::string record = test::read_all(store_file());
   EXPECT_NE(record.find(" 10 5=100\n"), std::string::npos) << record;  // engine 10, its knob 5 at 100
 
   const ChildRun later = run(/*preload=*/true);
   ASSERT_EQ(later.exit_code, 0);
   EXPECT_EQ(later.log, "execute 10\n") << "the same engine, without cuDNN's heuristics";
-  EXPECT_EQ(later.report.value("replayed", -1), 1);
-  EXPECT_EQ(later.report.value("recorded", -1), 0);
+  EXPECT_EQ(count_in(later.report, "replayed"), 1);
+  EXPECT_EQ(count_in(later.report, "recorded"), 0);
   EXPECT_EQ(test::read_all(store_file()), record) << "nothing new to record";
 
   const ChildRun without = run(/*preload=*/false);
@@ -88,11 +94,11 @@ TEST_F(CudnnChoices, CudnnsDispatcherThatLooksItsNamesUpAgainDoesNotCallBackInto
   const ChildRun first = run(/*preload=*/true, ORTFLEET_TEST_FAKE_CUDNN_DISPATCHER_DIR);
   ASSERT_EQ(first.exit_code, 0) << first.log;
   EXPECT_EQ(first.log, "heuristics 1\nexecute 10\n");
-  EXPECT_EQ(first.report.value("recorded", -1), 1);
+  EXPECT_EQ(count_in(first.report, "recorded"), 1);
   const ChildRun later = run(/*preload=*/true, ORTFLEET_TEST_FAKE_CUDNN_DISPATCHER_DIR);
   ASSERT_EQ(later.exit_code, 0) << later.log;
   EXPECT_EQ(later.log, "execute 10\n") << "replayed through the dispatcher, without heuristics";
-  EXPECT_EQ(later.report.value("replayed", -1), 1);
+  EXPECT_EQ(count_in(later.report, "replayed"), 1);
 }
 
 TEST_F(CudnnChoices, TheRecordDecidesTheEngine) {
@@ -109,7 +115,7 @@ TEST_F(CudnnChoices, ARecordCudnnRefusesGivesWayToItsOwnQuery) {
   const ChildRun r = run(true);
   ASSERT_EQ(r.exit_code, 0);
   EXPECT_EQ(r.log, "heuristics 1\nexecute 10\n");
-  EXPECT_EQ(r.report.value("refused", -1), 1);
+  EXPECT_EQ(count_in(r.report, "refused"), 1);
 }
 
 TEST_F(CudnnChoices, ARecordWhosePlanDoesNotBuildGivesWayToItsOwnQuery) {
@@ -118,7 +124,7 @@ TEST_F(CudnnChoices, ARecordWhosePlanDoesNotBuildGivesWayToItsOwnQuery) {
   const ChildRun r = run(true);
   ASSERT_EQ(r.exit_code, 0);
   EXPECT_EQ(r.log, "heuristics 1\nexecute 10\n");
-  EXPECT_EQ(r.report.value("refused", -1), 1);
+  EXPECT_EQ(count_in(r.report, "refused"), 1);
 }
 
 // A named pipe as the record file held the first convolution until someone wrote to it (issue 50); a
@@ -146,7 +152,7 @@ TEST_F(CudnnChoices, ARecordFileThatIsNotAFileIsLeftAloneAndNeverWaitedOn) {
       const ChildRun r = run(/*preload=*/true, ORTFLEET_TEST_FAKE_CUDNN_DIR, /*timeout_s=*/20);
       ASSERT_EQ(r.exit_code, 0) << "run " << i << " did not end (it waited on the record file?)";
       EXPECT_EQ(r.log, "heuristics 1\nexecute 10\n") << "run " << i;
-      EXPECT_EQ(r.report.value("replayed", -1), 0);
+      EXPECT_EQ(count_in(r.report, "replayed"), 0);
     }
     struct stat after {};
     ASSERT_EQ(::lstat(store_file().c_str(), &after), 0);

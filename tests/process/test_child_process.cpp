@@ -43,6 +43,14 @@ TEST(ChildProcess, AChildPastItsTimeIsKilled) {
   EXPECT_EQ(r.describe(), "timed out");
 }
 
+// A child that closes its output and runs on was waited for until it ended, its timeout forgotten (the
+// wait for its exit had none).
+TEST(ChildProcess, AChildThatClosesItsOutputAndRunsOnIsKilledAtItsTime) {
+  const auto r = run_child({"sh", "-c", "exec >&- 2>&-; exec sleep 30"}, {}, "", 0.5);
+  EXPECT_TRUE(r.timed_out) << r.describe();
+  EXPECT_EQ(r.signal, SIGKILL) << r.describe();
+}
+
 }  // namespace ortfleet::detail
 
 namespace ortfleet::detail {

@@ -50,11 +50,12 @@ int run_serve(const ServeFlags& f, const Globals& g) {
   if (!f.detach) return serve_pool(options, g.quiet);
   const DetachedPool pool = serve_pool_detached(options);
   if (!g.quiet) {
+    if (!pool.replaced.empty()) std::cout << "took over " << pool.replaced << "\n";
     std::cout << fmt::format("a warm pool serves on {} as a daemon of its own (its log {}){}; `ortfleet pool stop` stops it\n", pool.socket_path,
                              pool.log_path,
-                             pool.parking == "on" ? fmt::format(": its workers park after {:g} s unused", pool.park_after_s)
-                             : pool.parking == "off" ? std::string()
-                                                     : ": its workers do not park (" + pool.parking + ")");
+                             pool.parking.state == ParkingStatus::State::on    ? fmt::format(": its workers park after {:g} s unused", pool.park_after_s)
+                             : pool.parking.state == ParkingStatus::State::off ? std::string()
+                                                                               : ": its workers do not park (" + pool.parking.why + ")");
   }
   return 0;
 }
@@ -91,11 +92,12 @@ void print_pool_status(const nlohmann::json& j) {
   }
   if (const std::string job = j.value("slurm_job", ""); !job.empty()) std::cout << "; ends with Slurm job " << job;
   std::cout << "\n";
-  if (const std::string parking = j.value("parking", ""); parking == "on") {
+  const auto parking = j.value("parking", nlohmann::json::object());
+  if (const std::string state = parking.value("state", ""); state == "on") {
     std::cout << fmt::format("idle workers park after {:g} s: the driver holds their GPU state in host memory until the next job\n",
                              j.value("park_after_s", 0.0));
-  } else if (!parking.empty()) {
-    std::cout << "workers do not park: " << parking << "\n";
+  } else if (!state.empty()) {
+    std::cout << "workers do not park: " << (state == "off" ? "off (" + parking.value("why", "") + ")" : parking.value("why", "")) << "\n";
   }
   for (const auto& model : j.value("cache_fills", nlohmann::json::array())) {
     std::cout << "making the model cache entry of " << model.get<std::string>() << " in the background\n";

@@ -37,6 +37,10 @@ std::vector<RuntimeCandidate> runtime_candidates(const std::string& explicit_lib
 /// end says it in its words: ortfleet/base/settings.hpp), ORTFLEET_ORT_LIB, or installing one.
 std::string runtime_choice_hint();
 
+/// Throws ortfleet::Error, as load_runtime() would, when `candidate` is missing or is not a shared
+/// library; loads nothing (a warm pool's client checks the runtime its start names this way).
+void check_runtime_candidate(const RuntimeCandidate& candidate);
+
 /// Loads the first usable candidate once per process (later calls return the same runtime; a call
 /// naming a different library than the loaded one throws). Throws ortfleet::Error when the library
 /// is missing, is not ONNX Runtime, or is older than 1.29.

@@ -34,6 +34,13 @@ struct ServeOptions {
   /// state into their host memory (NVIDIA driver r570+), so the idle pool holds no GPU memory; a job's
   /// request restores them first. 0: never park.
   double park_after_s = 0;
+  /// Seconds with no client attached after which what jobs left on spare and extra workers folds into
+  /// each device's shared worker (and those workers end), so that an idle device keeps at most two
+  /// worker processes; parking folds first too. 0: only before parking.
+  double fold_after_s = 30;
+  /// A pool a job's start left behind (not `ortfleet serve`): a node daemon that starts on its socket
+  /// takes it over once no job uses it, rather than failing (serve_pool, serve_pool_detached).
+  bool left_by_job = false;
   /// A Slurm job the server ends with: serve() returns within a second once no step of that job runs
   /// on this node any more, so that a pool started in a job never outlives its allocation (Slurm's
   /// process tracking may not end a daemon in a session of its own). Unset: the job this process runs
@@ -72,12 +79,26 @@ class PoolServer {
 /// `quiet`: the workers, the GPU memory the pool holds while idle, parking, why it ends. `ortfleet serve`.
 int serve_pool(const ServeOptions& options, bool quiet);
 
+/// Whether a pool's idle workers park (ServeOptions::park_after_s), and why not.
+struct ParkingStatus {
+  enum class State {
+    on,           ///< they park after park_after_s
+    off,          ///< park_after_s is 0; `why` names the setting
+    unavailable,  ///< they cannot park here; `why` says why (a CPU worker, a driver without the API, ...)
+  };
+  State state = State::off;
+  std::string why;
+};
+
 /// What serve_pool_detached's daemon said once it listened.
 struct DetachedPool {
   std::string socket_path;
   std::string log_path;    ///< where it writes what it does
   double park_after_s = 0;
-  std::string parking;     ///< "on", "off", or why its workers do not park here
+  ParkingStatus parking;
+  /// A pool a job left was serving on the socket: the daemon waited for it to end (or stopped it, when
+  /// it was asked to take over) before it listened.
+  std::string replaced;
 };
 /// Starts `options`'s pool as a daemon in a session of its own (`ortfleet serve --detach`: a node
 /// daemon that a systemd unit, a Slurm job script or a shell starts and forgets) and returns once it

@@ -5,6 +5,7 @@
 // at once ("resident"). The pool lives in this process (WorkerPool) or in a node-local daemon
 // (`ortfleet serve`, pool_server.hpp) that keeps it across jobs.
 #include <cstddef>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <string>
@@ -113,11 +114,18 @@ class WorkerPool {
   /// not answer.
   void adopt(detail::AdoptedWorker worker, const std::string& model, int log_fd);
 
+  /// A job is about to end worker `pid` of this pool (its run on it missed its deadline, `why` says so):
+  /// the worker's death is logged as that, not as a crash or the out-of-memory killer. The pool server
+  /// calls this when a job tells it.
+  void note_ended_by_client(int pid, const std::string& why);
+
   /// Parks every worker that can (ortfleet/fleet/pool_server.hpp, ServeOptions::park_after_s): each first
   /// hands back what no session needs (the worker's "trim"), then its GPU state moves into its host memory
   /// and the GPU's memory is released; a worker is restored before it is handed out again.
-  /// `lock_timeout_s`: how long the GPU work a worker has submitted may take.
-  ParkOutcome park_workers(double lock_timeout_s = 10);
+  /// `lock_timeout_s`: how long the GPU work a worker has submitted may take. `still_idle`, asked right
+  /// before each worker parks: false keeps it unparked (a job arrived meanwhile). A worker a start
+  /// claimed since it was chosen never parks; one claimed while it parks is restored before use.
+  ParkOutcome park_workers(double lock_timeout_s = 10, const std::function<bool()>& still_idle = {});
 
  private:
   struct Impl;

@@ -92,12 +92,7 @@ namespace {
 
 LoadedRuntime* open_runtime(const RuntimeCandidate& candidate) {
   const std::string hint = runtime_choice_hint();
-  if (!candidate.exists) {
-    throw Error("no ONNX Runtime library at " + candidate.path + " (from " + candidate.source + ")", hint);
-  }
-  if (!detail::starts_as_shared_library(candidate.path)) {
-    throw Error(candidate.path + " (from " + candidate.source + ") is not ONNX Runtime: it is not a shared library", hint);
-  }
+  check_runtime_candidate(candidate);
   keep_ort_telemetry_off();
   // RTLD_LOCAL: ONNX Runtime's symbols stay out of the global namespace, so a second copy loaded by
   // another component of the process (e.g. the onnxruntime Python package) cannot be confused with ours.
@@ -214,6 +209,15 @@ const RuntimeInfo& load_runtime(const std::string& explicit_library) {
   throw Error("no ONNX Runtime library found (looked in: " + named(Setting::ort_library) + ", ORTFLEET_ORT_LIB, ORTFLEET_ORT_ROOT, " + beside +
                   (detail::fetched_ort_dir() / "lib").string() + ", Python onnxruntime packages, $LD_LIBRARY_PATH and the system's library folders)",
               runtime_choice_hint());
+}
+
+void check_runtime_candidate(const RuntimeCandidate& candidate) {
+  if (!candidate.exists) {
+    throw Error("no ONNX Runtime library at " + candidate.path + " (from " + candidate.source + ")", runtime_choice_hint());
+  }
+  if (!detail::starts_as_shared_library(candidate.path)) {
+    throw Error(candidate.path + " (from " + candidate.source + ") is not ONNX Runtime: it is not a shared library", runtime_choice_hint());
+  }
 }
 
 std::string runtime_choice_hint() {

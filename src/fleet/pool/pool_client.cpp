@@ -17,7 +17,9 @@
 #include "ortfleet/base/settings.hpp"
 #include "process/pidfd.hpp"
 #include "fleet/worker/wire.hpp"
-#include "fleet/worker/worker_protocol.hpp"
+#include "fleet/pool/pool_paths.hpp"
+#include "fleet/pool/pool_protocol.hpp"
+#include "fleet/pool/pool_runtime.hpp"
 #include "ortfleet/base/clock.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/base/output_file.hpp"
@@ -49,14 +51,27 @@ int try_connect(const std::string& path, UniqueFd& fd) {
   const sockaddr_un address = pool_socket_address(path);
   return ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0 ? 0 : errno;
 }
+/// How long a job waits for the pool to note that it ends one of its workers.
+constexpr double kNoteTimeoutS = 2;
+
 /// A pool worker's channel hooks for this client: a run that misses its deadline ends the worker (SIGKILL
 /// through a pidfd, which no later process with its pid can receive), as a fleet's own worker is ended;
-/// the pool starts another. Nothing when the worker cannot be watched (then it is left as it is).
-WorkerChannel::Hooks ended_when_unresponsive(int pid) {
+/// the pool starts another. The pool on `socket_path` is told first, so that its log says what ended the
+/// worker (and with it every session on it, other jobs' too). Nothing when the worker cannot be watched
+/// (then it is left as it is).
+WorkerChannel::Hooks ended_when_unresponsive(int pid, const std::string& socket_path) {
   WorkerChannel::Hooks hooks;
   try {
     auto watched = std::make_shared<PidFd>(pid);
-    hooks.kill = [watched] { watched->signal(SIGKILL); };
+    hooks.kill = [watched, pid, socket_path] {
+      try {
+        MessageChannel pool(connect_to_pool(socket_path), server_at(socket_path));
+        ask_pool(pool, pool_message::worker_killed, {{"pid", pid}, {"what", "run"}}, kNoteTimeoutS);
+      } catch (const Error& e) {
+        spdlog::debug("the pool on {} was not told that its worker {} is ended: {}", socket_path, pid, e.what());
+      }
+      watched->signal(SIGKILL);
+    };
   } catch (const Error& e) {
     spdlog::debug("the pool's worker {} cannot be watched: {}", pid, e.what());
   }
@@ -142,6 +157,12 @@ Message ask_pool(MessageChannel& channel, const MessageKind& kind, json fields, 
                 "Its log (the socket's path + .log) says why; `ortfleet pool status` shows whether it runs");
   }
   Received reply = channel.receive(deadline_in(timeout_s, monotonic_ns()));
+  // A server that refused this client and closed before reading its request made the kernel report the
+  // close first ("connection reset"): the refusal may still wait behind it.
+  if (reply.kind == Received::Kind::closed) {
+    Received behind = channel.receive(deadline_in(0.2, monotonic_ns()));
+    if (behind.kind == Received::Kind::message) reply = std::move(behind);
+  }
   switch (reply.kind) {
     case Received::Kind::timed_out:
       throw Error(who + " did not answer within " + seconds_text(timeout_s), "Check that it runs (`ortfleet pool status`) and is not stopped");
@@ -162,11 +183,12 @@ Message ask_pool(MessageChannel& channel, const MessageKind& kind, json fields, 
 OpenedOnPool open_on_pool_server(const std::string& socket_path, const LocalStartPlan& plan, double timeout_s) {
   OpenedOnPool opened;
   opened.connection = std::make_unique<MessageChannel>(connect_to_pool(socket_path), server_at(socket_path));
-  LocalStartPlan absolute = plan;
-  absolute.model_path = fs::absolute(plan.model_path).string();  // the server runs elsewhere
-  if (!absolute.cache_dir.empty()) absolute.cache_dir = fs::absolute(plan.cache_dir).string();
-  if (!absolute.profile_dir.empty()) absolute.profile_dir = fs::absolute(plan.profile_dir).string();
-  Message reply = ask_pool(*opened.connection, message::open, {{"plan", plan_to_json(absolute)}, {"timeout_s", timeout_s}}, timeout_s + 60);
+  // The server works elsewhere ("/"): every file the plan names, from this process's folder. A runtime
+  // this start names (its setting, or the environment's) goes with it, checked as loading it would: the
+  // pool serves it only where its workers run that very library.
+  LocalStartPlan absolute = with_absolute_paths(plan, "");
+  if (const auto runtime = named_runtime(plan.ort_library)) absolute.ort_library = absolute_in(*runtime, "");
+  Message reply = ask_pool(*opened.connection, pool_message::open, {{"plan", plan_to_json(absolute)}, {"timeout_s", timeout_s}}, timeout_s + 60);
   size_t next_fd = 0;
   for (const auto& d : reply.body.at("devices")) {
     OpenedDevice device;
@@ -177,7 +199,7 @@ OpenedOnPool open_on_pool_server(const std::string& socket_path, const LocalStar
       if (next_fd >= reply.fds.size()) throw Error("the pool server sent fewer channels than devices", {}, which.to_string());
       device.ready = ready_from_json(d.at("ready"));
       device.channel = std::make_unique<WorkerChannel>(std::move(reply.fds[next_fd++]), which, device.ready->status.pid,
-                                                       ended_when_unresponsive(device.ready->status.pid));
+                                                       ended_when_unresponsive(device.ready->status.pid, socket_path));
     }
     opened.devices.push_back(std::move(device));
   }
@@ -196,11 +218,17 @@ PoolProbe probe_pool(const std::string& socket_path, double timeout_s) {
     // A brief status: the devices it serves, without the workers' memory and sessions (what `pool
     // status` shows, which asks every worker): a start must not wait on that.
     MessageChannel channel(std::move(fd), server_at(socket_path));
-    const json status = ask_pool(channel, message::status, {{"brief", true}}, timeout_s).body;
+    const json status = ask_pool(channel, pool_message::status, {{"brief", true}}, timeout_s).body;
     for (const auto& d : status.at("devices")) {
       const std::string device = d.at("device").get<std::string>();
       if (std::find(probe.devices.begin(), probe.devices.end(), device) == probe.devices.end()) probe.devices.push_back(device);
     }
+    if (const auto runtime = status.find("runtime"); runtime != status.end() && runtime->is_object()) {
+      probe.runtime_path = text_field(*runtime, "path");
+      probe.runtime_content = text_field(*runtime, "content");
+    }
+    probe.left_by_job = status.value("left_by_job", false);
+    probe.pid = status.value("pid", 0);
     probe.kind = PoolProbe::Kind::ours;
   } catch (const std::exception& e) {
     probe.kind = PoolProbe::Kind::unusable;
@@ -218,9 +246,9 @@ size_t hand_over_to_pool(const std::string& socket_path, const std::vector<Hande
       const json fields = {{"device", w.process->device().to_string()},
                            {"pid", w.process->pid()},
                            {"visible_devices", w.process->visible_devices()},
-                           {"model", fs::absolute(w.model).string()}};
+                           {"model", absolute_in(w.model, "")}};
       try {
-        ask_pool(channel, message::hand_over, fields, timeout_s, {channel_fd, crash_fd});
+        ask_pool(channel, pool_message::hand_over, fields, timeout_s, {channel_fd, crash_fd});
         w.process->handed_over();
         ++taken;
       } catch (const Error& e) {
@@ -231,6 +259,32 @@ size_t hand_over_to_pool(const std::string& socket_path, const std::vector<Hande
     spdlog::debug("no warm pool to hand the workers to: {}", e.what());
   }
   return taken;
+}
+
+void await_socket_gone(const std::string& socket_path, double timeout_s) {
+  const int64_t deadline = deadline_in(timeout_s, monotonic_ns());
+  std::error_code ec;
+  while (fs::exists(fs::symlink_status(socket_path, ec))) {
+    if (monotonic_ns() > deadline) {
+      throw Error("the pool server on " + socket_path + " was asked to stop and is still there after " + seconds_text(timeout_s),
+                  "Its workers may be busy; `ortfleet pool status` shows them, SIGTERM to its pid stops it");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+std::optional<std::string> pool_runtime_mismatch(const PoolProbe& probe, const std::string& ort_library) {
+  try {
+    const auto named = named_runtime(ort_library);
+    if (!named) return std::nullopt;
+    if (probe.runtime_content.empty()) return "it does not say which ONNX Runtime its workers run, and this start names " + *named;
+    std::error_code ec;
+    if (fs::weakly_canonical(*named, ec) == fs::weakly_canonical(probe.runtime_path, ec)) return std::nullopt;  // no reading
+    if (runtime_content(*named) == probe.runtime_content) return std::nullopt;
+    return "its workers run ONNX Runtime " + probe.runtime_path + ", and this start names another library: " + *named;
+  } catch (const Error& e) {
+    return e.what_failed();  // a runtime that cannot be used: the start without the pool says so
+  }
 }
 
 }  // namespace detail
@@ -250,7 +304,7 @@ std::string default_pool_socket_in(const std::string& runtime_dir) {
 
 std::string pool_status(const std::string& socket_path, double timeout_s) {
   detail::MessageChannel channel(detail::connect_to_pool(socket_path), detail::server_at(socket_path));
-  json status = detail::ask_pool(channel, detail::message::status, nullptr, timeout_s).body;
+  json status = detail::ask_pool(channel, detail::pool_message::status, nullptr, timeout_s).body;
   status.erase("event");
   return status.dump();
 }
@@ -258,22 +312,14 @@ std::string pool_status(const std::string& socket_path, double timeout_s) {
 void pool_stop(const std::string& socket_path, double timeout_s) {
   {
     detail::MessageChannel channel(detail::connect_to_pool(socket_path), detail::server_at(socket_path));
-    detail::ask_pool(channel, detail::message::stop, nullptr, timeout_s);
+    detail::ask_pool(channel, detail::pool_message::stop, nullptr, timeout_s);
   }
-  const int64_t deadline = detail::deadline_in(timeout_s, monotonic_ns());
-  std::error_code ec;
-  while (fs::exists(fs::symlink_status(socket_path, ec))) {
-    if (monotonic_ns() > deadline) {
-      throw Error("the pool server on " + socket_path + " was asked to stop and is still there after " + detail::seconds_text(timeout_s),
-                  "Its workers may be busy; `ortfleet pool status` shows them, SIGTERM to its pid stops it");
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  detail::await_socket_gone(socket_path, timeout_s);
 }
 
 size_t pool_evict(const std::string& socket_path, double timeout_s) {
   detail::MessageChannel channel(detail::connect_to_pool(socket_path), detail::server_at(socket_path));
-  return detail::ask_pool(channel, detail::message::evict, nullptr, timeout_s).body.value("count", size_t{0});
+  return detail::ask_pool(channel, detail::pool_message::evict, nullptr, timeout_s).body.value("count", size_t{0});
 }
 
 }  // namespace ortfleet

@@ -55,16 +55,29 @@ OpenedOnPool open_on_pool_server(const std::string& socket_path, const LocalStar
 struct PoolProbe {
   enum class Kind { none, ours, unusable } kind = Kind::none;
   std::vector<std::string> devices;  ///< ours: the devices it serves
+  std::string runtime_path;          ///< ours: the ONNX Runtime library its workers run
+  std::string runtime_content;       ///< and what tells it from another (pool_runtime.hpp)
+  bool left_by_job = false;          ///< ours: a pool a job's start left (not `ortfleet serve`)
+  int pid = 0;                       ///< ours: the server's
   std::string why;                   ///< unusable: what is there instead ("another user's pool", ...)
 };
 /// Looks at `socket_path` and, where a server listens, asks its status within `timeout_s`.
 PoolProbe probe_pool(const std::string& socket_path, double timeout_s);
+
+/// Why the pool `probe` found may not serve a start whose `ort_library` setting is `ort_library` (with
+/// ORTFLEET_ORT_LIB and ORTFLEET_ORT_ROOT, the runtime it names): its workers run another library, or
+/// the named one cannot be used (a start without the pool says why); nothing when it may.
+std::optional<std::string> pool_runtime_mismatch(const PoolProbe& probe, const std::string& ort_library);
 
 /// A job's own worker and the model its session holds, to hand over to a pool.
 struct HandedWorker {
   WorkerProcess* process = nullptr;
   std::string model;  ///< as the job named it
 };
+/// Waits at most `timeout_s` until nothing is at `socket_path` any more (a server that was asked to stop
+/// removes its socket last); throws ortfleet::Error past it.
+void await_socket_gone(const std::string& socket_path, double timeout_s);
+
 /// Hands `workers` (their sessions released first) to the pool server at `socket_path`, which keeps
 /// them and their resident sessions for later jobs: each one the server took is marked handed over
 /// (this process no longer stops it). Returns how many it took; throws nothing (a worker it did not

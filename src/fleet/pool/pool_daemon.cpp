@@ -25,10 +25,12 @@
 #include "base/private_dir.hpp"
 #include "base/slurm.hpp"
 #include "base/unique_fd.hpp"
+#include "fleet/pool/pool_client.hpp"
+#include "fleet/pool/pool_paths.hpp"
+#include "fleet/pool/pool_protocol.hpp"
 #include "fleet/pool/worker_parking.hpp"
 #include "fleet/worker/wire.hpp"
 #include "fleet/worker/worker_channel.hpp"
-#include "fleet/worker/worker_protocol.hpp"
 #include "ortfleet/base/clock.hpp"
 #include "ortfleet/base/error.hpp"
 #include "process/spawn.hpp"
@@ -43,6 +45,13 @@ namespace {
 constexpr int kReadyFd = 3;
 /// How long a job waits for the pool it leaves to listen (it is a fraction of a second).
 constexpr double kListenWaitS = 10;
+/// How long a node daemon waits for the jobs of a pool a job left to end before it takes that pool's
+/// socket; past it, it fails (and a unit's restart tries again).
+constexpr double kTakeOverWaitS = 600;
+/// ortfleet's variables that name files or folders: a daemon working in "/" reads their relative values
+/// from the folder it was started in.
+constexpr EnvVar kPathVariables[] = {EnvVar::cache,   EnvVar::cache_shared,  EnvVar::ort_lib, EnvVar::ort_root,
+                                     EnvVar::cuda_ep, EnvVar::cudnn_choices, EnvVar::worker};
 
 std::string gigabytes(uint64_t bytes) { return fmt::format("{:.2f} GB", static_cast<double>(bytes) / 1e9); }
 
@@ -70,6 +79,26 @@ void announce(PoolServer& server, bool ready, double park_after_s) {
   std::cerr << " (SIGTERM, Ctrl-C or `ortfleet pool stop` stops it)" << std::endl;
 }
 
+/// The daemon works in "/": it never keeps a user's folder busy (a job's that left it, `serve --detach`'s
+/// shell's). What it was asked to do names files from the folder it started in: made absolute first, as
+/// are the relative paths in ortfleet's variables (and TMPDIR) that it and its workers read.
+void work_in_root(LeftPool& left) {
+  left.serve.socket_path = absolute_in(left.serve.socket_path, "");
+  left.serve.pool.ort_library = absolute_in(left.serve.pool.ort_library, "");
+  left.serve.pool.worker_executable = absolute_in(left.serve.pool.worker_executable, "");
+  left.serve.pool.config = with_absolute_paths(left.serve.pool.config, "");
+  if (left.make_entry) left.make_entry = with_absolute_paths(*left.make_entry, "");
+  std::vector<std::string> names = {"TMPDIR", "XDG_CACHE_HOME"};
+  for (const EnvVar v : kPathVariables) names.push_back(env_name(v));
+  for (const auto& name : names) {
+    const char* value = std::getenv(name.c_str());
+    if (value == nullptr || *value == '\0' || std::string(value) == "0") continue;
+    const std::string absolute = absolute_in(value, "");
+    if (absolute != value) ::setenv(name.c_str(), absolute.c_str(), 1);
+  }
+  if (::chdir("/") != 0) std::cerr << "the warm pool could not work in /: " << std::strerror(errno) << std::endl;
+}
+
 json request_json(const LeftPool& left) {
   const ServeOptions& o = left.serve;
   json devices = json::array();
@@ -85,6 +114,8 @@ json request_json(const LeftPool& left) {
           {"max_resident_sessions", o.pool.max_resident_sessions},
           {"idle_exit_s", left.default_idle_exit ? json(nullptr) : json(o.idle_exit_s)},
           {"park_after_s", o.park_after_s},
+          {"fold_after_s", o.fold_after_s},
+          {"left_by_job", o.left_by_job},
           {"make_entry", left.make_entry ? plan_to_json(*left.make_entry) : json(nullptr)},
           {"ready_fd", kReadyFd}};
 }
@@ -104,6 +135,8 @@ LeftPool left_pool_from_json(const json& request) {
   left.default_idle_exit = request.at("idle_exit_s").is_null();
   options.idle_exit_s = left.default_idle_exit ? 0.0 : request.at("idle_exit_s").get<double>();
   options.park_after_s = request.value("park_after_s", 0.0);
+  options.fold_after_s = request.value("fold_after_s", ServeOptions{}.fold_after_s);
+  options.left_by_job = request.value("left_by_job", false);
   if (!request.at("make_entry").is_null()) left.make_entry = plan_from_json(request.at("make_entry"));
   return left;
 }
@@ -142,33 +175,28 @@ void raise_open_file_limit(rlim_t wanted) {
   ::setrlimit(RLIMIT_NOFILE, &limit);
 }
 
-/// Whether the workers of `devices` can park here, or why not.
-std::string parking_on(const std::vector<Device>& devices, double park_after_s) {
-  if (!(park_after_s > 0)) return "off";
-  for (const auto& d : devices) {
-    if (auto no = WorkerParking::unavailable(d)) return *no;
-  }
-  return "on";
-}
-
 }  // namespace
 
 std::string pool_log_path(const std::string& socket_path) { return socket_path + ".log"; }
 
 int serve_until_stopped(const LeftPool& left_in, bool quiet, int ready_fd) {
-  // SIGTERM and SIGINT are taken by one thread that stops the server: blocked here, before any other
-  // thread exists, so that every thread inherits the mask.
+  // SIGTERM, SIGINT and SIGHUP (its terminal gone, a detached daemon's session ended) are taken by one
+  // thread that stops the server: blocked here, before any other thread exists, so that every thread
+  // inherits the mask. Each ends the daemon alike: workers stopped, socket removed.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   raise_open_file_limit(4096);
   LeftPool left = left_in;
-  const std::string parking = parking_on(left.serve.pool.devices, left.serve.park_after_s);
+  work_in_root(left);
+  const ParkingStatus parking = parking_status(left.serve.pool.devices, left.serve.park_after_s);
+  const bool parks = parking.state == ParkingStatus::State::on;
   if (left.default_idle_exit) {
-    left.serve.idle_exit_s = WarmPoolOptions::default_idle_exit_s(parking == "on");
+    left.serve.idle_exit_s = WarmPoolOptions::default_idle_exit_s(parks);
   }
   std::optional<PoolServer> made;
   try {
@@ -181,7 +209,7 @@ int serve_until_stopped(const LeftPool& left_in, bool quiet, int ready_fd) {
   // Before the job hears that the pool listens: the fill copies the plan's input files, which the job
   // may delete as soon as it has heard.
   if (left.make_entry) server.make_entry_in_background(*left.make_entry);
-  say_once(ready_fd, {{"listening", true}, {"idle_exit_s", left.serve.idle_exit_s}, {"park_after_s", left.serve.park_after_s}, {"parking", parking}});
+  say_once(ready_fd, {{"listening", true}, {"idle_exit_s", left.serve.idle_exit_s}, {"park_after_s", left.serve.park_after_s}, {"parking", to_json(parking)}});
   if (!quiet) std::cerr << "starting workers for " << to_string(left.serve.pool.devices) << " ..." << std::endl;
   std::thread stopper([&server, stop_signals] {
     int signal = 0;
@@ -191,7 +219,7 @@ int serve_until_stopped(const LeftPool& left_in, bool quiet, int ready_fd) {
   // Said once every worker is ready or failed; a pool stopped before (SIGTERM while a worker starts for
   // an hour) says nothing and is not held up.
   std::atomic<bool> served{false};
-  std::thread announcer([&server, &served, quiet, park_after_s = parking == "on" ? left.serve.park_after_s : 0.0] {
+  std::thread announcer([&server, &served, quiet, park_after_s = parks ? left.serve.park_after_s : 0.0] {
     const int64_t deadline = deadline_in(server.pool().options().start_timeout_s, monotonic_ns());
     while (!served) {
       if (server.pool().wait(0.25)) {
@@ -208,7 +236,7 @@ int serve_until_stopped(const LeftPool& left_in, bool quiet, int ready_fd) {
   });
   if (!quiet) {
     if (left.serve.idle_exit_s > 0) std::cerr << fmt::format("it exits after {:g} s with nobody attached", left.serve.idle_exit_s) << std::endl;
-    if (parking != "on" && parking != "off") std::cerr << "its workers do not park: " << parking << std::endl;
+    if (parking.state == ParkingStatus::State::unavailable) std::cerr << "its workers do not park: " << parking.why << std::endl;
   }
   server.serve();
   served = true;
@@ -275,7 +303,7 @@ LaunchedPool launch_pool_daemon(const LeftPool& left, const std::string& worker_
   }
   launched.idle_exit_s = line.value("idle_exit_s", 0.0);
   launched.park_after_s = line.value("park_after_s", 0.0);
-  launched.parking = text_field(line, "parking");
+  launched.parking = parking_from_json(line.value("parking", json()));
   return launched;
 }
 
@@ -317,9 +345,42 @@ int pool_daemon_main(const std::string& request_file, bool detached) {
   }
 }
 
+std::string take_over_left_pool(const std::string& socket_path, bool quiet) {
+  const PoolProbe found = probe_pool(socket_path, 5);
+  if (found.kind != PoolProbe::Kind::ours || !found.left_by_job) return "";
+  const std::string replaced = fmt::format("the pool a job left on {} (pid {})", socket_path, found.pid);
+  const int64_t deadline = deadline_in(kTakeOverWaitS, monotonic_ns());
+  bool said = false;
+  for (;;) {
+    try {
+      MessageChannel channel(connect_to_pool(socket_path), "the pool a job left on " + socket_path);
+      ask_pool(channel, pool_message::stop, {{"if_idle", true}}, 30);
+      break;
+    } catch (const Error& e) {
+      if (look_at_socket(socket_path, /*follow=*/false) != SocketFound::live) return replaced;  // it ended meanwhile
+      if (monotonic_ns() >= deadline) {
+        throw Error(replaced + " still serves a job after " + seconds_text(kTakeOverWaitS) + " (" + e.what_failed() + ")",
+                    "Start the daemon once its jobs have ended, or stop it (ortfleet pool stop)");
+      }
+      if (!said && !quiet) std::cerr << replaced << " serves a job: taking it over once no job uses it" << std::endl;
+      said = true;
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+  }
+  await_socket_gone(socket_path, 60);
+  return replaced;
+}
+
 }  // namespace ortfleet::detail
 
-int ortfleet::serve_pool(const ServeOptions& options, bool quiet) { return detail::serve_until_stopped({options, std::nullopt, false}, quiet); }
+int ortfleet::serve_pool(const ServeOptions& options, bool quiet) {
+  detail::LeftPool left{options, std::nullopt, false};
+  if (left.serve.socket_path.empty()) left.serve.socket_path = default_pool_socket();
+  if (const std::string replaced = detail::take_over_left_pool(left.serve.socket_path, quiet); !replaced.empty() && !quiet) {
+    std::cerr << "took over " << replaced << std::endl;
+  }
+  return detail::serve_until_stopped(left, quiet);
+}
 
 ortfleet::DetachedPool ortfleet::serve_pool_detached(const ServeOptions& options) {
   detail::LeftPool left{options, std::nullopt, false};
@@ -328,6 +389,7 @@ ortfleet::DetachedPool ortfleet::serve_pool_detached(const ServeOptions& options
   const detail::WorkerRuntime runtime = detail::resolve_worker_runtime(left.serve.pool.worker_executable, left.serve.pool.ort_library);
   left.serve.pool.ort_library = runtime.ort_library;
   left.serve.pool.worker_executable = runtime.executable;
+  const std::string replaced = detail::take_over_left_pool(left.serve.socket_path, /*quiet=*/true);
   const detail::LaunchedPool launched = detail::launch_pool_daemon(left, left.serve.pool.worker_executable);
-  return {left.serve.socket_path, detail::pool_log_path(left.serve.socket_path), launched.park_after_s, launched.parking};
+  return {left.serve.socket_path, detail::pool_log_path(left.serve.socket_path), launched.park_after_s, launched.parking, replaced};
 }

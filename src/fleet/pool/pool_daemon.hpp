@@ -36,7 +36,7 @@ struct LaunchedPool {
   std::string audience;  ///< "the next job on this node", or under Slurm "the later steps of Slurm job 123 ..."
   double idle_exit_s = 0;
   double park_after_s = 0;
-  std::string parking;   ///< "on", or why its workers do not park
+  ParkingStatus parking;
 };
 
 /// Leaves a pool daemon serving `left` behind: returns once it listens (within seconds; never on the
@@ -54,5 +54,12 @@ inline constexpr const char* kPoolDetachedArgument = "--detached";
 
 /// Where a daemon serving `socket_path` writes its log: beside the socket.
 std::string pool_log_path(const std::string& socket_path);
+
+/// Before a node daemon (`ortfleet serve`, with or without --detach) starts on `socket_path`: a pool a
+/// job left there is stopped once no job uses it (waiting at most a few minutes), so that the daemon
+/// takes its socket instead of failing, which a unit's Restart=on-failure would repeat. Returns what it
+/// replaced, in words ("" when no such pool was there); another `ortfleet serve` there is left alone
+/// (the server's own start then says so). Throws ortfleet::Error when that pool's jobs outlast the wait.
+std::string take_over_left_pool(const std::string& socket_path, bool quiet);
 
 }  // namespace ortfleet::detail

@@ -8,7 +8,7 @@
 namespace ortfleet::detail {
 namespace {
 constexpr double kMaxTimeoutS = 7 * 24 * 3600.0;
-constexpr const char* kProtocolHint = "Send the pool protocol's requests (fleet/worker/worker_protocol.hpp)";
+constexpr const char* kProtocolHint = "Send the pool protocol's requests (fleet/pool/pool_protocol.hpp)";
 
 [[noreturn]] void malformed(const std::string& request, const std::string& why) {
   throw Error("malformed " + request + " request: " + why, kProtocolHint);
@@ -24,6 +24,15 @@ std::string text(const nlohmann::json& body, const char* name, const std::string
   const auto& value = field(body, name, request);
   if (!value.is_string()) malformed(request, std::string(name) + " must be a string (got " + value.dump() + ")");
   return value.get<std::string>();
+}
+
+/// The process id field of a `request`.
+int process_id(const nlohmann::json& body, const std::string& request) {
+  const auto& pid = field(body, "pid", request);
+  if (!pid.is_number_integer() || pid.get<int64_t>() <= 1 || pid.get<int64_t>() > (int64_t{1} << 22)) {
+    malformed(request, "pid must be a process id (got " + pid.dump() + ")");
+  }
+  return pid.get<int>();
 }
 }  // namespace
 
@@ -41,18 +50,23 @@ OpenRequest read_open_request(const nlohmann::json& body) {
   return open;
 }
 
+
 HandOverRequest read_hand_over_request(const nlohmann::json& body) {
   HandOverRequest hand;
-  const auto& pid = field(body, "pid", "hand_over");
-  if (!pid.is_number_integer() || pid.get<int64_t>() <= 1 || pid.get<int64_t>() > (int64_t{1} << 22)) {
-    malformed("hand_over", "pid must be a process id (got " + pid.dump() + ")");
-  }
-  hand.pid = pid.get<int>();
+  hand.pid = process_id(body, "hand_over");
   hand.device = Device::parse(text(body, "device", "hand_over"));
   if (const auto it = body.find("visible_devices"); it != body.end()) hand.visible_devices = text(body, "visible_devices", "hand_over");
   hand.model = text(body, "model", "hand_over");
   if (hand.model.empty()) malformed("hand_over", "it names no model");
   return hand;
+}
+
+WorkerKilledNote read_worker_killed_note(const nlohmann::json& body) {
+  WorkerKilledNote note;
+  note.pid = process_id(body, "worker_killed");
+  note.what = text(body, "what", "worker_killed");
+  if (note.what != "run" && note.what != "start") malformed("worker_killed", "what must be \"run\" or \"start\" (got \"" + note.what + "\")");
+  return note;
 }
 
 }  // namespace ortfleet::detail

@@ -1,5 +1,5 @@
 #pragma once
-// A pool server's requests as read from a client's message (fleet/worker/worker_protocol.hpp): what a
+// A pool server's requests as read from a client's message (fleet/pool/pool_protocol.hpp): what a
 // client of any kind may send is checked here, field by field, and refused with one line that says
 // what is wrong, so that the server answers that client and goes on serving everyone else. Fuzzed
 // (tests/fuzz: "pool_request").
@@ -26,5 +26,12 @@ struct HandOverRequest {
   std::string model;
 };
 HandOverRequest read_hand_over_request(const nlohmann::json& body);
+
+/// {"op":"worker_killed", pid, what}: a job ends worker `pid`, whose `what` ("run", "start") missed its deadline.
+struct WorkerKilledNote {
+  int pid = -1;
+  std::string what;
+};
+WorkerKilledNote read_worker_killed_note(const nlohmann::json& body);
 
 }  // namespace ortfleet::detail

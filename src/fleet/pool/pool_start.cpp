@@ -1,5 +1,11 @@
 #include "fleet/pool/pool_start.hpp"
 
+#include <filesystem>
+
+#include "fleet/pool/pool_runtime.hpp"
+#include "ortfleet/base/settings.hpp"
+#include "ortfleet/engine/runtime.hpp"
+
 #include "fleet/worker/wire.hpp"
 #include "fleet/worker/worker_protocol.hpp"
 #include "ortfleet/base/error.hpp"
@@ -13,9 +19,14 @@ constexpr double kAttachTimeoutS = 60;
 PoolDeviceStart start_on_pool(WorkerPool& pool, LocalStartPlan plan, double timeout_s) {
   if (plan.devices.size() != 1) throw Error("a start on a pool's worker names one device, not " + std::to_string(plan.devices.size()));
   const Device device = plan.devices.front();
-  plan.ort_library = pool.options().ort_library;  // the workers' runtime: already loaded
   PoolDeviceStart started;
   try {
+    // A runtime the start names is served only where it is the very library the workers run.
+    if (!plan.ort_library.empty()) {
+      check_runtime_candidate({plan.ort_library, named(Setting::ort_library), std::filesystem::exists(plan.ort_library), true});
+      check_pool_runs(plan.ort_library, pool.options().ort_library, "the warm pool");
+    }
+    plan.ort_library = pool.options().ort_library;  // the workers' runtime: already loaded
     started.worker = pool.worker_for(device, plan.model_path, timeout_s);
     // A channel of the caller's own: its runs do not queue behind other clients', and closing it lets
     // go of the session. A start past its deadline ends the worker (the pool starts another): busy, it

@@ -94,7 +94,7 @@ struct Fleet::Impl {
   std::string devices_reason;  // select_devices("all")'s, when the fleet chose its devices
   /// Why auto passed over the node's warm pool.
   struct PoolPassedOver {
-    enum class Why { lacks_devices, unusable, none_left } why;
+    enum class Why { lacks_devices, other_runtime, unusable, none_left } why;
     std::string socket;
     std::string detail;  ///< the devices it lacks, why the socket is unusable, why no pool is left
     std::string words() const;
@@ -433,6 +433,7 @@ void Fleet::Impl::after_ready() {
     if (leaves_pool) {
       detail::LeftPool left;
       left.serve.socket_path = default_pool_socket();
+      left.serve.left_by_job = true;  // a node daemon starting later takes it over
       left.serve.pool.devices = options.devices;
       left.serve.pool.ort_library = chosen.ort_library;
       left.serve.pool.worker_executable = executable;
@@ -453,9 +454,10 @@ void Fleet::Impl::after_ready() {
         std::lock_guard lock(mutex);
         left_pool_socket = left.serve.socket_path;
       }
-      const std::string parking = launched.parking == "on" ? fmt::format("its workers park after {:g} s unused (no GPU memory held), ", launched.park_after_s)
-                                  : launched.parking == "off" ? std::string()
-                                                              : "its workers do not park (" + launched.parking + "), ";
+      const std::string parking = launched.parking.state == ParkingStatus::State::on
+                                      ? fmt::format("its workers park after {:g} s unused (no GPU memory held), ", launched.park_after_s)
+                                  : launched.parking.state == ParkingStatus::State::off ? std::string()
+                                                                                         : "its workers do not park (" + launched.parking.why + "), ";
       say({LeftBehind::Kind::warm_pool, left.serve.socket_path, detail::pool_log_path(left.serve.socket_path),
            fmt::format("left a warm pool for {} ({}): this job's workers go to it as the job ends, {} loaded{}; {}it exits after {:g} s "
                        "unused (its log {}); {}",
@@ -504,6 +506,7 @@ const Fleet::Impl::PoolTimes& Fleet::Impl::pool_times() {
 std::string Fleet::Impl::PoolPassedOver::words() const {
   switch (why) {
     case Why::lacks_devices: return fmt::format(" (the warm pool on {} does not serve {})", socket, detail);
+    case Why::other_runtime: return fmt::format(" (the warm pool on {} is not used: {})", socket, detail);
     case Why::unusable: return fmt::format(" (the default pool socket {} is not usable: {})", socket, detail);
     case Why::none_left: return " (nothing left for later starts: " + detail + ")";
   }
@@ -567,14 +570,19 @@ Fleet::Impl::AutoChoice Fleet::Impl::choose_automatically(long gpus) {
       for (const auto& d : s.options.devices) {
         if (std::find(found.devices.begin(), found.devices.end(), d.to_string()) == found.devices.end()) missing.push_back(d.to_string());
       }
-      if (missing.empty()) {
+      // A runtime this start names is served only by a pool whose workers run that very library.
+      const auto other_runtime = detail::pool_runtime_mismatch(found, s.options.ort_library);
+      if (other_runtime) {
+        choice.passed_over = PoolPassedOver{PoolPassedOver::Why::other_runtime, socket, *other_runtime};
+      } else if (missing.empty()) {
         s.options.pool_socket = socket;
         choice.why = StrategyWhy::pool_answered;
         choice.pool_socket = socket;
         choice.devices = to_string(s.options.devices);
         return choice;
+      } else {
+        choice.passed_over = PoolPassedOver{PoolPassedOver::Why::lacks_devices, socket, fmt::format("{}", fmt::join(missing, ", "))};
       }
-      choice.passed_over = PoolPassedOver{PoolPassedOver::Why::lacks_devices, socket, fmt::format("{}", fmt::join(missing, ", "))};
     } else if (found.kind == detail::PoolProbe::Kind::unusable) {
       choice.passed_over = PoolPassedOver{PoolPassedOver::Why::unusable, socket, found.why};
     } else {

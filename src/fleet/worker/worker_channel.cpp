@@ -102,15 +102,13 @@ void WorkerChannel::close_ring() {
   if (ring) ring->shutdown();
 }
 
-bool WorkerChannel::alive() const {
-  std::lock_guard lock(mutex_);
-  return gone_.empty();
-}
+bool WorkerChannel::alive() const { return reachable_.load(); }  // never waits on a request in flight
 
 void WorkerChannel::gone(const std::string& doing) {
   const std::string how = hooks_.how_it_ended ? hooks_.how_it_ended() : "closed its connection";
   const std::string what = "the worker process for " + device_.to_string() + " " + how + " while " + doing;
   if (gone_.empty()) gone_ = what;
+  reachable_ = false;
   // A crash inside ONNX Runtime comes with its own line (what, where, and the command that finds the
   // node); anything else left its reason on the worker's stderr.
   const bool explained = how.find("inside ONNX Runtime") != std::string::npos;
@@ -123,6 +121,7 @@ void WorkerChannel::unresponsive(const std::string& timed_out, const std::string
   // hold a GPU.
   if (hooks_.kill) hooks_.kill();
   gone_ = timed_out + (hooks_.kill ? "; it was killed" : "");
+  reachable_ = false;
   throw Error(timed_out, timeout_hint, device_.to_string());
 }
 
@@ -361,56 +360,69 @@ std::string WorkerProcess::describe_end(int status) {
   return how + " (" + line + ")";
 }
 
-bool WorkerProcess::ended_after(double wait_s) {
+bool WorkerProcess::reap_if_ended() {
   if (pid_ <= 0) return true;
+  int status = 0;
   if (adopted_) {
     // Not our child: its new parent reaps it; the pidfd says when it has exited, not how.
-    if (!adopted_->exited(std::isinf(wait_s) ? -1 : wait_s)) return false;
-    ended_ = describe_end(kUnknownStatus);
-    pid_ = -1;
-    return true;
-  }
-  int status = 0;
-  const int64_t deadline = deadline_in(wait_s, monotonic_ns());
-  while (true) {
-    const pid_t reaped = ::waitpid(pid_, &status, std::isinf(wait_s) ? 0 : WNOHANG);
-    if (reaped == pid_) break;
-    if (reaped < 0 && errno == ECHILD) {  // reaped by someone else (SIGCHLD ignored): gone, how unknown
-      status = kUnknownStatus;
-      break;
-    }
-    if (std::isinf(wait_s) || monotonic_ns() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (!adopted_->exited(0)) return false;
+    status = kUnknownStatus;
+  } else {
+    const pid_t reaped = ::waitpid(pid_, &status, WNOHANG);
+    if (reaped == 0 || (reaped < 0 && errno != ECHILD)) return false;
+    if (reaped < 0) status = kUnknownStatus;  // reaped by someone else (SIGCHLD ignored): gone, how unknown
   }
   ended_ = describe_end(status);
   pid_ = -1;
   return true;
 }
 
+bool WorkerProcess::ended_after(double wait_s) {
+  // Looked at under the lock, waited for without it: pid() and exited() answer at once meanwhile.
+  const int64_t deadline = deadline_in(wait_s, monotonic_ns());
+  for (;;) {
+    {
+      std::lock_guard lock(process_mutex_);
+      if (reap_if_ended()) return true;
+    }
+    if (monotonic_ns() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
 void WorkerProcess::send_signal(int signal) const {
+  std::lock_guard lock(process_mutex_);
   if (pid_ <= 0) return;
   if (adopted_) adopted_->signal(signal);
   else ::kill(pid_, signal);
 }
 
-std::string WorkerProcess::how_it_ended() {
+std::string WorkerProcess::ended_text() const {
   std::lock_guard lock(process_mutex_);
-  ended_after(std::numeric_limits<double>::infinity());
-  return ended_.empty() ? "closed its connection" : ended_;
+  return ended_;
+}
+
+std::string WorkerProcess::how_it_ended() {
+  // The channel closed: the process is ending, or closed it and lives on (stuck in its exit, or held
+  // stopped). Waited for a while, never for ever: a status or a stop of the pool must not hang on it.
+  if (ended_after(kEndWaitS)) {
+    const std::string ended = ended_text();
+    return ended.empty() ? "closed its connection" : ended;
+  }
+  return fmt::format("closed its connection (its process, pid {}, still runs {})", pid(), seconds_text(kEndWaitS) + " later");
 }
 
 void WorkerProcess::kill_now() {
+  if (pid() <= 0) return;
+  send_signal(SIGKILL);  // SIGKILL ends a stopped process too
+  const bool ended = ended_after(kEndWaitS);
   std::lock_guard lock(process_mutex_);
-  // SIGKILL ends a stopped process too.
-  if (pid_ <= 0) return;
-  send_signal(SIGKILL);
-  ended_after(std::numeric_limits<double>::infinity());
-  ended_ = "was killed for not answering";
+  ended_ = ended ? "was killed for not answering" : "was sent SIGKILL for not answering (it had not ended " + seconds_text(kEndWaitS) + " later)";
 }
 
 std::string WorkerProcess::exited() {
   std::lock_guard lock(process_mutex_);
-  ended_after(0);
+  reap_if_ended();
   return pid_ > 0 ? std::string() : (ended_.empty() ? "stopped" : ended_);
 }
 
@@ -434,33 +446,34 @@ UniqueFd WorkerProcess::attach(const std::vector<std::string>& sessions, double 
   return std::move(mine);
 }
 
-void WorkerProcess::terminate(double grace_s) {
-  channel_->close_ring();
-  std::lock_guard lock(process_mutex_);
-  if (pid_ <= 0) return;
-  send_signal(SIGTERM);
+void WorkerProcess::kill_after(double grace_s, const std::string& why) {
   if (ended_after(grace_s)) return;
   send_signal(SIGKILL);
-  ended_after(std::numeric_limits<double>::infinity());
-  ended_ = "was killed: it did not stop within " + seconds_text(grace_s) + " of SIGTERM";
+  // A process in an uninterruptible wait (a hung driver call) ends once that returns: not waited for
+  // past kEndWaitS; a later exited() reaps it.
+  const bool ended = ended_after(kEndWaitS);
+  if (!ended) spdlog::debug("{}: the worker pid {} had not ended {} after SIGKILL", device_.to_string(), pid(), seconds_text(kEndWaitS));
+  std::lock_guard lock(process_mutex_);
+  ended_ = why;
+}
+
+void WorkerProcess::terminate(double grace_s) {
+  channel_->close_ring();
+  if (pid() <= 0) return;
+  send_signal(SIGTERM);
+  kill_after(grace_s, "was killed: it did not stop within " + seconds_text(grace_s) + " of SIGTERM");
 }
 
 void WorkerProcess::stop() {
   channel_->close_ring();  // runs in flight end before the process they wait for is reaped
-  {
-    std::lock_guard lock(process_mutex_);
-    if (pid_ <= 0) return;
-  }
+  if (pid() <= 0) return;
   try {
     channel_->call(message::stop, nullptr, 10);
   } catch (const Error&) {
     // already gone, or not answering: reaped below
   }
-  std::lock_guard lock(process_mutex_);
   // Give it time to release its GPU memory cleanly, then insist.
-  if (ended_after(10)) return;
-  send_signal(SIGKILL);
-  ended_after(std::numeric_limits<double>::infinity());
+  kill_after(10, "was killed: it did not stop within 10 s of its stop request");
 }
 
 std::pair<int, int> WorkerProcess::handover_fds() {

@@ -8,6 +8,7 @@
 // second start of the same key is answered at once ("resident"). A session is held by the channels
 // that started or attached it; one nobody holds stays until it is evicted (least recently used first,
 // when the worker holds more than its limit or a new session runs out of device memory).
+#include <atomic>
 #include <functional>
 #include <future>
 #include <memory>
@@ -128,6 +129,7 @@ class WorkerChannel {
   int pid_;
   Hooks hooks_;
   std::string gone_;  // why the worker is no longer reachable, once it is not
+  std::atomic<bool> reachable_{true};  // gone_ is empty: read without the lock (alive())
   MessageChannel channel_;
   std::shared_ptr<SharedBuffer> input_buffer_;  // ours, reused while big enough (socket path; under socket_run_mutex_)
   ReceivedBuffer outputs_;                       // the worker's output buffer, mapped once (the same)
@@ -169,10 +171,7 @@ class WorkerProcess {
   WorkerProcess& operator=(const WorkerProcess&) = delete;
 
   /// The worker's pid; -1 once it has been reaped.
-  int pid() const {
-    std::lock_guard lock(process_mutex_);
-    return pid_;
-  }
+  int pid() const { return pid_.load(); }
   int64_t spawn_ns() const { return spawn_ns_; }
   const Device& device() const { return device_; }
   /// What CUDA_VISIBLE_DEVICES the worker got; empty when it sees what this process sees.
@@ -209,22 +208,31 @@ class WorkerProcess {
   std::string exited();
 
  private:
+  /// How long a worker's end is waited for where nobody can wait on it for ever: after its channel
+  /// closed, after SIGKILL. A process that outlives it (stuck in its exit, in a driver call) is left
+  /// to a later exited(), and never holds a lock meanwhile.
+  static constexpr double kEndWaitS = 5;
   std::string how_it_ended();
   void kill_now();
+  /// SIGKILL unless it ends within `grace_s`; `why` is then how it ended.
+  void kill_after(double grace_s, const std::string& why);
+  std::string ended_text() const;
   /// How the process ended from its wait status, with the crash line it wrote (if any).
   std::string describe_end(int status);
 
   Device device_;
   std::string visible_;
-  int pid_ = -1;
+  std::atomic<int> pid_{-1};  // written under process_mutex_, read without it
   int64_t spawn_ns_ = 0;
   std::string ended_;
   UniqueFd crash_reports_;  // the read end of the worker's crash-line pipe
   std::unique_ptr<PidFd> adopted_;  // set when another process spawned it: watched, never waited for
-  /// Whether it has ended, after at most `wait_s` (infinity: until it does); reaps a child of ours and
-  /// records how it ended. process_mutex_ held.
+  /// Whether it has ended, after at most `wait_s`; reaps a child of ours and records how it ended.
+  /// Waits without process_mutex_.
   bool ended_after(double wait_s);
-  /// Sends `signal` to it, whoever spawned it. process_mutex_ held.
+  /// Whether it has ended now (reaped, how recorded). process_mutex_ held.
+  bool reap_if_ended();
+  /// Sends `signal` to it, whoever spawned it.
   void send_signal(int signal) const;
   std::unique_ptr<WorkerChannel> channel_;
   mutable std::mutex process_mutex_;  // pid_ and ended_

@@ -1,14 +1,14 @@
 #pragma once
 // The worker protocol: what a worker's parent (fleet/worker/worker_channel.hpp) and the worker's server
-// (fleet/worker/worker_server.hpp) say to each other, and what a pool server's clients ask it
-// (ortfleet/fleet/pool_server.hpp). JSON messages, answered in order on each channel:
+// (fleet/worker/worker_server.hpp) say to each other. JSON messages, answered in order on each channel:
 //   {"op":"init", plan, prime}          -> {"event":"initialised", timeline}   runtime, EP, cuInit, context,
 //                                                                             (prime) cuDNN and cuBLAS
 //   {"op":"start", plan}                -> {"event":"ready", session, status (resident or not), ...}
 //   {"op":"run", session, inputs} + fd  -> {"event":"outputs", outputs} + fd   (shared memory both ways)
 //   {"op":"release", session}           -> {"event":"released"}
 //   {"op":"attach", hold} + fd          -> {"event":"attached"}   a new channel (a pool server's client)
-//   {"op":"evict"}                      -> {"event":"evicted", count}   sessions nobody holds
+//   {"op":"evict", model}               -> {"event":"evicted", count}   sessions nobody holds (model: only those
+//                                          its first start named so, the old content of a rewritten file)
 //   {"op":"status", with_plans}         -> {"event":"status", sessions}   (with_plans: each session's plan too)
 //   {"op":"trim"}                       -> {"event":"trimmed", ...}   memory no session needs handed back, before
 //                                          the pool parks the worker (what it did: worker_server.cpp)
@@ -17,11 +17,8 @@
 //   {"op":"adopt"} + fd                 -> {"event":"adopted"}   a pool takes over this worker from the job
 //                                          that spawned it (control channel only): its output goes to fd,
 //                                          it leaves the job's session, and drops the job's ring and holds
-// A pool server answers "status" and "evict" for all its workers, and
-//   {"op":"open", plan, timeout_s}      -> {"event":"opened", devices} + a channel per started device
-//   {"op":"hand_over", workers} + fds   -> {"event":"taken", taken}   a job's own workers, sessions loaded,
-//                                          become the pool's (each: control channel and crash pipe)
-// Any request may be answered {"event":"failed", error} instead.
+// Any request may be answered {"event":"failed", error} instead. (A pool server's own requests, in the
+// same words: fleet/pool/pool_protocol.hpp.)
 // Once a channel has a request ring (sent before its first run, and again, bigger, when a run does
 // not fit), its runs go through the ring (fleet/worker/worker_ring.hpp), not through "run" messages.
 #include <nlohmann/json.hpp>
@@ -48,8 +45,6 @@ inline constexpr MessageKind stop{"stop", "stopping"};
 inline constexpr MessageKind ring{"ring", "ring"};
 inline constexpr MessageKind adopt{"adopt", "adopted"};
 inline constexpr MessageKind trim{"trim", "trimmed"};
-inline constexpr MessageKind open{"open", "opened"};            ///< a pool server's
-inline constexpr MessageKind hand_over{"hand_over", "taken"};  ///< a pool server's
 /// The event of a reply to any request that failed: {"event":"failed", error}.
 inline constexpr const char* kFailed = "failed";
 }  // namespace message

@@ -225,7 +225,11 @@ ChannelServer::Handled ChannelServer::on_release(Message& request) {
   return {answer_to(message::release)};
 }
 
-ChannelServer::Handled ChannelServer::on_evict(Message&) { return {answer_to(message::evict, {{"count", sessions_.evict(0)}})}; }
+ChannelServer::Handled ChannelServer::on_evict(Message& request) {
+  // With a model: only that file's sessions (a pool drops the old content of a file rewritten in place).
+  const std::string model = text_field(request.body, "model");
+  return {answer_to(message::evict, {{"count", model.empty() ? sessions_.evict(0) : sessions_.evict_model(model)}})};
+}
 
 ChannelServer::Handled ChannelServer::on_status(Message& request) { return sessions_.status(request.body.value("with_plans", false)); }
 

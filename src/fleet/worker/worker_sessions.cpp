@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -47,25 +48,57 @@ void delay_if_asked(EnvVar variable, const std::string& device) {
   std::this_thread::sleep_for(std::chrono::duration<double>(parse_decimal(setting->substr(equals + 1)).value_or(0)));
 }
 
-/// Primer folders (ortfleet-primer-PID-XXXXXX) of workers that died while they primed, killed where no
-/// handler runs (SIGKILL, the OOM killer): removed when that pid is gone and the folder is this user's.
-/// One that cannot be told (a pid alive, or of another user's) stays.
+/// The primer's folder: "ortfleet-primer-<pid>-" and mkdtemp's six letters and digits, mode 0700, and
+/// in it the throwaway models below (and a writer's hidden partial file of one).
+constexpr const char* kPrimerPrefix = "ortfleet-primer-";
+constexpr const char* kPrimerModels[] = {"convolutions.onnx", "attention.onnx"};
+
+/// The pid of a primer folder named exactly as the primer names one; 0 for any other name.
+int primer_folder_pid(const std::string& name) {
+  const std::string prefix = kPrimerPrefix;
+  if (name.rfind(prefix, 0) != 0) return 0;
+  const auto dash = name.find('-', prefix.size());
+  int pid = 0;
+  const char* digits = name.data() + prefix.size();
+  const char* end = name.data() + (dash == std::string::npos ? name.size() : dash);
+  if (dash == std::string::npos || digits == end || *digits == '0' || std::from_chars(digits, end, pid).ptr != end || pid <= 0) return 0;
+  const std::string suffix = name.substr(dash + 1);
+  if (suffix.size() != 6 || !std::all_of(suffix.begin(), suffix.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; })) return 0;
+  return pid;
+}
+
+/// Whether `name` in a primer folder is what the primer writes there: one of its models, or a writer's
+/// hidden partial file of one (".convolutions.onnx.ortfleet-...").
+bool primer_file(const std::string& name) {
+  return std::any_of(std::begin(kPrimerModels), std::end(kPrimerModels), [&](const std::string& model) {
+    return name == model || name.rfind("." + model + ".ortfleet-", 0) == 0;
+  });
+}
+
+/// Primer folders of workers that died while they primed, killed where no handler runs (SIGKILL, the
+/// OOM killer): removed when that pid is gone and the folder is exactly as the primer makes one (its
+/// name, this user's, mode 0700, holding only the primer's files). Anything else stays: a pid alive,
+/// another user's, a name or a content of another form.
 void remove_primer_folders_of_dead_workers(const std::filesystem::path& temporary) {
-  static const std::string prefix = "ortfleet-primer-";
   std::error_code ec;
   for (auto it = std::filesystem::directory_iterator(temporary, ec); !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (name.rfind(prefix, 0) != 0) continue;
-    const auto dash = name.find('-', prefix.size());
-    int pid = 0;
-    const char* digits = name.data() + prefix.size();
-    const char* end = name.data() + (dash == std::string::npos ? name.size() : dash);
-    if (dash == std::string::npos || std::from_chars(digits, end, pid).ptr != end || pid <= 0) continue;
+    const std::filesystem::path folder = it->path();
+    const int pid = primer_folder_pid(folder.filename().string());
+    if (pid == 0) continue;
     if (::kill(pid, 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to signal): its own
     struct stat st {};
-    if (::lstat(it->path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::getuid()) continue;
-    std::error_code removed;
-    std::filesystem::remove_all(it->path(), removed);
+    if (::lstat(folder.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::getuid() || (st.st_mode & 07777) != 0700) continue;
+    std::vector<std::filesystem::path> files;
+    bool ours = true;
+    std::error_code listed;
+    for (auto f = std::filesystem::directory_iterator(folder, listed); ours && !listed && f != std::filesystem::directory_iterator(); f.increment(listed)) {
+      struct stat file {};
+      ours = ::lstat(f->path().c_str(), &file) == 0 && S_ISREG(file.st_mode) && primer_file(f->path().filename().string());
+      files.push_back(f->path());
+    }
+    if (!ours || listed) continue;
+    for (const auto& f : files) ::unlink(f.c_str());
+    ::rmdir(folder.c_str());
   }
 }
 
@@ -236,6 +269,26 @@ size_t WorkerSessions::evict(size_t keep) {
   return count;
 }
 
+size_t WorkerSessions::evict_model(const std::string& model_path) {
+  std::vector<std::shared_ptr<ResidentSession>> dropped;  // destroyed outside the lock
+  {
+    std::lock_guard lock(mutex_);
+    for (auto it = sessions_.begin(); it != sessions_.end();) {
+      if (it->second->holders != 0 || it->second->model_path != model_path) {
+        ++it;
+        continue;
+      }
+      spdlog::debug("{}: evicting {} (its file changed)", lane(), model_path);
+      dropped.push_back(it->second);
+      it = sessions_.erase(it);
+    }
+  }
+  const size_t count = dropped.size();
+  dropped.clear();
+  if (count > 0) ::malloc_trim(0);
+  return count;
+}
+
 json WorkerSessions::status(bool with_plans) {
   std::lock_guard lock(mutex_);
   json list = json::array();
@@ -289,10 +342,10 @@ void WorkerSessions::prime_libraries(const LocalStartPlan& plan, Timeline& timel
   auto p = timeline.scope(phase::libraries_prime, lane());
   try {
     remove_primer_folders_of_dead_workers(std::filesystem::temp_directory_path());
-    const auto folder = PrivateDir::temporary("ortfleet-primer-" + std::to_string(::getpid()));
+    const auto folder = PrivateDir::temporary(kPrimerPrefix + std::to_string(::getpid()));
     // A worker stopped while it primes (a job's Ctrl-C, a pool stopped) leaves no folder in TMPDIR.
     const RemoveOnTermination on_stop({folder.path().string()});
-    const std::filesystem::path convolutions_path = folder.path() / "convolutions.onnx", attention_path = folder.path() / "attention.onnx";
+    const std::filesystem::path convolutions_path = folder.path() / kPrimerModels[0], attention_path = folder.path() / kPrimerModels[1];
     synth::ResNetSpec convolutions;
     convolutions.depth = 18;
     convolutions.width = 0.125;

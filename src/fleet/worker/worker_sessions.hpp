@@ -61,6 +61,8 @@ class WorkerSessions {
   /// Drops the least recently used sessions nobody holds until at most `keep` sessions remain;
   /// how many were dropped.
   size_t evict(size_t keep);
+  /// Drops the sessions nobody holds whose first start named `model_path`; how many.
+  size_t evict_model(const std::string& model_path);
   nlohmann::json status(bool with_plans);
   void clear();
 

@@ -18,12 +18,17 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
 #include <thread>
+
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include "base/environment.hpp"
 #include "base/private_dir.hpp"
 #include "engine/files/npy_file.hpp"
 #include "fleet/pool/pool_client.hpp"
+#include "fleet/pool/pool_protocol.hpp"
 #include "fleet/worker/wire.hpp"
 #include "fleet/worker/worker_protocol.hpp"
 #include "ortfleet/base/error.hpp"
@@ -33,6 +38,7 @@
 #include "ortfleet/fleet/fleet.hpp"
 #include "ortfleet/fleet/pool_server.hpp"
 #include "ortfleet/fleet/worker_pool.hpp"
+#include "ortfleet/synth/synth.hpp"
 #include "fleet/pool/pool_test_outputs.hpp"
 #include "test_support.hpp"
 
@@ -84,11 +90,12 @@ PoolOptions cpu_pool(int n, bool isolate) {
 /// A pool server on a private socket, served on a thread of this test.
 class Served {
  public:
-  explicit Served(PoolOptions pool, double park_after_s = 0) {
+  explicit Served(PoolOptions pool, double park_after_s = 0, double fold_after_s = ServeOptions{}.fold_after_s) {
     ServeOptions o;
     o.pool = std::move(pool);
     o.socket_path = (dir_.path() / "pool.sock").string();
     o.park_after_s = park_after_s;
+    o.fold_after_s = fold_after_s;
     server_ = std::make_unique<PoolServer>(o);
     serving_ = std::thread([this] { server_->serve(); });
     EXPECT_TRUE(server_->pool().wait(120));
@@ -98,6 +105,7 @@ class Served {
     serving_.join();
   }
   const std::string& socket() const { return server_->socket_path(); }
+  const std::filesystem::path& folder() const { return dir_.path(); }
   PoolServer& server() { return *server_; }
   json status() const { return json::parse(pool_status(server_->socket_path())); }
   FleetOptions client() const {
@@ -118,7 +126,7 @@ json open_request(const std::string& model, double timeout_s = 60) {
   detail::LocalStartPlan plan;
   plan.model_path = model;
   plan.devices = {Device::cpu(0)};
-  return detail::request_of(detail::message::open, {{"plan", detail::plan_to_json(plan)}, {"timeout_s", timeout_s}});
+  return detail::request_of(detail::pool_message::open, {{"plan", detail::plan_to_json(plan)}, {"timeout_s", timeout_s}});
 }
 
 /// The workers of each role in a pool status ({"shared": 1, "spare": 1, ...}).
@@ -417,7 +425,8 @@ TEST(PoolServerParking, ACpuPoolDoesNotParkAndSaysWhy) {
   Served pool(cpu_pool(1, /*isolate=*/false), /*park_after_s=*/0.2);
   std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // idle past the park time, a tick or two
   const json status = pool.status();
-  EXPECT_EQ(status.at("parking"), "a CPU worker holds no GPU memory to release");
+  EXPECT_EQ(status.at("parking").at("state"), "unavailable");
+  EXPECT_EQ(status.at("parking").at("why"), "a CPU worker holds no GPU memory to release");
   for (const auto& d : status.at("devices")) EXPECT_FALSE(d.at("parked").get<bool>()) << d.dump();
   Fleet fleet(test::mlp_model(), pool.client());
   fleet.start();
@@ -444,6 +453,125 @@ TEST(PoolServerIdle, AskingForStatusNeverKeepsThePoolBusyButAJobDoes) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   EXPECT_GT(longest, 1.5) << "the pool never stayed idle for 1.5 s while it was only asked for its status";
+}
+
+// With parking off, a device kept every worker jobs had left for ever: folding in happened only before
+// parking (issue 58). An idle pool folds in after fold_after_s whether its workers park or not.
+TEST(PoolServerIdle, AnIdlePoolFoldsInWithoutParking) {
+  Served pool(cpu_pool(1, /*isolate=*/true), /*park_after_s=*/0, /*fold_after_s=*/0.5);
+  std::vector<std::unique_ptr<Fleet>> jobs;
+  for (int i = 0; i < 3; ++i) {
+    const auto model = test::fresh_dir("fold-without-parking-" + std::to_string(i)) / "m.onnx";
+    synth::WriteOptions w;
+    w.seed = static_cast<uint64_t>(40 + i);
+    synth::write_mlp(model.string(), synth::MlpSpec{}, w);
+    jobs.push_back(std::make_unique<Fleet>(model.string(), pool.client()));
+    jobs.back()->start();
+    ASSERT_TRUE(jobs.back()->wait(120)) << jobs.back()->status()[0].error;  // held while the next one starts
+  }
+  ASSERT_GE(pool.status().at("devices").size(), 3u) << "three new models held at once: three workers";
+  jobs.clear();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (pool.status().at("devices").size() > 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const json status = pool.status();
+  EXPECT_LE(status.at("devices").size(), 2u) << "an idle pool that does not park kept its extra workers: " << status.dump();
+  EXPECT_EQ(status.at("parking").at("state"), "off");
+}
+
+// Another user reaching a pool (its socket made reachable by hand, as root can) is refused in words that
+// name both users, as before; it regressed to "closed the connection" (issue 58): the server closed
+// before reading the client's request, and the kernel told the client the close first.
+TEST(PoolServerWire, AnotherUserIsRefusedInWordsNamingBothUsers) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root, to ask as another user";
+  Served pool(cpu_pool(1, /*isolate=*/false));
+  ASSERT_EQ(::chmod(pool.folder().c_str(), 0711), 0);
+  ASSERT_EQ(::chmod(pool.socket().c_str(), 0666), 0);
+  for (const auto& ask : {std::string("status"), std::string("evict"), std::string("stop")}) {
+    SCOPED_TRACE(ask);
+    const int code = test::exit_code_within(60, [&] {
+      if (::setgid(65534) != 0 || ::setuid(65534) != 0) return 3;
+      const std::string said = test::error_of([&] {
+        if (ask == "status") pool_status(pool.socket(), 10);
+        else if (ask == "evict") pool_evict(pool.socket(), 10);
+        else pool_stop(pool.socket(), 10);
+      });
+      const bool both = said.find("serves only its own user (uid 0); this client runs as uid 65534") != std::string::npos;
+      if (!both) std::fprintf(stderr, "said: %s\n", said.c_str());
+      return both ? 0 : 1;
+    });
+    EXPECT_EQ(code, 0);
+  }
+  EXPECT_EQ(pool.status().at("devices")[0].at("state"), "ready") << "another user stopped the pool";
+}
+
+// A runtime a start names is part of what makes a session the same (issue 58): a pool serves it only
+// where its workers run that very library (told by content, not by path); another library is refused with
+// the reason; one that does not exist fails as it does without a pool.
+TEST(PoolServerStart, AStartNamingAnotherRuntimeIsNotServedAndTheSameOneIs) {
+  Served pool(cpu_pool(1, /*isolate=*/false));
+  const std::string runtime = pool.server().pool().options().ort_library;
+  const fs::path dir = test::fresh_dir("runtime-named");
+  fs::copy_file(runtime, dir / "libonnxruntime.so.copy");
+  detail::LocalStartPlan plan;
+  plan.model_path = test::mlp_model();
+  plan.devices = {Device::cpu(0)};
+  plan.ort_library = (dir / "libonnxruntime.so.copy").string();
+  const auto same = detail::open_on_pool_server(pool.socket(), plan, 60);
+  ASSERT_EQ(same.devices.size(), 1u);
+  EXPECT_TRUE(same.devices[0].ready) << "a copy of the workers' own runtime was refused: " << (same.devices[0].error ? same.devices[0].error->what() : "");
+  plan.ort_library = "/lib/x86_64-linux-gnu/libz.so.1";  // a shared library, and another one
+  const auto other = detail::open_on_pool_server(pool.socket(), plan, 60);
+  ASSERT_TRUE(other.devices[0].error);
+  EXPECT_NE(std::string(other.devices[0].error->what()).find("runs ONNX Runtime " + runtime + ", and this start names another library: " + plan.ort_library),
+            std::string::npos)
+      << other.devices[0].error->what();
+  {
+    const test::ScopedEnv missing("ORTFLEET_ORT_LIB", "/nonexistent/libonnxruntime.so");
+    plan.ort_library.clear();
+    const std::string said = test::error_of([&] { detail::open_on_pool_server(pool.socket(), plan, 60); });
+    EXPECT_NE(said.find("no ONNX Runtime library at /nonexistent/libonnxruntime.so (from ORTFLEET_ORT_LIB)"), std::string::npos) << said;
+    // A start choosing by itself goes without the pool, and fails as it would have.
+    const detail::PoolProbe probe = detail::probe_pool(pool.socket(), 10);
+    ASSERT_EQ(probe.kind, detail::PoolProbe::Kind::ours);
+    const auto why = detail::pool_runtime_mismatch(probe, "");
+    ASSERT_TRUE(why.has_value());
+    EXPECT_NE(why->find("no ONNX Runtime library at /nonexistent"), std::string::npos) << *why;
+  }
+  const detail::PoolProbe probe = detail::probe_pool(pool.socket(), 10);
+  EXPECT_FALSE(detail::pool_runtime_mismatch(probe, "").has_value());
+  EXPECT_FALSE(detail::pool_runtime_mismatch(probe, (dir / "libonnxruntime.so.copy").string()).has_value());
+  EXPECT_TRUE(detail::pool_runtime_mismatch(probe, "/lib/x86_64-linux-gnu/libz.so.1").has_value());
+}
+
+// One job's run past its deadline ends the worker it runs on, and with it the sessions other jobs hold
+// there (docs/serving.md): the pool's log says so, not that the out-of-memory killer struck (issue 58).
+TEST(PoolServerStart, AWorkerAJobEndsForItsLateRunIsLoggedAsThat) {
+  Served pool(cpu_pool(1, /*isolate=*/false));
+  detail::LocalStartPlan plan;
+  plan.model_path = test::mlp_model();
+  plan.devices = {Device::cpu(0)};
+  auto opened = detail::open_on_pool_server(pool.socket(), plan, 60);
+  ASSERT_TRUE(opened.devices[0].ready) << opened.devices[0].error->what();
+  const int worker = opened.devices[0].ready->status.pid;
+  auto logged = std::make_shared<std::ostringstream>();
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(*logged);
+  spdlog::default_logger()->sinks().push_back(sink);
+  test::stop_process(worker);  // its run will not finish in time
+  const auto inputs = random_inputs(opened.devices[0].ready->inputs, 1);
+  EXPECT_THROW(opened.devices[0].channel->run(opened.devices[0].ready->session, inputs, 1), Error);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (pool.server().pool().status()[0].pid == worker && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  auto& sinks = spdlog::default_logger()->sinks();
+  sinks.erase(std::remove(sinks.begin(), sinks.end(), sink), sinks.end());
+  const std::string log = logged->str();
+  EXPECT_NE(log.find("pid " + std::to_string(worker) + " was killed by a job (pid " + std::to_string(::getpid()) + ") whose run on it missed its deadline"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(log.find("out-of-memory"), std::string::npos) << log;
 }
 
 // The next job right after the first (issue 42), on the CPU: the first job's start leaves a pool and

@@ -181,30 +181,52 @@ TEST(WorkerPool, AWorkerPrimesItsLibrariesWithThrowawaySessionsWhenAsked) {
 }
 
 // A worker killed while it primed (SIGKILL: no handler runs) left its folder of throwaway models in TMPDIR,
-// 1.1 MB each: the next worker to prime removes those of dead workers, and nothing else.
+// 1.1 MB each: the next worker to prime removes those of dead workers, and nothing else: only a folder
+// exactly as the primer makes one (its name, mode 0700, the primer's files in it; issue 58).
 TEST(WorkerPool, APrimingWorkerRemovesThePrimerFoldersOfDeadWorkers) {
   const fs::path tmp = test::fresh_dir("primer-tmp");
   const test::ScopedEnv tmpdir("TMPDIR", tmp.string());
   const pid_t gone = ::fork();
   if (gone == 0) ::_exit(0);
   ::waitpid(gone, nullptr, 0);
-  const fs::path of_dead = tmp / ("ortfleet-primer-" + std::to_string(gone) + "-Ab12Cd");
+  const std::string dead = std::to_string(gone);
+  const fs::path of_dead = tmp / ("ortfleet-primer-" + dead + "-Ab12Cd");
   const fs::path of_alive = tmp / ("ortfleet-primer-" + std::to_string(::getpid()) + "-Ef34Gh");
-  const fs::path not_primer = tmp / ("ortfleet-primers-" + std::to_string(gone));
-  for (const auto& d : {of_dead, of_alive, not_primer}) {
+  const fs::path not_primer = tmp / ("ortfleet-primers-" + dead);
+  // Named like a primer folder of a dead worker, but not of the primer's form: each stays.
+  const std::vector<fs::path> other_forms = {tmp / ("ortfleet-primer-" + dead + "-Ab12Cd-mine"), tmp / ("ortfleet-primer-" + dead + "-Ab1"),
+                                             tmp / ("ortfleet-primer-" + dead + "-Ab_2Cd"), tmp / ("ortfleet-primer-0" + dead + "-Ab12Cd")};
+  const fs::path open_mode = tmp / ("ortfleet-primer-" + dead + "-Mode00");
+  const fs::path other_files = tmp / ("ortfleet-primer-" + dead + "-Notes0");
+  const fs::path with_folder = tmp / ("ortfleet-primer-" + dead + "-Deep00");
+  std::vector<fs::path> folders = {of_dead, of_alive, not_primer, open_mode, other_files, with_folder};
+  folders.insert(folders.end(), other_forms.begin(), other_forms.end());
+  for (const auto& d : folders) {
     fs::create_directories(d);
+    fs::permissions(d, fs::perms::owner_all, fs::perm_options::replace);
     std::ofstream(d / "convolutions.onnx") << "x";
   }
+  std::ofstream(of_dead / ".attention.onnx.ortfleet-123-456") << "partial";
+  fs::permissions(open_mode, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec, fs::perm_options::replace);
+  std::ofstream(other_files / "my-notes.txt") << "mine";
+  fs::create_directories(with_folder / "sub");
+  const fs::path link = tmp / ("ortfleet-primer-" + dead + "-Link00");
+  fs::create_directory_symlink(not_primer, link);
   detail::LocalStartPlan plan;
   plan.devices = {Device::cpu(0)};
   detail::WorkerProcess worker(test::bin("ortfleet-worker"), Device::cpu(0));
   const auto events = worker.initialise(plan, 0, /*prime=*/true, 120);
   EXPECT_FALSE(fs::exists(of_dead)) << "the folder of a dead worker stayed";
   EXPECT_TRUE(fs::exists(of_alive / "convolutions.onnx")) << "the folder of a live process was removed";
-  EXPECT_TRUE(fs::exists(not_primer));
+  EXPECT_TRUE(fs::exists(not_primer / "convolutions.onnx"));
+  for (const auto& d : other_forms) EXPECT_TRUE(fs::exists(d / "convolutions.onnx")) << d << ": not the primer's form, yet removed";
+  EXPECT_TRUE(fs::exists(open_mode / "convolutions.onnx")) << "a folder of another mode was removed";
+  EXPECT_TRUE(fs::exists(other_files / "my-notes.txt")) << "a folder holding other files was emptied";
+  EXPECT_TRUE(fs::exists(with_folder / "sub")) << "a folder holding a folder was emptied";
+  EXPECT_TRUE(fs::is_symlink(link)) << "a link named like a primer folder was removed";
   size_t primer_folders = 0;
   for (const auto& e : fs::directory_iterator(tmp)) primer_folders += e.path().filename().string().rfind("ortfleet-primer-", 0) == 0 ? 1 : 0;
-  EXPECT_EQ(primer_folders, 1u) << "the worker's own primer folder stayed after priming";
+  EXPECT_EQ(primer_folders, 1 + other_forms.size() + 4) << "the worker's own primer folder stayed after priming";
 }
 
 // The pool a job leaves runs with the job's config (issue 50): its warm-up inputs, shapes and custom-op
@@ -413,6 +435,79 @@ TEST(WorkerPoolShape, ATrimmedWorkerStillServesItsSessions) {
   auto again = ready_fleet(test::mlp_model(), on_pool(pool));
   EXPECT_TRUE(again->status().front().resident);
   EXPECT_EQ(first_output(again->run(Device::cpu(0), inputs)), want);
+}
+
+// A model file rewritten in place (python.md's quick-start writes its model on every run) left its old
+// session resident beside the new one until the pool exited (issue 59): the start of the new content
+// drops the old one, nobody holding it.
+TEST(WorkerPoolShape, AModelRewrittenInPlaceDropsItsOldSession) {
+  auto pool = std::make_shared<WorkerPool>(isolating_cpu_pool());
+  ASSERT_TRUE(pool->wait(120));
+  const std::string model = distinct_model("rewritten", 31);
+  ready_fleet(model, on_pool(pool)).reset();
+  ASSERT_TRUE(ready_fleet(model, on_pool(pool))->status().front().resident);
+  synth::WriteOptions w;
+  w.seed = 32;
+  synth::write_mlp(model, synth::MlpSpec{}, w);  // new weights under the same name
+  auto renewed = ready_fleet(model, on_pool(pool));
+  EXPECT_FALSE(renewed->status().front().resident) << "the old content's session was handed out";
+  const auto inputs = random_inputs(renewed->inputs(), 5);
+  EXPECT_EQ(first_output(renewed->run(Device::cpu(0), inputs)), in_process_output(model, inputs));
+  size_t sessions = 0;
+  for (const auto& worker : pool_workers(*pool)) sessions += worker.sessions;
+  EXPECT_EQ(sessions, 1u) << "the old content's session stayed beside the new one: " << pool->status_json();
+}
+
+// `pool status` rows that look the same are one model under other settings: each says what sets it
+// apart; a session's own memory is given where the worker holds it alone, else none (issue 59).
+TEST(WorkerPoolShape, StatusTellsSessionsApartAndGivesASessionItsOwnMemoryWhereItCanBeKnown) {
+  auto pool = std::make_shared<WorkerPool>(cpu_pool(1));
+  ASSERT_TRUE(pool->wait(120));
+  auto one = ready_fleet(test::mlp_model(), on_pool(pool));
+  json status = json::parse(pool->status_json());
+  const json& alone = status.at("devices").at(0).at("sessions").at(0);
+  ASSERT_TRUE(alone.at("own_memory").is_object()) << alone.dump();
+  EXPECT_GT(alone.at("own_memory").at("host_bytes").get<uint64_t>(), 0u) << alone.dump();
+  EXPECT_FALSE(alone.contains("differs_by")) << "a session alone needs nothing to tell it apart";
+  EXPECT_FALSE(alone.contains("plan")) << "the plans are not shown";
+  auto other = ready_fleet(test::mlp_model(), on_pool(pool, /*threads=*/1));
+  status = json::parse(pool->status_json());
+  const json& sessions = status.at("devices").at(0).at("sessions");
+  ASSERT_EQ(sessions.size(), 2u);
+  std::set<std::string> threads;
+  for (const auto& s : sessions) {
+    EXPECT_TRUE(s.at("own_memory").is_null()) << "two sessions in one worker: neither's own memory can be told";
+    ASSERT_TRUE(s.at("differs_by").contains("config.session.intra_op_threads")) << s.dump();
+    EXPECT_EQ(s.at("differs_by").size(), 1u) << s.dump();
+    threads.insert(s.at("differs_by").at("config.session.intra_op_threads").dump());
+  }
+  EXPECT_EQ(threads.size(), 2u);
+  EXPECT_TRUE(status.at("devices").at(0).at("sessions_memory").is_object());
+}
+
+// A worker whose channel closed while its process lives (stuck in its exit, held by a debugger) held its
+// caller for as long as it lived, under the process's lock: `pool status` and `pool stop` hung on it
+// (issue 58). Its caller hears within seconds that it closed its connection and still runs.
+TEST(WorkerProcessEnd, AWorkerWhoseChannelClosedWhileItLivesNeverHoldsItsCallerForEver) {
+  const fs::path dir = test::fresh_dir("channel-closed-alive");
+  const fs::path fake = dir / "fake-worker";
+  {
+    std::ofstream script(fake);
+    script << "#!/bin/sh\nexec 3>&- 4>&-\nexec sleep 60\n";  // closes its channel, lives on
+  }
+  fs::permissions(fake, fs::perms::owner_all);
+  const int code = test::exit_code_within(40, [&] {
+    detail::WorkerProcess worker(fake.string(), Device::cpu(0), /*narrow=*/false);
+    const int pid = worker.pid();
+    std::string said;
+    std::thread asking([&] { said = test::error_of([&] { worker.channel().call(detail::message::status, nullptr, 30); }); });
+    asking.join();
+    const bool named = said.find("closed its connection (its process, pid " + std::to_string(pid) + ", still runs") != std::string::npos;
+    worker.terminate(0.5);
+    const bool ended = !worker.exited().empty();
+    return named && ended ? 0 : (std::fprintf(stderr, "said: %s\n", said.c_str()), 1);
+  });
+  EXPECT_EQ(code, 0) << (code < 0 ? "the caller waited on a worker that closed its channel and lived on" : "see above");
 }
 
 // A pool and a fleet hold no more CPU workers than this process has cores (issue 50: `cpu*99` on 2 cores
