@@ -308,7 +308,11 @@ int run_start(const StartFlags& f, const Globals& g) {
   }
   finish_background_work(fleet, g);
   fleet.shutdown();
-  return result.all_ready ? kExitOk : kExitDeviceFailed;
+  if (result.all_ready) return kExitOk;
+  // Buckets the model refused once it ran (padding changed its outputs): a setting to change, as before any work.
+  const bool refused = std::all_of(result.devices.begin(), result.devices.end(),
+                                   [](const DeviceStatus& d) { return d.state == DeviceState::ready || refuses_buckets(d.error); });
+  return refused ? kExitUsage : kExitDeviceFailed;
 }
 
 }  // namespace
