@@ -158,6 +158,12 @@ class PyFleet {
           return all_ready || settled();
         },
         timeout);
+    // Buckets every device refused once the model ran (padding changed its outputs): raised, as a
+    // setting refused before the start is.
+    const auto devices = f.status();
+    if (!all_ready && !devices.empty() && std::all_of(devices.begin(), devices.end(), [](const DeviceStatus& d) { return refuses_buckets(d.error); })) {
+      throw Error(devices.front().error);
+    }
     return all_ready;
   }
   bool ready(const py::object& device) { return fleet().ready(fleet_device(device)); }

@@ -285,6 +285,11 @@ int run_start(const StartFlags& f, const Globals& g) {
     // One line, as soon as every device is done, for the benchmark parent to read.
     std::cout << result.to_json() << std::endl;
   }
+  // Buckets every device refused once the model ran (padding changed its outputs): a setting to change,
+  // said as one refused before any work is (exit 2).
+  if (!result.devices.empty() && std::all_of(result.devices.begin(), result.devices.end(), [](const DeviceStatus& d) { return refuses_buckets(d.error); })) {
+    throw SettingRefused(Error(result.devices.front().error));
+  }
   if (!f.timeline_file.empty()) write_output_file(f.timeline_file, stamped(result.timeline.to_json(), g, options.devices));
   if (!f.trace_file.empty()) write_output_file(f.trace_file, result.timeline.to_chrome_trace());
   if (!f.ready_line) {
@@ -308,11 +313,7 @@ int run_start(const StartFlags& f, const Globals& g) {
   }
   finish_background_work(fleet, g);
   fleet.shutdown();
-  if (result.all_ready) return kExitOk;
-  // Buckets the model refused once it ran (padding changed its outputs): a setting to change, as before any work.
-  const bool refused = std::all_of(result.devices.begin(), result.devices.end(),
-                                   [](const DeviceStatus& d) { return d.state == DeviceState::ready || refuses_buckets(d.error); });
-  return refused ? kExitUsage : kExitDeviceFailed;
+  return result.all_ready ? kExitOk : kExitDeviceFailed;
 }
 
 }  // namespace
