@@ -60,7 +60,7 @@ std::string crash_text(const std::string& phase, const std::string& model, const
 
 std::string library_crash_text(const std::string& what, const std::string& library) {
   return "while loading " + what + " " + terminal_text(library) + ", in the library's own code or the loader's; the process dies of it. "
-         "The file is damaged or not a library for this machine: give another one (ortfleet doctor checks the runtime)\n";
+         "The library is damaged, or not built for this machine and this ONNX Runtime: give another one\n";
 }
 
 namespace {

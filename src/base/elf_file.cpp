@@ -1,6 +1,7 @@
 #include "base/elf_file.hpp"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -31,13 +32,16 @@ ElfFile::ElfFile(const std::string& path, const std::string& what, const std::st
   const FileToRead file = open_file_to_read(path, what, hint);
   const auto refuse = [&](const std::string& why) { return Error(named(what, path) + " " + why, hint); };
   size_ = static_cast<size_t>(file.status.st_size);
-  if (size_ < sizeof(Elf64_Ehdr)) throw refuse("is not a 64-bit ELF file (" + std::to_string(size_) + " bytes, shorter than an ELF header)");
+  char magic[SELFMAG] = {};
+  if (::pread(file.fd.get(), magic, SELFMAG, 0) != SELFMAG || std::memcmp(magic, ELFMAG, SELFMAG) != 0) {
+    throw refuse("is not a shared library (no ELF header)");
+  }
+  if (size_ < sizeof(Elf64_Ehdr)) throw refuse("is cut short: " + std::to_string(size_) + " bytes, shorter than an ELF header");
   void* mapped = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, file.fd.get(), 0);
   if (mapped == MAP_FAILED) throw Error("cannot map " + named(what, path) + ": " + std::strerror(errno), hint);
   data_ = static_cast<const std::byte*>(mapped);
   std::memcpy(&header_, data_, sizeof(header_));
   try {
-    if (std::memcmp(header_.e_ident, ELFMAG, SELFMAG) != 0) throw refuse("is not an ELF file (no ELF header)");
     if (header_.e_ident[EI_CLASS] != ELFCLASS64) throw refuse("is not a 64-bit ELF file");
     if (header_.e_ident[EI_DATA] != ELFDATA2LSB) throw refuse("is a big-endian ELF file; this machine reads little-endian ones");
     if (header_.e_phnum > 0 && (header_.e_phentsize != sizeof(Elf64_Phdr) || at<Elf64_Phdr>(header_.e_phoff, header_.e_phnum) == nullptr)) {

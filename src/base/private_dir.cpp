@@ -201,10 +201,9 @@ void check_library_owners(const fs::path& library, const std::string& what, cons
   Trust trust;
   trust.also = file.st_uid;
   trust.also_is = "the library's owner";
-  const std::string fix = hint + " (or chmod go-w what it names)";
   if (writable_by_others(file.st_mode)) {
     throw Error(what + " " + library.string() + " can be written by other users (mode " + octal_mode(file.st_mode) + "), who decide what this process runs",
-                fix);
+                hint + " (or chmod go-w " + real.string() + ")");
   }
   check_links_on_the_way(named, named, hint, trust);
   // The folder holding it, where the runtime also loads its providers from, and the one holding the
@@ -221,7 +220,7 @@ void check_library_owners(const fs::path& library, const std::string& what, cons
     if (writable_by_others(holding.st_mode)) {
       throw Error("the folder " + resolved.string() + " holding " + what + " " + library.string() + " can be written by other users (mode " +
                       octal_mode(holding.st_mode) + "), who decide what this process loads from it",
-                  fix);
+                  hint + " (or chmod go-w " + resolved.string() + ")");
     }
     check_folders_from(resolved.parent_path(), named, trust, hint);
   }

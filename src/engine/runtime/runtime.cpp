@@ -105,7 +105,10 @@ LoadedRuntime* open_runtime(const RuntimeCandidate& candidate) {
     detail::check_loadable_library(candidate.path, {"OrtGetApiBase"}, "the ONNX Runtime library", hint);
     detail::check_library_owners(candidate.path, "the ONNX Runtime library", hint);
   } catch (const Error& e) {
-    throw Error(e.what_failed() + " (from " + candidate.source + ")", e.hint());
+    std::string what = e.what_failed();  // "the ONNX Runtime library PATH ...": where the path came from, after it
+    const auto at = what.find(candidate.path);
+    what.insert(at == std::string::npos ? what.size() : at + candidate.path.size(), " (from " + candidate.source + ")");
+    throw Error(what, e.hint());
   }
   keep_ort_telemetry_off();
   // What a crash inside the loader or the library's initialisers prints: the library, not a model.
