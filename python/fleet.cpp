@@ -12,6 +12,7 @@
 #include "arguments.hpp"
 #include "bindings.hpp"
 #include "log_bridge.hpp"
+#include "ortfleet/base/terminal_text.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/fleet/fleet.hpp"
 #include "pool.hpp"
@@ -84,7 +85,7 @@ class PyRunFuture {
 void say_left_behind(const std::vector<std::string>& notes) {
   constexpr std::string_view kWarmPool = "left a warm pool";  // how Fleet::left_behind() words the pool it left
   for (const auto& note : notes) {
-    const std::string text = "ortfleet " + in_keywords(note);
+    const std::string text = "ortfleet " + in_keywords(terminal_text(note));  // a model's path in it, as text
     if (note.compare(0, kWarmPool.size(), kWarmPool) != 0) {
       py::module_::import("logging").attr("getLogger")("ortfleet").attr("info")(text);
       continue;
@@ -271,7 +272,7 @@ class PyFleet {
     said_left_behind_ = true;
     if (notes.empty()) return;
     if (!python_running()) {
-      for (const auto& note : notes) std::fprintf(stderr, "ortfleet %s\n", in_keywords(note).c_str());
+      for (const auto& note : notes) std::fprintf(stderr, "ortfleet %s\n", in_keywords(terminal_text(note)).c_str());
       return;
     }
     say_left_behind(notes);

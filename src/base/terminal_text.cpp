@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
 
 namespace ortfleet {
@@ -75,6 +76,19 @@ std::string terminal_text(std::string_view text) {
       out.append(text.substr(i, length));
       i += length;
     }
+  }
+  return out;
+}
+
+std::string terminal_lines(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t start = 0; start <= text.size();) {
+    const size_t end = std::min(text.find('\n', start), text.size());
+    out += terminal_text(text.substr(start, end - start));
+    if (end == text.size()) break;
+    out += '\n';
+    start = end + 1;
   }
   return out;
 }

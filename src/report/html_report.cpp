@@ -157,7 +157,7 @@ std::string stamp_result(const std::string& json_text, const std::string& comman
       j["onnxruntime"] = nullptr;
     }
   }
-  return j.dump(2);
+  return j.dump(2, ' ', false, json::error_handler_t::replace);  // a path of invalid UTF-8 (any bytes name a file): U+FFFD
 }
 
 std::string find_chart_library() {

@@ -16,4 +16,10 @@ namespace ortfleet {
 /// backslash: passing text through it twice changes nothing more than once.
 std::string terminal_text(std::string_view text);
 
+/// The same for text whose lines are the program's own (what a command writes to stdout or stderr):
+/// each line break kept as it is, everything else as terminal_text writes it. The command line's
+/// streams pass through it, so that a name printed anywhere can drive no terminal; a newline inside a
+/// name is escaped where the name is printed (terminal_text), or it would start a line of its own.
+std::string terminal_lines(std::string_view text);
+
 }  // namespace ortfleet
