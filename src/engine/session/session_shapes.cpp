@@ -196,7 +196,8 @@ void Session::Impl::check_padding_keeps_outputs(const InputShapes& base_shape, c
                                 "call unpadded, beyond what two devices' runs may differ by (1% of the output's largest value)",
                                 dim, from, to, differ),
                 fmt::format("Padding keeps outputs only where no value depends on the padded positions: attention without a mask over them, "
-                            "normalisation, pooling or cumulative sums over the padded dim change every value. Remove the buckets for {} and "
+                            "normalisation, pooling or cumulative sums over the padded dim change every value, a convolutional net's near the "
+                            "border. Remove the buckets for {} and "
                             "declare the shapes you feed ({}) instead, or pad an input the model reads as padding ({})",
                             dim, named(Setting::shapes), named(Setting::pad_value, "attention_mask=0")),
                 lane);
