@@ -172,8 +172,9 @@ void Session::Impl::check_padding_keeps_outputs(const InputShapes& base_shape, c
     const std::vector<Tensor> want = run_shape(probe.real, given);
     std::vector<Tensor> padded_inputs;
     for (const auto& t : given) {
-      const auto value = spec.config.shapes.pad_values.find(t.name);
-      padded_inputs.push_back(detail::padded(t, probe.bucket.at(t.name), value == spec.config.shapes.pad_values.end() ? 0.0 : value->second, Device::cpu()));
+      const auto& pad_values = spec.config.shapes.pad_values;
+      const auto value = pad_values.find(t.name);
+      padded_inputs.push_back(detail::padded(t, probe.bucket.at(t.name), value == pad_values.end() ? 0.0 : value->second, Device::cpu()));
     }
     std::vector<Tensor> got = run_shape(probe.bucket, padded_inputs);
     std::vector<std::vector<int64_t>> got_shapes;
