@@ -12,6 +12,7 @@
 #include "arguments.hpp"
 #include "bindings.hpp"
 #include "log_bridge.hpp"
+#include "ortfleet/base/terminal_text.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/base/settings.hpp"
 #include "ortfleet/fleet/fleet.hpp"
@@ -58,7 +59,7 @@ class PyRunFuture {
 /// left) as an INFO record of the logger "ortfleet".
 void say_left_behind(const std::vector<LeftBehind>& left) {
   for (const auto& l : left) {
-    const std::string text = "ortfleet " + in_keywords(l.note);
+    const std::string text = "ortfleet " + in_keywords(terminal_text(l.note));  // a model's path in it, as text
     if (l.kind != LeftBehind::Kind::warm_pool) {
       py::module_::import("logging").attr("getLogger")("ortfleet").attr("info")(text);
       continue;
@@ -108,6 +109,12 @@ class PyFleet {
           return all_ready || settled();
         },
         timeout);
+    // Buckets every device refused once the model ran (padding changed its outputs): raised, as a
+    // setting refused before the start is.
+    const auto devices = f.status();
+    if (!all_ready && !devices.empty() && std::all_of(devices.begin(), devices.end(), [](const DeviceStatus& d) { return refuses_buckets(d.error); })) {
+      throw Error(devices.front().error);
+    }
     return all_ready;
   }
   bool ready(const py::object& device) { return fleet().ready(fleet_device(device)); }
@@ -215,7 +222,7 @@ class PyFleet {
     said_left_behind_ = true;
     if (left.empty()) return;
     if (!python_running()) {
-      for (const auto& l : left) std::fprintf(stderr, "ortfleet %s\n", in_keywords(l.note).c_str());
+      for (const auto& l : left) std::fprintf(stderr, "ortfleet %s\n", in_keywords(terminal_text(l.note)).c_str());
       return;
     }
     say_left_behind(left);

@@ -27,6 +27,7 @@
 
 #include "engine/cache/model_digest.hpp"
 #include "engine/files/model_file.hpp"
+#include "synth/graph_builder.hpp"
 #include "ortfleet/engine/cuda_devices.hpp"
 #include "ortfleet/engine/devices.hpp"
 
@@ -187,6 +188,25 @@ const std::string& segmenter_model() {
     spec.channels = 4;
     spec.depth = 1;
     return synth::write_segmenter((scratch_dir() / "segmenter.onnx").string(), spec).path;
+  }();
+  return path;
+}
+
+const std::string& attention_model() {
+  static const std::string path = [] {
+    using onnx::Attribute;
+    using onnx::DataType;
+    synth::GraphBuilder g("attention", 1);
+    g.input("x", DataType::float32, {"batch", "sequence", 64});
+    const auto project = [&](const char* name) { return g.op("MatMul", {"x", g.fan_in_weight(name, {64, 64}, 64)}); };
+    const std::string q = project("query");
+    const std::string k = project("key");
+    const std::string v = project("value");
+    const std::string scores = g.op("MatMul", {q, g.op("Transpose", {k}, {Attribute::Ints("perm", {0, 2, 1})})});
+    const std::string probs = g.op("Softmax", {scores}, {Attribute::Int("axis", -1)});
+    const std::string y = g.op("Add", {g.op("MatMul", {probs, v}), "x"});
+    g.output(y, DataType::float32, {"batch", "sequence", 64});
+    return g.write((scratch_dir() / "attention.onnx").string(), "attention", synth::WriteOptions{}).path;
   }();
   return path;
 }

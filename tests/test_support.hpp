@@ -47,6 +47,9 @@ const std::string& resnet18_model();     ///< a ResNet-18 (small enough for quic
 const std::string& dynamic_resnet18_model();  ///< the same with a dynamic batch dim
 const std::string& conv_zoo_model();     ///< 120 distinct conv shapes, 32x32 inputs
 const std::string& segmenter_model();    ///< fully convolutional, image [1, 3, height, width] -> [1, 1, height/4, width/4]
+/// One attention block without a mask, as issue 58 found buckets silently changing: x [batch, sequence,
+/// 64] -> Q, K and V MatMuls, Softmax over the keys, MatMul, a residual Add.
+const std::string& attention_model();
 /// A 2-layer transformer: input_ids and attention_mask [1, sequence] (up to 64 tokens of 100 words).
 const std::string& masked_transformer_model();
 const std::string& small_transformer();  ///< 2 layers x 64, with its weights in external data

@@ -1,5 +1,6 @@
 #include "base/crash_report.hpp"
 #include "base/environment.hpp"
+#include "ortfleet/base/terminal_text.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -52,13 +53,19 @@ const char* signal_name(int sig) {
 
 std::string crash_text(const std::string& phase, const std::string& model, const std::string& device, const std::string& locate_flags) {
   std::string locate = "ortfleet doctor " + model + " --locate-crash --device " + (device.empty() ? "cpu" : device) + locate_flags;
-  return "inside ONNX Runtime during " + phase + " of " + model + " on " + device + "; the process dies of it. Find the node that crashes: " +
-         locate + "\n";
+  return terminal_text("inside ONNX Runtime during " + phase + " of " + model + " on " + device + "; the process dies of it. Find the node that crashes: " +
+                       locate) +
+         "\n";
+}
+
+std::string library_crash_text(const std::string& what, const std::string& library) {
+  return "while loading " + what + " " + terminal_text(library) + ", in the library's own code or the loader's; the process dies of it. "
+         "The library is damaged, or not built for this machine and this ONNX Runtime: give another one\n";
 }
 
 namespace {
 
-void write_all(int fd, const char* text, size_t n) {
+void write_from_handler(int fd, const char* text, size_t n) {
   while (n > 0) {
     const ssize_t w = ::write(fd, text, n);
     if (w <= 0) return;
@@ -71,10 +78,10 @@ void write_line(int sig, const char* tail, const char* record) {
   const int record_fd = record[0] != '\0' ? ::open(record, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600) : -1;
   for (const int fd : {STDERR_FILENO, crash_fd, record_fd}) {
     if (fd < 0) continue;
-    write_all(fd, "ortfleet: ", 10);
-    write_all(fd, signal_name(sig), std::strlen(signal_name(sig)));
-    write_all(fd, " ", 1);
-    write_all(fd, tail, std::strlen(tail));
+    write_from_handler(fd, "ortfleet: ", 10);
+    write_from_handler(fd, signal_name(sig), std::strlen(signal_name(sig)));
+    write_from_handler(fd, " ", 1);
+    write_from_handler(fd, tail, std::strlen(tail));
   }
   if (record_fd >= 0) ::close(record_fd);
 }

@@ -17,6 +17,10 @@ namespace ortfleet {
 std::string crash_text(const std::string& phase, const std::string& model, const std::string& device,
                        const std::string& locate_flags = {});
 
+/// The text a CrashScope shows while `library` is loaded (`what`: "ONNX Runtime", "the custom-op
+/// library"): a crash then names the library, never a model or its node.
+std::string library_crash_text(const std::string& what, const std::string& library);
+
 class CrashScope {
  public:
   /// Marks this thread as doing what `text` (crash_text) says until the scope ends. Cheap: a slot

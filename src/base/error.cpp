@@ -1,5 +1,7 @@
 #include "ortfleet/base/error.hpp"
 
+#include "ortfleet/base/terminal_text.hpp"
+
 namespace ortfleet {
 namespace {
 std::string one_line(const std::string& what_failed, const std::string& hint, const std::string& where) {
@@ -7,9 +9,10 @@ std::string one_line(const std::string& what_failed, const std::string& hint, co
   if (!where.empty()) text += " (on " + where + ")";
   if (!hint.empty()) text += ". " + hint;
   for (char& c : text) {
-    if (c == '\n' || c == '\r') c = ' ';
+    if (c == '\n' || c == '\r' || c == '\t') c = ' ';
   }
-  return text;
+  // A path or a name in it (a model's, an input's, a library's error) reaches a terminal as text.
+  return terminal_text(text);
 }
 }  // namespace
 

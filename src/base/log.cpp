@@ -7,6 +7,8 @@
 #include <mutex>
 #include <utility>
 
+#include "ortfleet/base/terminal_text.hpp"
+
 namespace ortfleet {
 namespace {
 
@@ -26,7 +28,8 @@ class HandlerSink : public spdlog::sinks::base_sink<std::mutex> {
   explicit HandlerSink(std::function<void(LogLevel, const std::string&)> handler) : handler_(std::move(handler)) {}
 
  protected:
-  void sink_it_(const spdlog::details::log_msg& msg) override { handler_(level_of(msg.level), std::string(msg.payload.data(), msg.payload.size())); }
+  // A record is one line, and the names in it (paths, inputs, nodes) reach the handler as text.
+  void sink_it_(const spdlog::details::log_msg& msg) override { handler_(level_of(msg.level), terminal_text(std::string_view(msg.payload.data(), msg.payload.size()))); }
   void flush_() override {}
 
  private:

@@ -53,11 +53,12 @@ fs::path normal_absolute(const fs::path& path) {
 /// Who may own the folders ortfleet reads from and writes into, besides root.
 struct Trust {
   uid_t me = ::geteuid();
-  std::optional<uid_t> also;  ///< the owner of a shared layer the user named
+  std::optional<uid_t> also;  ///< the owner of a shared layer or a library the user named
+  std::string also_is = "the layer's owner";
   bool folder_must_be_mine = true;
   bool trusted(uid_t owner) const { return owner == me || owner == 0 || (also && owner == *also); }
   std::string owners() const {
-    return also && *also != me && *also != 0 ? "you, root or " + user_name(*also) + " (the layer's owner)" : "you or root";
+    return also && *also != me && *also != 0 ? "you, root or " + user_name(*also) + " (" + also_is + ")" : "you or root";
   }
 };
 
@@ -188,6 +189,40 @@ void check_shared_file(const fs::path& file, uid_t layer_owner, const std::strin
   if (writable_by_others(st.st_mode)) {
     throw Error(file.string() + " can be written by other users (mode " + octal_mode(st.st_mode) + "), who decide what your sessions run",
                 hint + " (or chmod go-w " + file.string() + ")");
+  }
+}
+
+void check_library_owners(const fs::path& library, const std::string& what, const std::string& hint) {
+  const fs::path named = normal_absolute(library);
+  std::error_code ec;
+  const fs::path real = fs::canonical(named, ec);
+  if (ec) throw Error("cannot resolve " + what + " " + library.string() + ": " + ec.message(), hint);
+  const struct stat file = status_of(real, /*follow=*/false);
+  Trust trust;
+  trust.also = file.st_uid;
+  trust.also_is = "the library's owner";
+  if (writable_by_others(file.st_mode)) {
+    throw Error(what + " " + library.string() + " can be written by other users (mode " + octal_mode(file.st_mode) + "), who decide what this process runs",
+                hint + " (or chmod go-w " + real.string() + ")");
+  }
+  check_links_on_the_way(named, named, hint, trust);
+  // The folder holding it, where the runtime also loads its providers from, and the one holding the
+  // name it was given: nobody else may add to them, sticky or not.
+  for (const fs::path& folder : {real.parent_path(), named.parent_path()}) {
+    const fs::path resolved = fs::canonical(folder, ec);
+    if (ec) throw Error("cannot resolve the folder of " + what + " " + library.string() + ": " + ec.message(), hint);
+    const struct stat holding = status_of(resolved, /*follow=*/false);
+    if (!trust.trusted(holding.st_uid)) {
+      throw Error("the folder " + resolved.string() + " holding " + what + " " + library.string() + " belongs to " + user_name(holding.st_uid) +
+                      ", who can replace what is in it (only " + trust.owners() + " may own it)",
+                  hint);
+    }
+    if (writable_by_others(holding.st_mode)) {
+      throw Error("the folder " + resolved.string() + " holding " + what + " " + library.string() + " can be written by other users (mode " +
+                      octal_mode(holding.st_mode) + "), who decide what this process loads from it",
+                  hint + " (or chmod go-w " + resolved.string() + ")");
+    }
+    check_folders_from(resolved.parent_path(), named, trust, hint);
   }
 }
 

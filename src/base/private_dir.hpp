@@ -43,6 +43,14 @@ uid_t check_shared_dir(const std::filesystem::path& path, const std::filesystem:
 /// (nothing when it is missing). Throws ortfleet::Error naming it.
 void check_shared_file(const std::filesystem::path& file, uid_t layer_owner, const std::string& hint);
 
+/// A library this process will load (`what`: "the ONNX Runtime library"), as sshd's StrictModes checks
+/// a user's keys: the file it resolves to is writable by nobody but its owner, and that owner, the
+/// owner of the folder holding it (where the runtime also finds its providers) and of every folder
+/// above it and every symlink on the way are root, this user or the library's owner (whom the user
+/// trusts by running it); the folder holding it is writable by nobody else, those above it by others
+/// only when sticky (/tmp). Throws ortfleet::Error naming what another user could change.
+void check_library_owners(const std::filesystem::path& library, const std::string& what, const std::string& hint);
+
 /// The same checks for a folder that must already exist (false when it does not).
 bool check_private_dir(const std::filesystem::path& path, const std::string& hint);
 

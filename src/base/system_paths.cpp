@@ -48,12 +48,6 @@ std::optional<double> process_start_unix_s() {
 
 }  // namespace
 
-bool starts_as_shared_library(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  char magic[4] = {};
-  return file.read(magic, sizeof(magic)) && std::memcmp(magic, "\x7f" "ELF", sizeof(magic)) == 0;
-}
-
 bool written_since_this_process_started(const std::filesystem::path& file) {
   struct stat st {};
   if (::stat(file.c_str(), &st) != 0) return false;

@@ -19,10 +19,6 @@ std::filesystem::path fetched_ort_dir();
 /// of the same pid left behind does not count. Where the start time cannot be read, any such file counts.
 bool written_since_this_process_started(const std::filesystem::path& file);
 
-/// Whether the file at `path` starts as a shared library does (an ELF header): what a library ortfleet
-/// will load is checked for before dlopen, whose own error for a text file or a model is obscure.
-bool starts_as_shared_library(const std::string& path);
-
 /// An environment variable, or nullopt when unset or empty.
 std::optional<std::string> env_var(const char* name);
 

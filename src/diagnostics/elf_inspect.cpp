@@ -1,64 +1,10 @@
 #include "diagnostics/elf_inspect.hpp"
 
-#include <elf.h>
-
 #include <cstring>
 
-#include "engine/files/mapped_file.hpp"
 #include "ortfleet/base/error.hpp"
 
 namespace ortfleet::detail {
-namespace {
-
-struct ElfView {
-  const std::byte* base;
-  size_t size;
-  Elf64_Ehdr header;
-
-  template <typename T>
-  const T* at(uint64_t offset, uint64_t count = 1) const {
-    if (offset > size || count * sizeof(T) > size - offset) return nullptr;
-    return reinterpret_cast<const T*>(base + offset);
-  }
-  const Elf64_Shdr* section(size_t index) const {
-    if (index >= header.e_shnum) return nullptr;
-    return at<Elf64_Shdr>(header.e_shoff + index * sizeof(Elf64_Shdr));
-  }
-};
-
-ElfView open_elf(const MappedFile& file, const std::string& path) {
-  ElfView v{static_cast<const std::byte*>(file.data()), file.size(), {}};
-  const auto* header = v.at<Elf64_Ehdr>(0);
-  if (header == nullptr || std::memcmp(header->e_ident, ELFMAG, SELFMAG) != 0 || header->e_ident[EI_CLASS] != ELFCLASS64) {
-    throw Error(path + " is not a 64-bit ELF shared library", "Check the path");
-  }
-  v.header = *header;
-  if (v.at<Elf64_Shdr>(v.header.e_shoff, v.header.e_shnum) == nullptr) {
-    throw Error(path + " has a truncated section table", "The file may be damaged; fetch it again");
-  }
-  return v;
-}
-
-}  // namespace
-
-std::vector<std::string> elf_needed_libraries(const std::string& path) {
-  MappedFile file(path);
-  const ElfView elf = open_elf(file, path);
-  std::vector<std::string> needed;
-  for (size_t i = 0; i < elf.header.e_shnum; ++i) {
-    const Elf64_Shdr* dyn = elf.section(i);
-    if (dyn == nullptr || dyn->sh_type != SHT_DYNAMIC) continue;
-    const Elf64_Shdr* strtab = elf.section(dyn->sh_link);
-    const auto* entries = elf.at<Elf64_Dyn>(dyn->sh_offset, dyn->sh_size / sizeof(Elf64_Dyn));
-    if (strtab == nullptr || entries == nullptr) break;
-    for (size_t k = 0; k < dyn->sh_size / sizeof(Elf64_Dyn) && entries[k].d_tag != DT_NULL; ++k) {
-      if (entries[k].d_tag != DT_NEEDED || entries[k].d_un.d_val >= strtab->sh_size) continue;
-      const char* name = reinterpret_cast<const char*>(elf.base + strtab->sh_offset + entries[k].d_un.d_val);
-      needed.emplace_back(name, strnlen(name, strtab->sh_size - entries[k].d_un.d_val));
-    }
-  }
-  return needed;
-}
 
 FatbinArchitectures parse_fatbin(const std::byte* data, size_t size) {
   // Layout (CUDA 11-13): a container is a 16-byte header {u32 magic 0xBA55ED50, u16 version,
@@ -108,19 +54,12 @@ FatbinArchitectures parse_fatbin(const std::byte* data, size_t size) {
 }
 
 FatbinArchitectures fatbin_architectures(const std::string& path) {
-  MappedFile file(path);
-  const ElfView elf = open_elf(file, path);
-  const Elf64_Shdr* names = elf.section(elf.header.e_shstrndx);
-  if (names == nullptr) return {};
-  for (size_t i = 0; i < elf.header.e_shnum; ++i) {
-    const Elf64_Shdr* s = elf.section(i);
-    if (s == nullptr || s->sh_name >= names->sh_size) continue;
-    const char* name = reinterpret_cast<const char*>(elf.base + names->sh_offset + s->sh_name);
-    if (std::strncmp(name, ".nv_fatbin", names->sh_size - s->sh_name) != 0) continue;
-    if (elf.at<std::byte>(s->sh_offset, s->sh_size) == nullptr) throw Error(path + ": .nv_fatbin lies outside the file");
-    return parse_fatbin(elf.base + s->sh_offset, s->sh_size);
-  }
-  return {};
+  const ElfFile elf(path, "", "Check the path");
+  const auto fatbin = elf.section_named(".nv_fatbin");
+  if (!fatbin) return {};
+  const auto* bytes = elf.at<std::byte>(fatbin->sh_offset, fatbin->sh_size);
+  if (bytes == nullptr) throw Error(path + ": .nv_fatbin lies outside the file");
+  return parse_fatbin(bytes, fatbin->sh_size);
 }
 
 ArchSupport arch_support(const FatbinArchitectures& fatbin, int sm) {

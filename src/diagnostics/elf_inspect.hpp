@@ -1,15 +1,15 @@
 #pragma once
-// Reading what a shared library needs and what GPU code it carries, without loading it: the
-// dynamic section (DT_NEEDED) and the CUDA fat binary (.nv_fatbin) of an ELF64 file.
+// What GPU code a shared library carries, without loading it: the CUDA fat binary (.nv_fatbin) of an
+// ELF64 file, read through base's ELF reader (base/elf_file.hpp, which also says what it needs:
+// elf_needed_libraries).
 #include <cstddef>
 #include <set>
 #include <string>
 #include <vector>
 
-namespace ortfleet::detail {
+#include "base/elf_file.hpp"
 
-/// The DT_NEEDED entries of an ELF64 shared object. Throws ortfleet::Error if it is not one.
-std::vector<std::string> elf_needed_libraries(const std::string& path);
+namespace ortfleet::detail {
 
 struct FatbinArchitectures {
   std::set<int> cubin;  ///< machine code, by SM number (90 = sm_90)

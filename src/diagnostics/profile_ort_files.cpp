@@ -1,5 +1,6 @@
 // ONNX Runtime's own outputs that profile reads: its profiler's trace events and the JSON lines of
 // its log (start --ort-log), parsed with the malformed part named.
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -12,6 +13,50 @@
 namespace ortfleet {
 using nlohmann::json;
 
+namespace {
+/// ONNX Runtime writes a node's name into its profile as it is: a control character in it (ESC, a
+/// newline) makes the file invalid JSON. Inside the file's strings each such byte becomes the escape
+/// JSON has for it (\u001b), and a byte of invalid UTF-8 the code point of its value, so that the
+/// profile of a model with such names reads; the names reach the terminal escaped (terminal_text).
+std::string profile_json_readable(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (!in_string) {
+      in_string = c == '"';
+      out += static_cast<char>(c);
+      continue;
+    }
+    if (c == '\\' && i + 1 < text.size()) {  // an escape JSON has: kept whole
+      out += text.substr(i, 2);
+      ++i;
+      continue;
+    }
+    if (c == '"') in_string = false;
+    size_t valid = 0;  // the length of a well-formed UTF-8 sequence here (1 for ASCII)
+    if (c >= 0x80) {
+      const size_t length = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
+      bool ok = length > 0 && c <= 0xF4 && i + length <= text.size();
+      for (size_t k = 1; ok && k < length; ++k) ok = (static_cast<unsigned char>(text[i + k]) & 0xC0) == 0x80;
+      valid = ok ? length : 0;
+    }
+    if (c < 0x20 || (c >= 0x80 && valid == 0)) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof(escaped), "\\u%04x", c);
+      out += escaped;
+    } else if (valid > 1) {
+      out += text.substr(i, valid);
+      i += valid - 1;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+}  // namespace
+
 std::vector<OrtProfileEvent> parse_ort_profile(const std::string& text, const std::string& source) {
   auto bad = [&](const std::string& why) {
     return Error("malformed ONNX Runtime profile " + source + ": " + why,
@@ -19,7 +64,7 @@ std::vector<OrtProfileEvent> parse_ort_profile(const std::string& text, const st
   };
   json j;
   try {
-    j = json::parse(text);
+    j = json::parse(profile_json_readable(text));
   } catch (const json::exception& e) {  // parse errors, and numbers no double holds (1e999)
     throw bad(std::string("not JSON (") + e.what() + ")");
   }

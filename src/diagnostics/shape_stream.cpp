@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <sstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -11,6 +12,7 @@
 #include <random>
 #include <set>
 
+#include "base/file_reading.hpp"
 #include "base/private_dir.hpp"
 #include "diagnostics/machine.hpp"
 #include "diagnostics/python_anchor.hpp"
@@ -72,8 +74,7 @@ namespace {
 
 /// "@FILE": a shape list per line, as it is ('#' starts a comment line).
 std::vector<InputShapes> read_shape_stream_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error("cannot read the shape stream file " + path, "Give a file with a shape list per line: x=1x3x480x640");
+  std::istringstream in(detail::read_whole_file(path, "the shape stream file", "Give a file with a shape list per line: x=1x3x480x640"));
   std::vector<InputShapes> out;
   for (std::string line; std::getline(in, line);) {
     if (line.empty() || line.front() == '#') continue;
@@ -470,14 +471,22 @@ ThroughputReport run_shape_stream(const ThroughputOptions& o) {
     return report;
   }
 
+  // The buckets run before the default policy, though their row comes after it: their session checks
+  // that padding keeps the model's outputs, and where it does not, the default policy's advice (a
+  // stream past its sessions) says so instead of advising buckets.
+  const std::optional<BucketRun> bucket_run = bench.run_buckets();
+  if (bucket_run && !bucket_run->run.row.error.empty()) {
+    if (const auto refused = padding_refusal(o.model)) {
+      report.notes.push_back("no buckets advised: padding changes this model's outputs (" + *refused + "); declare the shapes you feed instead");
+    }
+  }
+
   bench.say(fmt::format("ortfleet's default shape policy, {}", what));
   RunConfig policy = o.config;
   policy.shapes.buckets.clear();
   const StreamRun policy_run =
       bench.run(fmt::format("default policy ({}), {}", to_string(policy.shapes.policy), what), policy, {bench.calls().front()});
   report.rows.push_back(policy_run.row);
-
-  const std::optional<BucketRun> bucket_run = bench.run_buckets();
   if (bucket_run) report.rows.push_back(bucket_run->run.row);
 
   if (!python.empty() && python.front().row.error.empty()) {

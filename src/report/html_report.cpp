@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "base/environment.hpp"
+#include "base/file_reading.hpp"
 #include "base/system_paths.hpp"
 #include "diagnostics/machine.hpp"
 #include "ortfleet/base/clock.hpp"
@@ -53,11 +54,7 @@ std::string read_text(const fs::path& path, const std::string& what) {
   std::error_code ec;
   if (!fs::exists(path, ec)) throw Error(what + " " + path.string() + " does not exist");
   if (fs::is_directory(path, ec)) throw Error("cannot read " + what + " " + path.string() + ": it is a folder");
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (!in) throw Error("cannot read " + what + " " + path.string(), "Check that it is readable");
-  return text.str();
+  return detail::read_whole_file(path.string(), what, "Check that it is readable");
 }
 
 /// JSON that cannot end the <script> element it sits in: '<' only occurs inside JSON strings, where
@@ -160,7 +157,7 @@ std::string stamp_result(const std::string& json_text, const std::string& comman
       j["onnxruntime"] = nullptr;
     }
   }
-  return j.dump(2);
+  return j.dump(2, ' ', false, json::error_handler_t::replace);  // a path of invalid UTF-8 (any bytes name a file): U+FFFD
 }
 
 std::string find_chart_library() {

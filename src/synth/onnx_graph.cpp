@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 
+#include "base/file_reading.hpp"
 #include "ortfleet/base/error.hpp"
 #include "synth/onnx_writer.hpp"
 
@@ -237,11 +238,7 @@ void put_field(ProtoMessage& m, int number, uint64_t wire, uint64_t value, const
 }  // namespace
 
 OnnxGraph OnnxGraph::load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot read " + path, "Check the path");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  const std::string bytes = buffer.str();
+  const std::string bytes = detail::read_whole_file(path, "", "Check the path", size_t{4} << 30);
   OnnxGraph g;
   std::vector<GraphNode> nodes;
   bool saw_graph = false;

@@ -247,6 +247,23 @@ TEST(Throughput, AShapeStreamBracketsOrtfleetsRowsWithTwoPythonRuns) {
   fs::remove_all(dir);
 }
 
+// Issue 58: the stream bench advised buckets for an attention block without a mask, whose outputs
+// padding changes. Its buckets row is refused now, saying why, and no buckets are advised.
+TEST(Throughput, AShapeStreamAdvisesNoBucketsThatChangeTheModelsOutputs) {
+  ThroughputOptions o = on_one_cpu(test::attention_model(), ThroughputOptions{}.seconds);
+  o.shape_stream = "x=1x[8:128:8]x64";
+  o.stream_count = 12;
+  o.stream_rounds = 1;
+  o.anchors = false;
+  const ThroughputReport r = run_throughput(o);
+  const auto buckets = std::find_if(r.rows.begin(), r.rows.end(), [](const ThroughputRow& row) { return row.label.rfind("buckets ", 0) == 0; });
+  ASSERT_NE(buckets, r.rows.end()) << r.to_json();
+  EXPECT_NE(buckets->error.find("refused: padding changes the model's outputs"), std::string::npos) << buckets->error;
+  const std::string notes = nlohmann::json(r.notes).dump();
+  EXPECT_NE(notes.find("no buckets advised: padding changes this model's outputs (x.1 = "), std::string::npos) << notes;
+  EXPECT_EQ(notes.find("the steady p50 of the bucket shapes"), std::string::npos) << notes;
+}
+
 TEST(Throughput, AShapeMixNeedsAModelWithADynamicBatch) {
   ThroughputOptions o;
   o.model = test::mlp_model();  // batch fixed at 1

@@ -1,6 +1,7 @@
 """doctor, bench, profile and tune from Python return what the command line prints with --json."""
 import json
 import os
+import pathlib
 import signal
 import subprocess
 import sys
@@ -44,12 +45,11 @@ def test_bench_profile_tune(models):
 
 
 def test_a_config_from_python_reaches_the_timed_child_starts(models, tmp_path):
-    # A custom-op library cut short after its ELF header: the check before any child cannot tell it from a
-    # good one (a missing one it refuses: test_settings_checked.py), so each child start that gets this
-    # config fails loading it, and says so; a child that started on defaults would be ready.
+    # A custom-op library whole on disk whose registration fails (tests/support/refusing_ops.cpp): the
+    # check before any child passes it (a damaged one it refuses: test_settings_checked.py), so each
+    # child start that gets this config fails loading it, and says so; one started on defaults would be ready.
     broken = tmp_path / "libno_such_ops.so"
-    with open(ortfleet._ortfleet.__file__, "rb") as library:
-        broken.write_bytes(library.read(64))
+    broken.write_bytes((pathlib.Path(os.environ.get("ORTFLEET_BUILD_DIR", "build/release")) / "bin" / "libortfleet_test_refusing_ops.so").read_bytes())
     config = {"session": {"custom_op_libraries": [str(broken)]}}
     bench = ortfleet.bench(models["mlp"], devices="cpu", runs=1, warmup=0, anchors=False, config=config)
     started = [r for r in bench["rows"] if r["family"] == "ortfleet"]

@@ -9,6 +9,7 @@
 #include "run_config_flags.hpp"
 #include "flag_checks.hpp"
 #include "output.hpp"
+#include "ortfleet/base/terminal_text.hpp"
 #include "ortfleet/diagnostics/bench.hpp"
 #include "ortfleet/diagnostics/profile.hpp"
 #include "ortfleet/diagnostics/throughput.hpp"
@@ -51,7 +52,7 @@ void export_to(const std::string& path, const std::string& text) {
 }
 
 void print_report(const BenchReport& r, std::ostream& out) {
-  out << "model " << r.model << " on " << r.machine << " (ONNX Runtime " << r.ort_version << ")\n"
+  out << "model " << terminal_text(r.model) << " on " << r.machine << " (ONNX Runtime " << r.ort_version << ")\n"
       << "wall time from exec until every session is created and has run one inference: " << r.runs << " timed round"
       << (r.runs == 1 ? "" : "s") << " of each row, in fresh processes, after " << r.untimed_starts << " untimed start"
       << (r.untimed_starts == 1 ? "" : "s") << "\n\n";
@@ -64,10 +65,10 @@ void print_report(const BenchReport& r, std::ostream& out) {
   for (const auto& row : table.rows) {
     if (row.failed) out << "\n" << row.cells[0] << " failed: " << one_line(row.error, "--export-json");
   }
-  if (!r.verdict.empty()) out << "\n\n" << r.verdict << "\n";
-  for (const auto& c : r.comparisons) out << "  " << c << "\n";
-  for (const auto& n : r.notes) out << "\n" << n << "\n";
-  for (const auto& s : r.skipped) out << "not run: " << s << "\n";
+  if (!r.verdict.empty()) out << "\n\n" << terminal_text(r.verdict) << "\n";
+  for (const auto& c : r.comparisons) out << "  " << terminal_text(c) << "\n";
+  for (const auto& n : r.notes) out << "\n" << terminal_text(n) << "\n";
+  for (const auto& s : r.skipped) out << "not run: " << terminal_text(s) << "\n";
 }
 
 void print_throughput(const ThroughputReport& r, std::ostream& out) {
@@ -97,7 +98,7 @@ void print_throughput(const ThroughputReport& r, std::ostream& out) {
   for (const auto& row : r.rows) {
     if (!row.error.empty()) out << "\n" << row.label << " failed: " << one_line(row.error, "--export-json");
   }
-  for (const auto& n : r.notes) out << "\n" << n;
+  for (const auto& n : r.notes) out << "\n" << terminal_text(n);
   out << "\n";
 }
 

@@ -8,6 +8,7 @@
 #include "command.hpp"
 #include "run_config_flags.hpp"
 #include "output.hpp"
+#include "ortfleet/base/terminal_text.hpp"
 #include "ortfleet/engine/cache.hpp"
 
 namespace ortfleet::cli {
@@ -100,9 +101,9 @@ std::string entry_use(const CacheEntry& e) {
 
 void print_cache_entries(const std::vector<CacheEntry>& entries) {
   for (const auto& e : entries) {
-    std::cout << "  " << e.path << "  " << bytes_text(e.bytes);
-    if (!e.model.empty()) std::cout << "  from " << e.model;
-    std::cout << "\n    " << entry_use(e) << "\n";
+    std::cout << "  " << terminal_text(e.path) << "  " << bytes_text(e.bytes);
+    if (!e.model.empty()) std::cout << "  from " << terminal_text(e.model);
+    std::cout << "\n    " << terminal_text(entry_use(e)) << "\n";
   }
 }
 

@@ -7,6 +7,7 @@
 #include "run_config_flags.hpp"
 #include "flag_checks.hpp"
 #include "output.hpp"
+#include "ortfleet/base/terminal_text.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/diagnostics/crash_locator.hpp"
 #include "ortfleet/diagnostics/doctor.hpp"
@@ -66,7 +67,7 @@ void print_human(const DoctorReport& r) {
   }
   if (r.model) {
     const ModelCheck& m = *r.model;
-    std::cout << "\nModel\n  " << m.model << " on " << m.device << ": "
+    std::cout << "\nModel\n  " << terminal_text(m.model) << " on " << m.device << ": "
               << (!m.file_error.empty() ? "not a model ortfleet can start"
                   : m.started          ? "started, ready " + duration_text(m.ready_ms) + " after exec"
                   : m.crashed          ? "crashed ONNX Runtime"
@@ -75,35 +76,35 @@ void print_human(const DoctorReport& r) {
   }
   std::cout << "\nFindings\n";
   for (const auto& f : r.findings) {
-    std::cout << "  " << marker(f.verdict) << " " << f.summary << "\n";
-    if (!f.fix.empty() && f.verdict != Verdict::ok) std::cout << "         fix: " << f.fix << "\n";
+    std::cout << "  " << marker(f.verdict) << " " << terminal_text(f.summary) << "\n";
+    if (!f.fix.empty() && f.verdict != Verdict::ok) std::cout << "         fix: " << terminal_text(f.fix) << "\n";
   }
 }
 
 void print_location(const CrashLocation& r) {
-  std::cout << "model " << r.model << " on " << r.device << ": " << r.how << "\n";
+  std::cout << "model " << terminal_text(r.model) << " on " << r.device << ": " << terminal_text(r.how) << "\n";
   if (r.node) {
     const CrashNode& n = *r.node;
     std::cout << "\nthe first node whose execution crashes (node " << n.index + 1 << " of " << r.nodes << " in execution order):\n";
-    std::cout << "  name      " << n.name << "\n";
+    std::cout << "  name      " << terminal_text(n.name) << "\n";
     std::cout << "  op        " << (n.domain.empty() ? "" : n.domain + ".") << n.op_type << " (opset " << n.opset << ")\n";
-    for (const auto& a : n.attributes) std::cout << "  attribute " << a << "\n";
-    for (const auto& v : n.inputs) std::cout << "  input     " << v.name << "  " << (v.type.empty() ? "?" : v.type) << " " << v.shape << "\n";
-    for (const auto& v : n.outputs) std::cout << "  output    " << v.name << (v.type.empty() ? "" : "  " + v.type) << "\n";
+    for (const auto& a : n.attributes) std::cout << "  attribute " << terminal_text(a) << "\n";
+    for (const auto& v : n.inputs) std::cout << "  input     " << terminal_text(v.name) << "  " << (v.type.empty() ? "?" : v.type) << " " << v.shape << "\n";
+    for (const auto& v : n.outputs) std::cout << "  output    " << terminal_text(v.name) << (v.type.empty() ? "" : "  " + v.type) << "\n";
     std::cout << "  CPU EP    " << n.on_cpu << "\n";
-    std::cout << "\nsmallest model that crashes: " << r.smallest_model << "\n";
+    std::cout << "\nsmallest model that crashes: " << terminal_text(r.smallest_model) << "\n";
     if (!r.smallest_inputs.empty()) std::cout << "its inputs:                  " << r.smallest_inputs << "\n";
-    std::cout << "reproduce it:                " << r.reproduce << "\n";
+    std::cout << "reproduce it:                " << terminal_text(r.reproduce) << "\n";
   }
   if (!r.workarounds.empty()) std::cout << "\nwork-arounds, each in a fresh process on " << r.device << ", outputs against the CPU EP's:\n";
-  for (const auto& w : r.workarounds) std::cout << "  " << (w.works ? "works   " : "no      ") << w.what << ": " << w.outcome << "\n";
+  for (const auto& w : r.workarounds) std::cout << "  " << (w.works ? "works   " : "no      ") << terminal_text(w.what) << ": " << terminal_text(w.outcome) << "\n";
   if (!r.workaround_config.empty()) {
     const auto& w = r.workarounds.back();
-    std::cout << "\nstart it with the work-around: ortfleet start " << r.model << " --devices " << r.device << " --config " << r.workaround_config
+    std::cout << "\nstart it with the work-around: ortfleet start " << terminal_text(r.model) << " --devices " << r.device << " --config " << r.workaround_config
               << "\n  (its config entry: --session-config '" << w.config_key << "=" << w.config_value.substr(0, 120)
               << (w.config_value.size() > 120 ? "...'" : "'") << "; a model whose nodes are assigned by name runs without the model cache)\n";
   }
-  for (const auto& note : r.notes) std::cout << "note: " << note << "\n";
+  for (const auto& note : r.notes) std::cout << "note: " << terminal_text(note) << "\n";
   std::cout << fmt::format("\n{} tries in fresh processes, {:.1f} s\n", r.tries, r.seconds);
 }
 

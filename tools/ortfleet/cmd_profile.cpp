@@ -8,6 +8,7 @@
 #include "run_config_flags.hpp"
 #include "flag_checks.hpp"
 #include "output.hpp"
+#include "ortfleet/base/terminal_text.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/base/output_file.hpp"
 #include "ortfleet/diagnostics/profile.hpp"
@@ -35,7 +36,7 @@ std::string short_provider(const std::string& provider) {
 }
 
 void print_profile(const ProfileReport& r, std::ostream& out) {
-  out << fmt::format("profile of {} on {} ({})\n", r.model, r.device, r.config.summary());
+  out << fmt::format("profile of {} on {} ({})\n", terminal_text(r.model), r.device, r.config.summary());
   out << fmt::format("cold start: {} from exec to the end of the first inference; {:.0f}% attributed to named phases\n\n",
                      duration_text(r.wall_ms), r.attributed_share() * 100);
   // The start's own phases in order, each step of one indented under it.
@@ -46,11 +47,11 @@ void print_profile(const ProfileReport& r, std::ostream& out) {
   phases.add({"(unattributed)", duration_text(r.wall_ms - r.attributed_ms), fmt::format("{:.1f}%", (1 - r.attributed_share()) * 100), ""});
   phases.print(out);
   out << "\ntop costs you can change, and what to do\n";
-  for (size_t i = 0; i < r.top_costs.size(); ++i) out << "  " << i + 1 << ". " << r.top_costs[i] << "\n";
+  for (size_t i = 0; i < r.top_costs.size(); ++i) out << "  " << i + 1 << ". " << terminal_text(r.top_costs[i]) << "\n";
   if (!r.dynamic_dims.empty()) {
     std::string dims;
     for (const auto& d : r.dynamic_dims) dims += (dims.empty() ? "" : ", ") + d;
-    out << "\ndynamic dims: " << dims << "\n  " << r.shapes_advice << "\n";
+    out << "\ndynamic dims: " << terminal_text(dims) << "\n  " << terminal_text(r.shapes_advice) << "\n";
   }
   if (!r.transformers.empty()) {
     out << "\ngraph transformers (largest first):";

@@ -13,6 +13,7 @@
 #include "run_config_flags.hpp"
 #include "flag_checks.hpp"
 #include "output.hpp"
+#include "ortfleet/base/terminal_text.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/fleet/pool_server.hpp"
 
@@ -100,7 +101,7 @@ void print_pool_status(const nlohmann::json& j) {
     std::cout << "workers do not park: " << (state == "off" ? "off (" + parking.value("why", "") + ")" : parking.value("why", "")) << "\n";
   }
   for (const auto& model : j.value("cache_fills", nlohmann::json::array())) {
-    std::cout << "making the model cache entry of " << model.get<std::string>() << " in the background\n";
+    std::cout << "making the model cache entry of " << terminal_text(model.get<std::string>()) << " in the background\n";
   }
   std::cout << "\n";
   // Memory is each worker's own: its GPU memory (NVML) and its share of host memory (PSS, which counts
@@ -143,7 +144,7 @@ void print_pool_status(const nlohmann::json& j) {
     for (const auto& [path, name] : model_names) shortened = shortened || name != path;
     if (shortened) {
       std::cout << "\nmodels:\n";
-      for (const auto& [path, name] : model_names) std::cout << "  " << name << ": " << path << "\n";
+      for (const auto& [path, name] : model_names) std::cout << "  " << terminal_text(name) << ": " << terminal_text(path) << "\n";
     }
   }
 }

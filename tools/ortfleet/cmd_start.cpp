@@ -21,6 +21,7 @@
 #include "run_config_flags.hpp"
 #include "flag_checks.hpp"
 #include "output.hpp"
+#include "ortfleet/base/terminal_text.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/base/output_file.hpp"
 #include "ortfleet/fleet/fleet.hpp"
@@ -113,8 +114,8 @@ CallsAfterReady run_after_ready(Fleet& fleet, const RunConfig& config, double se
 
 /// Durations per phase (rows) and lane (columns): where each device's start-up went.
 void print_start_report(const StartReport& r, std::ostream& out) {
-  out << "model " << r.model << ", strategy " << r.strategy << ", " << count_text(r.devices.size(), "device");
-  out << (r.devices_reason.empty() ? "" : ": " + r.devices_reason) << "\n";
+  out << "model " << terminal_text(r.model) << ", strategy " << r.strategy << ", " << count_text(r.devices.size(), "device");
+  out << (r.devices_reason.empty() ? "" : ": " + terminal_text(r.devices_reason)) << "\n";
   if (!r.strategy_reason.empty() && r.strategy_why != StrategyWhy::as_asked) out << r.strategy_reason << "\n";
   out << "\n";
   Table devices({"device", "state", "ready after exec", "session", "provider", "pid", "error"},
@@ -170,9 +171,9 @@ void finish_background_work(Fleet& fleet, const Globals& g) {
   }
   const auto early = deciding.get();  // also: every note of what was left is in
   // What keeps running after this process (a warm pool) is said even with -q: nobody asked for it.
-  for (const auto& note : fleet.left_behind()) std::cerr << note << std::endl;
+  for (const auto& note : fleet.left_behind()) std::cerr << terminal_text(note) << std::endl;
   if (early) {
-    if (!g.quiet) std::cerr << *early << std::endl;
+    if (!g.quiet) std::cerr << terminal_text(*early) << std::endl;
     return;
   }
   if (!fleet.making_cache_entry()) return;
@@ -180,7 +181,7 @@ void finish_background_work(Fleet& fleet, const Globals& g) {
     std::cerr << "waiting for it before exiting, so that the next start loads it (Ctrl-C skips it; nothing of it stays)" << std::endl;
   }
   const auto done = fleet.wait_for_cache_fill(FleetOptions{}.start_timeout_s);
-  if (done && !g.quiet) std::cerr << *done << std::endl;
+  if (done && !g.quiet) std::cerr << terminal_text(*done) << std::endl;
 }
 
 /// The flags of `start` that do nothing together, refused before any work (FlagChecks).
@@ -284,6 +285,11 @@ int run_start(const StartFlags& f, const Globals& g) {
   if (f.ready_line) {
     // One line, as soon as every device is done, for the benchmark parent to read.
     std::cout << result.to_json() << std::endl;
+  }
+  // Buckets every device refused once the model ran (padding changed its outputs): a setting to change,
+  // said as one refused before any work is (exit 2).
+  if (!result.devices.empty() && std::all_of(result.devices.begin(), result.devices.end(), [](const DeviceStatus& d) { return refuses_buckets(d.error); })) {
+    throw SettingRefused(Error(result.devices.front().error));
   }
   if (!f.timeline_file.empty()) write_output_file(f.timeline_file, stamped(result.timeline.to_json(), g, options.devices));
   if (!f.trace_file.empty()) write_output_file(f.trace_file, result.timeline.to_chrome_trace());

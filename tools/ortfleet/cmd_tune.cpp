@@ -9,6 +9,7 @@
 #include "run_config_flags.hpp"
 #include "flag_checks.hpp"
 #include "output.hpp"
+#include "ortfleet/base/terminal_text.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/base/output_file.hpp"
 #include "ortfleet/diagnostics/tune.hpp"
@@ -34,7 +35,7 @@ struct TuneFlags {
 };
 
 void print_tune(const TuneReport& r, std::ostream& out) {
-  out << "tune " << r.model << " on " << r.device << ": " << count_text(static_cast<uint64_t>(r.rounds), "timed round")
+  out << "tune " << terminal_text(r.model) << " on " << r.device << ": " << count_text(static_cast<uint64_t>(r.rounds), "timed round")
       << " of each configuration, interleaved, each start in a fresh process (means; ready also ± σ)\n\n";
   Table t({"", "configuration", "ready", "first run", "p50", "p99", "memory"}, {false, false, true, true, true, true, true});
   for (size_t i = 0; i < r.results.size(); ++i) {
@@ -63,7 +64,7 @@ void print_tune(const TuneReport& r, std::ostream& out) {
   // Each verdict's ratio is of the means in the table above.
   out << (r.start_fast >= 0 ? "S start fast: " : "start fast: ") << r.start_verdict << "\n";
   out << (r.serve_fast >= 0 ? "F serve fast: " : "serve fast: ") << r.serve_verdict << "\n";
-  if (!r.shapes_advice.empty()) out << "shapes: " << r.shapes_advice << "\n";
+  if (!r.shapes_advice.empty()) out << "shapes: " << terminal_text(r.shapes_advice) << "\n";
   for (const auto& finding : r.transformer_findings) out << "transformers: " << finding << "\n";
 }
 

@@ -10,6 +10,7 @@
 #include "output.hpp"
 #include "setting_words.hpp"
 #include "ortfleet/base/settings.hpp"
+#include "ortfleet/base/terminal_text.hpp"
 #include "ortfleet/engine/ort_log.hpp"
 #include "ortfleet/engine/runtime.hpp"
 
@@ -47,7 +48,7 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help and --version
-    std::cerr << usage_error_line(app, e) << std::endl;  // a usage error: one line, exit 2
+    std::cerr << ortfleet::terminal_text(usage_error_line(app, e)) << std::endl;  // a usage error: one line (a value's newline escaped), exit 2
     return kExitUsage;
   }
   auto logger = logger_in_flags("ortfleet");

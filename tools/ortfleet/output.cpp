@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/base/terminal_text.hpp"
 #include "ortfleet/base/units.hpp"
 #include "ortfleet/report/html_report.hpp"
 
@@ -22,7 +23,7 @@ int guarded(const std::function<int()>& body) {
   } catch (const Error& e) {
     std::cerr << "ortfleet: error: " << e.what() << "\n";
   } catch (const std::exception& e) {
-    std::cerr << "ortfleet: error: " << e.what() << "\n";
+    std::cerr << "ortfleet: error: " << terminal_text(e.what()) << "\n";
   }
   return kExitError;
 }
@@ -88,14 +89,28 @@ void write_html(const std::string& path, const std::string& stamped_json, const 
 ProgressLine::ProgressLine(bool enabled) : enabled_(enabled && ::isatty(STDERR_FILENO) != 0) {}
 ProgressLine::~ProgressLine() { clear(); }
 
+namespace {
+/// The progress line's own redraw ("\r\033[K" and its text) straight to the terminal: stderr's stream
+/// escapes every control character (terminal_lines), the line's own included.
+void redraw_progress(const std::string& text) {
+  std::cerr << std::flush;
+  const std::string line = "\r\033[K" + terminal_text(text);
+  for (size_t done = 0; done < line.size();) {
+    const ssize_t n = ::write(STDERR_FILENO, line.data() + done, line.size() - done);
+    if (n <= 0) return;
+    done += static_cast<size_t>(n);
+  }
+}
+}  // namespace
+
 void ProgressLine::update(const std::string& text) {
   if (!enabled_) return;
-  std::cerr << "\r\033[K" << text << std::flush;
+  redraw_progress(text);
   shown_ = true;
 }
 
 void ProgressLine::clear() {
-  if (shown_) std::cerr << "\r\033[K" << std::flush;
+  if (shown_) redraw_progress("");
   shown_ = false;
 }
 
@@ -106,6 +121,7 @@ Table::Table(std::vector<std::string> headers, std::vector<bool> right_aligned)
 
 void Table::add(std::vector<std::string> row) {
   row.resize(headers_.size());
+  for (auto& cell : row) cell = terminal_text(cell);  // a name with a newline or an escape stays in its cell
   rows_.push_back(std::move(row));
 }
 

@@ -7,6 +7,7 @@
 #include <streambuf>
 
 #include "ortfleet/base/settings.hpp"
+#include "ortfleet/base/terminal_text.hpp"
 
 namespace ortfleet::cli {
 
@@ -24,7 +25,7 @@ class InFlagsSink : public spdlog::sinks::sink {
  public:
   explicit InFlagsSink(std::shared_ptr<spdlog::sinks::sink> inner) : inner_(std::move(inner)) {}
   void log(const spdlog::details::log_msg& msg) override {
-    const std::string said = in_flags(std::string(msg.payload.data(), msg.payload.size()));
+    const std::string said = in_flags(terminal_text(std::string_view(msg.payload.data(), msg.payload.size())));  // one line, names escaped
     spdlog::details::log_msg copy = msg;
     copy.payload = said;
     inner_->log(copy);
@@ -61,7 +62,7 @@ class InFlagsBuffer : public std::streambuf {
 
  private:
   bool pass_line() {
-    const std::string said = in_flags(line_);
+    const std::string said = in_flags(terminal_lines(line_));  // no name printed anywhere drives the terminal
     line_.clear();
     return out_->sputn(said.data(), static_cast<std::streamsize>(said.size())) == static_cast<std::streamsize>(said.size());
   }

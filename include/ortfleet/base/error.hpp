@@ -10,6 +10,8 @@ class Error : public std::runtime_error {
   /// what_failed: "could not load ONNX Runtime from /x/libonnxruntime.so: <reason>"
   /// hint: the fix, e.g. "pass --ort-lib PATH or run scripts/fetch-onnxruntime.sh"
   /// where: a device ("cuda:1") or an empty string
+  /// what() is the three in one line, as a terminal may show it: line breaks as spaces, any other
+  /// control character of a name in them escaped (terminal_text); the parts stay as given.
   explicit Error(std::string what_failed, std::string hint = {}, std::string where = {});
 
   const std::string& what_failed() const noexcept { return what_failed_; }

@@ -228,6 +228,12 @@ struct RunConfig {
 /// start anything.
 void check_config_against_model(const RunConfig& config, const std::string& model);
 
+/// Whether `device_error` (a device's one-line error from a start) refuses a setting the model
+/// contradicts that only running it shows: buckets whose padding changes its outputs, or whose
+/// outputs cannot be cropped back ("buckets for x.1 refused: ..."). The command line exits 2 for
+/// it, as for a setting refused before any work.
+bool refuses_buckets(const std::string& device_error);
+
 /// What is wrong with `value` for ONNX Runtime's session config entry `key`, or "" when nothing is:
 /// its on/off entries (session.disable_prepacking, ...) take "0" or "1" and read any other value as
 /// off; its counts take a whole number. Keys it does not know are left to ONNX Runtime.

@@ -22,6 +22,7 @@
 #include <sstream>
 
 #include "base/environment.hpp"
+#include "base/file_reading.hpp"
 #include "base/private_dir.hpp"
 #include "base/unique_fd.hpp"
 #include "engine/cache/bundle.hpp"
@@ -389,19 +390,7 @@ BundleEntry publish_entry(const BundleManifest::Listed& e, const BundleManifest&
 /// The bundle file, opened for reading: only a regular file (a pipe, a device, a socket or a folder is
 /// refused before it is opened for reading, where a pipe without a writer would block).
 detail::UniqueFd open_bundle(const std::string& path) {
-  const auto refuse = [&](const std::string& kind) {
-    return Error("the bundle " + path + " is " + kind + ", not a file; ortfleet reads bundles only from files", "Give the file `ortfleet cache export` wrote");
-  };
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) throw Error("cannot open the bundle " + path + ": " + std::strerror(errno), "Check the path");
-  if (!S_ISREG(st.st_mode)) throw refuse(describe_file_at(fs::canonical(path).string()));
-  // Swapped for a pipe since: O_NONBLOCK opens it at once, and fstat tells.
-  detail::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
-  if (!fd) throw Error("cannot open the bundle " + path + ": " + std::strerror(errno), "Check the path");
-  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) throw refuse("not a regular file any more");
-  const int flags = ::fcntl(fd.get(), F_GETFL);
-  if (flags >= 0) ::fcntl(fd.get(), F_SETFL, flags & ~O_NONBLOCK);
-  return fd;
+  return std::move(detail::open_file_to_read(path, "the bundle", "Give the file `ortfleet cache export` wrote; ortfleet reads bundles only from files").fd);
 }
 
 }  // namespace

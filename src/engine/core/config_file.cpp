@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "ortfleet/engine/config_fields.hpp"
+#include "base/file_reading.hpp"
 #include "engine/core/option_values.hpp"
 #include "ortfleet/base/settings.hpp"
 #include "ortfleet/base/error.hpp"
@@ -298,11 +299,7 @@ RunConfig RunConfig::from_json(const std::string& text, const std::string& sourc
 }
 
 RunConfig RunConfig::load(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error("cannot read config " + path, "Check the path");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return from_json(buffer.str(), path);
+  return from_json(detail::read_whole_file(path, "the config", "Check the path"), path);
 }
 
 void RunConfig::save(const std::string& path) const { write_output_file(path, to_json()); }

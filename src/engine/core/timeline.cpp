@@ -106,7 +106,7 @@ std::string Timeline::to_json() const {
                       {"pid", e.pid},
                       {"args", e.args}});
   }
-  return json{{"ortfleet_timeline", 1}, {"origin_ns", origin_ns_}, {"events", events}}.dump();
+  return json{{"ortfleet_timeline", 1}, {"origin_ns", origin_ns_}, {"events", events}}.dump(-1, ' ', false, json::error_handler_t::replace);  // a path of invalid UTF-8 in an argument: U+FFFD
 }
 
 Timeline Timeline::from_json(const std::string& text) {
@@ -169,7 +169,7 @@ std::string Timeline::to_chrome_trace() const {
                      {"dur", static_cast<double>(e.end_ns - e.start_ns) / 1e3},
                      {"args", args}});
   }
-  return json{{"traceEvents", trace}, {"displayTimeUnit", "ms"}}.dump();
+  return json{{"traceEvents", trace}, {"displayTimeUnit", "ms"}}.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 }  // namespace ortfleet

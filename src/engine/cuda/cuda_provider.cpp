@@ -9,7 +9,9 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "base/elf_file.hpp"
 #include "base/environment.hpp"
+#include "base/private_dir.hpp"
 #include "base/system_paths.hpp"
 #include "engine/cuda/cuda_provider.hpp"
 #include "engine/runtime/ort_environment.hpp"
@@ -51,6 +53,22 @@ std::vector<CudaEpLocation> cuda_ep_candidates() {
   return out;
 }
 
+namespace {
+/// Why the CUDA EP library at `path` must not be loaded into this process ("" when it may): it is read
+/// as the loader will read it first (a named pipe there held dlopen for ever, a damaged file kills the
+/// process), and refused where another user could change it, as the runtime is.
+std::string cuda_ep_unloadable(const std::string& path) {
+  const std::string hint = "Run scripts/fetch-onnxruntime.sh --gpu, or set ORTFLEET_CUDA_EP to a libonnxruntime_providers_cuda.so";
+  try {
+    detail::check_loadable_library(path, {}, "the CUDA EP library", hint);
+    detail::check_library_owners(path, "the CUDA EP library", hint);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return {};
+}
+}  // namespace
+
 std::optional<CudaEpLocation> find_cuda_ep() {
   for (auto& c : cuda_ep_candidates()) {
     if (c.exists) return c;
@@ -79,8 +97,13 @@ void prepare_locked(ProviderRegistry& r) {
   for (const auto& p : rt.providers) r.builtin_available = r.builtin_available || p == kCudaEpName;
 
   auto ep = find_cuda_ep();
+  const std::string unloadable = ep ? cuda_ep_unloadable(ep->path) : std::string();
   if (!ep) {
     r.state.plugin_error = "no " + std::string(kEpFile) + " found (set ORTFLEET_CUDA_EP, or run scripts/fetch-onnxruntime.sh --gpu)";
+  } else if (!unloadable.empty()) {
+    r.state.library = ep->path;
+    r.state.plugin_error = unloadable;
+    ep.reset();  // nor through ONNX Runtime's own (legacy) loading
   } else {
     r.state.library = ep->path;
     const auto start = std::chrono::steady_clock::now();
@@ -133,7 +156,7 @@ bool cuda_provider_prepared() {
 
 bool preload_cuda_ep_library() {
   auto ep = find_cuda_ep();
-  if (!ep) return false;
+  if (!ep || !cuda_ep_unloadable(ep->path).empty()) return false;
   // Kept loaded for the process: ONNX Runtime's own dlopen of the same file then finds it mapped and
   // relocated. This does not initialise CUDA, so it can run beside cuInit.
   return dlopen(ep->path.c_str(), RTLD_NOW | RTLD_LOCAL) != nullptr;

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/file_reading.hpp"
 #include "base/unique_fd.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/base/output_file.hpp"
@@ -34,13 +35,10 @@ std::optional<FileIdentity> identity_of(const std::string& path, Symlinks symlin
 }
 
 MappedFile::MappedFile(const std::string& path, bool populate, Symlinks symlinks) : path_(path) {
-  const int no_follow = symlinks == Symlinks::refuse ? O_NOFOLLOW : 0;
   // Without waiting: a named pipe at the path would hold open() until someone wrote to it.
-  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | no_follow));
-  if (!fd) throw Error("cannot open " + path + ": " + std::strerror(errno), "Check the path and its permissions");
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) throw Error("cannot stat " + path + ": " + std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) throw Error("cannot map " + path + ": it is " + describe_file(st) + ", not a file", "Give the path of a file");
+  const FileToRead file = open_file_to_read(path, "", "Give the path of a file you can read", symlinks == Symlinks::follow);
+  const UniqueFd& fd = file.fd;
+  const struct stat& st = file.status;
   identity_ = identity_from(st);
   size_ = static_cast<size_t>(st.st_size);
   if (size_ > 0) {

@@ -19,6 +19,7 @@
 #include <optional>
 #include <system_error>
 
+#include "base/file_reading.hpp"
 #include "engine/files/mapped_file.hpp"
 #include "engine/files/model_file.hpp"
 #include "ortfleet/base/error.hpp"
@@ -32,7 +33,14 @@ constexpr const char* kModelHint = "Give the path of an .onnx model ('ortfleet s
 
 class FileReader {
  public:
-  explicit FileReader(const std::string& path) : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {}
+  // Never waiting on a named pipe put at the path: ok() is false for anything but a file.
+  explicit FileReader(const std::string& path) {
+    try {
+      fd_ = detail::open_file_to_read(path, "model file", kModelHint).fd.release();
+    } catch (const Error&) {
+      errno = EINVAL;
+    }
+  }
   ~FileReader() {
     if (fd_ >= 0) ::close(fd_);
   }
@@ -45,7 +53,7 @@ class FileReader {
   }
 
  private:
-  int fd_;
+  int fd_ = -1;
 };
 
 /// Reads a protobuf varint at `pos`, advancing it; nullopt past the end or if longer than 10 bytes.

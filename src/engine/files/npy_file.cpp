@@ -9,6 +9,9 @@
 #include <limits>
 #include <sstream>
 
+#include <unistd.h>
+
+#include "base/file_reading.hpp"
 #include "engine/files/mapped_file.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/base/output_file.hpp"
@@ -277,11 +280,11 @@ std::vector<Tensor> read_array_file(const std::string& path, const std::string& 
   if (!std::filesystem::is_regular_file(path, ec)) {
     throw Error("cannot read the array file " + path + ": it does not exist or is not a file", "Check the path");
   }
-  std::ifstream in(path, std::ios::binary);
+  const FileToRead file = open_file_to_read(path, "the array file", "Check the path");  // never waiting on a pipe put there since
   std::array<char, 4> head{};
-  in.read(head.data(), head.size());
+  const ssize_t got = ::pread(file.fd.get(), head.data(), head.size(), 0);
   // A zip file: its first member, or the end of its directory when it has none (numpy.savez(FILE)).
-  if (in.gcount() == 4 && (std::memcmp(head.data(), "PK\x03\x04", 4) == 0 || std::memcmp(head.data(), "PK\x05\x06", 4) == 0)) {
+  if (got == 4 && (std::memcmp(head.data(), "PK\x03\x04", 4) == 0 || std::memcmp(head.data(), "PK\x05\x06", 4) == 0)) {
     return read_npz(path);
   }
   return {read_npy(path, npy_name)};

@@ -14,7 +14,10 @@
 #include <filesystem>
 #include <mutex>
 
+#include "base/crash_report.hpp"
+#include "base/elf_file.hpp"
 #include "base/environment.hpp"
+#include "base/private_dir.hpp"
 #include "engine/files/mapped_file.hpp"
 #include "engine/runtime/ort_environment.hpp"
 #include "engine/runtime/runtime.hpp"
@@ -94,6 +97,9 @@ LoadedRuntime* open_runtime(const RuntimeCandidate& candidate) {
   const std::string hint = runtime_choice_hint();
   check_runtime_candidate(candidate);
   keep_ort_telemetry_off();
+  // What a crash inside the loader or the library's initialisers prints: the library, not a model.
+  install_crash_handler();
+  const CrashScope loading(library_crash_text("ONNX Runtime", candidate.path));
   // RTLD_LOCAL: ONNX Runtime's symbols stay out of the global namespace, so a second copy loaded by
   // another component of the process (e.g. the onnxruntime Python package) cannot be confused with ours.
   void* handle = dlopen(candidate.path.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -212,11 +218,21 @@ const RuntimeInfo& load_runtime(const std::string& explicit_library) {
 }
 
 void check_runtime_candidate(const RuntimeCandidate& candidate) {
+  const std::string hint = runtime_choice_hint();
   if (!candidate.exists) {
-    throw Error("no ONNX Runtime library at " + candidate.path + " (from " + candidate.source + ")", runtime_choice_hint());
+    throw Error("no ONNX Runtime library at " + candidate.path + " (from " + candidate.source + ")", hint);
   }
-  if (!detail::starts_as_shared_library(candidate.path)) {
-    throw Error(candidate.path + " (from " + candidate.source + ") is not ONNX Runtime: it is not a shared library", runtime_choice_hint());
+  // dlopen trusts the file it maps, and a damaged one kills this process (a user's Python interpreter
+  // too): the file is read as the loader will read it first, and refused unless it is whole and
+  // exports OrtGetApiBase; nor is it loaded where another user could have changed it.
+  try {
+    detail::check_loadable_library(candidate.path, {"OrtGetApiBase"}, "the ONNX Runtime library", hint);
+    detail::check_library_owners(candidate.path, "the ONNX Runtime library", hint);
+  } catch (const Error& e) {
+    std::string what = e.what_failed();  // "the ONNX Runtime library PATH ...": where the path came from, after it
+    const auto at = what.find(candidate.path);
+    what.insert(at == std::string::npos ? what.size() : at + candidate.path.size(), " (from " + candidate.source + ")");
+    throw Error(what, e.hint());
   }
 }
 

@@ -7,7 +7,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "base/system_paths.hpp"
+#include "base/elf_file.hpp"
+#include "base/private_dir.hpp"
 #include "engine/session/warmup_inputs.hpp"
 #include "engine/shapes/buckets.hpp"
 #include "ortfleet/base/error.hpp"
@@ -27,7 +28,9 @@ void check_custom_op_library(const std::string& library) {
   if (::stat(library.c_str(), &st) != 0) throw Error("the custom-op library " + library + " cannot be read: " + std::strerror(errno), fix);
   if (!S_ISREG(st.st_mode)) throw Error("the custom-op library " + library + " is not a file (it is " + describe_file(st) + ")", fix);
   if (::access(library.c_str(), R_OK) != 0) throw Error("the custom-op library " + library + " cannot be read: " + std::strerror(errno), fix);
-  if (!detail::starts_as_shared_library(library)) throw Error("the custom-op library " + library + " is not a shared library (no ELF header)", fix);
+  // Read as the loader will read it: dlopen of a damaged file kills the process that loads it.
+  detail::check_loadable_library(library, {"RegisterCustomOps"}, "the custom-op library", fix);
+  detail::check_library_owners(library, "the custom-op library", fix);
 }
 }  // namespace
 

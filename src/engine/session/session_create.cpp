@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "base/crash_report.hpp"
 #include "engine/cache/cache_use.hpp"
 #include "engine/cuda/shared_weights.hpp"
 #include "engine/files/mapped_file.hpp"
@@ -50,6 +51,7 @@ void apply_session_options(Ort::SessionOptions& so, const SessionOptions& o) {
   for (const auto& [k, v] : o.config_entries) so.AddConfigEntry(k.c_str(), v.c_str());
   for (const auto& library : o.custom_op_libraries) {
     try {
+      const CrashScope loading(library_crash_text("the custom-op library", library));  // a crash names the library, not a node
       so.RegisterCustomOpsLibrary(library.c_str());
     } catch (const Ort::Exception& e) {
       throw Error("cannot load the custom-op library " + library + ": " + e.what(),

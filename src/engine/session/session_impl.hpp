@@ -7,6 +7,7 @@
 #include <thread>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -154,8 +155,15 @@ struct Session::Impl {
     run_on(s, given);
     return ms_since(start);
   }
-  /// Learns how outputs follow the buckets and makes the buffers padded calls go through.
+  /// Learns how outputs follow the buckets, checks that padding keeps the outputs, and makes the
+  /// buffers padded calls go through.
   void learn_buckets();
+  /// Runs `given` (of `shape`) unpadded, outputs on the host: on the shape's own session when it has one.
+  using RunShape = std::function<std::vector<Tensor>(const InputShapes& shape, const std::vector<Tensor>& given)>;
+  /// For each padded dim, a call padded to a bucket and cropped back against the same call unpadded
+  /// (BucketPlan::padding_probes from `base_shape`): throws ortfleet::Error refusing the buckets,
+  /// naming the outputs that differ beyond a tolerance and by how much.
+  void check_padding_keeps_outputs(const InputShapes& base_shape, const RunShape& run_shape);
   /// What the shape costs depend on beyond the cache entry's key: the CUDA EP's options.
   std::string cost_conditions() const {
     RunConfig cuda_only;

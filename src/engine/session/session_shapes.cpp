@@ -7,12 +7,15 @@
 #include <spdlog/spdlog.h>
 
 #include "base/crash_report.hpp"
+#include "engine/cache/output_compare.hpp"
 #include "engine/runtime/ort_errors.hpp"
 #include "engine/session/session_impl.hpp"
+#include "engine/session/tensor_padding.hpp"
 #include "engine/shapes/buckets.hpp"
 #include "engine/shapes/shape_policy.hpp"
 #include "engine/shapes/shapes.hpp"
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/base/settings.hpp"
 
 namespace ortfleet {
 
@@ -76,7 +79,9 @@ std::shared_ptr<ShapeSession> Session::Impl::session_for(const InputShapes& shap
     // A shape no session has: the shared session serves it, unless the policy gives it its own.
     const bool returning = traffic.seen(signature);
     traffic.note(signature, shapes);
-    if (auto advice = traffic.advice_once(static_cast<size_t>(max_sessions()))) spdlog::warn("{}: {}: {}", lane, spec.model_path, *advice);
+    if (auto advice = traffic.advice_once(static_cast<size_t>(max_sessions()), detail::padding_refusal(spec.model_path))) {
+      spdlog::warn("{}: {}: {}", lane, spec.model_path, *advice);
+    }
     // A declared shape always has a session of its own; so has every shape of a captured CUDA graph.
     if (policy != ShapePolicy::per_shape && !is_declared(signature) && !graph_mode()) {
       const auto& shared = sessions.front();
@@ -117,26 +122,29 @@ void Session::Impl::learn_buckets() {
   if (buckets.empty()) return;
   auto p = phase(phase::buckets_learn);
   const auto shapes = buckets.shapes(inputs, spec.dynamic_dim, kMaxShapeSessions);
-  if (shapes.empty()) {  // padded batches alone: the outputs' first dims are the rows, nothing to run
-    buckets.learn({}, outputs, {});
-    return;
-  }
-  const auto base = session_for(shapes.front());
-  // Shapes other than a bucket's run (unpadded) on the first bucket's session, which runs its own
+  // Padded batches alone have no bucket shapes of their own: the declared batches are theirs.
+  const InputShapes base_shape = shapes.empty() ? first_warmup_shape() : shapes.front();
+  const auto base = session_for(base_shape);
+  // Shapes other than a declared one run (unpadded) on the first bucket's session, which runs its own
   // shape again afterwards, so that its next call is a steady one.
   bool disturbed = false;
-  std::vector<std::vector<int64_t>> at_base;  // the outputs' shapes at the first bucket shape
-  buckets.learn(shapes, outputs, [&](const InputShapes& shape) {
+  const auto run_shape = [&](const InputShapes& shape, const std::vector<Tensor>& given) {
     const bool own = is_declared(to_string(shape));
     // A captured CUDA graph runs its own shape only: another shape gets a session of its own, not kept.
     const auto session = own ? session_for(shape) : graph_mode() ? make_shape_session(to_string(shape)) : base;
     disturbed = disturbed || (!own && !graph_mode());
+    return run_on(*session, given);
+  };
+  std::vector<std::vector<int64_t>> at_base;  // the outputs' shapes at the first bucket shape
+  buckets.learn(shapes, outputs, [&](const InputShapes& shape) {
     std::vector<std::vector<int64_t>> out;
-    for (const auto& t : run_on(*session, warmup_source->make(shape, /*seed=*/1).tensors)) out.push_back(t.shape);
+    for (const auto& t : run_shape(shape, warmup_source->make(shape, /*seed=*/1).tensors)) out.push_back(t.shape);
     if (shape == shapes.front()) at_base = out;
     return out;
   });
-  if (disturbed) run_on(*base, warmup_source->make(shapes.front(), 1).tensors);
+  check_padding_keeps_outputs(base_shape, run_shape);
+  if (disturbed) run_on(*base, warmup_source->make(base_shape, 1).tensors);
+  if (shapes.empty()) return;
   // Each output's bytes at its largest over the bucket shapes (learning ran the smallest ones only: a
   // buffer sized by those made DeepLab's calls at its largest bucket fetch fresh host memory, 40-74 ms
   // to copy down 70 MB, on an H100 in parts-a).
@@ -148,6 +156,53 @@ void Session::Impl::learn_buckets() {
     }
   }
   bucketed->reserve(inputs, shapes, outputs, largest);
+}
+
+void Session::Impl::check_padding_keeps_outputs(const InputShapes& base_shape, const RunShape& run_shape) {
+  // The bucket shape's session runs other kernels than the real shape's (cuDNN chooses per shape,
+  // TF32 on a GPU): padding may change the outputs as much as running them on another device would
+  // (the crash locator's tolerance), the same on every device, so that a model's buckets are refused or
+  // kept alike on the CPU and on a GPU; relative to each output's own scale, since made-up inputs may
+  // leave it far below 1 (PaddleOCR's detector: probabilities near 0 that padding moved by as much as
+  // they are, and by up to 1 on an image of text).
+  const auto agreement = detail::Agreement::other_shape;
+  for (const auto& probe : buckets.padding_probes(base_shape)) {
+    const std::string& dim = buckets.dims()[probe.dim].name;
+    const auto given = warmup_source->make(probe.real, /*seed=*/2).tensors;
+    const std::vector<Tensor> want = run_shape(probe.real, given);
+    std::vector<Tensor> padded_inputs;
+    for (const auto& t : given) {
+      const auto& pad_values = spec.config.shapes.pad_values;
+      const auto value = pad_values.find(t.name);
+      padded_inputs.push_back(detail::padded(t, probe.bucket.at(t.name), value == pad_values.end() ? 0.0 : value->second, Device::cpu()));
+    }
+    std::vector<Tensor> got = run_shape(probe.bucket, padded_inputs);
+    std::vector<std::vector<int64_t>> got_shapes;
+    for (const auto& t : got) got_shapes.push_back(t.shape);
+    const auto real_shapes = buckets.cropped_shapes(probe.real, probe.bucket, got_shapes);
+    std::string differ;
+    for (size_t o = 0; o < want.size() && o < got.size(); ++o) {
+      const Tensor cropped = detail::cropped(got[o], real_shapes[o], Device::cpu());
+      const std::string why = detail::output_difference(want[o], cropped, agreement);
+      if (why.empty()) continue;
+      const std::string largest = detail::largest_difference(want[o], cropped);
+      differ += fmt::format("{}'{}' {}", differ.empty() ? "" : ", ", outputs[o].name, largest.empty() ? why : largest);
+    }
+    if (differ.empty()) continue;
+    const int64_t from = buckets.size_in(probe.dim, probe.real);
+    const int64_t to = buckets.size_in(probe.dim, probe.bucket);
+    detail::remember_padding_refusal(spec.model_path, fmt::format("{} = {} padded to {}: {}", dim, from, to, differ));
+    throw Error(detail::buckets_refused(dim) +
+                    fmt::format("padding changes the model's outputs: a call of {} = {} padded to {} and cropped back gives {} against the same "
+                                "call unpadded, beyond what two devices' runs may differ by (1% of the output's largest value)",
+                                dim, from, to, differ),
+                fmt::format("Padding keeps outputs only where no value depends on the padded positions: attention without a mask over them, "
+                            "normalisation, pooling or cumulative sums over the padded dim change every value, a convolutional net's near the "
+                            "border. Remove the buckets for {} and "
+                            "declare the shapes you feed ({}) instead, or pad an input the model reads as padding ({})",
+                            dim, named(Setting::shapes), named(Setting::pad_value, "attention_mask=0")),
+                lane);
+  }
 }
 
 std::vector<Tensor> Session::Impl::run_priced(ShapeSession& shared, const std::vector<Tensor>& given, bool outputs_on_device) {

@@ -4,16 +4,46 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <mutex>
 #include <numeric>
 
 #include "engine/shapes/shapes.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/base/settings.hpp"
 
-namespace ortfleet::detail {
+namespace ortfleet {
+
+bool refuses_buckets(const std::string& device_error) {
+  return device_error.rfind("buckets for ", 0) == 0 && device_error.find(" refused: ") != std::string::npos;
+}
+
+namespace detail {
+
+std::string buckets_refused(const std::string& dims) { return "buckets for " + dims + " refused: "; }
 
 namespace {
 std::string bucket_hint() { return "Declare buckets as input.dim=sizes for a dynamic dim: " + named(Setting::buckets, "x.2=480,640,960"); }
+}
+
+namespace {
+std::mutex refusals_mutex;
+std::map<std::string, std::string>& padding_refusals() {
+  static auto* refusals = new std::map<std::string, std::string>;  // never destroyed: read by threads until exit
+  return *refusals;
+}
+}  // namespace
+
+void remember_padding_refusal(const std::string& model, const std::string& why) {
+  std::lock_guard lock(refusals_mutex);
+  padding_refusals()[model] = why;
+}
+
+std::optional<std::string> padding_refusal(const std::string& model) {
+  std::lock_guard lock(refusals_mutex);
+  const auto it = padding_refusals().find(model);
+  if (it == padding_refusals().end()) return std::nullopt;
+  return it->second;
 }
 
 int64_t second_size(int64_t size) {
@@ -185,21 +215,42 @@ void BucketPlan::learn(const std::vector<InputShapes>& bucket_shapes, const std:
         const double offset = static_cast<double>(at_base[o][d]) - slope * static_cast<double>(from);
         const auto twice = std::find_if(following_[o].begin(), following_[o].end(), [&](const FollowingDim& f) { return f.output_dim == d; });
         if (twice != following_[o].end()) {
-          throw Error(fmt::format("output '{}' cannot be cropped back: its dim {} follows both {} and {}", outputs[o].name, d,
-                                  dims_[twice->bucket].name, dims_[b].name),
+          throw Error(buckets_refused(dims_[twice->bucket].name + " and " + dims_[b].name) +
+                          fmt::format("output '{}' cannot be cropped back: its dim {} follows both {} and {}", outputs[o].name, d,
+                                      dims_[twice->bucket].name, dims_[b].name),
                       "Pad only one of those dims");
         }
         following_[o].push_back({d, b, slope, offset});
         follows = true;
       }
       if (!follows) {
-        throw Error(fmt::format("buckets for {} refused: output '{}' {} has no dim that follows it (it stays {} when {} goes from {} to {}), "
-                                "so padding would change its values (pooled or reduced over that dim)",
-                                dims_[b].name, outputs[o].name, shape_text(at_base[o]), shape_text(at_base[o]), dims_[b].name, from, to),
+        throw Error(buckets_refused(dims_[b].name) +
+                        fmt::format("output '{}' {} has no dim that follows it (it stays {} when {} goes from {} to {}), "
+                                    "so padding would change its values (pooled or reduced over that dim)",
+                                    outputs[o].name, shape_text(at_base[o]), shape_text(at_base[o]), dims_[b].name, from, to),
                     "Remove the buckets for " + dims_[b].name + ", or declare the shapes you feed (" + named(Setting::shapes) + ") instead");
       }
     }
   }
+}
+
+std::vector<PaddingProbe> BucketPlan::padding_probes(const InputShapes& base) const {
+  std::vector<PaddingProbe> out;
+  for (size_t b = 0; b < dims_.size(); ++b) {
+    const auto& sizes = dims_[b].sizes;
+    if (sizes.empty()) continue;
+    const int64_t to = sizes.size() > 1 ? sizes[1] : sizes[0];
+    const int64_t from = sizes.size() > 1 ? sizes[0] : second_size(sizes[0]);
+    if (from >= to) continue;
+    PaddingProbe probe{b, base, base};
+    for (const auto& [input, dim] : dims_[b].members) {
+      if (!base.count(input) || dim >= base.at(input).size()) continue;
+      probe.real[input][dim] = from;
+      probe.bucket[input][dim] = to;
+    }
+    out.push_back(std::move(probe));
+  }
+  return out;
 }
 
 std::vector<std::vector<int64_t>> BucketPlan::cropped_shapes(const InputShapes& given, const InputShapes& padded,
@@ -243,4 +294,5 @@ std::vector<InputShapes> declare_shapes(const std::vector<TensorSpec>& inputs, c
   return declared;
 }
 
-}  // namespace ortfleet::detail
+}  // namespace detail
+}  // namespace ortfleet

@@ -24,6 +24,14 @@ struct BucketDim {
   bool batch = false;  ///< pad_batch's: the first dim of every input whose first dim is dynamic
 };
 
+/// A call that shows whether padding keeps a model's outputs: `real` padded to the bucket shape
+/// `bucket` in padded dim `dim` alone, its outputs cropped back, against `real` run unpadded.
+struct PaddingProbe {
+  size_t dim = 0;  ///< index into BucketPlan::dims()
+  InputShapes real;
+  InputShapes bucket;
+};
+
 /// How an output dim follows a padded dim: size = slope * padded dim's size + offset.
 struct FollowingDim {
   size_t output_dim = 0;
@@ -68,6 +76,11 @@ class BucketPlan {
   void learn(const std::vector<InputShapes>& bucket_shapes, const std::vector<TensorSpec>& outputs,
              const std::function<std::vector<std::vector<int64_t>>(const InputShapes&)>& outputs_of);
 
+  /// One probe per padded dim, from `base` (the first bucket shape, or a declared shape for padded
+  /// batches): its smallest size padded to its second; with one size, the smaller size learn() runs
+  /// (second_size) padded to it. None for a dim that pads nothing (its one size 1).
+  std::vector<PaddingProbe> padding_probes(const InputShapes& base) const;
+
   /// The shape of each output of a call of `given` that ran padded to `padded`, whose outputs have
   /// `padded_outputs` shapes.
   std::vector<std::vector<int64_t>> cropped_shapes(const InputShapes& given, const InputShapes& padded,
@@ -89,6 +102,16 @@ class BucketPlan {
   std::vector<BucketDim> dims_;
   std::vector<std::vector<FollowingDim>> following_;  // per output
 };
+
+/// "buckets for DIMS refused: ", how every refusal of buckets that only running the model shows
+/// begins (ortfleet::refuses_buckets tells it from other failures).
+std::string buckets_refused(const std::string& dims);
+
+/// Buckets this process refused because padding changed a model's outputs (Session's check at
+/// warm-up), by model path, and why: so that no advice suggests padding a model found to change
+/// with it (ShapeTraffic::advice_once, the bench's shape stream).
+void remember_padding_refusal(const std::string& model, const std::string& why);
+std::optional<std::string> padding_refusal(const std::string& model);
 
 /// A size below `size` that keeps its larger power-of-two factors (960 -> 896, 640 -> 512, 1 -> 2
 /// instead): a second shape a convolutional net with strides still takes.

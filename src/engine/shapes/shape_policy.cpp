@@ -90,7 +90,7 @@ std::vector<DimBuckets> ShapeTraffic::buckets_locked() const {
   return out;
 }
 
-std::optional<std::string> ShapeTraffic::advice_once(size_t cap) {
+std::optional<std::string> ShapeTraffic::advice_once(size_t cap, const std::optional<std::string>& padding_changes_outputs) {
   std::lock_guard lock(mutex_);
   if (said_ || seen_.size() <= cap) return std::nullopt;
   said_ = true;
@@ -105,8 +105,15 @@ std::optional<std::string> ShapeTraffic::advice_once(size_t cap) {
     combinations *= b.sizes.size();
   }
   std::string out = fmt::format("{} distinct input shapes so far ({}): each new shape pays a new plan in the session that serves it, and "
-                                "ortfleet makes no more sessions for them. Padding to a few sizes makes every call a steady one: {}",
-                                seen_.size(), ranges, flags);
+                                "ortfleet makes no more sessions for them. ",
+                                seen_.size(), ranges);
+  if (padding_changes_outputs) {
+    return out + fmt::format("Buckets would not serve them: padding changes this model's outputs ({}). Declare the shapes you feed ({}), up to {}",
+                             *padding_changes_outputs, named(Setting::shapes), named(Setting::max_shape_sessions));
+  }
+  out += fmt::format("Padding to a few sizes makes every call a steady one, where padding keeps the model's outputs (a start with buckets checks "
+                     "that, and refuses them where it does not): {}",
+                     flags);
   if (combinations > static_cast<size_t>(ShapeOptions{}.max_sessions)) out += " " + named(Setting::max_shape_sessions, std::to_string(combinations));
   return out;
 }

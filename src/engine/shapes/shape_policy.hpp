@@ -51,8 +51,9 @@ class ShapeTraffic {
   /// Whether a call of `signature` was noted before (within the shapes remembered).
   bool seen(const std::string& signature) const;
   /// The one message for a stream that brought more distinct shapes than `cap`: what it sees and the
-  /// buckets that would serve it. nullopt before that, and after it was said once.
-  std::optional<std::string> advice_once(size_t cap);
+  /// buckets that would serve it, or, where padding was found to change the model's outputs
+  /// (`padding_changes_outputs`: why), that none would. nullopt before that, and after it was said once.
+  std::optional<std::string> advice_once(size_t cap, const std::optional<std::string>& padding_changes_outputs = std::nullopt);
   /// The buckets that would serve the shapes noted: suggested_buckets() of every dim that varied.
   std::vector<DimBuckets> buckets() const;
 

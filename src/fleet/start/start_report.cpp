@@ -57,7 +57,7 @@ std::string StartReport::to_json() const {
               {"wall_ms", wall_ms()},
               {"all_ready", all_ready},
               {"timeline", json::parse(timeline.to_json())}}
-      .dump();
+      .dump(-1, ' ', false, json::error_handler_t::replace);  // a model path of invalid UTF-8 (any bytes name a file): U+FFFD, not an exception
 }
 
 StartReport StartReport::from_json(const std::string& text) {

@@ -245,6 +245,78 @@ TEST(Buckets, PaddedTokensWithAZeroMaskGiveTheUnpaddedOutputs) {
   EXPECT_EQ(padded.shape_sessions().size(), 3u);
 }
 
+// Issue 58: an attention block without a mask gave max |diff| 0.45 against numpy with buckets, every
+// value changed (the padded keys enter each softmax row), and the check that an output follows the
+// padded dim passed it. A padded call is now checked at start-up against the same call unpadded.
+TEST(Buckets, PaddingThatChangesTheOutputsIsRefusedAtStartUpNamingTheOutputAndTheDifference) {
+  SessionSpec plain_spec;
+  plain_spec.model_path = test::attention_model();
+  Session plain(plain_spec);
+  const std::string output = plain.outputs().front().name;
+  // What padding does to this model, seen without ortfleet's check: 7 tokens padded to 16, cropped back.
+  Tensor x = Tensor::host_copy("x", ElementType::float32, {1, 7, 64}, nullptr);
+  for (int64_t i = 0; i < x.element_count(); ++i) x.values<float>()[i] = std::sin(0.37f * static_cast<float>(i));
+  const Tensor want = plain.run({x})[0];
+  const Tensor got = detail::cropped(plain.run({detail::padded(x, {1, 16, 64}, 0.0, Device::cpu())})[0], want.shape, Device::cpu());
+  float largest = 0;
+  for (int64_t i = 0; i < want.element_count(); ++i) largest = std::max(largest, std::abs(want.values<float>()[i] - got.values<float>()[i]));
+  ASSERT_GT(largest, 0.05f) << "the model must be one whose outputs padding changes";
+
+  SessionSpec spec = plain_spec;
+  spec.config.shapes.buckets = {parse_buckets("x.1=16,32,64")};
+  const std::string why = expect_error([&] {
+    Session s(spec);
+    s.warm_up(1);
+  });
+  EXPECT_NE(why.find("buckets for x.1 refused: padding changes the model's outputs: a call of x.1 = 16 padded to 32 and cropped back gives '" + output +
+                     "' max |diff| "),
+            std::string::npos)
+      << why;
+  EXPECT_NE(why.find("attention without a mask"), std::string::npos) << why;
+  EXPECT_TRUE(refuses_buckets(why)) << why;
+  // What advice a stream past its sessions gets from now on in this process: no buckets for it.
+  const auto refused = detail::padding_refusal(test::attention_model());
+  ASSERT_TRUE(refused);
+  EXPECT_NE(refused->find("x.1 = 16 padded to 32: '" + output + "' max |diff| "), std::string::npos) << *refused;
+  EXPECT_FALSE(refuses_buckets("warm-up failed: buckets for x.1 are too many"));
+}
+
+// Buckets whose padding keeps the outputs (a convolutional net whose border moves less than two
+// devices' runs may differ, a masked transformer) pass the check: one padded call per dim, from its
+// smallest size to its second.
+TEST(Buckets, EachPaddedDimIsCheckedFromItsSmallestSizePaddedToItsSecond) {
+  TensorSpec image{"image", ElementType::float32, {-1, 3, -1, -1}, {}};
+  ShapeOptions options;
+  options.buckets = {parse_buckets("image.2=32,64,96"), parse_buckets("image.3=48")};
+  const detail::BucketPlan plan({image}, options, {});
+  const InputShapes base{{"image", {1, 3, 32, 48}}};
+  const auto probes = plan.padding_probes(base);
+  ASSERT_EQ(probes.size(), 2u);
+  EXPECT_EQ(probes[0].real, base);
+  EXPECT_EQ(probes[0].bucket, (InputShapes{{"image", {1, 3, 64, 48}}}));
+  EXPECT_EQ(probes[1].real, (InputShapes{{"image", {1, 3, 32, 32}}}));  // one size: the smaller one learning runs, padded to it
+  EXPECT_EQ(probes[1].bucket, base);
+  options.buckets = {parse_buckets("image.0=1")};  // a single size of 1 pads nothing
+  EXPECT_TRUE(detail::BucketPlan({image}, options, {}).padding_probes({{"image", {1, 3, 32, 48}}}).empty());
+
+  SessionSpec spec;
+  spec.model_path = test::segmenter_model();
+  spec.config.shapes.buckets = {parse_buckets("image.2=32,64"), parse_buckets("image.3=32,64")};
+  Session s(spec);
+  EXPECT_NO_THROW(s.warm_up(1));
+}
+
+TEST(ShapePolicy, NoBucketsAreAdvisedForAModelWhosePaddingChangesItsOutputs) {
+  detail::ShapeTraffic traffic;
+  for (int64_t i = 0; i < 10; ++i) traffic.note("x=1x" + std::to_string(8 + 8 * i) + "x64", {{"x", {1, 8 + 8 * i, 64}}});
+  const auto advice = traffic.advice_once(9, std::string("x.1 = 8 padded to 40: 'y' max |diff| 2.04 of 2.96"));
+  ASSERT_TRUE(advice);
+  EXPECT_NE(advice->find("Buckets would not serve them: padding changes this model's outputs (x.1 = 8 padded to 40: 'y' max |diff| 2.04 of 2.96)"),
+            std::string::npos)
+      << *advice;
+  EXPECT_EQ(advice->find("shapes.buckets="), std::string::npos) << *advice;
+}
+
 TEST(Buckets, AnOutputThatDoesNotFollowThePaddedDimRefusesThem) {
   synth::ConvZooSpec zoo;
   zoo.convs = 2;
