@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -263,16 +264,20 @@ ChannelServer::Handled ChannelServer::on_attach(Message& request) {
   return {answer_to(message::attach)};
 }
 
-/// Lowers this thread's CPU and I/O priority; threads it makes later inherit both.
+/// Lowers this thread's CPU and I/O priority to idle; threads it makes later inherit both. A background
+/// worker (the cache entry a start missed) then runs on what the job leaves over: on 2 cores a fill at
+/// nice 10 still took a third of them from the job's first calls (bench: a first start 1.24x its start
+/// without the cache), and an idle-class one none.
 void lower_priority() {
-  constexpr int kNice = 10;
+  constexpr int kNice = 19;
   if (::setpriority(PRIO_PROCESS, 0, kNice) != 0) spdlog::debug("could not lower the worker's CPU priority: {}", std::strerror(errno));
-  // The lowest best-effort I/O priority (ioprio_set has no glibc wrapper): the job's reads come first.
-  constexpr int kClassBestEffort = 2;
+  sched_param idle{};
+  if (::sched_setscheduler(0, SCHED_IDLE, &idle) != 0) spdlog::debug("could not make the worker idle-class: {}", std::strerror(errno));
+  // The idle I/O class (ioprio_set has no glibc wrapper): its reads and writes wait for the disk to be idle.
+  constexpr int kClassIdle = 3;
   constexpr int kClassShift = 13;
-  constexpr int kLowest = 7;
   constexpr int kWhoProcess = 1;
-  if (::syscall(SYS_ioprio_set, kWhoProcess, 0, (kClassBestEffort << kClassShift) | kLowest) != 0) {
+  if (::syscall(SYS_ioprio_set, kWhoProcess, 0, kClassIdle << kClassShift) != 0) {
     spdlog::debug("could not lower the worker's I/O priority: {}", std::strerror(errno));
   }
 }

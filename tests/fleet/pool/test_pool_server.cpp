@@ -521,7 +521,11 @@ TEST(PoolServerStart, AStartNamingAnotherRuntimeIsNotServedAndTheSameOneIs) {
   const auto same = detail::open_on_pool_server(pool.socket(), plan, 60);
   ASSERT_EQ(same.devices.size(), 1u);
   EXPECT_TRUE(same.devices[0].ready) << "a copy of the workers' own runtime was refused: " << (same.devices[0].error ? same.devices[0].error->what() : "");
-  plan.ort_library = "/lib/x86_64-linux-gnu/libz.so.1";  // a shared library, and another one
+  // Another runtime by its content: the same library with a byte more at its end (a loadable library).
+  const std::string other_runtime = (dir / "libonnxruntime.so.other").string();
+  fs::copy_file(runtime, other_runtime);
+  std::ofstream(other_runtime, std::ios::app | std::ios::binary) << '\0';
+  plan.ort_library = other_runtime;
   const auto other = detail::open_on_pool_server(pool.socket(), plan, 60);
   ASSERT_TRUE(other.devices[0].error);
   EXPECT_NE(std::string(other.devices[0].error->what()).find("runs ONNX Runtime " + runtime + ", and this start names another library: " + plan.ort_library),
@@ -542,7 +546,7 @@ TEST(PoolServerStart, AStartNamingAnotherRuntimeIsNotServedAndTheSameOneIs) {
   const detail::PoolProbe probe = detail::probe_pool(pool.socket(), 10);
   EXPECT_FALSE(detail::pool_runtime_mismatch(probe, "").has_value());
   EXPECT_FALSE(detail::pool_runtime_mismatch(probe, (dir / "libonnxruntime.so.copy").string()).has_value());
-  EXPECT_TRUE(detail::pool_runtime_mismatch(probe, "/lib/x86_64-linux-gnu/libz.so.1").has_value());
+  EXPECT_TRUE(detail::pool_runtime_mismatch(probe, other_runtime).has_value());
 }
 
 // One job's run past its deadline ends the worker it runs on, and with it the sessions other jobs hold
