@@ -13,6 +13,7 @@
 #include "run_config_flags.hpp"
 #include "flag_checks.hpp"
 #include "output.hpp"
+#include "systemd_unit.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/fleet/pool_server.hpp"
 
@@ -28,12 +29,17 @@ struct ServeFlags {
   bool no_prime = false;
   bool no_isolation = false;
   bool detach = false;
+  bool print_unit = false;
   double idle_exit_s = 0;
   double park_after_s = WarmPoolOptions::kDefaultParkAfterS;
   RunConfigFlags config;
 };
 
 int run_serve(const ServeFlags& f, const Globals& g) {
+  if (f.print_unit) {  // the unit for this binary, wherever it was copied, moved or installed
+    std::cout << systemd_unit(std::filesystem::canonical("/proc/self/exe").string());
+    return 0;
+  }
   ServeOptions options;
   TargetFlags target;
   target.devices = f.devices;
@@ -161,6 +167,9 @@ void register_serve(CLI::App& app, Globals& globals, Action& action) {
   cmd->add_flag("--detach", f->detach,
                 "Run as a daemon of its own and return once it listens (its log beside the socket): what a systemd unit, a Slurm job "
                 "script or a shell starts and forgets");
+  cmd->add_flag("--print-unit", f->print_unit,
+                "Print the systemd user unit that runs this ortfleet binary as the node daemon, and exit (a copied or moved build, a "
+                "pip install: `ortfleet serve --print-unit > ~/.config/systemd/user/ortfleet.service`)");
   cmd->add_flag("--no-isolation", f->no_isolation,
                 "Start models new to the pool in the shared worker too (saves a spare worker per device; a crash inside ONNX Runtime "
                 "then ends the sessions every job holds on that device)");
@@ -175,7 +184,12 @@ void register_serve(CLI::App& app, Globals& globals, Action& action) {
            {.lo = 0, .hi = kMaxTimeoutS, .unit = "seconds", .whole = false});
   f->config.add_to(cmd);  // its warm pool's idle time is --idle-exit: no --warm-pool-idle here
   cmd->callback([cmd, &globals, &action, f] {
-    f->config.check(FlagChecks(*cmd));
+    const FlagChecks flags(*cmd);
+    for (const auto& other : {"--devices", "--socket", "--max-resident", "--no-narrow-workers", "--no-prime", "--detach", "--no-isolation",
+                              "--idle-exit", "--park-after"}) {
+      flags.excludes("--print-unit", other, "the unit runs `serve --devices all --idle-exit 0`; edit its ExecStart= line for more");
+    }
+    f->config.check(flags);
     action = [&globals, f] { return run_serve(*f, globals); };
   });
 
