@@ -70,6 +70,7 @@ echo "| 1 | an error: one line on stderr, \`ortfleet: error: WHAT. WHAT TO DO\`;
 echo "| 2 | a usage error, before any work: a value out of range, flags that do nothing together, a mistyped command or flag (named with the closest one), a setting the model contradicts (a bucket or shape past a fixed dim, warm-up inputs of another type, inputs sharing a dim given two sizes) |"
 echo "| 3 | it ran, but a device failed to start (\`start\`) or a row could not be measured (\`bench\`): the output says which and why |"
 echo "| 4 | \`pool status\`, \`pool evict\`: no pool server listens on the socket (\`pool stop\` then exits 0: nothing to stop) |"
+echo "| 130, 143, 129 | \`bench\`, \`profile\`, \`tune\` stopped by Ctrl-C (SIGINT), SIGTERM or SIGHUP: one line says so, and nothing of the run is left (its processes stopped, its temporary files removed); a second signal ends it at once |"
 echo
 echo "Every environment variable ortfleet reads is in [environment.md](environment.md); the man pages'"
 echo "ENVIRONMENT section (scripts/man/common.h2m) names those a command line user sets."

@@ -7,6 +7,7 @@
 #include "command.hpp"
 #include "run_config_flags.hpp"
 #include "flag_checks.hpp"
+#include "interrupt.hpp"
 #include "output.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/base/output_file.hpp"
@@ -96,9 +97,9 @@ void print_profile(const ProfileReport& r, std::ostream& out) {
   floor.print(out);
 }
 
-int run_profile_command(const ProfileFlags& f, const Globals& g) {
-  refuse_overwriting_inputs({{"--trace", f.trace}, {"--html", f.html}}, f.target, f.config);
+int run_profile_command(const ProfileFlags& f, const Globals& g, const std::stop_token& stop) {
   ProfileOptions o;
+  o.stop = stop;
   o.model = f.target.model_path(g.quiet);
   o.timeout_s = case_timeout_s(o.model, f.case_timeout);
   o.device = f.target.device();
@@ -144,7 +145,10 @@ void register_profile(CLI::App& app, Globals& globals, Action& action) {
   f->config.add_to(cmd);
   cmd->callback([cmd, &globals, &action, f] {
     f->config.check(FlagChecks(*cmd));
-    action = [&globals, f] { return run_profile_command(*f, globals); };
+    action = [&globals, f] {
+      refuse_overwriting_inputs({{"--trace", f->trace}, {"--html", f->html}}, f->target, f->config);
+      return stoppable("profile", [&](std::stop_token stop) { return run_profile_command(*f, globals, stop); });
+    };
   });
 }
 
