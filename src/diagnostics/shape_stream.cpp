@@ -387,7 +387,7 @@ void add_python_notes(ThroughputReport& report, const std::vector<InputShapes>& 
   if (steadies.empty() || ours == policy_steady.end()) return;
   const double steady = mean_of(steadies);
   report.notes.push_back(fmt::format("call overhead: a steady call of {} takes {:.3g} ms in an ortfleet session in this process and {} in "
-                                     "onnxruntime's Python API with the same settings: {:.3f}x{}",
+                                     "onnxruntime's Python API with the same settings: {:.2f}x{}",
                                      ours->first, ours->second, listed(steadies, "{:.3g} ms"), ours->second / steady,
                                      steadies.size() > 1 ? " their mean" : ""));
 }
