@@ -171,7 +171,7 @@ void add_session_phases(ProfileReport& r, const std::vector<OrtLogLine>& log, co
     // layout and memcpy insertion) count with what follows up to the session state.
     const auto optimisation_ns = static_cast<int64_t>(transformers_ms * 1e6);
     step("graph.optimization", graph_begin, graph_begin + optimisation_ns,
-         r.transformers.empty() ? "" : fmt::format("largest: {} {:.0f} ms", r.transformers.front().first, r.transformers.front().second));
+         r.transformers.empty() ? "" : fmt::format("largest: {} {}", r.transformers.front().first, duration_text(r.transformers.front().second)));
     step("partitioning", graph_begin + optimisation_ns, t_save);
     const double upload_s = static_cast<double>(t_saved - t_save) / 1e9;
     const double ort_upload_gb_per_s = upload_s > 0 ? static_cast<double>(facts.initializer_bytes) / 1e9 / upload_s : 0;

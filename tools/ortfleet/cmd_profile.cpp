@@ -56,7 +56,7 @@ void print_profile(const ProfileReport& r, std::ostream& out) {
   if (!r.transformers.empty()) {
     out << "\ngraph transformers (largest first):";
     for (size_t i = 0; i < r.transformers.size() && i < 5; ++i) {
-      out << fmt::format(" {} {:.0f} ms{}", r.transformers[i].first, r.transformers[i].second, i + 1 < std::min<size_t>(5, r.transformers.size()) ? "," : "");
+      out << fmt::format(" {} {}{}", r.transformers[i].first, duration_text(r.transformers[i].second), i + 1 < std::min<size_t>(5, r.transformers.size()) ? "," : "");
     }
     out << "\n";
   }
