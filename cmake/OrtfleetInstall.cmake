@@ -5,9 +5,11 @@ include(CMakePackageConfigHelpers)
 install(TARGETS ortfleet EXPORT ortfleetTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(DIRECTORY include/ortfleet DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(EXPORT ortfleetTargets NAMESPACE ortfleet:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/ortfleet)
-file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/ortfleetConfig.cmake
-     "include(CMakeFindDependencyMacro)\nfind_dependency(Threads)\nfind_dependency(ZLIB)\n"
-     "include(\${CMAKE_CURRENT_LIST_DIR}/ortfleetTargets.cmake)\n")
+# The package config also tells each executable linking ortfleet::ortfleet where the install's bin/ is
+# (cmake/ortfleetConfig.cmake.in): a program's fleet starts the install's ortfleet-worker and loads its
+# lib/onnxruntime, wherever the program itself lies (src/base/system_paths.cpp: own_binary_dir).
+file(RELATIVE_PATH ORTFLEET_CONFIG_TO_BIN /prefix/${CMAKE_INSTALL_LIBDIR}/cmake/ortfleet /prefix/bin)
+configure_file(${CMAKE_CURRENT_LIST_DIR}/ortfleetConfig.cmake.in ${CMAKE_CURRENT_BINARY_DIR}/ortfleetConfig.cmake @ONLY)
 write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/ortfleetConfigVersion.cmake
                                  COMPATIBILITY SameMinorVersion)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/ortfleetConfig.cmake

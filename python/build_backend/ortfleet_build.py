@@ -10,6 +10,9 @@ Three sources for the compiled parts, first match wins:
                        the package needs is built there: the library, the command line, the worker and
                        the extension, in batches, no tests (minutes: docs/python.md#install gives the
                        time); a later `pip install .` or scripts/bootstrap.sh reuses it
+A build/release configured for another tree (copied with the checkout: CMake refuses its CMakeCache.txt,
+and its build.ninja runs in the original tree) is neither built nor packed: the checkout builds in
+build/pip-release, a folder of its own.
 
 pip shows a backend's output only with -v, so the build's progress ([12/48] ...) is also written to the
 terminal pip runs in (/dev/tty), where there is one.
@@ -17,14 +20,16 @@ terminal pip runs in (/dev/tty), where there is one.
 The wheel carries the ONNX Runtime that the built ortfleet loads (its libonnxruntime*.so files, in
 ortfleet/lib/onnxruntime, which the installed package searches before anything else but what the user
 names), so that the installed package does not depend on the checkout's .deps/ folder, and an
-`ortfleet` command (console script) that runs the command line the package carries.
+`ortfleet` command that starts the command line the package carries with no Python in between (_launcher).
 """
 import base64
+import functools
 import hashlib
 import json
 import os
 import shutil
 import re
+import shlex
 import subprocess
 import sys
 import sysconfig
@@ -105,14 +110,56 @@ def _pybind11_args():
         return []
 
 
+def _configured_elsewhere(build):
+    """Where the build tree `build` was configured, as "SOURCE (build tree BUILD)", when that is not this
+    checkout and this folder (a copied or moved tree), else None. CMake refuses such a CMakeCache.txt, and
+    its build.ninja still runs its steps in the original tree: building it would build the original."""
+    cache = {}
+    try:
+        with open(os.path.join(build, "CMakeCache.txt"), errors="replace") as f:
+            for line in f:
+                name, sep, value = line.rstrip("\n").partition("=")
+                if sep and name.split(":")[0] in ("CMAKE_HOME_DIRECTORY", "CMAKE_CACHEFILE_DIR"):
+                    cache[name.split(":")[0]] = value
+    except OSError:
+        return None
+    source, where = cache.get("CMAKE_HOME_DIRECTORY", ""), cache.get("CMAKE_CACHEFILE_DIR", "")
+
+    def same(a, b):
+        return bool(a) and os.path.realpath(a) == os.path.realpath(b)
+
+    if same(source, ROOT) and same(where, build):
+        return None
+    return f"{source or '?'} (build tree {where or '?'})"
+
+
+@functools.lru_cache(maxsize=None)
+def _own_build_dir():
+    """The build tree this checkout builds the package in: build/release, unless its CMakeCache.txt was
+    configured for another tree (build/release copied with the checkout): then build/pip-release, a
+    folder of this checkout's own, which the next `pip install .` reuses."""
+    release = os.path.join(ROOT, "build", "release")
+    elsewhere = _configured_elsewhere(release)
+    if elsewhere is None:
+        return release
+    own = os.path.join(ROOT, "build", "pip-release")
+    _progress().say(f"{release} was configured for {elsewhere}, not for this checkout (a copied tree): CMake will not build "
+                    f"it here, so this checkout builds in {own}")
+    return own
+
+
 def _built_tree():
-    """The build tree to pack, or None: ORTFLEET_BUILD_DIR, else build/release, with this Python's extension."""
+    """The build tree to pack, or None: ORTFLEET_BUILD_DIR, else this checkout's own (build/release), with
+    this Python's extension."""
     named = os.environ.get("ORTFLEET_BUILD_DIR")
-    build = os.path.abspath(named or os.path.join(ROOT, "build", "release"))
+    build = os.path.abspath(named) if named else _own_build_dir()
     if not os.path.exists(os.path.join(build, "CMakeCache.txt")):
         if named:
             sys.exit(f"ortfleet build: ORTFLEET_BUILD_DIR={named} is not a CMake build tree of ortfleet")
         return None
+    if named and (elsewhere := _configured_elsewhere(build)) is not None:
+        sys.exit(f"ortfleet build: ORTFLEET_BUILD_DIR={named} was configured for {elsewhere} (a copied or moved tree): "
+                 "CMake builds it only there. Unset ORTFLEET_BUILD_DIR to build this checkout in a folder of its own")
     extension = os.path.join(build, "python", NAME, f"_ortfleet{sysconfig.get_config_var('EXT_SUFFIX')}")
     if not os.path.exists(extension):
         others = [n for n in os.listdir(os.path.join(build, "python", NAME)) if n.startswith("_ortfleet")] \
@@ -143,14 +190,14 @@ def _package_dir(tmp):
     # The set-up's own build tree, so that what this builds is reused by the next `pip install .` and
     # by scripts/bootstrap.sh: the preset "release" (batches of sources), only what the package needs
     # (the tests are built by scripts/test.sh, not here).
-    _progress().say(f"no built tree for {sys.executable}: building the C++ side into {os.path.join(ROOT, 'build', 'release')} "
+    out = _own_build_dir()
+    _progress().say(f"no built tree for {sys.executable}: building the C++ side into {out} "
                     "(5 to 10 minutes on 2 cores; ONNX Runtime and ECharts are fetched from npm if missing)")
     if not os.path.exists(os.path.join(ROOT, ".deps", "onnxruntime", "include")):
         _run([os.path.join(ROOT, "scripts", "fetch-onnxruntime.sh")])
     if not os.path.exists(os.path.join(ROOT, ".deps", "web", "echarts.min.js")):
         _run([os.path.join(ROOT, "scripts", "fetch-web-assets.sh")])
-    _run(["cmake", "--preset", "release", "-S", ROOT, *python])
-    out = os.path.join(ROOT, "build", "release")
+    _run(["cmake", "--preset", "release", "-S", ROOT, "-B", out, *python])
     _run(["cmake", "--build", out, "--target", "ortfleet_python"])
     return os.path.join(out, "python")
 
@@ -188,8 +235,39 @@ def _tag():
     return f"{impl}-{impl}-{sysconfig.get_platform().replace('-', '_').replace('.', '_')}"
 
 
-# `ortfleet` on the PATH of the environment the package is installed into: the command line it carries.
-_ENTRY_POINTS = "[console_scripts]\nortfleet = ortfleet.__main__:main\n"
+def _launcher():
+    """`ortfleet` on the PATH of the environment the package is installed into: a shell script that execs
+    the command line the package carries, ortfleet/bin/ortfleet. Not a console script, whose Python
+    wrapper cost every call ~45 ms before the program started (the warm pool's next job: 10-20 ms).
+
+    pip installs it into the scripts folder as it is; the package lies in the platform library folder,
+    wherever the scheme pip installs with puts them: the script tries each scheme's way from the one to
+    the other (a venv, --user, --prefix, Debian's /usr/local and /usr, --target: ..), then asks Python.
+    """
+    ways = []
+    for scheme in sysconfig.get_scheme_names():
+        if scheme.startswith(("nt", "osx")):
+            continue
+        paths = sysconfig.get_paths(scheme)
+        way = os.path.relpath(paths["platlib"], paths["scripts"])
+        if way not in ways:
+            ways.append(way)
+    ways.append("..")  # pip install --target DIR: DIR/bin and DIR/ortfleet
+    python = sys.executable if os.path.isabs(sys.executable) else "python3"
+    tries = "".join(f'try "$here/{way}/ortfleet/bin/ortfleet" "$@"\n' for way in ways)
+    return ("#!/bin/sh\n"
+            "# ortfleet's command line as pip installed it: the program inside the ortfleet package, started with no\n"
+            "# Python interpreter in between (ortfleet/__main__.py does the same for `python -m ortfleet`). Written by\n"
+            "# python/build_backend/ortfleet_build.py with the ways from this folder to the package's.\n"
+            'try() { if [ -x "$1" ]; then p=$1; shift; exec "$p" "$@"; fi; }\n'
+            'case $0 in */*) here=${0%/*} ;; *) here=. ;; esac\n'
+            f"{tries}"
+            "# Reached through a link: the same ways from the folder of the file it links to.\n"
+            'if [ -L "$0" ]; then\n'
+            '  here=$(dirname -- "$(readlink -f -- "$0")")\n'
+            f"  {tries.replace(chr(10), chr(10) + '  ').rstrip()}\n"
+            "fi\n"
+            f'exec {shlex.quote(python)} -m ortfleet "$@"\n')
 
 
 def _metadata():
@@ -243,8 +321,8 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
             for arcname, path in packed.items():
                 with open(path, "rb") as f:
                     add(arcname, f.read(), executable=os.access(path, os.X_OK) and not path.endswith(".py"))
+            add(f"{NAME}-{VERSION}.data/scripts/ortfleet", _launcher().encode(), executable=True)
             add(f"{info}/METADATA", _metadata().encode())
-            add(f"{info}/entry_points.txt", _ENTRY_POINTS.encode())
             add(f"{info}/WHEEL", f"Wheel-Version: 1.0\nGenerator: ortfleet_build\nRoot-Is-Purelib: false\nTag: {_tag()}\n".encode())
             whl.writestr(f"{info}/RECORD", "\n".join(records + [f"{info}/RECORD,,"]) + "\n")
     _progress().say(f"packed {wheel_name} ({len(packed)} files)")

@@ -59,7 +59,23 @@ bool written_since_this_process_started(const std::filesystem::path& file) {
 
 namespace fs = std::filesystem;
 
+}  // namespace ortfleet::detail
+
+// The bin/ folder of the installed ortfleet a program was built against: ortfleet's package config
+// (lib/cmake/ortfleet/ortfleetConfig.cmake) compiles a definition of it into each executable that
+// links ortfleet::ortfleet, since a static libortfleet.a cannot find its install by its own address.
+// Weak and undefined elsewhere: null in ortfleet's own binaries, its tests and the Python extension.
+extern "C" __attribute__((weak)) const char ortfleet_installed_bin_dir[];
+
+namespace ortfleet::detail {
+
 fs::path own_binary_dir() {
+  // A program built against an install finds ortfleet's worker and ONNX Runtime in that install.
+  if (ortfleet_installed_bin_dir != nullptr && *ortfleet_installed_bin_dir != '\0') {
+    std::error_code ec;
+    fs::path installed = fs::canonical(ortfleet_installed_bin_dir, ec);
+    if (!ec && fs::is_directory(installed, ec)) return installed;
+  }
   Dl_info info{};
   // The address of this function lies in whichever binary holds libortfleet: the tool or the
   // Python extension module.

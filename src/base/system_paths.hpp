@@ -8,7 +8,8 @@
 namespace ortfleet::detail {
 
 /// Folder of the running executable (/proc/self/exe), or of the shared object holding ortfleet
-/// when it is loaded into another program (the Python extension).
+/// when it is loaded into another program (the Python extension); in a program built against an
+/// installed ortfleet (find_package), that install's bin/, where its worker lies beside ../lib/onnxruntime.
 std::filesystem::path own_binary_dir();
 
 /// The ONNX Runtime copy scripts/fetch-onnxruntime.sh fetched for this build (empty when unknown).

@@ -109,6 +109,9 @@ void install_termination_cleanup() {
   static std::atomic<bool> installed{false};
   if (installed.exchange(true)) return;
   for (const int sig : kStopSignals) {
+    struct sigaction current {};
+    // Started ignoring it (a background job's SIGINT, nohup's SIGHUP): it stays ignored, as the caller meant.
+    if (sig != SIGTERM && ::sigaction(sig, nullptr, &current) == 0 && current.sa_handler == SIG_IGN) continue;
     struct sigaction action {};
     action.sa_handler = on_stop_signal;
     sigemptyset(&action.sa_mask);

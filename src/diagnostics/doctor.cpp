@@ -6,9 +6,12 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "base/environment.hpp"
@@ -116,15 +119,21 @@ void check_runtime(DoctorReport& r, const DoctorOptions& options) {
     r.runtime = load_runtime(options.ort_library);
     r.findings.push_back({"runtime", Verdict::ok,
                           "ONNX Runtime " + r.runtime->version + " from " + r.runtime->library_path + " (" + r.runtime->source + ")", {}});
-    int others = 0;
+    // The others, each once (a copy found by two routes is one copy), where they lie and how each was found.
+    std::vector<std::string> others;
+    std::set<std::string> seen = {r.runtime->library_path};
     for (const auto& c : r.runtime_candidates) {
       std::error_code ec;
-      others += c.exists && std::filesystem::weakly_canonical(c.path, ec).string() != r.runtime->library_path ? 1 : 0;
+      const std::string path = std::filesystem::weakly_canonical(c.path, ec).string();
+      if (c.exists && seen.insert(path).second) others.push_back(path + " (" + c.source + ")");
     }
-    if (others > 0) {
+    if (!others.empty()) {
+      std::string list;
+      for (const auto& o : others) list += (list.empty() ? "" : "; ") + o;
       r.findings.push_back({"runtime-others", Verdict::info,
-                            std::to_string(others) + " other ONNX Runtime copies found; " + named(Setting::ort_library) +
-                                " or ORTFLEET_ORT_LIB picks one", {}});
+                            fmt::format("{} other ONNX Runtime {} found: {}; {} or ORTFLEET_ORT_LIB picks one", others.size(),
+                                        others.size() == 1 ? "copy" : "copies", list, named(Setting::ort_library)),
+                            {}});
     }
     const RuntimeTelemetry telemetry = runtime_telemetry();
     r.telemetry = telemetry;

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "diagnostics/cold_start.hpp"
+#include "engine/shapes/shape_policy.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/base/units.hpp"
 #include "process/child_process.hpp"
@@ -73,8 +74,8 @@ void check_model(DoctorReport& report, const DoctorOptions& o) {
   if (!m.facts.dynamic_dims.empty()) {
     report.findings.push_back({"model-shapes", Verdict::info,
                                "inputs with dims of no fixed size: " + dims_text(m.facts.dynamic_dims) +
-                                   "; the start ran them at size 1, and each size a call gives them is a shape of its own",
-                               "declare the shapes you serve (--batches 1,2,4 or --shapes) so that each is made at start-up"});
+                                   "; the start ran them at size 1, and each size a call gives them is a shape of its own: " + shape_advice(o.device),
+                               {}});
   }
   report.model = m;
 }

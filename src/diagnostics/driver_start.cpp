@@ -92,7 +92,7 @@ std::string DriverStart::summary() const {
   // How they overlapped: 1x is one after another (the driver serialises them), n x all at once.
   const std::string overlap_text =
       n == 1 ? std::string()
-             : fmt::format("; they overlapped {:.1f}x of {} possible{}", overlap(), n,
+             : fmt::format("; they overlapped {:.2f}x of {} possible{}", overlap(), n,
                            overlap() < 1 + 0.25 * static_cast<double>(n - 1) ? " (mostly one after another: the driver serialises them)" : "");
   return fmt::format("the driver's start ({}): {}{}, so for {} of the fleet's {} ({:.0f}%) a process was inside it, and the last "
                      "context was made {} after exec. Every new process pays it; only a process that keeps its context avoids it: "

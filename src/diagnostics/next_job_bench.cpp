@@ -223,8 +223,8 @@ std::vector<std::string> next_job_notes(const std::vector<BenchRow>& rows) {
     const BenchRow* r = find(label);
     if (r == nullptr) continue;
     // Two significant digits: a resident job is a few ms against seconds, and 0.00x would say nothing.
-    std::string against = fmt::format("{:.2g}x the first job ({})", r->mean_ms / first->mean_ms, duration_text(first->mean_ms));
-    if (plain != nullptr) against += fmt::format(", {:.2g}x {} ({})", r->mean_ms / plain->mean_ms, plain->label, duration_text(plain->mean_ms));
+    std::string against = fmt::format("{:.2f}x the first job ({})", r->mean_ms / first->mean_ms, duration_text(first->mean_ms));
+    if (plain != nullptr) against += fmt::format(", {:.2f}x {} ({})", r->mean_ms / plain->mean_ms, plain->label, duration_text(plain->mean_ms));
     notes.push_back(fmt::format("{}: {}, {}; {}", label, duration_text(r->mean_ms), against, what));
   }
   return notes;

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "engine/shapes/shape_policy.hpp"
 #include "diagnostics/profile_advice.hpp"
 #include "diagnostics/statistics.hpp"
 #include "ortfleet/base/error.hpp"
@@ -170,7 +171,7 @@ void add_session_phases(ProfileReport& r, const std::vector<OrtLogLine>& log, co
     // layout and memcpy insertion) count with what follows up to the session state.
     const auto optimisation_ns = static_cast<int64_t>(transformers_ms * 1e6);
     step("graph.optimization", graph_begin, graph_begin + optimisation_ns,
-         r.transformers.empty() ? "" : fmt::format("largest: {} {:.0f} ms", r.transformers.front().first, r.transformers.front().second));
+         r.transformers.empty() ? "" : fmt::format("largest: {} {}", r.transformers.front().first, duration_text(r.transformers.front().second)));
     step("partitioning", graph_begin + optimisation_ns, t_save);
     const double upload_s = static_cast<double>(t_saved - t_save) / 1e9;
     const double ort_upload_gb_per_s = upload_s > 0 ? static_cast<double>(facts.initializer_bytes) / 1e9 / upload_s : 0;
@@ -305,15 +306,9 @@ ProfileReport build_profile(const StartReport& start, const std::vector<OrtLogLi
   r.on_gpu = start.devices.front().device.is_gpu();
   r.initializer_bytes = facts.initializer_bytes;
   r.dynamic_dims = facts.dynamic_dims;
-  if (!r.dynamic_dims.empty() && !r.on_gpu) {
-    r.shapes_advice = "on the CPU a call of a new shape costs little more than a steady one (no cuDNN plans to build): one session serves "
-                      "every shape; measure a stream with 'ortfleet bench --inference --shape-mix'";
-  } else if (!r.dynamic_dims.empty()) {
-    r.shapes_advice =
-        "with a single ONNX Runtime session every call whose shape differs from the previous one rebuilds each convolution's cuDNN "
-        "plan (ONNX Runtime 1.29's CUDA EP; ResNet-50 on an H100: 106 ms a call instead of 1.5 ms): declare the shapes you serve "
-        "(--batches 1,2,4,8 or --shapes) so that each gets a session of its own at start-up, and measure the stream with "
-        "'ortfleet bench --inference --shape-mix'";
+  if (!r.dynamic_dims.empty()) {
+    r.shapes_advice = detail::shape_advice(start.devices.front().device) +
+                      "; measure a stream of your shapes with 'ortfleet bench --inference --shape-mix' or '--shape-stream'";
   }
   r.timeline = start.timeline;
   const auto events = start.timeline.events();

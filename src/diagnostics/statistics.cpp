@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 
 namespace ortfleet {
 
@@ -55,6 +56,75 @@ TimeRatio compare_times(const std::vector<double>& base, const std::vector<doubl
   out.ranges_overlap = ra.min <= rb.max && rb.min <= ra.max;
   out.within_noise = out.ranges_overlap || std::fabs(out.ratio - 1) <= out.sigma;
   return out;
+}
+
+namespace {
+
+/// Student's t density with `df` degrees of freedom.
+double t_density(double t, int df) {
+  const double v = df;
+  return std::exp(std::lgamma((v + 1) / 2) - std::lgamma(v / 2)) / std::sqrt(v * std::numbers::pi) * std::pow(1 + t * t / v, -(v + 1) / 2);
+}
+
+/// P(T <= t) for t >= 0: 1/2 and the density integrated from 0 (Simpson's rule, fine enough for a bound).
+double t_cdf_above_zero(double t, int df) {
+  constexpr int kSteps = 2000;
+  const double h = t / kSteps;
+  double sum = t_density(0, df) + t_density(t, df);
+  for (int i = 1; i < kSteps; ++i) sum += (i % 2 == 1 ? 4 : 2) * t_density(i * h, df);
+  return 0.5 + sum * h / 3;
+}
+
+}  // namespace
+
+double student_t_quantile(double p, int df) {
+  if (p == 0.5) return 0;
+  if (p < 0.5) return -student_t_quantile(1 - p, df);
+  double lo = 0;
+  double hi = 1;
+  while (t_cdf_above_zero(hi, df) < p && hi < 1e6) hi *= 2;
+  for (int i = 0; i < 100; ++i) {
+    const double mid = (lo + hi) / 2;
+    (t_cdf_above_zero(mid, df) < p ? lo : hi) = mid;
+  }
+  return (lo + hi) / 2;
+}
+
+PairedGain paired_gain(const std::vector<double>& base, const std::vector<double>& other, size_t comparisons) {
+  PairedGain g;
+  std::vector<double> logs;
+  std::vector<double> b;  // the rounds measured on both sides
+  std::vector<double> o;
+  for (size_t k = 0; k < std::min(base.size(), other.size()); ++k) {
+    if (base[k] <= 0 || other[k] <= 0) continue;
+    b.push_back(base[k]);
+    o.push_back(other[k]);
+    logs.push_back(std::log(other[k] / base[k]));
+    g.faster_in += other[k] < base[k] ? 1 : 0;
+  }
+  g.rounds = logs.size();
+  if (g.rounds == 0) return g;
+  const MeanSigma m = mean_sigma(logs);
+  g.ratio = std::exp(m.mean);
+  if (g.rounds < 3) return g;
+  const double alpha = 0.05 / static_cast<double>(std::max<size_t>(1, comparisons));
+  const double t = student_t_quantile(1 - alpha, static_cast<int>(g.rounds) - 1);
+  g.upper_bound = std::exp(m.mean + t * m.sigma / std::sqrt(static_cast<double>(g.rounds)));
+  // Ranges apart: of the C(2n, n) ways to deal 2n exchangeable times into two sets, one puts every
+  // lowest time on one side.
+  double ways = 1;
+  for (size_t k = 1; k <= g.rounds; ++k) ways = ways * static_cast<double>(g.rounds + k) / static_cast<double>(k);
+  g.ranges_apart = *std::max_element(o.begin(), o.end()) < *std::min_element(b.begin(), b.end()) && 1 / ways <= alpha;
+  g.beyond_noise = g.faster_in == g.rounds && (g.upper_bound < 1 || g.ranges_apart);
+  return g;
+}
+
+std::string PairedGain::text() const {
+  if (rounds == 0) return "no round measured both";
+  const std::string in = faster_in == rounds ? fmt::format("faster in each of its {} rounds", rounds)
+                                             : fmt::format("faster in {} of {} rounds", faster_in, rounds);
+  if (rounds < 3) return in + " (3 rounds or more tell a gain from noise)";
+  return fmt::format("{} (paired ratio {:.2f}x, at most {:.2f}x{})", in, ratio, upper_bound, ranges_apart ? "; ranges apart" : "");
 }
 
 }  // namespace ortfleet

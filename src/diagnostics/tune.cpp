@@ -1,11 +1,14 @@
+#include "engine/shapes/shape_policy.hpp"
 #include "ortfleet/diagnostics/tune.hpp"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
@@ -74,6 +77,64 @@ std::vector<TuneCandidate> default_sweep(const Device& device, const RunConfig& 
   return out;
 }
 
+TransformerCosts transformer_costs(const std::vector<std::vector<std::pair<std::string, double>>>& starts, int count) {
+  // Each transformer's times over the starts (0 in a start whose log does not name it).
+  std::map<std::string, std::vector<double>> times;
+  for (size_t s = 0; s < starts.size(); ++s) {
+    for (const auto& [name, ms] : starts[s]) {
+      auto& t = times[name];
+      t.resize(starts.size(), 0.0);
+      t[s] += ms;
+    }
+  }
+  TransformerCosts out;
+  for (auto& [name, t] : times) {
+    t.resize(starts.size(), 0.0);
+    out.medians.emplace_back(name, summarize(t).median);
+  }
+  std::stable_sort(out.medians.begin(), out.medians.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::vector<std::pair<std::string, double>> costing;  // those that took any time
+  for (const auto& m : out.medians) {
+    if (m.second > 0) costing.push_back(m);
+  }
+  const size_t wanted = std::min(costing.size(), static_cast<size_t>(std::max(0, count)));
+  // The largest k <= count whose members each took longer than any other transformer, start for start
+  // in the range each keeps over the starts: ranges apart, so that another run's starts, however they
+  // fall, rank the same set first. A range leaves out each transformer's highest and lowest time (five
+  // starts or more), and any time 4 times off its median: preemptions, not its cost (a transformer of
+  // 0.05 ms took 12 ms in one start; one of 0.07 ms took 0.12 ms in two of ten).
+  std::map<std::string, std::pair<double, double>> range;  // low, high over the starts, as above
+  for (const auto& [name, t] : times) {
+    const double median = summarize(t).median;
+    std::vector<double> kept;
+    for (const double x : t) {
+      if (starts.size() < 3 || median <= 0 || (x <= 4 * median && x >= median / 4)) kept.push_back(x);
+    }
+    std::sort(kept.begin(), kept.end());
+    const size_t trim = kept.size() >= 5 ? 1 : 0;
+    range[name] = kept.empty() ? std::make_pair(0.0, 0.0) : std::make_pair(kept[trim], kept[kept.size() - 1 - trim]);
+  }
+  size_t k = wanted;
+  for (; k > 0; --k) {
+    double least_in = std::numeric_limits<double>::max();
+    for (size_t i = 0; i < k; ++i) least_in = std::min(least_in, range[costing[i].first].first);
+    double most_out = 0;
+    for (size_t i = k; i < out.medians.size(); ++i) most_out = std::max(most_out, range[out.medians[i].first].second);
+    if (least_in > most_out) break;
+  }
+  out.costliest.assign(costing.begin(), costing.begin() + static_cast<std::ptrdiff_t>(k));
+  if (k < wanted) {
+    std::string next;
+    for (size_t i = k; i < std::min(costing.size(), wanted + 1); ++i) {
+      next += (next.empty() ? "" : ", ") + fmt::format("{} ({})", costing[i].first, duration_text(costing[i].second));
+    }
+    out.note = fmt::format("{} costliest told apart from noise over {} logged starts; the next, {}, took times that overlap from one start "
+                           "to the next, so a run of tune could pick another of them: not tried",
+                           k == 0 ? std::string("no transformer is among the") : fmt::format("only the {}", k), starts.size(), next);
+  }
+  return out;
+}
+
 std::vector<TuneCandidate> transformer_candidates(const TuneCandidate& base, const std::vector<std::pair<std::string, double>>& transformers,
                                                   int count) {
   std::vector<std::string> costliest;
@@ -108,6 +169,9 @@ std::vector<TuneCandidate> transformer_candidates(const TuneCandidate& base, con
 }
 
 namespace {
+
+/// Logged starts of the first configuration whose graph transformer times choose the costliest.
+constexpr int kLoggedStarts = 5;
 
 /// The outputs of one inference on generated inputs (seeded), copied out of the session's memory.
 std::vector<Tensor> reference_outputs(const std::string& model, const Device& device, RunConfig config, const std::string& ort_library) {
@@ -182,6 +246,8 @@ std::vector<std::string> describe_disabled_transformers(const TuneReport& report
   std::vector<std::string> out;
   if (report.results.empty() || !report.results.front().ok()) return out;
   const TuneResult& base = report.results.front();
+  size_t comparisons = 0;
+  for (size_t i = 1; i < report.results.size(); ++i) comparisons += report.results[i].ok() ? 1 : 0;
   for (const auto& r : report.results) {
     const auto& names = r.candidate.disabled_transformers;
     if (names.empty()) continue;
@@ -191,18 +257,33 @@ std::vector<std::string> describe_disabled_transformers(const TuneReport& report
       out.push_back(fmt::format("disabling {} failed: {}", list, r.error));
       continue;
     }
-    const double saved = base.ready_mean_ms - r.ready_mean_ms;
-    const double cost = r.steady_p50_ms - base.steady_p50_ms;
     double logged = 0;
     for (const auto& [name, ms] : report.transformers) {
       if (std::find(names.begin(), names.end(), name) != names.end()) logged += ms;
     }
+    // At start: a saving is said only where it repeats beyond noise, and never as more than the logged
+    // starts show the transformers took (the rest of a larger difference in ready time is the machine's).
+    const double saved = base.ready_mean_ms - r.ready_mean_ms;
+    std::string at_start;
+    if (paired_gain(base.ready_ms, r.ready_ms, comparisons).beyond_noise) {
+      at_start = saved <= logged ? fmt::format("saves {} at start ({} in the logged starts)", magnitude_ms(saved), magnitude_ms(logged))
+                                 : fmt::format("saves at most {} at start, what it took in the logged starts (the ready times differ by {}, "
+                                               "the rest of it noise)",
+                                               magnitude_ms(logged), magnitude_ms(saved));
+    } else if (paired_gain(r.ready_ms, base.ready_ms, comparisons).beyond_noise) {
+      at_start = fmt::format("adds {} at start ({} in the logged starts)", magnitude_ms(saved), magnitude_ms(logged));
+    } else {
+      at_start = fmt::format("changes the start within noise ({} in the logged starts)", magnitude_ms(logged));
+    }
+    const double cost = r.steady_p50_ms - base.steady_p50_ms;
+    const std::string per_call = paired_gain(base.p50_per_round, r.p50_per_round, comparisons).beyond_noise   ? "saves " + magnitude_ms(cost) + " per call"
+                                 : paired_gain(r.p50_per_round, base.p50_per_round, comparisons).beyond_noise ? "costs " + magnitude_ms(cost) + " per call"
+                                                                                                             : std::string("a call within noise");
     const std::string outputs = !r.outputs_differ.empty()
                                     ? "it changes the outputs beyond the tolerance (" + r.outputs_differ + "), so it is not recommended"
                                 : r.max_output_difference == 0 ? "outputs identical to the first configuration's"
                                                                : fmt::format("outputs differ from the first configuration's by at most {:.2g}", r.max_output_difference);
-    out.push_back(fmt::format("disabling {} {} {} at start and {} {} per call ({} in the logged start); {}", list, saved >= 0 ? "saves" : "adds",
-                              magnitude_ms(saved), cost >= 0 ? "costs" : "saves", magnitude_ms(cost), magnitude_ms(logged), outputs));
+    out.push_back(fmt::format("disabling {} {} and {}; {}", list, at_start, per_call, outputs));
   }
   return out;
 }
@@ -220,12 +301,15 @@ std::string mean_sigma_text(const std::vector<double>& samples) {
   return duration_text(m.mean) + (m.n >= 2 ? " ± " + duration_text(m.sigma) : std::string());
 }
 
-/// One goal's recommendation among `rs` (the first is the configuration to beat). Only configurations
-/// that beat the first beyond noise qualify: a noisy one with the lowest mean hides none of them (on a
-/// busy machine one slow round makes its range overlap the first's). Of those, the first in the sweep's
-/// order within noise of the fastest of them is the answer (so that noise between near-equals does not
-/// change it from one run to the next); none qualifying, none. `noun` names the figure ("ready time",
-/// "p50"), `faster` the gain ("starts faster"); `verdict` says it in words.
+/// One goal's recommendation among `rs` (the first is the configuration to beat). Only a configuration
+/// whose gain over the first repeats beyond noise qualifies (paired_gain: faster in every interleaved
+/// round, and the paired ratio's bound below 1 at a confidence kept over all the configurations
+/// compared), so that on a busy machine one lucky configuration of a dozen is not called a gain. The
+/// answer is the first configuration in the sweep's order within noise of the fastest of those, and only
+/// if it qualifies itself (so that noise between near-equals does not change it from one run to the
+/// next: where it would, none is recommended); none qualifying, none.
+/// `noun` names the figure ("ready time", "p50"), `faster` the gain ("starts faster"); `verdict` says
+/// it in words, the ratio it prints the table's means' own.
 int recommend(const std::vector<TuneResult>& rs, Samples samples, const char* noun, const char* faster, std::string& verdict) {
   const auto mean_of = [&](const TuneResult& r) { return mean_sigma(samples(r)).mean; };
   const auto measured = [&](const TuneResult& r) { return r.recommendable() && !samples(r).empty(); };
@@ -249,41 +333,55 @@ int recommend(const std::vector<TuneResult>& rs, Samples samples, const char* no
                           mean_sigma_text(samples(base)));
     return -1;
   }
+  size_t comparisons = 0;
+  for (size_t i = 1; i < rs.size(); ++i) comparisons += measured(rs[i]) ? 1 : 0;
+  const auto gain_of = [&](const TuneResult& r) { return paired_gain(samples(base), samples(r), comparisons); };
   const TimeRatio t = compare_times(samples(base), samples(best));
-  if (!t.noise_known) {
-    verdict = fmt::format("none recommended: {} has the lowest {}, {} the first configuration's, but one round has no spread, so no gain "
-                          "can be told from noise (run 2 rounds or more)",
-                          best.candidate.name, noun, t.text());
+  if (samples(base).size() < 3) {
+    verdict = fmt::format("none recommended: {} has the lowest {}, {} the first configuration's, but {} cannot tell a gain from noise "
+                          "(run 3 rounds or more)",
+                          best.candidate.name, noun, t.text(), count_text(samples(base).size(), "round"));
     return -1;
   }
-  const auto beats_base = [&](const TuneResult& r) {
-    const TimeRatio gain = compare_times(samples(base), samples(r));
-    return gain.noise_known && !gain.within_noise && gain.ratio < 1;
-  };
-  int fastest_gain = -1;  // the fastest of those beating the first beyond noise
+  int fastest_gain = -1;  // the fastest of those whose gain repeats beyond noise
   for (int i = 1; i < static_cast<int>(rs.size()); ++i) {
-    if (!measured(rs[i]) || !beats_base(rs[i])) continue;
+    if (!measured(rs[i]) || !gain_of(rs[i]).beyond_noise) continue;
     if (fastest_gain < 0 || mean_of(rs[i]) < mean_of(rs[static_cast<size_t>(fastest_gain)])) fastest_gain = i;
   }
   if (fastest_gain < 0) {
-    verdict = fmt::format("none {} than the first configuration ({}, {}) beyond noise: the lowest, {} ({}), is {} its {} ({})", faster,
+    verdict = fmt::format("none {} than the first configuration ({}, {}) beyond noise: the lowest, {} ({}), is {} its {}, {}", faster,
                           base.candidate.name, mean_sigma_text(samples(base)), best.candidate.name, mean_sigma_text(samples(best)), t.text(),
-                          noun, t.ranges_overlap ? "their ranges overlap" : "the ± covers 1");
+                          noun, gain_of(best).text());
     return -1;
   }
+  // The answer is the first configuration in the sweep within noise of the fastest gain: only when it is
+  // a gain beyond noise itself is it recommended. Else two configurations the noise cannot tell apart,
+  // one of them not beyond noise, would each be named by some run: none is, and the verdict says why.
   const TuneResult& top = rs[static_cast<size_t>(fastest_gain)];
-  for (int i = 1; i <= fastest_gain; ++i) {
-    if (!measured(rs[i]) || !beats_base(rs[i])) continue;
-    if (i != fastest_gain && !compare_times(samples(top), samples(rs[i])).within_noise) continue;
-    verdict = fmt::format("{}: {} {}, {} the first configuration's ({}), beyond noise", rs[i].candidate.name, noun,
-                          mean_sigma_text(samples(rs[i])), compare_times(samples(base), samples(rs[i])).text(), mean_sigma_text(samples(base)));
-    if (i != fastest_gain) verdict += fmt::format("; the lowest mean of those beyond noise, {}, is within noise of it and comes later in the sweep", top.candidate.name);
-    if (fastest != fastest_gain && fastest != i) {
-      verdict += fmt::format("; {} has a lower mean ({}) but is within noise of the first configuration", best.candidate.name, mean_sigma_text(samples(best)));
+  int first = fastest_gain;
+  for (int i = 1; i < fastest_gain; ++i) {
+    if (measured(rs[i]) && compare_times(samples(top), samples(rs[i])).within_noise) {
+      first = i;
+      break;
     }
-    return i;
   }
-  return fastest_gain;  // unreachable: the loop reaches fastest_gain itself
+  const TuneResult& chosen = rs[static_cast<size_t>(first)];
+  if (!gain_of(chosen).beyond_noise) {
+    verdict = fmt::format("none recommended: {} {} than the first configuration beyond noise ({} {}, {} the first's {}, {}), but {}, "
+                          "earlier in the sweep, is within noise of it and not beyond noise itself ({}, {}): either may be the faster",
+                          top.candidate.name, faster, noun, mean_sigma_text(samples(top)), compare_times(samples(base), samples(top)).text(),
+                          mean_sigma_text(samples(base)), gain_of(top).text(), chosen.candidate.name, mean_sigma_text(samples(chosen)),
+                          gain_of(chosen).text());
+    return -1;
+  }
+  verdict = fmt::format("{}: {} {}, {} the first configuration's ({}), {}: beyond noise", chosen.candidate.name, noun,
+                        mean_sigma_text(samples(chosen)), compare_times(samples(base), samples(chosen)).text(), mean_sigma_text(samples(base)),
+                        gain_of(chosen).text());
+  if (first != fastest_gain) verdict += fmt::format("; the lowest mean of those beyond noise, {}, is within noise of it and comes later in the sweep", top.candidate.name);
+  if (fastest != fastest_gain && fastest != first) {
+    verdict += fmt::format("; {} has a lower mean ({}) but its gain does not repeat beyond noise", best.candidate.name, mean_sigma_text(samples(best)));
+  }
+  return first;
 }
 
 }  // namespace
@@ -359,6 +457,7 @@ TuneReport run_tune(const TuneOptions& options) {
   const auto elapsed_s = [&] { return static_cast<double>(monotonic_ns() - begin) / 1e9; };
 
   std::optional<std::vector<Tensor>> reference;  // the first configuration's outputs, for those that disable transformers
+  std::string transformer_note;                  // why fewer transformers were tried than asked, if so
   TuneReport report;
   report.model = o.model;
   report.device = o.device.to_string();
@@ -399,8 +498,21 @@ TuneReport run_tune(const TuneOptions& options) {
       }
       if (!still_ran.empty()) result.error = "ONNX Runtime still ran " + still_ran + " with " + kDisableOptimizersEntry + " naming it";
       if (find_transformers) {
-        report.transformers = ran;
-        auto more = transformer_candidates(candidates[0], ran, o.transformers_to_disable);
+        // One logged start's times pick a different "costliest" set from run to run: a few more starts,
+        // and only the transformers that cost more than the rest in every one of them.
+        std::vector<std::vector<std::pair<std::string, double>>> starts = {ran};
+        for (int again = 1; again < kLoggedStarts; ++again) {
+          say(fmt::format("[{}/{}] {}: logged start {} of {}, for its graph transformers", i + 1, candidates.size(), candidates[i].name, again + 1,
+                          kLoggedStarts));
+          const detail::ColdStart more = detail::run_cold_start(untimed);
+          detail::throw_if_stopped(o.stop);
+          if (!more.ok()) break;
+          starts.push_back(transformer_times(read_ort_log(log_path), std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()));
+        }
+        const TransformerCosts costs = transformer_costs(starts, o.transformers_to_disable);
+        report.transformers = costs.medians;
+        transformer_note = costs.note;
+        auto more = transformer_candidates(candidates[0], costs.costliest, o.transformers_to_disable);
         candidates.insert(candidates.end(), more.begin(), more.end());
       }
     }
@@ -433,7 +545,11 @@ TuneReport run_tune(const TuneOptions& options) {
   for (; run < rounds; ++run) {
     if (run > 0 && o.budget_s > 0 && elapsed_s() >= o.budget_s) break;  // none starts past the budget
     const double round_begin = elapsed_s();
-    for (size_t i = 0; i < report.results.size(); ++i) {
+    // Each round begins one configuration further on: none is always first or last of a round (the
+    // configurations that disable transformers come last in the sweep), where a machine that warms
+    // up or tires within a round would favour it.
+    for (size_t k = 0; k < report.results.size(); ++k) {
+      const size_t i = (k + static_cast<size_t>(run)) % report.results.size();
       TuneResult& result = report.results[i];
       if (!result.error.empty()) continue;
       say(fmt::format("round {}/{}: [{}/{}] {}", run + 1, rounds, i + 1, report.results.size(), result.candidate.name));
@@ -457,6 +573,7 @@ TuneReport run_tune(const TuneOptions& options) {
   for (size_t i = 0; i < report.results.size(); ++i) timed[i].summarize_into(report.results[i]);
   choose(report);
   report.transformer_findings = describe_disabled_transformers(report);
+  if (!transformer_note.empty()) report.transformer_findings.insert(report.transformer_findings.begin(), transformer_note);
   // The recommendation accounts for the calls a server makes after start-up: with a dynamic batch,
   // what each batch switch costs one ONNX Runtime session under the configuration that serves fastest.
   // (With no recommendation, the first configuration's.)
@@ -468,13 +585,12 @@ TuneReport run_tune(const TuneOptions& options) {
                                                report.results[static_cast<size_t>(chosen)].candidate.config, o.shape_switch_seconds,
                                                o.ort_library);
     const ShapeSwitchCost& c = report.shape_switch;
-    if (c.measured() && c.cost_ms > 0.1 * c.steady_call_ms) {
-      report.shapes_advice = fmt::format(
-          "a batch switch costs {:.3g} ms a call on one ONNX Runtime session ({:.3g} ms without switches): declare the batches you "
-          "serve (--batches 1,2,4,8, or shapes.batches in the config) so that each has a session of its own", c.cost_ms, c.steady_call_ms);
-    } else if (c.measured()) {
-      report.shapes_advice = fmt::format("a batch switch costs {:.3g} ms a call ({:.3g} ms without switches): one session serves every batch",
-                                         c.cost_ms, c.steady_call_ms);
+    if (c.measured()) {
+      // Measured on this model: a switch that costs little is said so, whatever the device.
+      report.shapes_advice = fmt::format("a batch switch costs {:.3g} ms a call on one ONNX Runtime session ({:.3g} ms without switches): {}",
+                                         c.cost_ms, c.steady_call_ms,
+                                         c.cost_ms > 0.1 * c.steady_call_ms ? detail::shape_advice(o.device)
+                                                                            : std::string("one session serves every batch of this model"));
     }
   }
   return report;

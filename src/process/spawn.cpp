@@ -78,7 +78,14 @@ Spawned spawn_process(const SpawnRequest& request) {
   sigset_t none;
   sigemptyset(&none);
   posix_spawnattr_setsigmask(&attributes, &none);
-  const sigset_t stop_signals = stop_signal_set();
+  // A stop signal this process was started ignoring (SIGINT in a script's background job, SIGHUP under
+  // nohup) stays ignored in the child: what the caller is shielded from must not end its workers.
+  // SIGTERM, what stops a child, is always at its default.
+  sigset_t stop_signals = stop_signal_set();
+  for (const int sig : {SIGINT, SIGHUP}) {
+    struct sigaction current {};
+    if (::sigaction(sig, nullptr, &current) == 0 && current.sa_handler == SIG_IGN) sigdelset(&stop_signals, sig);
+  }
   posix_spawnattr_setsigdefault(&attributes, &stop_signals);
   short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
   if (request.new_session) flags |= POSIX_SPAWN_SETSID;

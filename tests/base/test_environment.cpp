@@ -175,7 +175,8 @@ TEST(Environment, TheDocsListExactlyTheTable) {
 TEST(Environment, EveryOrtfleetNameInTheProgramsIsInTheTable) {
   // Build-time names (compile definitions, CMake options), which no program reads from its environment.
   const std::set<std::string> build_time = {"ORTFLEET_VERSION", "ORTFLEET_FETCHED_ORT_DIR", "ORTFLEET_FETCHED_WEB_DIR",
-                                            "ORTFLEET_SOURCE_DIR", "ORTFLEET_HAVE_ZLIB", "ORTFLEET_BUILD_PYTHON", "ORTFLEET_REPORT_TEMPLATE"};
+                                            "ORTFLEET_SOURCE_DIR", "ORTFLEET_HAVE_ZLIB", "ORTFLEET_BUILD_PYTHON", "ORTFLEET_REPORT_TEMPLATE",
+                                            "ORTFLEET_UNIT_TEMPLATE", "ORTFLEET_UNIT_BINARY"};
   std::set<std::string> table;
   for (const auto& v : kEnvironmentVariables) table.insert(v.name);
   for (const auto& o : kOtherVariables) table.insert(o.name);  // known, so never warned about

@@ -13,7 +13,10 @@
 #   - `ortfleet start MODEL --devices cpu --strategy processes` starts a worker process (the copy's
 #     ortfleet-worker) and its session is ready;
 #   - with PYTHON (not for the prefix, which holds no Python package), `import ortfleet` from the
-#     copy's python/ loads ONNX Runtime from inside the copy.
+#     copy's python/ loads ONNX Runtime from inside the copy;
+#   - the node daemon's systemd unit starts the copy's binary: the one `cmake --install` wrote in
+#     share/systemd/user (ExecStart=P/bin/ortfleet, not the configured default prefix's), and the one
+#     `ortfleet serve --print-unit` prints (a path with a space and a % quoted and escaped as systemd reads it).
 # Exits 77 (skipped) where the machine refuses a private mount namespace (unshare -rm).
 set -euo pipefail
 mode=$1 build=$(cd "$2" && pwd) source=$(cd "$3" && pwd) model=$4 python=${5:-}
@@ -79,6 +82,25 @@ start=$(cd "$tmp" && hide "$bin/ortfleet" start model.onnx --devices cpu --strat
   fail "ortfleet start with a worker process failed: $start"
 printf '%s' "$start" | grep -q '"state": "ready"' || fail "the worker's session was not ready: $start"
 echo "start: a worker process of the copy, ready"
+
+# The node daemon's unit starts this copy's binary.
+exec_start() { sed -n 's/^ExecStart=//p' "$1"; }
+if [ "$mode" = installed-prefix ]; then
+  unit=$top/share/systemd/user/ortfleet.service
+  [ -f "$unit" ] || fail "cmake --install wrote no systemd unit at $unit"
+  [ "$(exec_start "$unit")" = "$top/bin/ortfleet serve --devices all --idle-exit 0" ] ||
+    fail "the installed unit starts '$(exec_start "$unit")', not $top/bin/ortfleet"
+fi
+hide "$bin/ortfleet" serve --print-unit >"$tmp/printed.service" || fail "ortfleet serve --print-unit failed"
+[ "$(exec_start "$tmp/printed.service")" = "$(cd "$bin" && pwd -P)/ortfleet serve --devices all --idle-exit 0" ] ||
+  fail "serve --print-unit's unit starts '$(exec_start "$tmp/printed.service")', not $bin/ortfleet"
+grep -q '^WantedBy=default.target' "$tmp/printed.service" || fail "serve --print-unit printed no whole unit: $(cat "$tmp/printed.service")"
+mkdir -p "$tmp/a b%"
+cp "$bin/ortfleet" "$tmp/a b%/ortfleet"
+odd=$(cd "$tmp/a b%" && pwd -P)
+[ "$(hide "$tmp/a b%/ortfleet" serve --print-unit | sed -n 's/^ExecStart=//p')" = "\"${odd//%/%%}/ortfleet\" serve --devices all --idle-exit 0" ] ||
+  fail "a binary in '$odd' printed ExecStart=$(hide "$tmp/a b%/ortfleet" serve --print-unit | sed -n 's/^ExecStart=//p')"
+echo "systemd: the unit starts $bin/ortfleet"
 
 if [ -n "$pythonpath" ]; then
   path=$(cd "$tmp" && hide env PYTHONPATH="$pythonpath" "$python" -c "import ortfleet; print(ortfleet.load_runtime()['path'])") ||

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """tables.py ORTFLEET MODEL WORK: the tables of bench, tune, profile, `cache export` and `pool status`
 as a pipe gets them (stdout to a file): every row on one line of at most 100 characters (as many table
-lines as the command's --json has rows: a wrapped row would add lines), no name split; and every ratio
-bench and tune print recomputes from the means of the table it stands under, within rounding."""
+lines as the command's --json has rows: a wrapped row would add lines), no name split; every ratio
+bench and tune print recomputes from the means of the table it stands under, within rounding, and is
+written with two decimals."""
 import json
 import os
 import re
@@ -83,6 +84,14 @@ def expect_ratio(where, printed, numerator, denominator):
 RATIO = r"(\d+\.\d+)(?: ± \d+\.\d+)?x"
 
 
+def check_ratio_format(name, text):
+    """One ratio format in all that is printed: two decimals ("1.00x", never "1x" beside "1.01x")."""
+    for m in re.finditer(r"(?<![\w.])(\d+(?:\.\d+)?)x\b", text):
+        if not re.fullmatch(r"\d+\.\d\d", m.group(1)):
+            line = next(l for l in text.splitlines() if m.group(0) in l)
+            fail(f"{name}: the ratio {m.group(0)} is not written with two decimals: {line}")
+
+
 def first_table(name, text, rows_expected):
     """The first table of `text`, checked (check_table), with its rows as dicts by header; None when none."""
     found = tables(text)
@@ -100,6 +109,7 @@ def check_bench(cli, model, work, env):
     exported = os.path.join(work, "bench.json")
     text = run(cli, "bench", model, "--devices", "cpu*2", "--runs", "3", "--no-anchors", "--export-json", exported, env=env)
     result = json.load(open(exported))
+    check_ratio_format("bench", text)
     table = first_table("bench", text, len(result["rows"]))
     if table is None:
         return
@@ -135,6 +145,7 @@ def check_tune(cli, model, work, env):
     exported = os.path.join(work, "tune.json")
     text = run(cli, "tune", model, "--devices", "cpu", "--quick", "--repeat", "2", "--runs", "5", "--export-json", exported, env=env)
     result = json.load(open(exported))
+    check_ratio_format("tune", text)
     table = first_table("tune", text, len(result["results"]))
     if table is None:
         return
@@ -188,6 +199,8 @@ def check_pool_status(cli, model, work, env):
         if len(model) <= WIDTH:
             return fail(f"the deep model path is only {len(model)} characters: the test proves nothing")
         run(cli, "-q", "start", model, "--devices", "cpu*2", "--pool", socket, env=env)
+        # The same model with another setting: two sessions that look alike but for what tells them apart.
+        run(cli, "-q", "start", model, "--devices", "cpu*2", "--pool", socket, "--intra-threads", "1", env=env)
         text = run(cli, "pool", "status", "--socket", socket, env=env)
         status = json.loads(run(cli, "pool", "status", "--socket", socket, "--json", env=env))
         found = tables(text)
@@ -200,6 +213,20 @@ def check_pool_status(cli, model, work, env):
         check_table("pool status (sessions)", found[1], sum(len(d["sessions"]) for d in status["devices"]))
         if f": {model}" not in text:
             fail(f"pool status does not say the model's whole path ({model}):\n" + text)
+        # Each row says what the pool knows of it: its own memory ("-" where the pool cannot know it), and
+        # the settings that tell it from the other sessions of its model, whatever the table's width.
+        header = cells(found[1]["header"], found[1]["spans"])
+        if "own memory" not in header or "memory at ready" in header:
+            fail(f"pool status's sessions table has no 'own memory' column, or the worker's memory at ready: {header}")
+        rows = [s for d in status["devices"] for s in d["sessions"]]
+        for session, line in zip(rows, found[1]["rows"]):
+            own = session.get("own_memory")
+            if not own and " - " not in line + " ":
+                fail(f"pool status shows a session's own memory the pool does not know: {line}")
+            for setting, value in (session.get("differs_by") or {}).items():
+                name = setting[len("config."):] if setting.startswith("config.") else setting
+                if f"{name}=" not in text:
+                    fail(f"pool status does not say what tells a session apart ({name}):\n" + text)
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=60)

@@ -1,9 +1,14 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <string>
+#include <set>
+#include <filesystem>
 #include <optional>
 #include <nlohmann/json.hpp>
 
+#include "engine/shapes/shape_policy.hpp"
 #include "ortfleet/diagnostics/doctor.hpp"
 #include "ortfleet/engine/cuda_devices.hpp"
 #include "test_support.hpp"
@@ -107,6 +112,40 @@ TEST(Doctor, GpuFindingsNameMigAndPersistenceMode) {
   const auto none = gpu_findings(driver);
   ASSERT_EQ(none.size(), 1u);
   EXPECT_EQ(none[0].verdict, Verdict::info);
+}
+
+// A model with a dim of no fixed size: doctor gives the device's one shape advice (on the CPU it asked to
+// declare the shapes served, where profile said one session serves every shape).
+TEST(Doctor, GivesTheDevicesOneShapeAdviceForADynamicModel) {
+  DoctorOptions o;
+  o.model = test::dynamic_mlp_model();
+  o.ortfleet_executable = test::bin("ortfleet");
+  const DoctorReport r = run_doctor(o);
+  const auto shapes = std::find_if(r.findings.begin(), r.findings.end(), [](const Finding& f) { return f.check == "model-shapes"; });
+  ASSERT_NE(shapes, r.findings.end());
+  EXPECT_NE(shapes->summary.find(detail::shape_advice(Device::cpu())), std::string::npos) << shapes->summary;
+  EXPECT_EQ(shapes->summary.find("declare"), std::string::npos) << shapes->summary;
+}
+
+// "1 other ONNX Runtime copies found" named none: each other copy is listed, where it lies and how it was found.
+TEST(Doctor, ListsEachOtherRuntimeCopyItCounts) {
+  const DoctorReport r = run_doctor();
+  ASSERT_TRUE(r.runtime);
+  std::set<std::string> others;
+  for (const auto& c : r.runtime_candidates) {
+    std::error_code ec;
+    const std::string path = std::filesystem::weakly_canonical(c.path, ec).string();
+    if (c.exists && path != r.runtime->library_path) others.insert(path);
+  }
+  const auto found = std::find_if(r.findings.begin(), r.findings.end(), [](const Finding& f) { return f.check == "runtime-others"; });
+  if (others.empty()) {
+    EXPECT_EQ(found, r.findings.end());
+    GTEST_SKIP() << "only one ONNX Runtime copy on this machine";
+  }
+  ASSERT_NE(found, r.findings.end());
+  EXPECT_EQ(found->summary.rfind(std::to_string(others.size()) + " other ONNX Runtime " + (others.size() == 1 ? "copy" : "copies") + " found: ", 0), 0u)
+      << found->summary;
+  for (const auto& path : others) EXPECT_NE(found->summary.find(path + " ("), std::string::npos) << path << " is not in: " << found->summary;
 }
 
 }  // namespace ortfleet

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "engine/shapes/shape_policy.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/diagnostics/profile.hpp"
 #include "test_support.hpp"
@@ -262,6 +263,8 @@ TEST(Profile, MeasuresAShapeSwitchOnlyForADynamicBatch) {
   EXPECT_GT(c.call_ms, 0.0);
   EXPECT_GT(c.steady_call_ms, 0.0);
   EXPECT_DOUBLE_EQ(c.cost_ms, std::max(0.0, c.call_ms - c.steady_call_ms));
+  // The device's one shape advice, as doctor and tune give it: on the CPU one session serves every shape.
+  EXPECT_EQ(dynamic.shapes_advice.rfind(detail::shape_advice(Device::cpu()), 0), 0u) << dynamic.shapes_advice;
   o.model = test::mlp_model();
   EXPECT_FALSE(run_profile(o).shape_switch.measured());  // fixed batch: nothing to switch
 }

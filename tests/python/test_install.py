@@ -4,6 +4,7 @@ any folder with the checkout's .deps/ hidden. With no ONNX Runtime anywhere, its
 (ort_library=, ORTFLEET_ORT_LIB), not the command line's --ort-lib."""
 import filecmp
 import hashlib
+import importlib.util
 import os
 import pathlib
 import re
@@ -116,6 +117,94 @@ def test_the_package_installs_an_ortfleet_command(site, tmp_path):
                        env={**os.environ, "PYTHONPATH": str(site)}, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("ortfleet 0."), r.stdout
+
+
+def test_the_ortfleet_command_starts_no_python(site, tmp_path):
+    """The command execs the package's binary with no interpreter in between: a console script's Python
+    wrapper cost every call ~45 ms (the warm pool's next job takes 10-20 ms). With every Python start made
+    to fail (PYTHONHOME nowhere), it still runs, and it is the package's binary that runs (its unit names it)."""
+    command = site / "bin" / "ortfleet"
+    assert "python" not in command.read_text().splitlines()[0], command.read_text().splitlines()[0]
+    env = {**os.environ, "PYTHONHOME": str(tmp_path / "nowhere"), "PYTHONPATH": str(tmp_path / "nowhere")}
+    broken = subprocess.run([sys.executable, "-c", "pass"], capture_output=True, env=env)
+    assert broken.returncode != 0, "Python starts even with PYTHONHOME nowhere: the check below would prove nothing"
+    r = subprocess.run([str(command), "serve", "--print-unit"], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    binary = (site / "ortfleet" / "bin" / "ortfleet").resolve()
+    assert f"ExecStart={binary} serve " in r.stdout, r.stdout
+
+
+def test_a_link_to_the_ortfleet_command_runs_it(site, tmp_path):
+    link = tmp_path / "elsewhere" / "ortfleet"
+    link.parent.mkdir()
+    link.symlink_to(site / "bin" / "ortfleet")
+    r = subprocess.run([str(link), "--version"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert r.returncode == 0 and r.stdout.startswith("ortfleet 0."), r.stdout + r.stderr
+
+
+@pytest.fixture
+def backend(tmp_path, monkeypatch):
+    """The build backend of a checkout at tmp_path/checkout (its ROOT), with the steps it would run recorded
+    rather than run."""
+    checkout = tmp_path / "checkout"
+    (checkout / "python" / "build_backend").mkdir(parents=True)
+    shutil.copy(ROOT / "python" / "build_backend" / "ortfleet_build.py", checkout / "python" / "build_backend")
+    (checkout / ".deps" / "onnxruntime" / "include").mkdir(parents=True)
+    (checkout / ".deps" / "web").mkdir(parents=True)
+    (checkout / ".deps" / "web" / "echarts.min.js").write_text("")
+    monkeypatch.delenv("ORTFLEET_BUILD_DIR", raising=False)
+    monkeypatch.delenv("ORTFLEET_PREFIX", raising=False)
+    spec = importlib.util.spec_from_file_location("ortfleet_build_copy", checkout / "python" / "build_backend" / "ortfleet_build.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.ran = []
+    monkeypatch.setattr(module, "_run", module.ran.append)
+    return module, checkout
+
+
+def write_cache(build, source):
+    build.mkdir(parents=True, exist_ok=True)
+    (build / "CMakeCache.txt").write_text(f"CMAKE_CACHEFILE_DIR:INTERNAL={build}\nCMAKE_HOME_DIRECTORY:INTERNAL={source}\n")
+
+
+def test_a_copied_build_tree_is_neither_built_nor_packed(backend, tmp_path):
+    """A checkout copied with its build/release: its CMakeCache.txt names the original (CMake refuses it) and
+    its build.ninja runs in the original tree, so `cmake --build` there built and packed the original
+    checkout. The copy builds in a folder of its own, and no step names the original."""
+    module, checkout = backend
+    original = tmp_path / "original"
+    write_cache(checkout / "build" / "release", original)  # as `cp -a original checkout` leaves it
+    extension = checkout / "build" / "release" / "python" / "ortfleet" / EXTENSION
+    extension.parent.mkdir(parents=True)
+    extension.write_text("")
+    out = module._package_dir(str(tmp_path / "tmp"))
+    own = checkout / "build" / "pip-release"
+    assert out == str(own / "python")
+    assert ["cmake", "--preset", "release", "-S", str(checkout), "-B", str(own)] == module.ran[0][:7], module.ran
+    assert ["cmake", "--build", str(own), "--target", "ortfleet_python"] == module.ran[1], module.ran
+    assert not any(str(original) in " ".join(step) or str(checkout / "build" / "release") in " ".join(step) for step in module.ran), module.ran
+
+
+def test_the_checkouts_own_build_tree_is_packed(backend, tmp_path):
+    module, checkout = backend
+    write_cache(checkout / "build" / "release", checkout)
+    extension = checkout / "build" / "release" / "python" / "ortfleet" / EXTENSION
+    extension.parent.mkdir(parents=True)
+    extension.write_text("")
+    assert module._package_dir(str(tmp_path / "tmp")) == str(checkout / "build" / "release" / "python")
+    assert module.ran == [["cmake", "--build", str(checkout / "build" / "release"), "--target", "ortfleet_python"]]
+
+
+def test_a_named_build_tree_of_another_checkout_is_refused(backend, tmp_path, monkeypatch):
+    module, checkout = backend
+    copied = tmp_path / "copied-build"
+    write_cache(copied, tmp_path / "original")
+    (copied / "CMakeCache.txt").write_text((copied / "CMakeCache.txt").read_text().replace(str(copied), str(tmp_path / "original" / "build")))
+    monkeypatch.setenv("ORTFLEET_BUILD_DIR", str(copied))
+    with pytest.raises(SystemExit) as refused:
+        module._package_dir(str(tmp_path / "tmp"))
+    assert "was configured for" in str(refused.value) and str(tmp_path / "original") in str(refused.value), refused.value
+    assert module.ran == []
 
 
 def test_pip_shows_the_builds_progress_on_the_terminal(tmp_path):

@@ -8,6 +8,7 @@
 #include "command.hpp"
 #include "run_config_flags.hpp"
 #include "flag_checks.hpp"
+#include "interrupt.hpp"
 #include "output.hpp"
 #include "ortfleet/base/terminal_text.hpp"
 #include "ortfleet/diagnostics/bench.hpp"
@@ -168,14 +169,14 @@ int run_inference(const BenchFlags& f, const Globals& g, const std::string& mode
   return 0;
 }
 
-int run_bench_command(const BenchFlags& f, const Globals& g) {
-  refuse_overwriting_inputs({{"--export-json", f.export_json}, {"--export-markdown", f.export_markdown}, {"--html", f.html}}, f.target, f.config);
+int run_bench_command(const BenchFlags& f, const Globals& g, const std::stop_token& stop) {
   ProgressLine progress(!g.quiet);
   const std::string model = f.target.model_path(g.quiet);
   const auto devices = f.target.device_list();
   say_what_runs(model, to_string(devices), f.config.resolve());
   if (f.inference) return run_inference(f, g, model, devices, progress);
   BenchOptions o;
+  o.stop = stop;
   o.model = model;
   o.timeout_s = case_timeout_s(o.model, f.case_timeout);
   o.devices = devices;
@@ -200,6 +201,7 @@ int run_bench_command(const BenchFlags& f, const Globals& g) {
     p.config = o.config;
     p.ort_library = g.ort_lib;
     p.shape_switch_seconds = 0;  // only the floor is wanted here
+    p.stop = stop;
     progress.update("profiling one cold start on " + p.device.to_string() + " for its floor");
     o.floor_ms = run_profile(p).floor_ms;
   }
@@ -269,7 +271,13 @@ void register_bench(CLI::App& app, Globals& globals, Action& action) {
   cmd->callback([cmd, &globals, &action, f] {
     check_bench_flags(*cmd, *f);
     f->budget_s = budget_for(*cmd, f->budget_s, "--runs");
-    action = [&globals, f] { return run_bench_command(*f, globals); };
+    action = [&globals, f] {
+      refuse_overwriting_inputs({{"--export-json", f->export_json}, {"--export-markdown", f->export_markdown}, {"--html", f->html}}, f->target,
+                                f->config);
+      // Inference rows take no stop token: Ctrl-C ends them as it ends any program.
+      if (f->inference) return run_bench_command(*f, globals, {});
+      return stoppable("bench", [&](std::stop_token stop) { return run_bench_command(*f, globals, stop); });
+    };
   });
 }
 

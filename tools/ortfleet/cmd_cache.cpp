@@ -167,6 +167,16 @@ void register_cache(CLI::App& app, Globals& globals, Action& action) {
   add_devices_option(exp, ef->devices, /*one_device=*/false,
                   "The devices whose entries to export, by their kind (GPU architecture, or the CPU): all (default), 0, cpu, ...");
   ef->config.add_to(exp);
+  // Of the session flags, only those that choose an entry (what its key holds: how the graph was optimised
+  // and stored); a session's threads, shapes, warm-up and the rest make no other entry, so `--help` lists none of them.
+  std::vector<CLI::Option*> no_entry_of_their_own;
+  for (CLI::Option* o : exp->get_options()) {
+    const bool kept = o->get_positional() || o->check_name("--help") || o->check_name("--out") || o->check_name("--devices") ||
+                      o->check_name("--config") || o->check_name("--graph-opt") || o->check_name("--model-cache-format") ||
+                      o->check_name("--session-config");
+    if (!kept) no_entry_of_their_own.push_back(o);
+  }
+  for (CLI::Option* o : no_entry_of_their_own) exp->remove_option(o);
   exp->callback([exp, &globals, &action, ef] {
     ef->config.check(FlagChecks(*exp));
     action = [&globals, ef] { return run_export(*ef, globals); };

@@ -7,6 +7,7 @@
 #include "command.hpp"
 #include "run_config_flags.hpp"
 #include "flag_checks.hpp"
+#include "interrupt.hpp"
 #include "output.hpp"
 #include "ortfleet/base/terminal_text.hpp"
 #include "ortfleet/base/error.hpp"
@@ -56,7 +57,7 @@ void print_profile(const ProfileReport& r, std::ostream& out) {
   if (!r.transformers.empty()) {
     out << "\ngraph transformers (largest first):";
     for (size_t i = 0; i < r.transformers.size() && i < 5; ++i) {
-      out << fmt::format(" {} {:.0f} ms{}", r.transformers[i].first, r.transformers[i].second, i + 1 < std::min<size_t>(5, r.transformers.size()) ? "," : "");
+      out << fmt::format(" {} {}{}", r.transformers[i].first, duration_text(r.transformers[i].second), i + 1 < std::min<size_t>(5, r.transformers.size()) ? "," : "");
     }
     out << "\n";
   }
@@ -97,9 +98,9 @@ void print_profile(const ProfileReport& r, std::ostream& out) {
   floor.print(out);
 }
 
-int run_profile_command(const ProfileFlags& f, const Globals& g) {
-  refuse_overwriting_inputs({{"--trace", f.trace}, {"--html", f.html}}, f.target, f.config);
+int run_profile_command(const ProfileFlags& f, const Globals& g, const std::stop_token& stop) {
   ProfileOptions o;
+  o.stop = stop;
   o.model = f.target.model_path(g.quiet);
   o.timeout_s = case_timeout_s(o.model, f.case_timeout);
   o.device = f.target.device();
@@ -145,7 +146,10 @@ void register_profile(CLI::App& app, Globals& globals, Action& action) {
   f->config.add_to(cmd);
   cmd->callback([cmd, &globals, &action, f] {
     f->config.check(FlagChecks(*cmd));
-    action = [&globals, f] { return run_profile_command(*f, globals); };
+    action = [&globals, f] {
+      refuse_overwriting_inputs({{"--trace", f->trace}, {"--html", f->html}}, f->target, f->config);
+      return stoppable("profile", [&](std::stop_token stop) { return run_profile_command(*f, globals, stop); });
+    };
   });
 }
 

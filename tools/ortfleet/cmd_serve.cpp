@@ -14,6 +14,7 @@
 #include "flag_checks.hpp"
 #include "output.hpp"
 #include "ortfleet/base/terminal_text.hpp"
+#include "systemd_unit.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/fleet/pool_server.hpp"
 
@@ -29,12 +30,17 @@ struct ServeFlags {
   bool no_prime = false;
   bool no_isolation = false;
   bool detach = false;
+  bool print_unit = false;
   double idle_exit_s = 0;
   double park_after_s = WarmPoolOptions::kDefaultParkAfterS;
   RunConfigFlags config;
 };
 
 int run_serve(const ServeFlags& f, const Globals& g) {
+  if (f.print_unit) {  // the unit for this binary, wherever it was copied, moved or installed
+    std::cout << systemd_unit(std::filesystem::canonical("/proc/self/exe").string());
+    return 0;
+  }
   ServeOptions options;
   TargetFlags target;
   target.devices = f.devices;
@@ -85,6 +91,33 @@ std::map<std::string, std::string> short_model_names(const std::set<std::string>
   return names;
 }
 
+/// A session's own memory as the pool tells it ("own_memory": GPU memory and host PSS its worker holds
+/// beyond what it held blank, given while the session is the worker's only one): "GPU 410 MB, host 35.1 MB",
+/// "35.1 MB" on a CPU worker; "-" where it cannot be known.
+std::string own_memory_text(const nlohmann::json& session, bool gpu) {
+  const auto own = session.find("own_memory");
+  if (own == session.end() || !own->is_object()) return "-";
+  std::string text;
+  if (gpu && own->contains("gpu_bytes")) text = "GPU " + bytes_text(own->value("gpu_bytes", uint64_t{0}));
+  if (own->contains("host_pss_bytes")) {
+    text += (text.empty() ? (gpu ? "host " : "") : ", host ") + bytes_text(own->value("host_pss_bytes", uint64_t{0}));
+  }
+  return text.empty() ? "-" : text;
+}
+
+/// What tells a session from the others of its model ("differs_by": each setting its plan differs in, with
+/// its value): "shapes.batches=[1,2]; warmup_runs=3"; "" when it is the only session of its model.
+std::string differs_text(const nlohmann::json& session) {
+  const auto differs = session.find("differs_by");
+  if (differs == session.end() || !differs->is_object()) return "";
+  std::string text;
+  for (const auto& [setting, value] : differs->items()) {
+    std::string name = setting.rfind("config.", 0) == 0 ? setting.substr(7) : setting;  // the plan's config: as the config file names it
+    text += (text.empty() ? "" : "; ") + name + "=" + (value.is_string() ? value.get<std::string>() : value.is_null() ? "(none)" : value.dump());
+  }
+  return text;
+}
+
 void print_pool_status(const nlohmann::json& j) {
   std::cout << "pool server pid " << j.value("pid", 0) << " on " << j.value("socket", "") << ", "
             << count_text(j.value("clients", 0), "client") << " connected";
@@ -108,7 +141,11 @@ void print_pool_status(const nlohmann::json& j) {
   // the libraries every worker maps once in all); a parked worker's GPU state is in its host memory.
   Table workers({"device", "role", "state", "pid", "sessions", "GPU memory", "host memory", "note"},
                 {false, false, false, true, true, true, true, false});
-  Table sessions({"device", "model", "holders", "idle", "memory at ready"}, {false, false, true, true, true});
+  // A session's own memory only where it can be known (the pool says it, own_memory: what its worker holds
+  // beyond its blank self while that session is its only one), else "-"; what tells sessions of one model
+  // apart (differs_by: the settings their plans differ in) last, as free text. docs/serving.md explains each column.
+  Table sessions({"device", "model", "holders", "idle", "own memory", "differs by"}, {false, false, true, true, true, false});
+  bool unknown_memory = false;
   std::set<std::string> models;
   for (const auto& d : j.at("devices")) {
     for (const auto& s : d.value("sessions", nlohmann::json::array())) models.insert(s.value("model", ""));
@@ -127,8 +164,10 @@ void print_pool_status(const nlohmann::json& j) {
                  std::to_string(d.value("sessions", nlohmann::json::array()).size()), gpu_text, bytes_text(d.value("host_pss_bytes", uint64_t{0})),
                  note});
     for (const auto& s : d.value("sessions", nlohmann::json::array())) {
+      const std::string own = own_memory_text(s, d.value("device", "").rfind("cuda", 0) == 0);
+      unknown_memory = unknown_memory || own == "-";
       sessions.add({d.value("device", ""), model_names.at(s.value("model", "")), std::to_string(s.value("holders", 0)),
-                    duration_text(s.value("idle_s", 0.0) * 1000), bytes_text(s.value("memory_bytes", uint64_t{0}))});
+                    duration_text(s.value("idle_s", 0.0) * 1000), own, differs_text(s)});
     }
   }
   workers.print(std::cout, "no workers");
@@ -140,6 +179,9 @@ void print_pool_status(const nlohmann::json& j) {
   else {
     std::cout << "\nresident sessions:\n";
     sessions.print(std::cout);
+    if (unknown_memory) {
+      std::cout << "\nown memory \"-\": the session shares its worker with others; their memory together is the worker's\n";
+    }
     bool shortened = false;
     for (const auto& [path, name] : model_names) shortened = shortened || name != path;
     if (shortened) {
@@ -162,6 +204,9 @@ void register_serve(CLI::App& app, Globals& globals, Action& action) {
   cmd->add_flag("--detach", f->detach,
                 "Run as a daemon of its own and return once it listens (its log beside the socket): what a systemd unit, a Slurm job "
                 "script or a shell starts and forgets");
+  cmd->add_flag("--print-unit", f->print_unit,
+                "Print the systemd user unit that runs this ortfleet binary as the node daemon, and exit (a copied or moved build, a "
+                "pip install: `ortfleet serve --print-unit > ~/.config/systemd/user/ortfleet.service`)");
   cmd->add_flag("--no-isolation", f->no_isolation,
                 "Start models new to the pool in the shared worker too (saves a spare worker per device; a crash inside ONNX Runtime "
                 "then ends the sessions every job holds on that device)");
@@ -169,7 +214,12 @@ void register_serve(CLI::App& app, Globals& globals, Action& action) {
   add_setting_option(cmd, Setting::park_after, f->park_after_s);
   f->config.add_to(cmd);  // its warm pool's idle time is --idle-exit: no --warm-pool-idle here
   cmd->callback([cmd, &globals, &action, f] {
-    f->config.check(FlagChecks(*cmd));
+    const FlagChecks flags(*cmd);
+    for (const auto& other : {"--devices", "--socket", "--max-resident", "--no-narrow-workers", "--no-prime", "--detach", "--no-isolation",
+                              "--idle-exit", "--park-after"}) {
+      flags.excludes("--print-unit", other, "the unit runs `serve --devices all --idle-exit 0`; edit its ExecStart= line for more");
+    }
+    f->config.check(flags);
     action = [&globals, f] { return run_serve(*f, globals); };
   });
 

@@ -8,6 +8,7 @@
 #include "command.hpp"
 #include "run_config_flags.hpp"
 #include "flag_checks.hpp"
+#include "interrupt.hpp"
 #include "output.hpp"
 #include "ortfleet/base/terminal_text.hpp"
 #include "ortfleet/base/error.hpp"
@@ -68,11 +69,9 @@ void print_tune(const TuneReport& r, std::ostream& out) {
   for (const auto& finding : r.transformer_findings) out << "transformers: " << finding << "\n";
 }
 
-int run_tune_command(const TuneFlags& f, const Globals& g) {
-  refuse_overwriting_inputs({{"--write-config", f.write_config}, {"--write-serve-config", f.write_serve_config}, {"--export-json", f.export_json},
-                             {"--html", f.html}},
-                            f.target, f.config);
+int run_tune_command(const TuneFlags& f, const Globals& g, const std::stop_token& stop) {
   TuneOptions o;
+  o.stop = stop;
   o.model = f.target.model_path(g.quiet);
   o.timeout_s = case_timeout_s(o.model, f.case_timeout);
   o.device = f.target.device();
@@ -151,7 +150,12 @@ void register_tune(CLI::App& app, Globals& globals, Action& action) {
     if (flags.given("--output-tolerance") && f->transformers_to_disable == 0) {
       FlagChecks::refuse("--output-tolerance does nothing with --disable-transformers 0: only disabled transformers' outputs are compared");
     }
-    action = [&globals, f] { return run_tune_command(*f, globals); };
+    action = [&globals, f] {
+      refuse_overwriting_inputs({{"--write-config", f->write_config}, {"--write-serve-config", f->write_serve_config},
+                                 {"--export-json", f->export_json}, {"--html", f->html}},
+                                f->target, f->config);
+      return stoppable("tune", [&](std::stop_token stop) { return run_tune_command(*f, globals, stop); });
+    };
   });
 }
 

@@ -68,16 +68,19 @@ int main(int argc, char** argv) {
   // its count, at its end (serve, which has no end, the first of each as it comes).
   const bool daemon = app.got_subcommand("serve");
   if (!daemon) ortfleet::hold_ort_warnings();
-  return guarded([&] {
+  end_process(guarded([&] {
     struct SayWarnings {
       bool enabled;
       ~SayWarnings() {
-        if (enabled) ortfleet::print_ort_warnings();  // before a failed command's error line
+        try {
+          if (enabled) ortfleet::print_ort_warnings();  // before a failed command's error line
+        } catch (...) {  // a destructor's exception would abort the command at its end
+        }
       }
     } say_warnings{!daemon};
     // A runtime the user named must load, whatever the command: fail here, in one line, not later
     // once per device.
     if (!globals.ort_lib.empty()) ortfleet::load_runtime(globals.ort_lib);
     return action();
-  });
+  }));
 }

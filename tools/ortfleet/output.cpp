@@ -1,10 +1,13 @@
 #include "output.hpp"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 #include "ortfleet/base/error.hpp"
@@ -26,6 +29,21 @@ int guarded(const std::function<int()>& body) {
     std::cerr << "ortfleet: error: " << terminal_text(e.what()) << "\n";
   }
   return kExitError;
+}
+
+void end_process(int code) {
+  std::cout.flush();
+  std::cerr.flush();
+  try {
+    if (auto logger = spdlog::default_logger()) logger->flush();
+  } catch (...) {  // nothing more can be said: the exit code stands
+  }
+  std::fflush(nullptr);
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  std::exit(code);
+#else
+  ::_exit(code);
+#endif
 }
 
 std::string one_line(const std::string& text, const std::string& whole_text_in) {

@@ -38,6 +38,15 @@ std::string one_line(const std::string& text, const std::string& whole_text_in =
 /// Runs `body`, turning ortfleet::Error and other exceptions into a one-line message on stderr.
 int guarded(const std::function<int()>& body);
 
+/// Ends the process with `code` once a command is done and its own objects are gone (its files removed,
+/// its processes stopped): what it printed and logged flushed, then out without the static destructors
+/// of the libraries it loaded. A session made in this process (profile's batch switch, tune's outputs,
+/// doctor's EP) leaves ONNX Runtime's CUDA EP and cuDNN loaded, and their teardown at exit, racing the
+/// CUDA driver's and the threads still in them, aborted a profile on an H100 after it had printed
+/// everything (std::length_error, rc 134) and hung another until killed. A sanitizer's build exits the
+/// ordinary way, so that its checks at exit still run.
+[[noreturn]] void end_process(int code);
+
 void print_json(const nlohmann::json& j);
 
 /// One status line on stderr, redrawn in place, only when stderr is a terminal: a log or a pipe gets

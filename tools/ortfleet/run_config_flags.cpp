@@ -49,8 +49,17 @@ std::string TargetFlags::model_path(bool quiet) const {
 }
 
 std::vector<Device> TargetFlags::device_list() const {
-  if (devices.find_first_not_of(" \t") == std::string::npos) throw Error("--devices is empty", "Name devices (all, 0,1, cpu) or leave the flag out for all");
-  return select_devices(devices).devices;
+  if (devices.find_first_not_of(" \t") == std::string::npos) {
+    throw SettingRefused(Error("--devices is empty", "Name devices (all, 0,1, cpu) or leave the flag out for all"));
+  }
+  try {
+    return select_devices(devices).devices;
+  } catch (const Error& e) {
+    // A list the user wrote that names what this machine lacks is a bad value of the flag: a usage error
+    // (exit 2). "all" under a Slurm allocation that cannot be read is not the command line's fault.
+    if (means_all()) throw;
+    throw SettingRefused(e);
+  }
 }
 
 bool TargetFlags::means_all() const {
@@ -63,8 +72,8 @@ Device TargetFlags::device() const {
   if (devices == "auto") return default_device();
   const auto list = device_list();
   if (list.size() != 1) {
-    throw Error("this command takes one device, and '" + devices + "' names " + std::to_string(list.size()),
-                "Give one device: 0, cuda:1 or cpu");
+    throw SettingRefused(Error("this command takes one device, and '" + devices + "' names " + std::to_string(list.size()),
+                               "Give one device: 0, cuda:1 or cpu"));
   }
   return list.front();
 }

@@ -67,8 +67,9 @@ struct TuneReport {
   ShapeSwitchCost shape_switch;
   std::string shapes_advice;
   /// The graph transformers of the first configuration's start (from ONNX Runtime's verbose log of its
-  /// untimed start), ms, largest first; and in words what disabling the costliest ones saved at start
-  /// and cost per call ("disabling GeluFusionL2 saves 235 ms at start and costs 0.12 ms per call").
+  /// untimed starts: each one's median ms), largest first; and in words what disabling the costliest ones
+  /// saved at start and cost per call ("disabling GeluFusionL2 saves 235 ms at start and costs 0.12 ms
+  /// per call"), a saving never more than the transformer took in the logged starts.
   std::vector<std::pair<std::string, double>> transformers;
   std::vector<std::string> transformer_findings;
   std::string to_json() const;
@@ -78,6 +79,20 @@ struct TuneReport {
 /// optimisation level (with and without the pre-optimised model cache), memory pattern, arena
 /// strategy, intra/inter-op threads, CUDA graph, TF32 and CUDA_MODULE_LOADING (GPU only).
 std::vector<TuneCandidate> default_sweep(const Device& device, const RunConfig& base, bool quick);
+
+/// The graph transformers of several logged starts of one configuration, and the costliest of them
+/// told apart from noise: what tune tries disabling.
+struct TransformerCosts {
+  /// Every transformer, by the median of its times over the starts (ms), largest first (equal ones by name).
+  std::vector<std::pair<std::string, double>> medians;
+  /// The costliest, at most `count`: each took longer in every start than any transformer left out took in
+  /// any (each one's highest and lowest time left out, and any 4 times off its median: preemptions), so
+  /// that another run of tune picks the same set; fewer when the next are within noise of them.
+  std::vector<std::pair<std::string, double>> costliest;
+  /// When the set stops short of `count` for noise: which came next and why they were not tried ("" otherwise).
+  std::string note;
+};
+TransformerCosts transformer_costs(const std::vector<std::vector<std::pair<std::string, double>>>& starts, int count);
 
 /// Configurations that disable each of the `count` costliest of `transformers` (ms, largest first) on
 /// top of `base`, and all of them together, through kDisableOptimizersEntry (the names appended to any

@@ -127,7 +127,7 @@ void check_cpu_devices_fit(const std::vector<Device>& devices) {
   if (cpus <= usable) return;
   throw Error(fmt::format("{} CPU sessions asked for, and this process may use {} CPU{}: at most {}, one per core", cpus, usable,
                           usable == 1 ? "" : "s", usable),
-              fmt::format("Ask for cpu*{} or fewer: more sessions than cores only take turns on them, each in a process of its own", usable));
+              fmt::format("Ask for cpu*{} or fewer: more sessions than cores only take turns on them", usable));
 }
 
 }  // namespace ortfleet

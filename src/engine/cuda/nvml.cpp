@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <array>
 #include <vector>
 
@@ -68,21 +69,33 @@ std::map<int, uint64_t> Nvml::memory_by_process() const {
   std::map<int, uint64_t> out;
   const auto count = nvml_entry<int (*)(unsigned*)>(library_, "nvmlDeviceGetCount_v2");
   const auto by_index = nvml_entry<int (*)(unsigned, void**)>(library_, "nvmlDeviceGetHandleByIndex_v2");
-  auto processes = nvml_entry<int (*)(void*, unsigned*, NvmlProcessInfo*)>(library_, "nvmlDeviceGetComputeRunningProcesses_v3");
-  if (processes == nullptr) processes = nvml_entry<int (*)(void*, unsigned*, NvmlProcessInfo*)>(library_, "nvmlDeviceGetComputeRunningProcesses_v2");
+  // _v2 first: its record is always the 24 bytes above. The R535 drivers' _v3 wrote 32-byte records
+  // (a usedGpuCcProtectedMemory field, later taken back) into a caller's array of 24-byte ones, past
+  // its end once 49 processes ran on a GPU; _v3 is asked only where _v2 is gone, and every array is
+  // sized for the longer record, so that no driver writes past it.
+  auto processes = nvml_entry<int (*)(void*, unsigned*, NvmlProcessInfo*)>(library_, "nvmlDeviceGetComputeRunningProcesses_v2");
+  if (processes == nullptr) processes = nvml_entry<int (*)(void*, unsigned*, NvmlProcessInfo*)>(library_, "nvmlDeviceGetComputeRunningProcesses_v3");
   unsigned gpus = 0;
   if (!ok_ || count == nullptr || by_index == nullptr || processes == nullptr || count(&gpus) != kNvmlSuccess) return out;
   for (unsigned g = 0; g < gpus; ++g) {
     void* handle = nullptr;
     if (by_index(g, &handle) != kNvmlSuccess) continue;
-    std::vector<NvmlProcessInfo> infos(64);
-    unsigned n = static_cast<unsigned>(infos.size());
+    // Room for N records of up to 32 bytes, told as N records: no driver writes past it.
+    constexpr size_t kLongestRecord = 32;
+    const auto records_for = [](unsigned records) {
+      return (static_cast<size_t>(records) * kLongestRecord + sizeof(NvmlProcessInfo) - 1) / sizeof(NvmlProcessInfo);
+    };
+    unsigned asked = 64;
+    std::vector<NvmlProcessInfo> infos(records_for(asked));
+    unsigned n = asked;
     int r = processes(handle, &n, infos.data());
-    if (r == kNvmlInsufficientSize) {  // n now says how many there are
-      infos.resize(n + 16);
-      n = static_cast<unsigned>(infos.size());
+    if (r == kNvmlInsufficientSize && n < (1u << 20)) {  // n now says how many there are
+      asked = n + 16;
+      infos.assign(records_for(asked), NvmlProcessInfo{});
+      n = asked;
       r = processes(handle, &n, infos.data());
     }
+    n = std::min(n, asked);
     if (r != kNvmlSuccess) continue;
     for (unsigned i = 0; i < n && i < infos.size(); ++i) {
       if (infos[i].used_gpu_memory != kNvmlNotAvailable) out[static_cast<int>(infos[i].pid)] += infos[i].used_gpu_memory;

@@ -79,7 +79,9 @@ std::shared_ptr<ShapeSession> Session::Impl::session_for(const InputShapes& shap
     // A shape no session has: the shared session serves it, unless the policy gives it its own.
     const bool returning = traffic.seen(signature);
     traffic.note(signature, shapes);
-    if (auto advice = traffic.advice_once(static_cast<size_t>(max_sessions()), detail::padding_refusal(spec.model_path))) {
+    // Said where new shapes cost (detail::shape_advice): on the CPU a stream of them costs nothing to warn of.
+    if (auto advice = detail::new_shapes_cost(spec.device) ? traffic.advice_once(static_cast<size_t>(max_sessions()), detail::padding_refusal(spec.model_path))
+                                                           : std::nullopt) {
       spdlog::warn("{}: {}: {}", lane, spec.model_path, *advice);
     }
     // A declared shape always has a session of its own; so has every shape of a captured CUDA graph.

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "ortfleet/engine/devices.hpp"
 #include "ortfleet/engine/options.hpp"
 
 namespace ortfleet::detail {
@@ -71,6 +72,16 @@ class ShapeTraffic {
   std::map<std::pair<std::string, size_t>, DimRange> ranges_;
   bool said_ = false;
 };
+
+/// What a shape nothing was made for costs a session on `device`, and what to do about inputs whose
+/// dims vary, in one sentence: the one shape advice of every diagnostic (doctor, profile, tune, a stream
+/// of new shapes), so that none contradicts another. On a CUDA GPU a call whose shape differs from the
+/// session's last rebuilds each convolution's cuDNN plan: declare the shapes served, or pad a varying dim
+/// to a few sizes. On the CPU there is no plan to build: one session serves every shape.
+std::string shape_advice(const Device& device);
+/// Whether a call of a new shape costs a session on `device` much more than a steady call (CUDA's plan
+/// rebuilds): where it does not, a stream of new shapes needs no warning and no buckets.
+bool new_shapes_cost(const Device& device);
 
 /// Buckets for a dim seen from lo to hi, all sizes multiples of `common`: four sizes or fewer,
 /// aligned to `common`, the largest hi ("x.2=320,512,736,960").

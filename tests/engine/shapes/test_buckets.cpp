@@ -445,4 +445,23 @@ TEST(ShapePolicy, CostsAreKeptBesideTheCacheEntry) {
   EXPECT_FALSE(detail::read_shape_costs(entry, "exhaustive"));
 }
 
+// One shape advice per provider (issue 59): on the CPU a new shape costs about a steady call, so one
+// session serves every shape and nothing is to be declared; on a CUDA GPU each new shape rebuilds cuDNN's
+// plans, so the shapes served are declared or padded to buckets, named as settings.
+TEST(ShapeAdvice, OnTheCpuOneSessionServesEveryShape) {
+  EXPECT_FALSE(detail::new_shapes_cost(Device::cpu()));
+  const std::string advice = detail::shape_advice(Device::cpu());
+  EXPECT_NE(advice.find("one session serves every shape"), std::string::npos) << advice;
+  EXPECT_EQ(advice.find("declare"), std::string::npos) << advice;
+  EXPECT_EQ(advice.find("--"), std::string::npos) << advice;  // a setting's name, never a flag
+}
+
+TEST(ShapeAdvice, OnAGpuDeclareTheShapesOrPadToBuckets) {
+  EXPECT_TRUE(detail::new_shapes_cost(Device::cuda(0)));
+  const std::string advice = detail::shape_advice(Device::cuda(0));
+  EXPECT_NE(advice.find("`shapes.batches=1,2,4,8`"), std::string::npos) << advice;
+  EXPECT_NE(advice.find("`shapes.buckets`"), std::string::npos) << advice;
+  EXPECT_EQ(advice.find("--"), std::string::npos) << advice;
+}
+
 }  // namespace ortfleet
