@@ -58,6 +58,8 @@ struct CallsAfterReady {
   size_t calls = 0;
   double p50_ms = 0;
   double p99_ms = 0;
+  double switched_after_ms = 0;    ///< a tiered start: when its full session took over, after ready
+  double p50_after_switch_ms = 0;  ///< the calls that began after that
   std::string error;
 };
 
@@ -82,27 +84,45 @@ CallsAfterReady run_after_ready(Fleet& fleet, const RunConfig& config, double se
   }
   std::mutex mutex;
   std::vector<double> ms;
+  std::vector<std::pair<Device, std::pair<int64_t, double>>> timed;  // each call's device, start and milliseconds
   std::vector<std::thread> threads;
   const int64_t end = monotonic_ns() + static_cast<int64_t>(seconds * 1e9);
   for (const auto& d : fleet.status()) {
     if (d.state != DeviceState::ready) continue;
     threads.emplace_back([&, device = d.device] {
-      std::vector<double> mine;
+      std::vector<std::pair<int64_t, double>> mine;
       try {
         while (monotonic_ns() < end) {
           const int64_t start = monotonic_ns();
           fleet.run(device, inputs);
-          mine.push_back(static_cast<double>(monotonic_ns() - start) / 1e6);
+          mine.emplace_back(start, static_cast<double>(monotonic_ns() - start) / 1e6);
         }
       } catch (const std::exception& e) {
         std::lock_guard lock(mutex);
         result.error = e.what();
       }
       std::lock_guard lock(mutex);
-      ms.insert(ms.end(), mine.begin(), mine.end());
+      for (const auto& call : mine) {
+        ms.push_back(call.second);
+        timed.emplace_back(device, call);
+      }
     });
   }
   for (auto& t : threads) t.join();
+  // A tiered start's calls after its full session took over: the steady speed it switched to.
+  std::vector<double> after_switch;
+  for (const auto& d : fleet.status()) {
+    if (d.tier != "full") continue;
+    result.switched_after_ms = std::max(result.switched_after_ms, d.tier_full_ms);
+    const int64_t switched = d.ready_ns + static_cast<int64_t>(d.tier_full_ms * 1e6);
+    for (const auto& [device, call] : timed) {
+      if (device == d.device && call.first >= switched) after_switch.push_back(call.second);
+    }
+  }
+  if (!after_switch.empty()) {
+    std::sort(after_switch.begin(), after_switch.end());
+    result.p50_after_switch_ms = after_switch[after_switch.size() / 2];
+  }
   std::sort(ms.begin(), ms.end());
   result.calls = ms.size();
   if (!ms.empty()) {
@@ -301,6 +321,14 @@ int run_start(const StartFlags& f, const Globals& g) {
       auto j = nlohmann::json::parse(stamped_result);
       j["calls_after_ready"] = {{"seconds", after->seconds}, {"calls", after->calls}, {"p50_ms", after->p50_ms},
                                 {"p99_ms", after->p99_ms}, {"error", after->error}};
+      if (after->switched_after_ms > 0) {
+        j["calls_after_ready"]["switched_after_ms"] = after->switched_after_ms;
+        j["calls_after_ready"]["p50_after_switch_ms"] = after->p50_after_switch_ms;
+      }
+      j["tiers"] = nlohmann::json::array();
+      for (const auto& d : fleet.status()) {
+        if (!d.tier.empty()) j["tiers"].push_back({{"device", d.device.to_string()}, {"tier", d.tier}, {"full_ms", d.tier_full_ms}, {"note", d.tier_note}});
+      }
       stamped_result = j.dump(2);
     }
     if (g.json) std::cout << stamped_result << std::endl;
@@ -309,6 +337,10 @@ int run_start(const StartFlags& f, const Globals& g) {
       if (!after->error.empty()) std::cout << "calls after ready failed: " << after->error << "\n";
       else std::cout << fmt::format("calls in the first {:g} s after ready: {} (p50 {:.3g} ms, p99 {:.3g} ms)\n", after->seconds, after->calls,
                                     after->p50_ms, after->p99_ms);
+      if (after->switched_after_ms > 0) {
+        std::cout << fmt::format("tiered start: the full session took over {:.1f} s after ready; calls after it: p50 {:.3g} ms\n",
+                                 after->switched_after_ms / 1000, after->p50_after_switch_ms);
+      }
     }
     write_html(f.html, stamped_result, g);
   }

@@ -42,6 +42,12 @@ struct DeviceStatus {
   /// "off"; "" for a resident session) and why, in words.
   std::string model_cache;
   std::string model_cache_note;
+  /// A tiered start (SessionOptions::tiered_start): "" (none), "quick" (the quick session serves, the
+  /// full one is in the making), "full" (switched in, tier_full_ms after ready) or "refused" (tier_note
+  /// says why). A worker's devices say it as of ready; `pool status` and in-process sessions say it now.
+  std::string tier;
+  double tier_full_ms = 0;
+  std::string tier_note;
   /// As `ortfleet start --json` prints it (one of its "devices").
   std::string to_json() const;
 };

@@ -34,7 +34,8 @@ json status_to_json(const DeviceStatus& d) {
           {"provider", d.provider},         {"provider_note", d.provider_note}, {"ready_ms", d.ready_ms},
           {"ready_ns", d.ready_ns},         {"pid", d.pid},                   {"profile_path", d.profile_path},
           {"memory_bytes", d.memory_bytes}, {"resident", d.resident},       {"model_cache", d.model_cache},
-          {"model_cache_note", d.model_cache_note}};
+          {"model_cache_note", d.model_cache_note}, {"tier", d.tier},   {"tier_full_ms", d.tier_full_ms},
+          {"tier_note", d.tier_note}};
 }
 
 }  // namespace detail

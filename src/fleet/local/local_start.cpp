@@ -95,6 +95,12 @@ SessionSpec session_spec(const LocalStartPlan& plan, const Device& device, const
   return spec;
 }
 
+void note_tier(DeviceStatus& s, const SessionTier& tier) {
+  s.tier = tier.stage == SessionTier::Stage::none ? std::string() : to_string(tier.stage);
+  s.tier_full_ms = tier.full_ms;
+  s.tier_note = tier.note;
+}
+
 DeviceStatus ready_status(const LocalDeviceResult& r) {
   DeviceStatus s;
   s.device = r.device;
@@ -106,6 +112,7 @@ DeviceStatus ready_status(const LocalDeviceResult& r) {
   s.memory_bytes = r.memory_bytes;
   s.model_cache = r.session->model_cache_outcome();
   s.model_cache_note = r.session->model_cache_note();
+  note_tier(s, r.session->tier());
   s.pid = static_cast<int>(::getpid());
   return s;
 }

@@ -48,6 +48,8 @@ struct LocalDeviceResult {
 SessionSpec session_spec(const LocalStartPlan& plan, const Device& device, const RunConfig& config);
 
 /// The status of a device that became ready (state, provider, when, memory, pid of this process).
+/// Writes a session's tiered start into its device status (what ready_status() and a status refresh say).
+void note_tier(DeviceStatus& s, const SessionTier& tier);
 DeviceStatus ready_status(const LocalDeviceResult& result);
 
 /// What preparing the runtime for a plan's devices found: the first error that stops every device

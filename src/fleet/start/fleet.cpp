@@ -751,6 +751,10 @@ bool Fleet::ready(const Device& device) const {
 std::vector<DeviceStatus> Fleet::status() const {
   std::lock_guard lock(impl_->mutex);
   impl_->note_gone_workers();
+  // A session in this process says how its tiered start goes now (a worker's said it at ready).
+  for (size_t i = 0; i < impl_->local.size() && i < impl_->status.size(); ++i) {
+    if (impl_->local[i].session) detail::note_tier(impl_->status[i], impl_->local[i].session->tier());
+  }
   return impl_->status;
 }
 

@@ -77,6 +77,9 @@ DeviceStatus status_from_json(const json& j) {
   s.resident = j.value("resident", false);
   s.model_cache = j.value("model_cache", "");
   s.model_cache_note = j.value("model_cache_note", "");
+  s.tier = j.value("tier", "");
+  s.tier_full_ms = j.value("tier_full_ms", 0.0);
+  s.tier_note = j.value("tier_note", "");
   return s;
   });
 }

@@ -299,6 +299,10 @@ json WorkerSessions::status(bool with_plans) {
                   {"holders", s->holders},
                   {"idle_s", static_cast<double>(now - s->last_used_ns) / 1e9},
                   {"memory_bytes", s->result.memory_bytes}};
+    if (s->result.session) {
+      const SessionTier tier = s->result.session->tier();
+      if (tier.stage != SessionTier::Stage::none) entry["tier"] = {{"stage", to_string(tier.stage)}, {"full_ms", tier.full_ms}, {"note", tier.note}};
+    }
     if (with_plans) entry["plan"] = s->plan;
     list.push_back(std::move(entry));
   }
