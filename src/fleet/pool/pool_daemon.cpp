@@ -48,10 +48,6 @@ constexpr double kListenWaitS = 10;
 /// How long a node daemon waits for the jobs of a pool a job left to end before it takes that pool's
 /// socket; past it, it fails (and a unit's restart tries again).
 constexpr double kTakeOverWaitS = 600;
-/// ortfleet's variables that name files or folders: a daemon working in "/" reads their relative values
-/// from the folder it was started in.
-constexpr EnvVar kPathVariables[] = {EnvVar::cache,   EnvVar::cache_shared,  EnvVar::ort_lib, EnvVar::ort_root,
-                                     EnvVar::cuda_ep, EnvVar::cudnn_choices, EnvVar::worker};
 
 std::string gigabytes(uint64_t bytes) { return fmt::format("{:.2f} GB", static_cast<double>(bytes) / 1e9); }
 
@@ -88,15 +84,7 @@ void work_in_root(LeftPool& left) {
   left.serve.pool.worker_executable = absolute_in(left.serve.pool.worker_executable, "");
   left.serve.pool.config = with_absolute_paths(left.serve.pool.config, "");
   if (left.make_entry) left.make_entry = with_absolute_paths(*left.make_entry, "");
-  std::vector<std::string> names = {"TMPDIR", "XDG_CACHE_HOME"};
-  for (const EnvVar v : kPathVariables) names.push_back(env_name(v));
-  for (const auto& name : names) {
-    const char* value = std::getenv(name.c_str());
-    if (value == nullptr || *value == '\0' || std::string(value) == "0") continue;
-    const std::string absolute = absolute_in(value, "");
-    if (absolute != value) ::setenv(name.c_str(), absolute.c_str(), 1);
-  }
-  if (::chdir("/") != 0) std::cerr << "the warm pool could not work in /: " << std::strerror(errno) << std::endl;
+  detail::work_in_root();
 }
 
 json request_json(const LeftPool& left) {

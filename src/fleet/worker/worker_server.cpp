@@ -1,5 +1,7 @@
 #include "fleet/worker/worker_server.hpp"
 
+#include "fleet/local/plan_paths.hpp"
+
 #include <poll.h>
 #include <signal.h>
 #include <sched.h>
@@ -298,8 +300,9 @@ void watch_lifeline(int fd, double grace_s) {
 
 }  // namespace
 
-WorkerServer::WorkerServer(Device device, int64_t main_ns)
-    : sessions_(std::make_unique<WorkerSessions>(std::move(device), main_ns)), attached_(std::make_unique<AttachedChannels>()) {}
+WorkerServer::WorkerServer(Device device, int64_t main_ns, std::string origin)
+    : sessions_(std::make_unique<WorkerSessions>(std::move(device), main_ns, std::move(origin))),
+      attached_(std::make_unique<AttachedChannels>()) {}
 
 WorkerServer::~WorkerServer() {
   std::vector<std::thread> threads;
@@ -323,7 +326,8 @@ int worker_main(int channel_fd, const Device& device, bool narrowed) {
   set_ort_warning_mode(OrtWarningMode::hand_over);  // the parent says them, once for every worker
   MessageChannel channel{UniqueFd(channel_fd)};
   watch_lifeline(channel.fd(), /*grace_s=*/2);
-  WorkerServer server(device, main_ns);
+  // In "/": a worker a pool keeps after its job (or a background fill) never pins the job's folder.
+  WorkerServer server(device, main_ns, work_in_root());
   server.serve(channel);
   // Clients of a pool server keep their channels until they close them; the server is gone, and so
   // is this worker: end without waiting for them (exit closes their sockets, they see the worker go).

@@ -18,7 +18,8 @@ struct AttachedChannels;
 class WorkerServer {
  public:
   /// `main_ns`: when the process's main() began, where its first timeline starts.
-  WorkerServer(Device device, int64_t main_ns);
+  /// `origin`: the folder the process was started in (WorkerSessions).
+  WorkerServer(Device device, int64_t main_ns, std::string origin = {});
   /// Waits for the channels attached to it to close first.
   ~WorkerServer();
   WorkerServer(const WorkerServer&) = delete;

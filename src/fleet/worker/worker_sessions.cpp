@@ -23,6 +23,7 @@
 #include "base/termination_cleanup.hpp"
 #include "engine/cache/model_digest.hpp"
 #include "engine/cuda/cuda_driver.hpp"
+#include "fleet/local/plan_paths.hpp"
 #include "fleet/worker/cache_fill.hpp"
 #include "fleet/worker/wire.hpp"
 #include "fleet/worker/worker_protocol.hpp"
@@ -104,7 +105,8 @@ void remove_primer_folders_of_dead_workers(const std::filesystem::path& temporar
 
 }  // namespace
 
-json WorkerSessions::initialise(const LocalStartPlan& plan, size_t max_resident, bool prime) {
+json WorkerSessions::initialise(const LocalStartPlan& given, size_t max_resident, bool prime) {
+  const LocalStartPlan plan = with_absolute_paths(given, origin_);
   std::lock_guard starting(start_mutex_);
   delay_if_asked(EnvVar::test_worker_init_delay, lane());
   initialised_ = true;
@@ -120,7 +122,8 @@ json WorkerSessions::initialise(const LocalStartPlan& plan, size_t max_resident,
   return answer_to(message::init, {{"timeline", on_my_lane(timeline)}});
 }
 
-json WorkerSessions::start(const LocalStartPlan& plan, std::vector<std::string>& held) {
+json WorkerSessions::start(const LocalStartPlan& given, std::vector<std::string>& held) {
+  const LocalStartPlan plan = with_absolute_paths(given, origin_);
   // A resident session is handed out at once, never behind another model's creation. Only a session of
   // the same layout can be this one: where none is resident, the model's content is hashed beside the
   // session's making (a 5 GB model's weights read before its start cost more than the start).

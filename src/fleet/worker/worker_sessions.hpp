@@ -37,7 +37,10 @@ struct ResidentSession {
 /// Everything the worker's channels share: its device and its sessions.
 class WorkerSessions {
  public:
-  WorkerSessions(Device device, int64_t main_ns) : device_(std::move(device)), main_ns_(main_ns) {}
+  /// `origin`: the folder the worker was started in, which the plans its clients send name their files
+  /// from (the worker itself works in "/": it never pins a job's folder once the job is gone).
+  WorkerSessions(Device device, int64_t main_ns, std::string origin = {})
+      : device_(std::move(device)), main_ns_(main_ns), origin_(std::move(origin)) {}
   const Device& device() const { return device_; }
   nlohmann::json initialise(const LocalStartPlan& plan, size_t max_resident, bool prime);
 
@@ -105,6 +108,7 @@ class WorkerSessions {
 
   Device device_;
   int64_t main_ns_;
+  std::string origin_;
   std::mutex start_mutex_;
   std::mutex mutex_;
   std::map<std::string, std::shared_ptr<ResidentSession>> sessions_;
