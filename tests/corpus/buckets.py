@@ -11,24 +11,11 @@ import sys
 import numpy as np
 import ortfleet
 
+from corpus_inputs import F, I, MEL, VAD4, VAD5, devices_or_skip, inputs_for
+
 models, device = sys.argv[1], sys.argv[2]
-if not os.path.exists(f"{models}/silero_vad_v5.onnx"):
-    print(f"SKIP: the real-model corpus is not in {models}; run scripts/fetch-real-models.sh", file=sys.stderr)
-    sys.exit(77)
-devices = "cpu" if device == "cpu" else [int(device)]
-if device != "cpu":
-    try:
-        with ortfleet.Fleet(f"{models}/oww_embedding.onnx", devices=devices, strategy="threads") as probe:
-            probe.start()
-            probe.wait()
-    except ortfleet.Error as e:
-        print(f"SKIP: no GPU {device}: {e}", file=sys.stderr)
-        sys.exit(77)
+devices = devices_or_skip(models, device)
 rng = np.random.default_rng(7)
-F, I = np.float32, np.int64
-VAD4 = {"sr": (16000, 16000), "h": (0, 0), "c": (0, 0)}
-VAD5 = {"sr": (16000, 16000), "state": (0, 0)}
-MEL = {"input": (-32768, 32767)}
 # name, buckets, input ranges, declared shapes, calls (input -> (shape, dtype)); "refused" lists a
 # model whose buckets the model itself forbids (a fixed dim) or whose padding changes its outputs.
 CASES = [
@@ -49,17 +36,6 @@ CASES = [
 ]
 
 
-def inputs_for(call, ranges):
-    out = {}
-    for name, (shape, dtype) in call.items():
-        lo, hi = ranges.get(name, (-1.0, 1.0))
-        if np.issubdtype(dtype, np.integer):
-            out[name] = rng.integers(int(lo), int(hi) + 1, size=shape).astype(dtype)
-        else:
-            out[name] = rng.uniform(lo, hi, size=shape).astype(dtype)
-    return out
-
-
 failures = 0
 for name, buckets, ranges, shapes, calls in CASES:
     model = f"{models}/{name}.onnx"
@@ -76,7 +52,7 @@ for name, buckets, ranges, shapes, calls in CASES:
                 plain.start()
                 assert plain.wait(), plain.status()[0]["error"]
                 for call in calls:
-                    given = inputs_for(call, ranges)
+                    given = inputs_for(rng, call, ranges)
                     got, want = bucketed.run(0, given), plain.run(0, given)
                     for output, a in want.items():
                         b = got[output]
