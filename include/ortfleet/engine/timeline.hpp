@@ -31,6 +31,8 @@ inline constexpr const char* session_full = "session.full";        ///< a tiered
 inline constexpr const char* session_switch = "session.switch";    ///< the full session switched in (zero-length marker)
 inline constexpr const char* libraries_prime = "libraries.prime";  ///< a warm worker's throwaway sessions: cuDNN, cuBLAS loaded
 inline constexpr const char* worker_spawn = "worker.spawn";        ///< a worker process until it answers
+inline constexpr const char* setup = "setup";                      ///< main() until the first phase: arguments, config, devices
+inline constexpr const char* pool_request = "pool.request";        ///< a start asked of a warm pool: connecting, the pool's worker, the reply
 inline constexpr const char* ready = "ready";                      ///< device ready (zero-length marker)
 }  // namespace phase
 

@@ -367,7 +367,11 @@ struct Fleet::Impl {
     for (size_t i = 0; i < status.size(); ++i) mark_starting(i);
     try {
       auto plan = plan_for(options.devices, detail::LocalMode::overlapped);
+      // What the pool's workers do shows on their lanes; the rest (connecting, the pool choosing and
+      // perhaps restoring a worker, the replies) on this one, so that every millisecond is said.
+      auto asking = timeline.scope(phase::pool_request, "process");
       auto opened = detail::open_on_pool_server(options.pool_socket, plan, options.start_timeout_s);
+      asking.finish();
       pool_connection = std::move(opened.connection);
       for (size_t i = 0; i < opened.devices.size(); ++i) {
         auto& d = opened.devices[i];
