@@ -27,6 +27,7 @@
 #include "ortfleet/engine/model_file.hpp"
 #include "ortfleet/engine/cuda_provider.hpp"
 #include "ortfleet/engine/runtime.hpp"
+#include "ortfleet/engine/session.hpp"
 #include "ortfleet/fleet/pool_server.hpp"
 #include "base/system_paths.hpp"
 
@@ -146,6 +147,14 @@ std::vector<Case> plan_cases(const BenchOptions& o, const std::string& ortfleet,
     ortfleet_case(Strategy::fleet, all, "fleet, no model cache");
     cases.back().row.model_cache = "off";
     cases.back().start.arguments.push_back("--no-model-cache");
+    // A first start this model gets tiered (its first outputs from a quick session): the same start
+    // with the session as configured from the outset beside it.
+    if (tiered_start_asked(o.model, all.front(), o.config)) {
+      ortfleet_case(Strategy::fleet, all, "fleet, empty cache, not tiered");
+      cases.back().row.model_cache = "empty";
+      cases.back().start.arguments.insert(cases.back().start.arguments.end(),
+                                          {"--model-cache", "--model-cache-fill", "off", "--tiered-start", "off"});
+    }
   }
   if (multi) {
     ortfleet_case(Strategy::sequential, one, "plain (1 device)");
@@ -254,6 +263,11 @@ std::vector<std::string> cache_notes(const std::vector<BenchRow>& rows) {
                     "; its cache entry is made after ready, in the background, and is not part of it");
   }
   if (cached) notes.push_back("cached start: " + against_plain(*cached) + " (the untimed start made the entry)");
+  if (const BenchRow* untiered = ran_row(rows, "fleet, empty cache, not tiered"); untiered && first) {
+    notes.push_back("tiered first start (first outputs from a quick session, the full one made beside it): " + duration_text(first->mean_ms) +
+                    " against " + duration_text(untiered->mean_ms) + " not tiered: " + compare_times(untiered->wall_ms, first->wall_ms).text() +
+                    " its time");
+  }
   return notes;
 }
 

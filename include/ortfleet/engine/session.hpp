@@ -69,6 +69,11 @@ struct SessionTier {
 };
 std::string to_string(SessionTier::Stage stage);  ///< "none", "quick", "full", "refused"
 
+/// Whether a first start of `model` on `device` with `config` is tiered where the cache has no entry
+/// and the device holds the weights twice (SessionOptions::tiered_start): what the setting asks, the
+/// model's convolutions for `auto`, nothing declared beyond one shape, no CUDA graph.
+bool tiered_start_asked(const std::string& model, const Device& device, const RunConfig& config);
+
 class Session {
  public:
   /// Creates the session; phases go into `timeline` (if any) on the device's lane.

@@ -40,23 +40,43 @@ uint64_t host_memory_available() {
 }
 }  // namespace
 
-bool Session::Impl::tiers_apply(const detail::CacheUse& cache, uint64_t weight_bytes) const {
-  const TieredStart asked = spec.config.session.tiered_start;
-  // A cached start has its optimised graph, and on a GPU cuDNN's record of the model's choices: it is
-  // quick already.
-  if (asked == TieredStart::off || cache.hit() || cache.writing()) return false;
-  // Shapes made at start-up, a captured CUDA graph, a profile: the quick session would be one of several,
-  // or the one measured.
-  const auto& shapes = spec.config.shapes;
-  if (graph_mode() || !spec.profile_prefix.empty() || !shapes.declared.empty() || !shapes.batches.empty() || !shapes.buckets.empty()) return false;
-  if (quick_config() == spec.config) return false;  // the configured session is as quick as it gets
-  if (asked == TieredStart::automatic) {
-    // Measured only for a GPU's convolutions: cuDNN's search is where a quick session saves the most.
-    if (!spec.device.is_gpu()) return false;
-    const ModelFacts facts = inspect_model(spec.model_path);
-    const auto count = [&facts](const char* op) { return facts.op_counts.count(op) ? facts.op_counts.at(op) : 0; };
-    if (count("Conv") + count("ConvTranspose") < kTieredStartMinConvs) return false;
+namespace {
+/// The config the quick session of a tiered start is made with: on a GPU cuDNN's cheapest convolution
+/// search (no heuristics queried, no runtime-compiled plans), on the CPU basic graph optimisation.
+RunConfig quick_config_of(const Device& device, const RunConfig& config) {
+  RunConfig quick = config;
+  if (device.is_gpu()) {
+    quick.cuda.conv_algo_search = ConvAlgoSearch::default_algo;
+  } else if (quick.session.graph_optimization > GraphOptimization::basic) {
+    quick.session.graph_optimization = GraphOptimization::basic;
   }
+  return quick;
+}
+}  // namespace
+
+bool tiered_start_asked(const std::string& model, const Device& device, const RunConfig& config) {
+  const TieredStart asked = config.session.tiered_start;
+  if (asked == TieredStart::off) return false;
+  // Shapes made at start-up, a captured CUDA graph: the quick session would be one of several.
+  const auto& shapes = config.shapes;
+  if ((device.is_gpu() && config.cuda.cuda_graph) || !shapes.declared.empty() || !shapes.batches.empty() || !shapes.buckets.empty()) return false;
+  if (quick_config_of(device, config) == config) return false;  // the configured session is as quick as it gets
+  if (asked == TieredStart::on) return true;
+  // auto: measured only for a GPU's convolutions, where cuDNN's search is what a quick session saves.
+  if (!device.is_gpu()) return false;
+  try {
+    const ModelFacts facts = inspect_model(model);
+    const auto count = [&facts](const char* op) { return facts.op_counts.count(op) ? facts.op_counts.at(op) : 0; };
+    return count("Conv") + count("ConvTranspose") >= kTieredStartMinConvs;
+  } catch (const std::exception&) {
+    return false;  // the start says what is wrong with the model
+  }
+}
+
+bool Session::Impl::tiers_apply(const detail::CacheUse& cache, uint64_t weight_bytes) const {
+  // A cached start has its optimised graph, and on a GPU cuDNN's record of the model's choices: it is
+  // quick already. A profile measures the one session it makes.
+  if (cache.hit() || cache.writing() || !spec.profile_prefix.empty() || !tiered_start_asked(spec.model_path, spec.device, spec.config)) return false;
   // Never two copies of the weights where the device does not hold them.
   constexpr uint64_t kRoom = uint64_t{512} << 20;
   const bool fits = spec.device.is_gpu() ? detail::SharedWeights::fit_twice(spec.device, weight_bytes) : host_memory_available() > 2 * weight_bytes + kRoom;
@@ -64,15 +84,7 @@ bool Session::Impl::tiers_apply(const detail::CacheUse& cache, uint64_t weight_b
   return fits;
 }
 
-RunConfig Session::Impl::quick_config() const {
-  RunConfig quick = spec.config;
-  if (spec.device.is_gpu()) {
-    quick.cuda.conv_algo_search = ConvAlgoSearch::default_algo;  // no heuristics queried, no runtime-compiled plans
-  } else if (quick.session.graph_optimization > GraphOptimization::basic) {
-    quick.session.graph_optimization = GraphOptimization::basic;
-  }
-  return quick;
-}
+RunConfig Session::Impl::quick_config() const { return quick_config_of(spec.device, spec.config); }
 
 void Session::Impl::begin_full_session() {
   if (!tiered) return;
