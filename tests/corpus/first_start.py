@@ -47,6 +47,9 @@ rng = np.random.default_rng(11)
 failures = 0
 for name, ranges, shapes in CASES:
     model = f"{models}/{name}.onnx"
+    if not os.path.exists(model):
+        print(f"skip {name}: not in {models}")  # a GPU machine gets the corpus in parts
+        continue
     kw = dict(devices=devices, strategy="threads", pool=False, input_ranges={k: list(v) for k, v in ranges.items()} or None, shapes=shapes)
     given = None
     outputs = {}
