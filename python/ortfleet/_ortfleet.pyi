@@ -56,6 +56,7 @@ class Fleet:
         narrow_workers: bool = True,
         one_process: bool = False,
         model_cache_fill: str | None = None,
+        tiered_start: str | None = None,
         shapes: str | Mapping[str, Sequence[int]] | Sequence[str | Mapping[str, Sequence[int]]] | None = None,
         batches: str | Sequence[int] | None = None,
         max_shape_sessions: int | None = None,
