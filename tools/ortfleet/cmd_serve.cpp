@@ -31,6 +31,11 @@ struct ServeFlags {
   bool detach = false;
   double idle_exit_s = 0;
   double park_after_s = WarmPoolOptions::kDefaultParkAfterS;
+  std::vector<std::string> preload;
+  bool preload_cached = false;
+  double preload_budget_gb = -1;  // not given: a quarter of the machine's memory
+  bool no_remember = false;
+  double unload_above_gb = 2;
   RunConfigFlags config;
 };
 
@@ -48,6 +53,15 @@ int run_serve(const ServeFlags& f, const Globals& g) {
   options.socket_path = f.socket;
   options.idle_exit_s = f.idle_exit_s;
   options.park_after_s = f.park_after_s;
+  options.pool.unload_above_bytes = static_cast<uint64_t>(f.unload_above_gb * 1e9);
+  // The models named here and in the config's warm_pool.preload, each from this folder (the daemon works in /).
+  for (const auto* list : std::initializer_list<const std::vector<std::string>*>{&f.preload, &options.pool.config.warm_pool.preload}) {
+    for (const auto& model : *list) options.preload.models.push_back(std::filesystem::absolute(model).lexically_normal().string());
+  }
+  options.pool.config.warm_pool.preload.clear();
+  options.preload.cached = f.preload_cached;
+  options.preload.remember = !f.no_remember;
+  if (f.preload_budget_gb >= 0) options.preload.budget_bytes = static_cast<uint64_t>(f.preload_budget_gb * 1e9);
   if (!f.detach) return serve_pool(options, g.quiet);
   const DetachedPool pool = serve_pool_detached(options);
   if (!g.quiet) {
@@ -167,6 +181,12 @@ void register_serve(CLI::App& app, Globals& globals, Action& action) {
                 "then ends the sessions every job holds on that device)");
   add_setting_option(cmd, Setting::idle_exit, f->idle_exit_s);
   add_setting_option(cmd, Setting::park_after, f->park_after_s);
+  // A node's models, resident and parked before any job asks (docs/serving.md, "The node daemon").
+  add_setting_option(cmd, Setting::preload, f->preload)->check(CLI::ExistingFile);
+  add_setting_flag(cmd, Setting::preload_cached, f->preload_cached);
+  add_setting_option(cmd, Setting::preload_budget, f->preload_budget_gb);
+  add_setting_flag(cmd, Setting::remember_served, f->no_remember);
+  add_setting_option(cmd, Setting::unload_above, f->unload_above_gb);
   f->config.add_to(cmd);  // its warm pool's idle time is --idle-exit: no --warm-pool-idle here
   cmd->callback([cmd, &globals, &action, f] {
     f->config.check(FlagChecks(*cmd));

@@ -296,8 +296,10 @@ int PoolCore::maintain(std::vector<Action>& actions) {
     Worker* spare = s.spare ? lookup(*s.spare) : nullptr;
     // A spare while the shared worker holds sessions (a new model's first start must not go beside
     // them); none while it holds nothing (it can take a new model itself).
-    // None while the device is parked either: made again once it is used (a claim, a restore ahead).
-    if (options_.isolate_new_models && spare == nullptr && !shared.models.empty() && shared.up() && !s.spare_paused) {
+    // None while the device is parked either: made again once it is used (a claim, a restore ahead),
+    // after its shared worker's restore (a new process's start would contend with it in the driver).
+    const bool restored = shared.phase != Phase::parked && !shared.restore_pending;
+    if (options_.isolate_new_models && spare == nullptr && !shared.models.empty() && shared.up() && restored && !s.spare_paused) {
       s.spare = spawn(d, actions);
       at(*s.spare).role = Role::spare;
     } else if (spare != nullptr && spare->up() && spare->blank() && shared.up() && shared.blank()) {

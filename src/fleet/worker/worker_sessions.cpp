@@ -298,7 +298,8 @@ json WorkerSessions::status(bool with_plans) {
                   {"model", s->model_path},
                   {"holders", s->holders},
                   {"idle_s", static_cast<double>(now - s->last_used_ns) / 1e9},
-                  {"memory_bytes", s->result.memory_bytes}};
+                  {"memory_bytes", s->result.memory_bytes},
+                  {"model_cache", s->result.session ? s->result.session->model_cache_outcome() : std::string()}};  // made from the entry: "hit"
     if (with_plans) entry["plan"] = s->plan;
     list.push_back(std::move(entry));
   }

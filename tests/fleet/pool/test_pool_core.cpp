@@ -402,9 +402,11 @@ TEST(PoolCore, AParkedDeviceKeepsNoSpareAndMakesItAgainOnceUsed) {
   std::vector<Action> actions;
   core.maintain(actions);
   EXPECT_TRUE(spawned(actions).empty()) << "a spare was started for a parked device";
-  // A job's claim restores the shared worker, and the spare is made again beside it.
+  // A job's claim restores the shared worker, and the spare is made again beside it, once the restore is done.
   const ClaimDecision job = claim_through(core, model("a"));
   EXPECT_TRUE(job.restore);
+  core.maintain(actions);
+  EXPECT_TRUE(spawned(actions).empty()) << "a spare was started while the shared worker awaits its restore";
   core.restored(shared);
   core.maintain(actions);
   EXPECT_EQ(spawned(actions).size(), 1u);
