@@ -114,6 +114,16 @@ void print_pool_status(const nlohmann::json& j) {
   } else if (!state.empty()) {
     std::cout << "workers do not park: " << (state == "off" ? "off (" + parking.value("why", "") + ")" : parking.value("why", "")) << "\n";
   }
+  if (const auto preload = j.value("preload", nlohmann::json::object()); preload.value("chosen", 0) > 0 || !preload.value("left_out", nlohmann::json::array()).empty()) {
+    // What the daemon made resident as it started, before any job asked.
+    std::cout << fmt::format("made resident at start: {} of {}{}", preload.value("made", 0), count_text(preload.value("chosen", 0), "session"),
+                             preload.value("state", "") == "making" ? " (still making them)" : "");
+    if (const size_t left = preload.value("left_out", nlohmann::json::array()).size(); left > 0) std::cout << fmt::format("; {} left out", left);
+    if (const size_t failed = preload.value("failed", nlohmann::json::array()).size(); failed > 0) std::cout << fmt::format("; {} failed", failed);
+    std::cout << "\n";
+    for (const auto& line : preload.value("left_out", nlohmann::json::array())) std::cout << "  left out: " << terminal_text(line.get<std::string>()) << "\n";
+    for (const auto& line : preload.value("failed", nlohmann::json::array())) std::cout << "  failed: " << terminal_text(line.get<std::string>()) << "\n";
+  }
   for (const auto& model : j.value("cache_fills", nlohmann::json::array())) {
     std::cout << "making the model cache entry of " << terminal_text(model.get<std::string>()) << " in the background\n";
   }
@@ -122,7 +132,7 @@ void print_pool_status(const nlohmann::json& j) {
   // the libraries every worker maps once in all); a parked worker's GPU state is in its host memory.
   Table workers({"device", "role", "state", "pid", "sessions", "GPU memory", "host memory", "note"},
                 {false, false, false, true, true, true, true, false});
-  Table sessions({"device", "model", "holders", "idle", "memory at ready"}, {false, false, true, true, true});
+  Table sessions({"device", "model", "holders", "idle", "memory at ready", "preloaded"}, {false, false, true, true, true, false});
   std::set<std::string> models;
   for (const auto& d : j.at("devices")) {
     for (const auto& s : d.value("sessions", nlohmann::json::array())) models.insert(s.value("model", ""));
@@ -137,12 +147,17 @@ void print_pool_status(const nlohmann::json& j) {
                                                                                 : std::string("?");
     std::string note = d.value("error", "");
     if (note.empty()) note = d.value("note", "");
+    // Sessions dropped before it parked (large weights): made again from their cache entry when a job comes.
+    if (const size_t unloaded = d.value("unloaded", nlohmann::json::array()).size(); note.empty() && unloaded > 0) {
+      note = fmt::format("{} unloaded (made again when a job comes)", count_text(unloaded, "model"));
+    }
     workers.add({d.value("device", ""), d.value("role", "shared"), state, std::to_string(d.value("pid", 0)),
                  std::to_string(d.value("sessions", nlohmann::json::array()).size()), gpu_text, bytes_text(d.value("host_pss_bytes", uint64_t{0})),
                  note});
     for (const auto& s : d.value("sessions", nlohmann::json::array())) {
       sessions.add({d.value("device", ""), model_names.at(s.value("model", "")), std::to_string(s.value("holders", 0)),
-                    duration_text(s.value("idle_s", 0.0) * 1000), bytes_text(s.value("memory_bytes", uint64_t{0}))});
+                    duration_text(s.value("idle_s", 0.0) * 1000), bytes_text(s.value("memory_bytes", uint64_t{0})),
+                    s.value("preloaded", false) ? "yes" : ""});
     }
   }
   workers.print(std::cout, "no workers");

@@ -113,7 +113,7 @@ size_t PoolServer::Impl::reap_fills() {
 double PoolServer::Impl::idle_s() const { return static_cast<double>(monotonic_ns() - busy_until_ns.load()) / 1e9; }
 
 void PoolServer::Impl::idle_work(bool is_busy) {
-  if (is_busy) {
+  if (restored_ahead.exchange(false) || is_busy) {
     last_fold_ns = last_park_ns = 0;  // the next idle spell folds and parks anew
     return;
   }
@@ -195,7 +195,11 @@ void PoolServer::Impl::preload_at_start() {
         try {
           // Made as a job's start makes it, then let go (the channel closes): resident, proven, and
           // parked with the pool once it is idle.
-          detail::start_on_pool(*pool, i->plan, options.pool.start_timeout_s);
+          const detail::PoolDeviceStart made = detail::start_on_pool(*pool, i->plan, options.pool.start_timeout_s);
+          // Made from the model (no entry yet): its entry is made in the background, and the session
+          // made again from it once the pool is idle (it holds less).
+          const json& status = made.ready.value("status", json::object());
+          if (status.is_object() && !status.value("resident", false) && detail::text_field(status, "model_cache") == "miss") fill_in_background(i->plan, i->device);
           spdlog::info("{}: made {} resident ({}) in {:.0f} ms", i->device.to_string(), i->model, detail::to_string(i->source),
                        static_cast<double>(monotonic_ns() - start) / 1e6);
           std::lock_guard lock(preload_mutex);

@@ -120,6 +120,7 @@ struct PoolServer::Impl {
   /// parking or exiting.
   bool busy() { return jobs.load() > 0 || undecided.load() > 0 || preloading.load() || reap_fills() > 0; }
   std::atomic<int64_t> busy_until_ns{0};  // last seen busy (or started), on the monotonic clock
+  std::atomic<bool> restored_ahead{false};  // a job's client said it comes: the idle timers start anew, as for a job
   double idle_s() const;
   std::thread idle_worker;           // folds in and parks, off the accept loop
   std::atomic<bool> idle_work_now{false};

@@ -153,6 +153,7 @@ json PoolServer::Impl::answer_restore_ahead(Request& r) {
   // that then does not come leaves the pool parked again after the usual idle time.
   const detail::RestoreAheadRequest asked = detail::read_restore_ahead_request(r.message.body);
   busy_until_ns = monotonic_ns();
+  restored_ahead = true;
   pool->restore_ahead(asked.devices, asked.model.empty() ? asked.model : detail::absolute_in(asked.model, ""));
   return detail::answer_to(detail::pool_message::restore_ahead, {{"devices", asked.devices.size()}});
 }

@@ -45,10 +45,10 @@ std::vector<IdleSession> idle_sessions(const json& said, const std::string& fold
   return out;
 }
 
-/// The bytes of an entry of the model cache made from `plan`'s model as its file is now, for a device
+/// The bytes of an entry of the model cache made from what `plan`'s model file holds now, for a device
 /// of `device`'s kind, in this user's cache or the shared layer; nothing where there is none. Read from
-/// the entries' manifests (the model they were made from, their key, their files): the daemon loads no
-/// runtime to compute a key.
+/// the entries' manifests (their key, which begins with the content they were made from, and their
+/// files): the daemon loads no runtime to compute a key.
 std::optional<uint64_t> entry_of_model(const detail::LocalStartPlan& plan, const Device& device) {
   const auto now = detail::model_now(plan.model_path);
   if (!now) return std::nullopt;
@@ -70,7 +70,8 @@ std::optional<uint64_t> entry_of_model(const detail::LocalStartPlan& plan, const
         std::ifstream in(e.path());
         const json manifest = json::parse(in);
         const std::string key = manifest.value("key", "");
-        if (manifest.value("model", "") != plan.model_path || key.rfind(now->content + "|", 0) != 0 || key.find(kind) == std::string::npos) continue;
+        // Its key begins with the content it was made from (wherever that file was), then names the device's kind.
+        if (key.rfind(now->content + "|", 0) != 0 || key.find(kind) == std::string::npos) continue;
         uint64_t bytes = 0;
         for (const auto& f : manifest.value("files", json::array())) bytes += f.is_object() ? f.value("bytes", uint64_t{0}) : 0;
         return bytes;
