@@ -13,6 +13,9 @@
 //           spare is busy: folded into the shared worker when the pool is idle)
 //   phases: starting -> ready <-> claimed/trial (starts handed out) ; ready <-> parked ;
 //           any role -> retiring (stopped in the background) -> dead ; starting -> failed
+//   a warm node (issue 60): a restore ahead of a job holds a device's parked workers like a claim and
+//           keeps the device from parking until the next park round; a parked device keeps no spare;
+//           models unloaded before parking are never resident until made again
 #include <cstddef>
 #include <cstdint>
 #include <functional>

@@ -72,6 +72,8 @@ std::optional<uint64_t> entry_of_model(const detail::LocalStartPlan& plan, const
         const std::string key = manifest.value("key", "");
         // Its key begins with the content it was made from (wherever that file was), then names the device's kind.
         if (key.rfind(now->content + "|", 0) != 0 || key.find(kind) == std::string::npos) continue;
+        // Priced as loading no faster than the model: starts do not use it.
+        if (const auto gain = manifest.find("gain"); gain != manifest.end() && gain->is_object() && !gain->value("pays", true)) continue;
         uint64_t bytes = 0;
         for (const auto& f : manifest.value("files", json::array())) bytes += f.is_object() ? f.value("bytes", uint64_t{0}) : 0;
         return bytes;
