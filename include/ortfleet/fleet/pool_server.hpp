@@ -37,8 +37,9 @@ struct PreloadOptions {
   /// where their files are on this node.
   bool cached = false;
   /// Remember the models this daemon serves (its state folder) and make them resident again, with the
-  /// settings they were served with, when it next starts.
-  bool remember = true;
+  /// settings they were served with, when it next starts. `ortfleet serve` does by default
+  /// (`--no-remember`); a pool made in a program (bench's, a test's) only where it asks.
+  bool remember = false;
   /// Host memory (bytes) the models made resident at start may take in all (their weights live in
   /// host memory while parked): named ones first, then those served before, most recently used first,
   /// then the cache's; what does not fit is left out. Unset: a quarter of this machine's memory.

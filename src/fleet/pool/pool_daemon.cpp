@@ -144,7 +144,7 @@ LeftPool left_pool_from_json(const json& request) {
   if (const auto p = request.find("preload"); p != request.end() && p->is_object()) {
     options.preload.models = p->value("models", std::vector<std::string>{});
     options.preload.cached = p->value("cached", false);
-    options.preload.remember = p->value("remember", true);
+    options.preload.remember = p->value("remember", false);
     if (p->contains("budget_bytes") && !p->at("budget_bytes").is_null()) options.preload.budget_bytes = p->at("budget_bytes").get<uint64_t>();
     options.preload.state_dir = p->value("state_dir", "");
   }

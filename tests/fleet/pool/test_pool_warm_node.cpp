@@ -71,6 +71,7 @@ ServeOptions node(bool isolate = false, double park_after_s = 0) {
   o.pool.devices = {Device::cpu(0)};
   o.pool.isolate_new_models = isolate;
   o.park_after_s = park_after_s;
+  o.preload.remember = true;  // as `ortfleet serve` does by default
   return o;
 }
 
@@ -168,8 +169,9 @@ TEST(WarmNode, WhatTheBudgetCannotHoldIsLeftOutAndSaysSo) {
 // for the 1.28 GB transformer): once the pool is idle and the entry exists, it is made again from it.
 TEST(WarmNode, ASessionMadeFromTheModelIsMadeAgainFromItsEntryOnceIdle) {
   const fs::path dir = test::fresh_dir("warm-node-remade");
+  const test::ScopedEnv cache("ORTFLEET_CACHE", (dir / "cache").string());  // empty: no entry of the model yet
   const std::string model = (dir / "m.onnx").string();
-  test::copy_with_other_weights(test::mlp_model(), model);  // a content no other test made an entry of
+  fs::copy_file(test::mlp_model(), model);
   ServeOptions o = node();
   o.fold_after_s = 0.3;  // idle work soon
   o.preload.models = {model};
@@ -215,6 +217,7 @@ TEST(WarmNode, AFleetBeingMadeRestoresAParkedDeviceAheadAndItParksAgainWhenNoJob
 TEST(WarmNode, ALargeSessionIsDroppedBeforeParkingAndMadeAgainFromItsEntryAheadOfItsJob) {
   const test::ScopedEnv parks("ORTFLEET_TEST_PARK_CPU", "1");
   const fs::path dir = test::fresh_dir("warm-node-unload");
+  const test::ScopedEnv cache("ORTFLEET_CACHE", (dir / "cache").string());  // its entry made here, unpriced
   const std::string model = (dir / "m.onnx").string();
   fs::copy_file(test::mlp_model(), model);
   ServeOptions o = node(/*isolate=*/false, /*park_after_s=*/0.5);
