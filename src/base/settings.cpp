@@ -180,8 +180,7 @@ constexpr std::array<SettingRow, kSettingCount> kRows = {{
      "Host memory the models made resident at start may take in all (their weights, held in host memory while parked), least recently "
      "used left out first; 0: none (default: a quarter of this machine's memory)"},
     {S::remember_served, "remember_served", Scope::serve, "--no-remember", nullptr, on_off(), "true",
-     "Remember the models this daemon serves (in its state folder) and make them resident again when it next starts; --no-remember "
-     "does neither"},
+     "Remember the models this daemon serves (in its state folder) and make them resident again when it next starts (the flag: neither)"},
     {S::unload_above, "unload_above_gb", Scope::serve, "--unload-above", nullptr, {.kind = ValueKind::number, .lo = 0, .hi = 1e6, .unit = "GB"},
      "2",
      "Before its worker parks, drop a session nobody holds whose model cache entry holds more than this many GB (uploading it again from "

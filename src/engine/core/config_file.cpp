@@ -197,7 +197,7 @@ std::string RunConfig::to_json() const {
   for (const auto& [input, r] : warmup.input_ranges) ranges[input] = {r.lo, r.hi};
   warmup_j["input_ranges"] = ranges;
   json warm_pool_j = section_fields_json("warm_pool", *this);
-  if (!warm_pool.preload.empty()) warm_pool_j["preload"] = warm_pool.preload;
+  warm_pool_j["preload"] = warm_pool.preload;
   const json j = {{"ortfleet_config", kConfigFormat}, {"name", name},       {"session", session_j}, {"cuda", cuda_j},
                   {"shapes", shapes_j},               {"warmup", warmup_j}, {"warm_pool", warm_pool_j}};
   return j.dump(2) + "\n";

@@ -19,6 +19,7 @@
 #include "engine/cache/model_digest.hpp"
 #include "fleet/worker/wire.hpp"
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/base/settings.hpp"
 #include "ortfleet/engine/cache.hpp"
 
 namespace ortfleet::detail {
@@ -27,7 +28,10 @@ using nlohmann::json;
 
 namespace {
 constexpr int kFormat = 1;
-constexpr const char* kFolderHint = "Set ORTFLEET_CACHE to a folder only you can write, or start the daemon with --no-remember";
+/// What to do about a folder that cannot hold the memory.
+std::string folder_hint() {
+  return "Set ORTFLEET_CACHE to a folder only you can write, or start the daemon with " + named(Setting::remember_served, "false");
+}
 /// A memory larger than this is no daemon's: refused unread.
 constexpr size_t kMostBytes = size_t{16} << 20;
 
@@ -112,14 +116,14 @@ std::vector<ServedModel> ServedModels::load() {
   };
   json j;
   try {
-    if (!check_private_dir(folder_, kFolderHint)) return out;
-    const FileToRead opened = open_file_to_read(file.string(), "the daemon's memory", kFolderHint, /*follow_symlinks=*/false);
+    if (!check_private_dir(folder_, folder_hint())) return out;
+    const FileToRead opened = open_file_to_read(file.string(), "the daemon's memory", folder_hint(), /*follow_symlinks=*/false);
     if (opened.status.st_uid != ::getuid() || (opened.status.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
       spdlog::warn("the daemon's memory {} is not this user's own file (owner uid {}, mode {:o}): not read", file.string(), opened.status.st_uid,
                    opened.status.st_mode & 07777);
       return out;
     }
-    j = json::parse(read_whole_file(file.string(), "the daemon's memory", kFolderHint, kMostBytes));
+    j = json::parse(read_whole_file(file.string(), "the daemon's memory", folder_hint(), kMostBytes));
   } catch (const json::exception&) {
     set_aside("is not JSON");
     return out;
@@ -203,7 +207,7 @@ std::string ServedModels::save() {
     }
   }
   try {
-    ensure_private_dir(folder_, kFolderHint);
+    ensure_private_dir(folder_, folder_hint());
     const json file = {{"ortfleet_served", kFormat}, {"models", models}, {"xxh64", checksum(models)}};
     write_private_file(fs::path(folder_) / kFileName, file.dump(1) + "\n", /*durable=*/true);
   } catch (const std::exception& e) {
