@@ -206,6 +206,7 @@ void PoolServer::Impl::preload_at_start() {
           preloaded.insert(i->device.to_string() + "|" + i->model);
           preload_report["made"] = preload_report.value("made", 0) + 1;
         } catch (const std::exception& e) {
+          if (stopping) return;  // its worker ended with the pool
           spdlog::warn("{}: {} was not made resident ({}): {}", i->device.to_string(), i->model, detail::to_string(i->source), Error::from(e).what());
           std::lock_guard lock(preload_mutex);
           preload_report["failed"].push_back(fmt::format("{} on {}: {}", i->model, i->device.to_string(), Error::from(e).what_failed()));
