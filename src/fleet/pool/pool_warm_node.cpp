@@ -12,6 +12,7 @@
 #include "fleet/pool/pool_executor.hpp"
 #include "fleet/pool/pool_paths.hpp"
 #include "fleet/pool/served_models.hpp"
+#include "fleet/pool/worker_parking.hpp"
 #include "fleet/worker/wire.hpp"
 #include "ortfleet/base/clock.hpp"
 #include "ortfleet/base/error.hpp"
@@ -203,7 +204,8 @@ size_t WorkerPool::remake_from_cache_entries() {
     std::lock_guard lock(s.mutex);
     for (const auto& [id, m] : s.members) {
       const pool::Worker* w = s.core.find(id);
-      if (w != nullptr && w->phase == pool::Phase::ready && w->claims == 0 && !w->models.empty() && m->process && s.core.hold(id)) idle.push_back(m);
+      if (w == nullptr || w->phase != pool::Phase::ready || w->claims > 0 || w->models.empty() || !m->process) continue;
+      if (detail::entry_holds_less(m->device) && s.core.hold(id)) idle.push_back(m);  // where that holds less only
     }
   }
   size_t remade = 0;

@@ -19,7 +19,9 @@ namespace {
 /// Tests only (ORTFLEET_TEST_PARK_CPU=1): a CPU worker "parks" stopped by SIGSTOP and is continued on
 /// restore, so that the pool's parking (which worker, when, what a claim meanwhile does, that nothing
 /// runs on a parked worker) is tested where no GPU is.
-bool cpu_parks_for_tests(const Device& device) { return !device.is_gpu() && env_on(EnvVar::test_park_cpu).value_or(false); }
+bool cpu_parks_for_tests(const Device& device) {
+  return provider_for(device).memory() == nullptr && env_on(EnvVar::test_park_cpu).value_or(false);  // a device without memory of its own
+}
 
 void signal_worker(const WorkerProcess& worker, int signal, const char* doing) {
   if (::kill(worker.pid(), signal) != 0) throw Error(fmt::format("cannot {} the worker pid {}: {}", doing, worker.pid(), std::strerror(errno)));
@@ -41,6 +43,8 @@ void WorkerParking::unpark(const WorkerProcess& worker) {
   if (cpu_parks_for_tests(worker.device())) return signal_worker(worker, SIGCONT, "continue");
   provider_for(worker.device()).parking().unpark(worker.pid());
 }
+
+bool entry_holds_less(const Device& device) { return provider_for(device).memory() != nullptr || cpu_parks_for_tests(device); }
 
 ParkingStatus parking_status(const std::vector<Device>& devices, double park_after_s) {
   if (!(park_after_s > 0)) return {ParkingStatus::State::off, named(Setting::park_after, "0")};

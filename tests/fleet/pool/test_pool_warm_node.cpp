@@ -166,8 +166,11 @@ TEST(WarmNode, WhatTheBudgetCannotHoldIsLeftOutAndSaysSo) {
 
 // A session made from the model (its start missed the cache: a job's own worker handed over, or one
 // made at start on an empty cache) holds more than one made from the entry on a GPU (2.7 against 1.4 GiB
-// for the 1.28 GB transformer): once the pool is idle and the entry exists, it is made again from it.
+// for the 1.28 GB transformer): once the pool is idle and the entry exists, it is made again from it. Not
+// on the CPU, where it holds less (its weights stay mapped from the model's file): CPU workers count as a
+// GPU's here (ORTFLEET_TEST_PARK_CPU), and without that they are left as they are.
 TEST(WarmNode, ASessionMadeFromTheModelIsMadeAgainFromItsEntryOnceIdle) {
+  const test::ScopedEnv as_a_gpu("ORTFLEET_TEST_PARK_CPU", "1");
   const fs::path dir = test::fresh_dir("warm-node-remade");
   const test::ScopedEnv cache("ORTFLEET_CACHE", (dir / "cache").string());  // empty: no entry of the model yet
   const std::string model = (dir / "m.onnx").string();
@@ -185,6 +188,24 @@ TEST(WarmNode, ASessionMadeFromTheModelIsMadeAgainFromItsEntryOnceIdle) {
   EXPECT_TRUE(sessions_of(status)[0].value("preloaded", false));
   EXPECT_EQ(log.count("made again from its cache entry in the worker pid"), 1u) << log.text();
   EXPECT_TRUE(started_resident(model, daemon));
+}
+
+TEST(WarmNode, OnTheCpuASessionMadeFromTheModelIsLeftAsItIs) {
+  const fs::path dir = test::fresh_dir("warm-node-not-remade");
+  const test::ScopedEnv cache("ORTFLEET_CACHE", (dir / "cache").string());
+  const std::string model = (dir / "m.onnx").string();
+  fs::copy_file(test::mlp_model(), model);
+  ServeOptions o = node();
+  o.fold_after_s = 0.3;
+  o.preload.models = {model};
+  o.pool.config.session.model_cache_fill = ModelCacheFill::inline_start;
+  test::CapturedLog log;
+  Daemon daemon(o, dir / "state");
+  daemon.await(preloaded);
+  // Idle work done (its memory saved), the session as it was made.
+  daemon.await([&](const json&) { return fs::exists(dir / "state" / detail::ServedModels::kFileName); });
+  EXPECT_EQ(sessions_of(daemon.status())[0].value("model_cache", ""), "miss");
+  EXPECT_EQ(log.count("made again from its cache entry"), 0u) << log.text();
 }
 
 // A parked device keeps no spare; a Fleet made for it (not yet started) restores it ahead of its request
