@@ -180,11 +180,13 @@ constexpr std::array<SettingRow, kSettingCount> kRows = {{
      "Host memory the models made resident at start may take in all (their weights, held in host memory while parked), least recently "
      "used left out first; 0: none (default: a quarter of this machine's memory)"},
     {S::remember_served, "remember_served", Scope::serve, "--no-remember", nullptr, on_off(), "true",
-     "Remember the models this daemon serves (in its state folder) and make them resident again when it next starts (the flag: neither)"},
+     "Remember the models this daemon serves (in its state folder) and make them resident again when it next starts; the flag does "
+     "neither"},
     {S::unload_above, "unload_above_gb", Scope::serve, "--unload-above", nullptr, {.kind = ValueKind::number, .lo = 0, .hi = 1e6, .unit = "GB"},
      "2",
-     "Before its worker parks, drop a session nobody holds whose model cache entry holds more than this many GB (uploading it again from "
-     "the entry beats the driver's restore of large weights): made again from the entry when a job's client says it comes; 0: never"},
+     "Before its worker parks, drop a session nobody holds, made from its model cache entry, whose model is larger than this many GB "
+     "(uploading large weights again from the entry beats the driver's restore of them): made again from the entry when a job's client "
+     "says it comes; 0: never"},
 
     {S::ort_log, "ort_log", Scope::output, "--ort-log", nullptr, path(), "",
      "Write ONNX Runtime's log (verbose, timestamped JSON lines) here (in-process strategies)"},
