@@ -43,6 +43,7 @@ enum class EnvVar {
   test_import_kill_at,
   test_cudnn_device,
   test_tier_disagree,
+  test_park_cpu,
   count_,  // not a variable: how many there are
 };
 
@@ -116,6 +117,8 @@ inline constexpr std::array<EnvironmentVariable, static_cast<size_t>(EnvVar::cou
      "libortfleet_cudnn.so"},
     {EnvVar::test_tier_disagree, "ORTFLEET_TEST_TIER_DISAGREE", "test_tier_disagree",
      "Tests only: 1 makes a tiered start's full session disagree with the quick one (its switch refused)", "sessions"},
+    {EnvVar::test_park_cpu, "ORTFLEET_TEST_PARK_CPU", "test_park_cpu",
+     "Tests only: 1 makes a pool's CPU workers park (stopped by SIGSTOP, continued on restore), as GPU workers park", "warm pools"},
 }};
 
 /// Names of ORTFLEET_ that the set-up, the build's scripts and the tests read, and no program of

@@ -159,6 +159,8 @@ constexpr std::array<SettingRow, kSettingCount> kRows = {{
     {S::warm_pool_park, "warm_pool.park_after_s", Scope::config, "--warm-pool-park", "warm_pool_park", seconds(), "30",
      "Seconds after which the warm pool a start leaves parks its GPU workers (their GPU memory released by the driver, restored on the "
      "next job's request); 0: never (default 30, or ORTFLEET_WARM_POOL_PARK)"},
+    {S::warm_pool_preload, "warm_pool.preload", Scope::config, nullptr, nullptr, path(), "",
+     "Models a node daemon (`ortfleet serve --config FILE`) makes resident, and parks, as it starts, before any job asks: a list of paths"},
 
     {S::socket, "socket_path", Scope::serve, "--socket", "socket", path(), "", "The Unix socket of the pool server"},
     {S::idle_exit, "idle_exit_s", Scope::serve, "--idle-exit", nullptr, seconds(), "0",
@@ -169,6 +171,22 @@ constexpr std::array<SettingRow, kSettingCount> kRows = {{
      "memory held) and restores it on the next job's request, sessions intact (NVIDIA driver r570+; 0: never)"},
     {S::max_resident, "max_resident_sessions", Scope::serve, "--max-resident", "max_resident_sessions", whole(1, 100000), "64",
      "Sessions each worker keeps when no job holds them (least recently used go first)"},
+    {S::preload, "preload_models", Scope::serve, "--preload", nullptr, path(), "",
+     "A model to make resident on every device as the daemon starts, before any job asks (parked with the pool); repeatable"},
+    {S::preload_cached, "preload_cached", Scope::serve, "--preload-cached", nullptr, on_off(), "false",
+     "Also make resident the models this node's model cache has entries of (what `ortfleet cache import` brought), where their files are here"},
+    {S::preload_budget, "preload_budget_gb", Scope::serve, "--preload-budget", nullptr,
+     {.kind = ValueKind::number, .lo = 0, .hi = 1e6, .unit = "GB"}, "",
+     "Host memory the models made resident at start may take in all (their weights, held in host memory while parked), least recently "
+     "used left out first; 0: none (default: a quarter of this machine's memory)"},
+    {S::remember_served, "remember_served", Scope::serve, "--no-remember", nullptr, on_off(), "true",
+     "Remember the models this daemon serves (in its state folder) and make them resident again when it next starts; the flag does "
+     "neither"},
+    {S::unload_above, "unload_above_gb", Scope::serve, "--unload-above", nullptr, {.kind = ValueKind::number, .lo = 0, .hi = 1e6, .unit = "GB"},
+     "2",
+     "Before its worker parks, drop a session nobody holds, made from its model cache entry, whose model is larger than this many GB "
+     "(uploading large weights again from the entry beats the driver's restore of them): made again from the entry when a job's client "
+     "says it comes; 0: never"},
 
     {S::ort_log, "ort_log", Scope::output, "--ort-log", nullptr, path(), "",
      "Write ONNX Runtime's log (verbose, timestamped JSON lines) here (in-process strategies)"},
@@ -208,6 +226,8 @@ constexpr std::array<SettingRow, kSettingCount> kRows = {{
      "Where a cache import is killed"},
     {S::test_cudnn_device, "test_cudnn_device", Scope::tests, nullptr, nullptr, text(), "", "The GPU name of a stand-in cuDNN"},
     {S::test_tier_disagree, "test_tier_disagree", Scope::tests, nullptr, nullptr, on_off(), "", "A tiered start's full session is told its outputs differ"},
+    {S::test_park_cpu, "test_park_cpu", Scope::tests, nullptr, nullptr, on_off(), "",
+     "A pool's CPU workers park (stopped by SIGSTOP, continued on restore), as GPU workers park with the driver's checkpoint"},
 }};
 
 constexpr bool rows_in_order() {

@@ -33,6 +33,7 @@ constexpr const char* kNext = "next job";
 constexpr const char* kParked = "next job, parked pool";
 constexpr const char* kParkedNew = "new session, parked pool";
 constexpr const char* kDaemon = "new model, node daemon";
+constexpr const char* kDaemonRestarted = "first job after the daemon starts";
 /// How long the pool a round's first job leaves waits idle before its workers park: short, so that a
 /// round does not wait long, and long enough that the next job, right after the first, finds them up.
 constexpr double kParkAfterS = 2;
@@ -84,9 +85,30 @@ struct PoolOfTheRound {
   }
 };
 
+/// Whether the daemon on `socket` has made what it makes at start (its preloaded models) and no cache
+/// entry is in the making.
+bool settled(const json& status) {
+  return status.value("preload", json::object()).value("state", "done") == "done" && status.value("cache_fills", json::array()).empty();
+}
+
+/// Waits at most `timeout_s` until the daemon on `socket` is settled and, where its workers park,
+/// parked: what a node whose daemon started (or served its last job) holds before the next job.
+bool await_settled(const std::string& socket, bool parks, double timeout_s, const std::stop_token& stop) {
+  const int64_t deadline = deadline_in(timeout_s, monotonic_ns());
+  while (monotonic_ns() < deadline && !stop.stop_requested()) {
+    const json status_now = json::parse(pool_status(socket, 10));
+    const auto& workers = status_now.at("devices");
+    const bool up = !workers.empty() && std::none_of(workers.begin(), workers.end(), [](const json& w) { return w.value("state", "") == "starting"; });
+    if (up && settled(status_now) && (!parks || await_parked(socket, 0.2, stop))) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return false;
+}
+
 /// `ortfleet serve --detach` on the default socket of `runtime_dir`, as a node daemon (a systemd unit)
-/// runs it before any job: returns once it listens, its workers up and, where they can, parked. Throws
-/// ortfleet::Error when it does not come up.
+/// runs it before any job: returns once it listens, its workers up, what it makes at start made (the
+/// models it served before it last stopped) and, where they can, parked. Throws ortfleet::Error when it
+/// does not come up.
 void start_node_daemon(const std::string& ortfleet, const BenchOptions& o, const std::map<std::string, std::string>& environment,
                        const std::string& socket, bool parks) {
   SpawnRequest spawn;
@@ -98,17 +120,11 @@ void start_node_daemon(const std::string& ortfleet, const BenchOptions& o, const
   while (::waitpid(started.pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) throw Error("the node daemon did not start: `ortfleet serve --detach` " + describe_exit_status(status));
-  // Its workers up (primed), then parked where they can park: what a node that served no job yet holds.
-  const int64_t deadline = deadline_in(kParkedWaitS, monotonic_ns());
-  while (monotonic_ns() < deadline) {
-    const json status_now = json::parse(pool_status(socket, 10));
-    const auto& workers = status_now.at("devices");
-    const bool up = !workers.empty() && std::none_of(workers.begin(), workers.end(), [](const json& w) { return w.value("state", "") == "starting"; });
-    if (up && !parks) return;
-    if (up && await_parked(socket, 0.2, o.stop)) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  // Its workers up (primed), its models made, then parked where they can park: what a node holds before
+  // its next job.
+  if (!await_settled(socket, parks, kParkedWaitS, o.stop)) {
+    throw Error(fmt::format("the node daemon's workers were not {} within {:g} s", parks ? "parked" : "up", kParkedWaitS));
   }
-  throw Error(fmt::format("the node daemon's workers were not {} within {:g} s", parks ? "parked" : "up", kParkedWaitS));
 }
 
 /// One job of a round; its wall time into `r` when the round is timed, its failure as the row's error.
@@ -132,8 +148,12 @@ NextJobRows run_next_job_rows(const BenchOptions& o, const std::string& ortfleet
   for (const auto& d : o.devices) {
     if (!no_parking) no_parking = WorkerParking::unavailable(d);
   }
-  std::vector<BenchRow> rows = {row(kFirst, "", o.devices), row(kNext, "next job", o.devices), row(kDaemon, "node daemon", o.devices)};
-  rows[2].model_cache = "empty";
+  std::vector<BenchRow> rows = {row(kFirst, "", o.devices), row(kNext, "next job", o.devices), row(kDaemon, "node daemon", o.devices),
+                                row(kDaemonRestarted, "node daemon", o.devices)};
+  BenchRow& daemon_new = rows[2];
+  daemon_new.model_cache = "empty";
+  BenchRow& daemon_restarted = rows[3];  // its cache holds the entry the daemon made after the job before it
+  constexpr size_t kParkedRow = 4;
   if (no_parking) {
     out.skipped.push_back(std::string(kParked) + ", " + kParkedNew + ": the pool's workers do not park here (" + *no_parking + ")");
   } else {
@@ -172,26 +192,42 @@ NextJobRows run_next_job_rows(const BenchOptions& o, const std::string& ortfleet
       ColdStartRequest on_daemon = request;
       on_daemon.environment = {{"XDG_RUNTIME_DIR", daemon_runtime.path().string()}, {env_name(EnvVar::cache), daemon_cache.path().string()},
                                {env_name(EnvVar::auto_pool), "1"}};
+      BenchRow* failing = &daemon_new;  // the row a failure below belongs to
       try {
         start_node_daemon(ortfleet, o, on_daemon.environment, daemon.socket, !no_parking);
-        run_job(on_daemon, rows[2], timed);
+        if (run_job(on_daemon, daemon_new, timed)) {
+          failing = &daemon_restarted;
+          // The daemon makes the job's cache entry and remembers what it served. Stopped and started
+          // again (a reboot, a unit's restart), it makes that model resident and parks before any job:
+          // the first job after it starts.
+          if (!await_settled(daemon.socket, !no_parking, kParkedWaitS, o.stop)) {
+            throw Error(fmt::format("the node daemon did not make the model's cache entry within {:g} s", kParkedWaitS));
+          }
+          pool_stop(daemon.socket);
+          start_node_daemon(ortfleet, o, on_daemon.environment, daemon.socket, !no_parking);
+          run_job(on_daemon, daemon_restarted, timed);
+        }
       } catch (const std::exception& e) {
-        rows[2].error = Error::from(e).what_failed();
+        failing->error = Error::from(e).what_failed();
+      }
+      if (!daemon_new.error.empty() && daemon_restarted.error.empty()) {
+        daemon_restarted.error = fmt::format("not run: the job before it ({}) failed: {}", kDaemon, daemon_new.error);
       }
     }
-    if (run_job(request, rows[0], timed) && run_job(request, rows[1], timed) && rows.size() > 3) {
-      if (!await_parked(socket, kParkedWaitS, o.stop)) rows[3].error = fmt::format("the pool did not park within {:g} s", kParkedWaitS);
-      if (run_job(request, rows[3], timed)) {
+    if (run_job(request, rows[0], timed) && run_job(request, rows[1], timed) && rows.size() > kParkedRow) {
+      if (!await_parked(socket, kParkedWaitS, o.stop)) rows[kParkedRow].error = fmt::format("the pool did not park within {:g} s", kParkedWaitS);
+      if (run_job(request, rows[kParkedRow], timed)) {
         pool_evict(socket);
-        if (!await_parked(socket, kParkedWaitS, o.stop)) rows[4].error = fmt::format("the pool did not park within {:g} s", kParkedWaitS);
-        run_job(request, rows[4], timed);
+        if (!await_parked(socket, kParkedWaitS, o.stop)) rows[kParkedRow + 1].error = fmt::format("the pool did not park within {:g} s", kParkedWaitS);
+        run_job(request, rows[kParkedRow + 1], timed);
       }
     }
   }
   // A row after a failed one never ran: it says which job failed, and why.
   std::string failed;
   for (auto& r : rows) {
-    const bool own_round = r.label == kDaemon;  // the node daemon's job runs on a node of its own, before the others
+    // The node daemon's jobs run on a node of their own, before the others.
+    const bool own_round = r.label == kDaemon || r.label == kDaemonRestarted;
     if (r.wall_ms.empty() && r.error.empty() && !failed.empty() && !own_round) r.error = failed;
     if (!r.error.empty() && failed.empty() && !own_round) failed = fmt::format("not run: the job before it ({}) failed: {}", r.label, r.error);
     fill_times(r);
@@ -218,6 +254,8 @@ std::vector<std::string> next_job_notes(const std::vector<BenchRow>& rows) {
       {kParkedNew, "after `pool evict`, a parked worker restored on request, the session made anew"},
       {kDaemon, "on a node whose daemon started, primed and parked before any job, the model new to it and the cache empty: the "
                 "daemon's primed worker restored, the session made"},
+      {kDaemonRestarted, "after the daemon that served that job was stopped and started again (a reboot, a unit's restart): it made the "
+                         "model it served resident from its cache entry and parked before any job asked"},
   };
   for (const auto& [label, what] : found) {
     const BenchRow* r = find(label);

@@ -6,7 +6,8 @@
 #   - a job whose model crashes ONNX Runtime fails alone: the daemon lives, and the first job's model
 #     is still resident in it; a job killed mid-start takes nothing down either;
 #   - another user is refused (where this runs as root and can become nobody);
-#   - SIGTERM ends it within 10 s and removes its socket.
+#   - SIGTERM ends it within 10 s and removes its socket;
+#   - started again, the model it served is resident before any job asks, and the next job finds it.
 set -euo pipefail
 unit=$1 model=$2 crash_ops=$3 crash_writer=$4
 dir=$(mktemp -d); trap 'kill -9 $daemon 2>/dev/null || true; rm -rf "$dir"' EXIT
@@ -57,4 +58,16 @@ for _ in $(seq 1 100); do kill -0 $daemon 2>/dev/null || break; sleep 0.1; done
 kill -0 $daemon 2>/dev/null && fail "the daemon still runs 10 s after SIGTERM"
 wait $daemon || fail "the daemon exited with $? after SIGTERM"
 [ ! -e "$socket" ] || fail "the socket is still there after SIGTERM"
-echo "ok: the unit's daemon served jobs found by default, outlived a crashing and a killed job, refused another user, stopped on SIGTERM"
+# Started again (a reboot, the unit's restart): what it served is resident before any job asks (issue 60).
+"${argv[@]}" >"$dir/daemon2.log" 2>&1 &
+daemon=$!
+for _ in $(seq 1 300); do
+  "$cli" -q pool status --json >"$dir/status2.json" 2>/dev/null && grep -q '"preloaded": true' "$dir/status2.json" && break
+  sleep 0.1
+done
+grep -q '"preloaded": true' "$dir/status2.json" || fail "the restarted daemon did not make what it served resident: $(cat "$dir/status2.json")"
+"$cli" start "$model" --json >"$dir/job3.json" 2>"$dir/job3.err" || fail "the first job after the restart failed: $(cat "$dir/job3.err")"
+grep -q '"resident": true' "$dir/job3.json" || fail "the first job after the restart made its session anew"
+kill -TERM $daemon
+wait $daemon || fail "the restarted daemon exited with $? after SIGTERM"
+echo "ok: the unit's daemon served jobs found by default, outlived a crashing and a killed job, refused another user, stopped on SIGTERM, and started again with what it served resident"

@@ -94,13 +94,16 @@ TEST(Bench, TimesEveryStrategyInFreshProcessesWithBaselines) {
   const BenchReport r = run_bench(o);
   // Four strategies on 2 devices, the fleet's first start (empty cache) and its start without the
   // cache, the two one-device baselines, then the warm-pool rows: a new session and a resident one, on
-  // 2 devices and on 1; last the next job's: the first job, the next one right after it, and the first job
-  // of a new model on a node daemon started before it (a CPU pool does not park: no parked rows).
-  ASSERT_EQ(r.rows.size(), 15u);
+  // 2 devices and on 1; last the next job's: the first job, the next one right after it, the first job
+  // of a new model on a node daemon started before it, and its next job after that daemon was stopped and
+  // started again (it made the model it served resident first; a CPU pool does not park: no parked rows).
+  ASSERT_EQ(r.rows.size(), 16u);
   EXPECT_EQ(r.rows[12].label, "first job, leaves a pool");
   EXPECT_EQ(r.rows[13].label, "next job");
   EXPECT_EQ(r.rows[14].label, "new model, node daemon");
   EXPECT_EQ(r.rows[14].model_cache, "empty");
+  EXPECT_EQ(r.rows[15].label, "first job after the daemon starts");
+  for (const auto& d : r.rows[15].median_report.devices) EXPECT_TRUE(d.resident) << "the restarted daemon did not make what it served resident";
   for (const auto& row : r.rows) {
     ASSERT_TRUE(row.ok()) << row.label << ": " << row.error;
     EXPECT_EQ(row.wall_ms.size(), 2u);
@@ -148,7 +151,7 @@ TEST(Bench, TimesEveryStrategyInFreshProcessesWithBaselines) {
   EXPECT_EQ(r.fastest.find("resident"), std::string::npos);
   EXPECT_FALSE(r.skipped.empty());  // the anchors were turned off, and the report says so
   const auto j = nlohmann::json::parse(r.to_json());
-  EXPECT_EQ(j["rows"].size(), 15u);
+  EXPECT_EQ(j["rows"].size(), 16u);
   EXPECT_NE(r.to_markdown().find("| fleet | 2 |"), std::string::npos);
 }
 

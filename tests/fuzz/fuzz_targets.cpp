@@ -189,12 +189,14 @@ void pool_request(std::string_view bytes) {
   if (detail::is_request(op, detail::pool_message::open)) detail::read_open_request(received.message.body);
   if (detail::is_request(op, detail::pool_message::hand_over)) detail::read_hand_over_request(received.message.body);
   if (detail::is_request(op, detail::pool_message::worker_killed)) detail::read_worker_killed_note(received.message.body);
+  if (detail::is_request(op, detail::pool_message::restore_ahead)) detail::read_restore_ahead_request(received.message.body);
 }
 
 std::vector<std::string> pool_request_seeds() {
   return {detail::request_of(detail::pool_message::open, {{"plan", json::parse(plan_seed())}, {"timeout_s", 60}}).dump(),
           detail::request_of(detail::pool_message::hand_over, {{"pid", 4242}, {"device", "cuda:1"}, {"visible_devices", "1"}, {"model", "/m.onnx"}}).dump(),
           detail::request_of(detail::pool_message::worker_killed, {{"pid", 4242}, {"what", "run"}}).dump(),
+          detail::request_of(detail::pool_message::restore_ahead, {{"devices", {"cuda:0", "cuda:3"}}, {"model", "/m.onnx"}}).dump(),
           detail::request_of(detail::pool_message::status).dump(), "hello", "[1,2]", R"({"op":5})"};
 }
 

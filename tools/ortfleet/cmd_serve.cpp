@@ -33,6 +33,11 @@ struct ServeFlags {
   bool print_unit = false;
   double idle_exit_s = 0;
   double park_after_s = WarmPoolOptions::kDefaultParkAfterS;
+  std::vector<std::string> preload;
+  bool preload_cached = false;
+  double preload_budget_gb = -1;  // not given: a quarter of the machine's memory
+  bool no_remember = false;
+  double unload_above_gb = 2;
   RunConfigFlags config;
 };
 
@@ -54,6 +59,15 @@ int run_serve(const ServeFlags& f, const Globals& g) {
   options.socket_path = f.socket;
   options.idle_exit_s = f.idle_exit_s;
   options.park_after_s = f.park_after_s;
+  options.pool.unload_above_bytes = static_cast<uint64_t>(f.unload_above_gb * 1e9);
+  // The models named here and in the config's warm_pool.preload, each from this folder (the daemon works in /).
+  for (const auto* list : std::initializer_list<const std::vector<std::string>*>{&f.preload, &options.pool.config.warm_pool.preload}) {
+    for (const auto& model : *list) options.preload.models.push_back(std::filesystem::absolute(model).lexically_normal().string());
+  }
+  options.pool.config.warm_pool.preload.clear();
+  options.preload.cached = f.preload_cached;
+  options.preload.remember = !f.no_remember;
+  if (f.preload_budget_gb >= 0) options.preload.budget_bytes = static_cast<uint64_t>(f.preload_budget_gb * 1e9);
   if (!f.detach) return serve_pool(options, g.quiet);
   const DetachedPool pool = serve_pool_detached(options);
   if (!g.quiet) {
@@ -133,6 +147,16 @@ void print_pool_status(const nlohmann::json& j) {
   } else if (!state.empty()) {
     std::cout << "workers do not park: " << (state == "off" ? "off (" + parking.value("why", "") + ")" : parking.value("why", "")) << "\n";
   }
+  if (const auto preload = j.value("preload", nlohmann::json::object()); preload.value("chosen", 0) > 0 || !preload.value("left_out", nlohmann::json::array()).empty()) {
+    // What the daemon made resident as it started, before any job asked.
+    std::cout << fmt::format("made resident at start: {} of {}{}", preload.value("made", 0), count_text(preload.value("chosen", 0), "session"),
+                             preload.value("state", "") == "making" ? " (still making them)" : "");
+    if (const size_t left = preload.value("left_out", nlohmann::json::array()).size(); left > 0) std::cout << fmt::format("; {} left out", left);
+    if (const size_t failed = preload.value("failed", nlohmann::json::array()).size(); failed > 0) std::cout << fmt::format("; {} failed", failed);
+    std::cout << "\n";
+    for (const auto& line : preload.value("left_out", nlohmann::json::array())) std::cout << "  left out: " << terminal_text(line.get<std::string>()) << "\n";
+    for (const auto& line : preload.value("failed", nlohmann::json::array())) std::cout << "  failed: " << terminal_text(line.get<std::string>()) << "\n";
+  }
   for (const auto& model : j.value("cache_fills", nlohmann::json::array())) {
     std::cout << "making the model cache entry of " << terminal_text(model.get<std::string>()) << " in the background\n";
   }
@@ -144,7 +168,7 @@ void print_pool_status(const nlohmann::json& j) {
   // A session's own memory only where it can be known (the pool says it, own_memory: what its worker holds
   // beyond its blank self while that session is its only one), else "-"; what tells sessions of one model
   // apart (differs_by: the settings their plans differ in) last, as free text. docs/serving.md explains each column.
-  Table sessions({"device", "model", "holders", "idle", "own memory", "differs by"}, {false, false, true, true, true, false});
+  Table sessions({"device", "model", "holders", "idle", "own memory", "differs by", "preloaded"}, {false, false, true, true, true, false, false});
   bool unknown_memory = false;
   std::set<std::string> models;
   for (const auto& d : j.at("devices")) {
@@ -160,6 +184,10 @@ void print_pool_status(const nlohmann::json& j) {
                                                                                 : std::string("?");
     std::string note = d.value("error", "");
     if (note.empty()) note = d.value("note", "");
+    // Sessions dropped before it parked (large weights): made again from their cache entry when a job comes.
+    if (const size_t unloaded = d.value("unloaded", nlohmann::json::array()).size(); note.empty() && unloaded > 0) {
+      note = fmt::format("{} unloaded (made again when a job comes)", count_text(unloaded, "model"));
+    }
     workers.add({d.value("device", ""), d.value("role", "shared"), state, std::to_string(d.value("pid", 0)),
                  std::to_string(d.value("sessions", nlohmann::json::array()).size()), gpu_text, bytes_text(d.value("host_pss_bytes", uint64_t{0})),
                  note});
@@ -167,7 +195,7 @@ void print_pool_status(const nlohmann::json& j) {
       const std::string own = own_memory_text(s, d.value("device", "").rfind("cuda", 0) == 0);
       unknown_memory = unknown_memory || own == "-";
       sessions.add({d.value("device", ""), model_names.at(s.value("model", "")), std::to_string(s.value("holders", 0)),
-                    duration_text(s.value("idle_s", 0.0) * 1000), own, differs_text(s)});
+                    duration_text(s.value("idle_s", 0.0) * 1000), own, differs_text(s), s.value("preloaded", false) ? "yes" : ""});
     }
   }
   workers.print(std::cout, "no workers");
@@ -212,6 +240,12 @@ void register_serve(CLI::App& app, Globals& globals, Action& action) {
                 "then ends the sessions every job holds on that device)");
   add_setting_option(cmd, Setting::idle_exit, f->idle_exit_s);
   add_setting_option(cmd, Setting::park_after, f->park_after_s);
+  // A node's models, resident and parked before any job asks (docs/serving.md, "The node daemon").
+  add_setting_option(cmd, Setting::preload, f->preload)->check(CLI::ExistingFile);
+  add_setting_flag(cmd, Setting::preload_cached, f->preload_cached);
+  add_setting_option(cmd, Setting::preload_budget, f->preload_budget_gb);
+  add_setting_flag(cmd, Setting::remember_served, f->no_remember);
+  add_setting_option(cmd, Setting::unload_above, f->unload_above_gb);
   f->config.add_to(cmd);  // its warm pool's idle time is --idle-exit: no --warm-pool-idle here
   cmd->callback([cmd, &globals, &action, f] {
     const FlagChecks flags(*cmd);

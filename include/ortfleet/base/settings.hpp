@@ -78,11 +78,17 @@ enum class Setting {
   // The warm pool a start leaves.
   warm_pool_idle,
   warm_pool_park,
+  warm_pool_preload,
   // A pool server (`ortfleet serve`, ortfleet.Pool).
   socket,
   idle_exit,
   park_after,
   max_resident,
+  preload,
+  preload_cached,
+  preload_budget,
+  remember_served,
+  unload_above,
   // Files a command writes.
   ort_log,
   timeline,
@@ -108,6 +114,7 @@ enum class Setting {
   test_import_kill_at,
   test_cudnn_device,
   test_tier_disagree,
+  test_park_cpu,
   count_,  // not a setting: how many there are
 };
 inline constexpr size_t kSettingCount = static_cast<size_t>(Setting::count_);

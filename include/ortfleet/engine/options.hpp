@@ -195,6 +195,8 @@ struct WarmPoolOptions {
   std::optional<double> park_after_s;
   static constexpr double kDefaultParkAfterS = 30;
   double resolved_park_after_s() const;
+  /// Models a node daemon (`ortfleet serve --config FILE`) makes resident, and parks, as it starts.
+  std::vector<std::string> preload;
   bool operator==(const WarmPoolOptions&) const = default;
 };
 

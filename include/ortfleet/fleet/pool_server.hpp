@@ -5,9 +5,11 @@
 // request names a model, devices and settings; per device the server starts the session on its warm
 // worker, or finds it resident, and hands the client a channel of its own to that worker: runs go
 // straight to the worker, never through the server.
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "ortfleet/fleet/worker_pool.hpp"
 
@@ -25,8 +27,31 @@ namespace detail {
 struct LocalStartPlan;
 }
 
+/// What a node daemon makes resident as it starts, before any job asks (issue 60): each model's session
+/// made on its device, then parked with the pool once it is idle for park_after_s.
+struct PreloadOptions {
+  /// Models named to the daemon (`serve --preload`, the config's `warm_pool.preload`): on every device,
+  /// with the settings a job's Fleet starts them with by default (the daemon's config).
+  std::vector<std::string> models;
+  /// Also the models this node's model cache has entries of (what `ortfleet cache import` brought),
+  /// where their files are on this node.
+  bool cached = false;
+  /// Remember the models this daemon serves (its state folder) and make them resident again, with the
+  /// settings they were served with, when it next starts. `ortfleet serve` does by default
+  /// (`--no-remember`); a pool made in a program (bench's, a test's) only where it asks.
+  bool remember = false;
+  /// Host memory (bytes) the models made resident at start may take in all (their weights live in
+  /// host memory while parked): named ones first, then those served before, most recently used first,
+  /// then the cache's; what does not fit is left out. Unset: a quarter of this machine's memory.
+  std::optional<uint64_t> budget_bytes;
+  /// Where it remembers; empty: <cache root>/serve/<this host and the socket>.
+  std::string state_dir;
+};
+
 struct ServeOptions {
   PoolOptions pool;
+  /// A pool a job left (left_by_job) makes nothing resident at start and remembers nothing.
+  PreloadOptions preload;
   std::string socket_path;  ///< empty: default_pool_socket()
   /// Seconds with no client attached and nothing in the making after which serve() returns; 0: never.
   double idle_exit_s = 0;

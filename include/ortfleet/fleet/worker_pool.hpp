@@ -39,6 +39,10 @@ struct PoolOptions {
   /// job's start. Once the model has run, its sessions join the shared worker (consolidate()), so that an
   /// idle device keeps at most two worker processes. Off: every start goes to the shared worker.
   bool isolate_new_models = true;
+  /// Before a worker parks, a session nobody holds whose model cache entry holds more than this many
+  /// bytes is dropped (uploading large weights again from the entry beats the driver's restore of them):
+  /// made again from the entry when a job's client says it comes (restore_ahead), or by its next start. 0: never.
+  uint64_t unload_above_bytes = 2'000'000'000;
 };
 
 struct PoolWorkerStatus {
@@ -126,6 +130,26 @@ class WorkerPool {
   /// before each worker parks: false keeps it unparked (a job arrived meanwhile). A worker a start
   /// claimed since it was chosen never parks; one claimed while it parks is restored before use.
   ParkOutcome park_workers(double lock_timeout_s = 10, const std::function<bool()>& still_idle = {});
+
+  /// A job's client says it will use `devices` (and `model`, where not empty): their parked workers are
+  /// restored now, in the background, while the job still starts, and a model unloaded before parking
+  /// is made again; no worker of those devices parks until the next park_workers() round after this.
+  /// Returns at once; devices not in the pool are passed over.
+  void restore_ahead(const std::vector<Device>& devices, const std::string& model);
+
+  /// Sessions nobody holds that were made from the model itself (a job's own worker, handed over) are
+  /// made again from the model's cache entry where it has one now (a session from the entry holds
+  /// less: no optimisation's leftovers). For an idle pool, before it parks. Returns how many.
+  size_t remake_from_cache_entries();
+
+  /// Every session the workers hold, with the plan it started with (paths absolute) and how long it
+  /// has been unused: what a node daemon remembers. Workers parked or busy are passed over.
+  struct ResidentPlan {
+    Device device;
+    std::string plan_json;
+    double idle_s = 0;
+  };
+  std::vector<ResidentPlan> resident_plans() const;
 
  private:
   struct Impl;

@@ -196,8 +196,10 @@ std::string RunConfig::to_json() const {
   json ranges = json::object();
   for (const auto& [input, r] : warmup.input_ranges) ranges[input] = {r.lo, r.hi};
   warmup_j["input_ranges"] = ranges;
+  json warm_pool_j = section_fields_json("warm_pool", *this);
+  warm_pool_j["preload"] = warm_pool.preload;
   const json j = {{"ortfleet_config", kConfigFormat}, {"name", name},       {"session", session_j}, {"cuda", cuda_j},
-                  {"shapes", shapes_j},               {"warmup", warmup_j}, {"warm_pool", section_fields_json("warm_pool", *this)}};
+                  {"shapes", shapes_j},               {"warmup", warmup_j}, {"warm_pool", warm_pool_j}};
   return j.dump(2) + "\n";
 }
 
@@ -292,7 +294,10 @@ RunConfig RunConfig::from_json(const std::string& text, const std::string& sourc
     }
   });
   read_section(j, "warmup", source, config, [&](Section& w) { read_warmup_section(w, config.warmup); });
-  read_section(j, "warm_pool", source, config);
+  read_section(j, "warm_pool", source, config, [&](Section& w) {
+    w.read("preload", config.warm_pool.preload, "a list of model paths");
+    for (const auto& model : config.warm_pool.preload) w.check_text(Setting::warm_pool_preload, model);
+  });
   for (const char* section : {"session", "cuda", "shapes", "warmup", "warm_pool"}) top.allow(section);  // read above
   top.finish();
   return config;

@@ -237,6 +237,17 @@ PoolProbe probe_pool(const std::string& socket_path, double timeout_s) {
   return probe;
 }
 
+void restore_ahead_on_pool(const std::string& socket_path, const std::vector<Device>& devices, const std::string& model, double timeout_s) {
+  try {
+    json names = json::array();
+    for (const auto& d : devices) names.push_back(d.to_string());
+    MessageChannel channel(connect_to_pool(socket_path), server_at(socket_path));
+    ask_pool(channel, pool_message::restore_ahead, {{"devices", names}, {"model", absolute_in(model, "")}}, timeout_s);
+  } catch (const std::exception& e) {
+    spdlog::debug("the warm pool on {} was not asked to restore ahead: {}", socket_path, e.what());
+  }
+}
+
 size_t hand_over_to_pool(const std::string& socket_path, const std::vector<HandedWorker>& workers, double timeout_s) {
   size_t taken = 0;
   try {

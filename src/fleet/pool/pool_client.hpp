@@ -69,6 +69,12 @@ PoolProbe probe_pool(const std::string& socket_path, double timeout_s);
 /// the named one cannot be used (a start without the pool says why); nothing when it may.
 std::optional<std::string> pool_runtime_mismatch(const PoolProbe& probe, const std::string& ort_library);
 
+/// Tells the pool server at `socket_path` that a job will use `devices` with `model` (issue 60): it
+/// restores their parked workers now, while the job still starts. Waits only for the server's answer
+/// (it does the restoring afterwards), at most `timeout_s`; throws nothing (a pool that is not there or
+/// does not answer is the job's start's to report).
+void restore_ahead_on_pool(const std::string& socket_path, const std::vector<Device>& devices, const std::string& model, double timeout_s);
+
 /// A job's own worker and the model its session holds, to hand over to a pool.
 struct HandedWorker {
   WorkerProcess* process = nullptr;

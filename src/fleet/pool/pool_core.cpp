@@ -111,7 +111,7 @@ void PoolCore::make_spare_or_retire(Worker& w, std::vector<Action>& actions) {
   Slots& s = slots_.at(w.device);
   if (s.spare == w.id) return;
   unslot(w);
-  if (!s.spare && options_.isolate_new_models && !stopping_ && w.phase != Phase::failed) {
+  if (!s.spare && !s.spare_paused && options_.isolate_new_models && !stopping_ && w.phase != Phase::failed) {
     s.spare = w.id;
     w.role = Role::spare;
     return;
@@ -162,6 +162,7 @@ std::vector<Action> PoolCore::forget_old_contents(const ModelKey& model) {
     it = it->path == model.path && it->content != model.content ? proven_.erase(it) : std::next(it);
   }
   for (auto& [id, w] : workers_) {
+    std::erase_if(w.unloaded, [&](const ModelKey& m) { return m.path == model.path && m.content != model.content; });
     bool dropped = false;
     for (auto it = w.models.begin(); it != w.models.end();) {
       if (it->path == model.path && it->content != model.content) {
@@ -264,6 +265,7 @@ void PoolCore::stopped(WorkerId worker) {
 WorkerId PoolCore::adopted(DeviceIndex device, const ModelKey& model, std::vector<Action>& actions) {
   actions = forget_old_contents(model);
   proven_.insert(model);  // it ran in the job that handed it over
+  resume_spare(device);   // a job used the device
   Slots& s = slots_.at(device);
   const WorkerId id = next_id_++;
   Worker w;
@@ -294,7 +296,10 @@ int PoolCore::maintain(std::vector<Action>& actions) {
     Worker* spare = s.spare ? lookup(*s.spare) : nullptr;
     // A spare while the shared worker holds sessions (a new model's first start must not go beside
     // them); none while it holds nothing (it can take a new model itself).
-    if (options_.isolate_new_models && spare == nullptr && !shared.models.empty() && shared.up()) {
+    // None while the device is parked either: made again once it is used (a claim, a restore ahead),
+    // after its shared worker's restore (a new process's start would contend with it in the driver).
+    const bool restored = shared.phase != Phase::parked && !shared.restore_pending;
+    if (options_.isolate_new_models && spare == nullptr && !shared.models.empty() && shared.up() && restored && !s.spare_paused) {
       s.spare = spawn(d, actions);
       at(*s.spare).role = Role::spare;
     } else if (spare != nullptr && spare->up() && spare->blank() && shared.up() && shared.blank()) {
@@ -348,6 +353,8 @@ std::optional<std::string> PoolCore::violation() const {
       if (w->role != role) return broken(id, std::string("is the ") + to_string(role) + " but says it is the " + to_string(w->role));
       if (!stopping_ && (w->phase == Phase::retiring || w->phase == Phase::dead)) return broken(id, std::string("is ") + to_string(w->phase) + " in a role");
       if (role == Role::spare && !options_.isolate_new_models) return broken(id, "is a spare in a pool that isolates no model");
+      if (role == Role::spare && s.spare_paused && !stopping_) return broken(id, "is a spare of a device that keeps none while it is parked");
+      if (s.ahead && w->phase == Phase::parked) return broken(id, "is parked on a device restored ahead of a job");
     }
   }
   for (const auto& [id, w] : workers_) {
@@ -361,6 +368,10 @@ std::optional<std::string> PoolCore::violation() const {
     }
     if (w.restore_pending && w.claims == 0 && w.phase != Phase::retiring && w.phase != Phase::dead) return broken(id, "awaits a restore nobody asked for");
     if (w.folding && w.claims == 0) return broken(id, "folds unclaimed");
+    for (const ModelKey& m : w.unloaded) {
+      // A session whose weights were dropped is never handed out: its model is not resident there.
+      if (w.models.count(m) != 0) return broken(id, "holds " + m.path + " both resident and unloaded");
+    }
     if (slotted.count(id) == 0 && w.phase != Phase::retiring) return broken(id, std::string("is ") + to_string(w.phase) + " without a role");
   }
   return std::nullopt;

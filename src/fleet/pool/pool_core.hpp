@@ -13,6 +13,9 @@
 //           spare is busy: folded into the shared worker when the pool is idle)
 //   phases: starting -> ready <-> claimed/trial (starts handed out) ; ready <-> parked ;
 //           any role -> retiring (stopped in the background) -> dead ; starting -> failed
+//   a warm node (issue 60): a restore ahead of a job holds a device's parked workers like a claim and
+//           keeps the device from parking until the next park round; a parked device keeps no spare;
+//           models unloaded before parking are never resident until made again
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -57,6 +60,10 @@ struct Worker {
   bool stop_when_up = false;     ///< retired while starting: stopped as soon as it is up
   int restarts = 0;              ///< shared workers before it that died on its device
   std::set<ModelKey> models;     ///< whose sessions it holds, as far as the pool knows
+  /// Models whose sessions it dropped before it parked (weights the cache entry uploads faster than the
+  /// driver restores them): never in `models`, so no start is ever handed a session whose weights are
+  /// gone; made again from the entry by a restore ahead of their job, or by their next start, here.
+  std::set<ModelKey> unloaded;
   bool up() const { return phase == Phase::ready || phase == Phase::claimed || phase == Phase::trial || phase == Phase::parked; }
   /// Nothing of any job runs or stays here.
   bool blank() const { return claims == 0 && models.empty(); }
@@ -122,6 +129,17 @@ struct ClaimDecision {
   /// The start goes to the shared worker after all, unisolated: the extra worker started for it failed.
   bool unisolated = false;
   std::vector<Action> actions;  ///< to carry out first (a spare or extra spawned, old sessions dropped)
+};
+
+// --- restoring ahead of a job ----------------------------------------------------------------------
+
+/// What restore_ahead decided for a device a job's client said it will use.
+struct RestoreAhead {
+  /// Workers held for it (claimed, so that they neither park nor retire meanwhile): the executor
+  /// restores each where restore_needed(), makes `remake` on `remake_on` if it is one of them, and lets
+  /// go with release().
+  std::vector<WorkerId> held;
+  std::optional<WorkerId> remake_on;  ///< the job's model was unloaded before that worker parked
 };
 
 // --- idle time: folding in and parking --------------------------------------------------------------
@@ -202,16 +220,41 @@ class PoolCore {
   /// A move is over: `moved` went into `into`; `from_empty`: it holds no session any more. `from` then
   /// becomes the spare, or is stopped.
   std::vector<Action> fold_done(WorkerId from, WorkerId into, const std::vector<ModelKey>& moved, bool from_empty);
-  /// The workers that may park now (up, unclaimed, not parked, not refused before).
+  /// The workers that may park now (up, unclaimed, not parked, not refused before), but a blank spare
+  /// whose shared worker may park: it is stopped once that one has parked (parked()).
   std::vector<WorkerId> park_candidates() const;
+  /// A round of parking begins (the pool has been idle for its park time since it was last used, a
+  /// restore ahead included): the devices restored ahead may park again. Returns park_candidates().
+  std::vector<WorkerId> park_round();
   /// Right before the driver's checkpoint of `worker`: whether it may still park (nobody claimed it
-  /// since it was chosen); it is `parked` from now on if so.
+  /// since it was chosen, and no job's client said it will use its device since the round began); it
+  /// is `parked` from now on if so.
   bool park_begin(WorkerId worker);
+  /// Between park_begin and the checkpoint: the sessions of `dropped` (nobody held them) are gone from
+  /// the worker, their models `unloaded` (made again from the cache entry later).
+  void unloaded_for_parking(WorkerId worker, const std::vector<ModelKey>& dropped);
+  /// The checkpoint is done. A shared worker parked: its device's blank spare is stopped and none is
+  /// started while the device stays parked (maintain); a restore, a claim or a restore ahead brings it back.
+  std::vector<Action> parked(WorkerId worker);
   /// The driver did not park it: it is not tried again until it is used.
   void park_failed(WorkerId worker);
   /// Whether a claimed worker still needs its restore (the park it was claimed during may have failed).
   bool restore_needed(WorkerId worker) const;
   void restored(WorkerId worker);
+
+  // --- restoring ahead ---
+  /// A job's client says it will use `device` (and, where it says so, `model`): every parked worker of
+  /// the device is held to be restored now, while the job still starts, a worker where `model` was
+  /// unloaded before parking is held to make it again, the device's spare may be made again, and no
+  /// worker of the device parks until the next park_round(). Like a claim, it wins over a park in
+  /// progress: a worker whose checkpoint runs is restored once it is done.
+  RestoreAhead restore_ahead(DeviceIndex device, const std::optional<ModelKey>& model);
+  /// `model` was made again on `worker` (or not: `made` false; its next start makes it).
+  void remade(WorkerId worker, const ModelKey& model, bool made);
+  /// Whether the device has been restored ahead since the last park round.
+  bool restored_ahead(DeviceIndex device) const { return slots_.at(device).ahead; }
+  /// Whether the device parked and keeps no spare until it is used again.
+  bool spare_paused(DeviceIndex device) const { return slots_.at(device).spare_paused; }
 
   // --- what it knows ---
   const Worker* find(WorkerId worker) const;
@@ -230,6 +273,8 @@ class PoolCore {
     WorkerId shared = 0;
     std::optional<WorkerId> spare;
     std::vector<WorkerId> extra;
+    bool ahead = false;         ///< restored ahead of a job since the last park round: nothing of it parks
+    bool spare_paused = false;  ///< its shared worker parked: no spare until the device is used again
   };
   Worker& at(WorkerId id);
   Worker* lookup(WorkerId id);
@@ -239,6 +284,8 @@ class PoolCore {
   void promote(Worker& w, std::vector<Action>& actions);
   void make_spare_or_retire(Worker& w, std::vector<Action>& actions);
   void take_claim(Worker& w, bool trial);
+  /// The device is used again (a claim, a restore, a restore ahead): its spare may be made again.
+  void resume_spare(DeviceIndex device) { slots_.at(device).spare_paused = false; }
   void release_claim(Worker& w);
   ClaimDecision grant(Worker& w, bool trial, std::vector<Action>& actions);
   std::vector<Action> forget_old_contents(const ModelKey& model);

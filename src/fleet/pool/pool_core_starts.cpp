@@ -15,6 +15,7 @@ ClaimDecision PoolCore::claim(const ClaimRequest& request, ClaimFacts& facts) {
   }
   std::vector<Action> actions = forget_old_contents(request.model);
   Slots& s = slots_.at(request.device);
+  resume_spare(request.device);  // used again: a parked device's spare is made again (maintain)
   const bool proven = proven_.count(request.model) != 0;
   // A model resident in a worker that is up is handed out there at once: never behind a shared worker
   // still starting (the pool a job leaves starts its own while the job's workers come over).
@@ -24,7 +25,8 @@ ClaimDecision PoolCore::claim(const ClaimRequest& request, ClaimFacts& facts) {
     ids.insert(ids.end(), s.extra.begin(), s.extra.end());
     for (WorkerId id : ids) {
       Worker& w = at(id);
-      if (w.up() && w.phase != Phase::trial && w.models.count(request.model) != 0) return &w;
+      // Where its session was unloaded before parking, it is made there again (from the cache entry).
+      if (w.up() && w.phase != Phase::trial && (w.models.count(request.model) != 0 || w.unloaded.count(request.model) != 0)) return &w;
     }
     return nullptr;
   };
@@ -142,6 +144,7 @@ std::vector<Action> PoolCore::start_done(WorkerId worker, const ModelKey& model)
   Worker* w = lookup(worker);
   if (w == nullptr || w->phase == Phase::dead) return actions;
   release_claim(*w);
+  w->unloaded.erase(model);
   w->models.insert(model);
   // A new model proved itself on the spare or an extra worker while the shared worker holds nothing:
   // that worker becomes the shared one at once, no session moved.
@@ -174,7 +177,10 @@ std::vector<Action> PoolCore::found_empty(WorkerId worker, bool empty, bool aliv
 }
 
 void PoolCore::emptied(WorkerId worker) {
-  if (Worker* w = lookup(worker)) w->models.clear();
+  if (Worker* w = lookup(worker)) {
+    w->models.clear();
+    w->unloaded.clear();  // an evict drops what was to be made again too
+  }
   check();
 }
 

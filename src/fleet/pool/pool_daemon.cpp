@@ -83,6 +83,8 @@ void work_in_root(LeftPool& left) {
   left.serve.pool.ort_library = absolute_in(left.serve.pool.ort_library, "");
   left.serve.pool.worker_executable = absolute_in(left.serve.pool.worker_executable, "");
   left.serve.pool.config = with_absolute_paths(left.serve.pool.config, "");
+  for (auto& model : left.serve.preload.models) model = absolute_in(model, "");
+  left.serve.preload.state_dir = absolute_in(left.serve.preload.state_dir, "");
   if (left.make_entry) left.make_entry = with_absolute_paths(*left.make_entry, "");
   detail::work_in_root();
 }
@@ -100,6 +102,12 @@ json request_json(const LeftPool& left) {
           {"prime_libraries", o.pool.prime_libraries},
           {"isolate_new_models", o.pool.isolate_new_models},
           {"max_resident_sessions", o.pool.max_resident_sessions},
+          {"unload_above_bytes", o.pool.unload_above_bytes},
+          {"preload", {{"models", o.preload.models},
+                       {"cached", o.preload.cached},
+                       {"remember", o.preload.remember},
+                       {"budget_bytes", o.preload.budget_bytes ? json(*o.preload.budget_bytes) : json(nullptr)},
+                       {"state_dir", o.preload.state_dir}}},
           {"idle_exit_s", left.default_idle_exit ? json(nullptr) : json(o.idle_exit_s)},
           {"park_after_s", o.park_after_s},
           {"fold_after_s", o.fold_after_s},
@@ -120,6 +128,14 @@ LeftPool left_pool_from_json(const json& request) {
   options.pool.prime_libraries = request.value("prime_libraries", true);
   options.pool.isolate_new_models = request.value("isolate_new_models", true);
   options.pool.max_resident_sessions = request.value("max_resident_sessions", size_t{0});
+  options.pool.unload_above_bytes = request.value("unload_above_bytes", PoolOptions{}.unload_above_bytes);
+  if (const auto p = request.find("preload"); p != request.end() && p->is_object()) {
+    options.preload.models = p->value("models", std::vector<std::string>{});
+    options.preload.cached = p->value("cached", false);
+    options.preload.remember = p->value("remember", false);
+    if (p->contains("budget_bytes") && !p->at("budget_bytes").is_null()) options.preload.budget_bytes = p->at("budget_bytes").get<uint64_t>();
+    options.preload.state_dir = p->value("state_dir", "");
+  }
   left.default_idle_exit = request.at("idle_exit_s").is_null();
   options.idle_exit_s = left.default_idle_exit ? 0.0 : request.at("idle_exit_s").get<double>();
   options.park_after_s = request.value("park_after_s", 0.0);

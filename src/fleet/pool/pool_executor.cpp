@@ -272,22 +272,17 @@ std::vector<pool::ModelKey> WorkerPool::Impl::move_sessions(Member& from, Member
     spdlog::debug("{}: the worker pid {} did not list its sessions: {}", from.device.to_string(), from.pid, e.what());
     return moved;
   }
-  std::unique_ptr<detail::WorkerChannel> channel;
   for (const auto& s : status.value("sessions", json::array())) {
     if (s.value("holders", 0) > 0 || !s.contains("plan")) continue;
     try {
-      if (!channel) channel = std::make_unique<detail::WorkerChannel>(to.process->attach({}, kRequestTimeoutS), to.device, to.pid, to.process->observer_hooks());
       // A handed-over worker's plans name files as its job did: read from the job's folder.
       detail::LocalStartPlan plan = detail::with_absolute_paths(detail::plan_from_json(s.at("plan")), from.folder);
-      plan.ort_library = options.ort_library;
-      channel->start(plan, options.start_timeout_s);
-      channel->release(s.value("session", ""));
+      make_resident(to, plan);
       moved.push_back(model_key(plan.model_path));
     } catch (const std::exception& e) {
       // Dropped all the same: its model stays proven, so its next start makes a new session in the shared worker.
       spdlog::warn("{}: {} was not moved into the shared worker ({}); it is dropped, and its next start makes a new session there",
                    from.device.to_string(), s.value("model", ""), Error::from(e).what());
-      channel.reset();
     }
   }
   try {
@@ -297,6 +292,12 @@ std::vector<pool::ModelKey> WorkerPool::Impl::move_sessions(Member& from, Member
     spdlog::debug("{}: the worker pid {} did not drop its sessions: {}", from.device.to_string(), from.pid, e.what());
   }
   return moved;
+}
+
+void WorkerPool::Impl::make_resident(Member& to, detail::LocalStartPlan plan) {
+  detail::WorkerChannel channel(to.process->attach({}, kRequestTimeoutS), to.device, to.pid, to.process->observer_hooks());
+  plan.ort_library = options.ort_library;
+  channel.release(channel.start(plan, options.start_timeout_s).session);  // nobody holds it: resident until evicted
 }
 
 void WorkerPool::Impl::drop_model(pool::WorkerId id, const std::string& path) {
@@ -358,7 +359,8 @@ ParkOutcome WorkerPool::Impl::park_idle_workers(double lock_timeout_s, const std
   std::vector<Impl::MemberPtr> workers;
   {
     std::lock_guard lock(s.mutex);
-    for (pool::WorkerId id : s.core.park_candidates()) {
+    // A new round: devices restored ahead of a job that did not come may park again.
+    for (pool::WorkerId id : s.core.park_round()) {
       if (const auto m = s.member(id); m && m->process) workers.push_back(m);
     }
   }
@@ -373,7 +375,7 @@ ParkOutcome WorkerPool::Impl::park_idle_workers(double lock_timeout_s, const std
       continue;
     }
     try {
-      said.push_back(s.ask_status(*m, false, 10));
+      said.push_back(s.ask_status(*m, /*with_plans=*/true, 10));  // the plans: for sessions dropped before parking
       parkable.push_back(m);
     } catch (const std::exception&) {
       // busy or gone: not parked this time
@@ -409,11 +411,14 @@ ParkOutcome WorkerPool::Impl::park_idle_workers(double lock_timeout_s, const std
         if (!s.core.park_begin(m->id)) return;
       }
       try {
+        // Large weights go (their entry uploads them again faster than the driver would restore them).
+        json kept = s.unload_before_parking(*m, said[i]);
         detail::WorkerParking::park(*m->process, lock_timeout_s);
-        std::lock_guard lock(s.mutex);
+        std::unique_lock lock(s.mutex);
         m->parked_since_ns = monotonic_ns();
-        m->parked_status = said[i];
+        m->parked_status = std::move(kept);
         m->park_note.clear();
+        s.carry_out(lock, s.core.parked(m->id));  // the device's blank spare goes while it stays parked
         std::lock_guard counted(outcome_mutex);
         ++outcome.parked;
       } catch (const Error& e) {

@@ -13,10 +13,12 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "fleet/local/local_start.hpp"
 #include "fleet/pool/pool_core.hpp"
 #include "fleet/worker/worker_channel.hpp"
 #include "ortfleet/fleet/worker_pool.hpp"
@@ -54,6 +56,11 @@ struct WorkerPool::Impl {
     /// what it holds beyond it. Unknown for a worker handed over with its sessions.
     std::optional<uint64_t> blank_host_anonymous;  // memory no file backs (Pss_Anon): no other worker shares it
     std::optional<uint64_t> blank_gpu_bytes;
+    /// The plans of the sessions it dropped before it parked, by model: made again from the cache entry
+    /// (restore_ahead). Impl::mutex.
+    std::map<pool::ModelKey, std::vector<nlohmann::json>> unloaded_plans;
+    /// Sessions (by key) made again from their cache entry at idle, or tried: never tried twice. Impl::mutex.
+    std::set<std::string> remade_sessions;
   };
   using MemberPtr = std::shared_ptr<Member>;
 
@@ -97,6 +104,20 @@ struct WorkerPool::Impl {
   void drop_model(pool::WorkerId id, const std::string& path);
   /// Folds worker `from` in (pool_core.hpp, fold_begin); whether it left its role.
   bool fold_in(pool::WorkerId from);
+  /// Starts `plan` on `to` on a channel of the pool's own and lets go of the session: resident there.
+  /// Throws ortfleet::Error when it does not start.
+  void make_resident(Member& to, detail::LocalStartPlan plan);
+
+  // --- a warm node (pool_warm_node.cpp) ---
+  /// The bytes of the model cache entry a start of `plan` on `device` would load (its graph and
+  /// weights), in this user's cache or the shared layer; nothing where it has none (or uses no cache).
+  static std::optional<uint64_t> cache_entry_bytes(const detail::LocalStartPlan& plan, const Device& device);
+  /// Right before `m` parks (its park lock held, the core's park_begin done): drops the sessions in
+  /// `said` (its status with plans) nobody holds whose cache entry holds more than unload_above_bytes,
+  /// and tells the core; returns `said` without them.
+  nlohmann::json unload_before_parking(Member& m, nlohmann::json said);
+  /// Makes the sessions of `model` that `m` dropped before parking again (from their cache entry).
+  bool remake_unloaded(Member& m, const pool::ModelKey& model);
   /// Parks every worker the core lets park (WorkerPool::park_workers): each trimmed first, then, under
   /// its park lock and only while the core still finds it unclaimed and `still_idle` says so, the
   /// driver's checkpoint.

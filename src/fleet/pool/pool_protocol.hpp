@@ -13,6 +13,9 @@
 //                                          becomes the pool's (its control channel and crash pipe)
 //   {"op":"worker_killed", pid, what} -> {"event":"noted"}   a job is about to end one of the pool's workers
 //                                          (its run or start missed its deadline): logged as what it was
+//   {"op":"restore_ahead", devices, model} -> {"event":"restoring", devices}   a job's client will use these
+//                                          devices (and model): their parked workers are restored now, in the
+//                                          background, while the job starts (answered before any of it)
 // Any request may be answered {"event":"failed", error} instead; a client the server refuses (another
 // user) gets that answer before the connection closes. The server's dispatch table (pool_server.cpp)
 // holds one row per request here; pool_requests.hpp reads what a client sent, field by field.
@@ -25,4 +28,5 @@ inline constexpr MessageKind stop = message::stop;      ///< the server itself
 inline constexpr MessageKind open{"open", "opened"};
 inline constexpr MessageKind hand_over{"hand_over", "taken"};
 inline constexpr MessageKind worker_killed{"worker_killed", "noted"};
+inline constexpr MessageKind restore_ahead{"restore_ahead", "restoring"};
 }  // namespace ortfleet::detail::pool_message

@@ -69,4 +69,17 @@ WorkerKilledNote read_worker_killed_note(const nlohmann::json& body) {
   return note;
 }
 
+RestoreAheadRequest read_restore_ahead_request(const nlohmann::json& body) {
+  RestoreAheadRequest ahead;
+  const auto& devices = field(body, "devices", "restore_ahead");
+  if (!devices.is_array() || devices.empty() || devices.size() > 4096) malformed("restore_ahead", "devices must be a list of devices (got " + devices.dump() + ")");
+  for (const auto& d : devices) {
+    if (!d.is_string()) malformed("restore_ahead", "each device must be a string (got " + d.dump() + ")");
+    ahead.devices.push_back(Device::parse(d.get<std::string>()));  // throws ortfleet::Error naming what is wrong
+  }
+  if (body.contains("model")) ahead.model = text(body, "model", "restore_ahead");
+  if (ahead.model.find('\0') != std::string::npos) malformed("restore_ahead", "its model holds a NUL byte");
+  return ahead;
+}
+
 }  // namespace ortfleet::detail

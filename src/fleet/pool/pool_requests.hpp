@@ -34,4 +34,12 @@ struct WorkerKilledNote {
 };
 WorkerKilledNote read_worker_killed_note(const nlohmann::json& body);
 
+/// {"op":"restore_ahead", devices, model}: a job's client will use these devices, and this model ("":
+/// it does not say).
+struct RestoreAheadRequest {
+  std::vector<Device> devices;
+  std::string model;
+};
+RestoreAheadRequest read_restore_ahead_request(const nlohmann::json& body);
+
 }  // namespace ortfleet::detail

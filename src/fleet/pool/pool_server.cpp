@@ -18,8 +18,11 @@
 
 #include "base/private_dir.hpp"
 #include "fleet/pool/pool_client.hpp"
+#include "fleet/pool/pool_preload.hpp"
 #include "fleet/pool/pool_runtime.hpp"
+#include "fleet/pool/pool_start.hpp"
 #include "fleet/pool/pool_server_impl.hpp"
+#include "fleet/worker/wire.hpp"
 #include "fleet/pool/worker_parking.hpp"
 #include "ortfleet/base/clock.hpp"
 #include "ortfleet/base/error.hpp"
@@ -110,7 +113,7 @@ size_t PoolServer::Impl::reap_fills() {
 double PoolServer::Impl::idle_s() const { return static_cast<double>(monotonic_ns() - busy_until_ns.load()) / 1e9; }
 
 void PoolServer::Impl::idle_work(bool is_busy) {
-  if (is_busy) {
+  if (restored_ahead.exchange(false) || is_busy) {
     last_fold_ns = last_park_ns = 0;  // the next idle spell folds and parks anew
     return;
   }
@@ -131,10 +134,16 @@ void PoolServer::Impl::idle_work(bool is_busy) {
     // What jobs left on spare and extra workers joins the shared worker first: an idle device keeps
     // (and parks) at most two workers.
     if (const size_t ended = pool->consolidate(); ended > 0) spdlog::info("idle: {} extra worker(s) folded into the shared ones", ended);
+    // A job's session handed over was made from the model: made again from its cache entry (made
+    // meanwhile) it holds less, parked or not.
+    if (const size_t remade = pool->remake_from_cache_entries(); remade > 0) spdlog::info("idle: {} session(s) made again from their model cache entries", remade);
+    remember_resident();
     // Folding took seconds, perhaps: a job that arrived meanwhile keeps every worker unparked, and one
     // that arrives while they park has its worker restored first (WorkerPool::park_workers).
     if (park && !busy()) {
-      const ParkOutcome done = pool->park_workers(kParkLockTimeoutS, [this] { return !busy(); });
+      // A restore ahead of a job (answer_restore_ahead) counts as use: nothing parks until the pool has
+      // been idle for its park time again.
+      const ParkOutcome done = pool->park_workers(kParkLockTimeoutS, [this] { return !busy() && idle_s() >= options.park_after_s; });
       if (done.parked > 0) {
         spdlog::info("idle for {:g} s: parked {} worker(s) in {:.0f} ms (their GPU memory released; restored on the next job's request)",
                      options.park_after_s, done.parked, done.wall_ms);
@@ -143,6 +152,71 @@ void PoolServer::Impl::idle_work(bool is_busy) {
     }
     idle_work_now = false;
   });
+}
+
+void PoolServer::Impl::remember_resident() {
+  if (!served) return;
+  for (const auto& r : pool->resident_plans()) {
+    try {
+      detail::LocalStartPlan plan = detail::plan_from_json(json::parse(r.plan_json));
+      plan.devices = {r.device};
+      served->note(plan, /*only_if_new=*/true, r.idle_s);
+    } catch (const std::exception& e) {
+      spdlog::debug("a resident session's plan is not remembered: {}", e.what());
+    }
+  }
+  if (const std::string failed = served->save(); !failed.empty()) spdlog::warn("the models this daemon served are not remembered: {}", failed);
+}
+
+void PoolServer::Impl::preload_at_start() {
+  std::vector<std::string> left_out;
+  std::vector<detail::ServedModel> remembered;
+  if (served) remembered = served->load();
+  const std::vector<detail::PreloadItem> items =
+      detail::preload_items(options.preload, pool->devices(), options.pool.config, remembered, left_out);
+  detail::PreloadChoice choice = detail::choose_preload(items, detail::preload_budget(options.preload));
+  left_out.insert(left_out.end(), choice.left_out.begin(), choice.left_out.end());
+  for (const auto& line : left_out) spdlog::info("not made resident at start: {}", line);
+  {
+    std::lock_guard lock(preload_mutex);
+    preload_report = {{"state", choice.chosen.empty() ? "done" : "making"}, {"chosen", choice.chosen.size()}, {"made", 0}, {"left_out", left_out},
+                      {"failed", json::array()}};
+  }
+  // One device after another would add their times: each device's models are made on a thread of
+  // its own, one after another there (a worker makes one session at a time anyway).
+  std::map<std::string, std::vector<const detail::PreloadItem*>> by_device;
+  for (const auto& i : choice.chosen) by_device[i.device.to_string()].push_back(&i);
+  std::vector<std::thread> devices;
+  for (auto& [device, list] : by_device) {
+    devices.emplace_back([this, list = list] {
+      for (const detail::PreloadItem* i : list) {
+        if (stopping) return;
+        const int64_t start = monotonic_ns();
+        try {
+          // Made as a job's start makes it, then let go (the channel closes): resident, proven, and
+          // parked with the pool once it is idle.
+          const detail::PoolDeviceStart made = detail::start_on_pool(*pool, i->plan, options.pool.start_timeout_s);
+          // Made from the model (no entry yet): its entry is made in the background, and the session
+          // made again from it once the pool is idle (it holds less).
+          const json& status = made.ready.value("status", json::object());
+          if (status.is_object() && !status.value("resident", false) && detail::text_field(status, "model_cache") == "miss") fill_in_background(i->plan, i->device);
+          spdlog::info("{}: made {} resident ({}) in {:.0f} ms", i->device.to_string(), i->model, detail::to_string(i->source),
+                       static_cast<double>(monotonic_ns() - start) / 1e6);
+          std::lock_guard lock(preload_mutex);
+          preloaded.insert(i->device.to_string() + "|" + i->model);
+          preload_report["made"] = preload_report.value("made", 0) + 1;
+        } catch (const std::exception& e) {
+          if (stopping) return;  // its worker ended with the pool
+          spdlog::warn("{}: {} was not made resident ({}): {}", i->device.to_string(), i->model, detail::to_string(i->source), Error::from(e).what());
+          std::lock_guard lock(preload_mutex);
+          preload_report["failed"].push_back(fmt::format("{} on {}: {}", i->model, i->device.to_string(), Error::from(e).what_failed()));
+        }
+      }
+    });
+  }
+  for (auto& t : devices) t.join();
+  std::lock_guard lock(preload_mutex);
+  preload_report["state"] = "done";
 }
 
 json PoolServer::Impl::status(bool brief) {
@@ -172,6 +246,16 @@ json PoolServer::Impl::status(bool brief) {
     for (const auto& f : fills) making.push_back(f->model());
   }
   j["cache_fills"] = making;
+  {
+    // Which sessions this daemon made resident as it started (before any job asked).
+    std::lock_guard lock(preload_mutex);
+    j["preload"] = preload_report;
+    for (auto& d : j.at("devices")) {
+      for (auto& session : d["sessions"]) {
+        session["preloaded"] = preloaded.count(d.value("device", "") + "|" + session.value("model", "")) != 0;
+      }
+    }
+  }
   j["event"] = detail::message::status.answer;
   return j;
 }
@@ -242,6 +326,25 @@ PoolServer::PoolServer(ServeOptions options) : impl_(std::make_unique<Impl>()) {
     spdlog::warn("the workers' ONNX Runtime {} cannot be read: {}", s.pool->options().ort_library, e.what());
   }
   s.busy_until_ns = monotonic_ns();
+  if (s.options.left_by_job) {
+    s.options.preload = PreloadOptions{};  // a job's pool makes and remembers nothing
+    s.options.preload.remember = false;
+  }
+  if (s.options.preload.remember) {
+    s.served = std::make_unique<detail::ServedModels>(
+        s.options.preload.state_dir.empty() ? detail::ServedModels::default_folder(s.options.socket_path) : s.options.preload.state_dir);
+    if (s.served->folder().empty()) spdlog::info("the models this daemon serves are not remembered: no folder for its state (set ORTFLEET_CACHE)");
+  }
+  s.preloading = true;  // counted as use until it is done: nothing parks or exits meanwhile
+  s.preloader = std::thread([&s] {
+    try {
+      s.preload_at_start();
+    } catch (const std::exception& e) {
+      spdlog::warn("nothing was made resident at start: {}", e.what());
+    }
+    s.busy_until_ns = monotonic_ns();
+    s.preloading = false;
+  });
 }
 
 PoolServer::~PoolServer() {
@@ -265,6 +368,8 @@ PoolServer::~PoolServer() {
   ending_fills.join();
   for (auto& c : threads) c.thread.join();
   if (s.idle_worker.joinable()) s.idle_worker.join();
+  if (s.preloader.joinable()) s.preloader.join();  // its starts failed with the workers
+  if (const std::string failed = s.served ? s.served->save() : ""; !failed.empty()) spdlog::warn("the models this daemon served are not remembered: {}", failed);
   {
     std::lock_guard lock(s.background_mutex);
     s.fills.clear();  // any a client began while the others stopped

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "base/slurm.hpp"
 #include "base/unique_fd.hpp"
 #include "engine/cache/file_lock.hpp"
+#include "fleet/pool/served_models.hpp"
 #include "fleet/worker/cache_fill.hpp"
 #include "fleet/worker/worker_protocol.hpp"
 #include "ortfleet/fleet/pool_server.hpp"
@@ -83,6 +85,7 @@ struct PoolServer::Impl {
   nlohmann::json answer_open(Request& r);
   nlohmann::json answer_hand_over(Request& r);
   nlohmann::json answer_worker_killed(Request& r);
+  nlohmann::json answer_restore_ahead(Request& r);
   /// The pool's status; `brief`: only what a start asks before it uses the pool (its devices and runtime,
   /// that it is ortfleet's), without asking any worker or reading their memory.
   nlohmann::json status(bool brief);
@@ -96,13 +99,28 @@ struct PoolServer::Impl {
   /// Fills that finished: their outcome logged, their worker gone. How many are still working.
   size_t reap_fills();
 
+  // --- a node daemon's models, resident before any job asks (issue 60; pool_preload.hpp) ---
+  std::unique_ptr<detail::ServedModels> served;  // what it serves, remembered across its restarts; null: remembers nothing
+  std::thread preloader;                 // makes the chosen models resident as the daemon starts
+  std::atomic<bool> preloading{false};   // counts as use: nothing parks meanwhile
+  std::mutex preload_mutex;
+  std::set<std::string> preloaded;       // preload_mutex; "device|model" of each session made at start
+  nlohmann::json preload_report = nlohmann::json::object();  // preload_mutex; what `pool status` says of it
+  /// Chooses what to make resident (named, served before, the cache's) within the budget and makes each
+  /// on its device, one after another per device; on the preloader thread.
+  void preload_at_start();
+  /// The sessions the workers hold now, noted as served (a job's worker handed over says its plan only
+  /// to the pool), and the memory saved.
+  void remember_resident();
+
   // --- idle time: folding in, parking, exit ---
   /// Whether anything goes on that the idle timers must not count: a job attached (or a connection that
   /// may be one: it has not said what it wants yet), a cache entry in the making. A connection that only
   /// asks (status, evict, stop) is no use of the pool: `watch ortfleet pool status` never keeps it from
   /// parking or exiting.
-  bool busy() { return jobs.load() > 0 || undecided.load() > 0 || reap_fills() > 0; }
+  bool busy() { return jobs.load() > 0 || undecided.load() > 0 || preloading.load() || reap_fills() > 0; }
   std::atomic<int64_t> busy_until_ns{0};  // last seen busy (or started), on the monotonic clock
+  std::atomic<bool> restored_ahead{false};  // a job's client said it comes: the idle timers start anew, as for a job
   double idle_s() const;
   std::thread idle_worker;           // folds in and parks, off the accept loop
   std::atomic<bool> idle_work_now{false};

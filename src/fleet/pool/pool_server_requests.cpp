@@ -14,6 +14,7 @@
 #include "fleet/pool/pool_protocol.hpp"
 #include "fleet/pool/pool_requests.hpp"
 #include "fleet/pool/pool_server_impl.hpp"
+#include "fleet/pool/pool_paths.hpp"
 #include "fleet/pool/pool_start.hpp"
 #include "fleet/worker/wire.hpp"
 #include "fleet/worker/worker_channel.hpp"
@@ -51,6 +52,7 @@ const PoolServer::Impl::Route* PoolServer::Impl::route_of(const std::string& op)
       {&detail::pool_message::open, &Impl::answer_open, true},
       {&detail::pool_message::hand_over, &Impl::answer_hand_over, true},
       {&detail::pool_message::worker_killed, &Impl::answer_worker_killed, false},
+      {&detail::pool_message::restore_ahead, &Impl::answer_restore_ahead, false},
   };
   for (const auto& r : kRoutes) {
     if (detail::is_request(op, *r.kind)) return &r;
@@ -108,6 +110,10 @@ json PoolServer::Impl::answer_open(Request& r) {
       // says what its own start found long ago.
       const bool resident = status.is_object() && status.value("resident", false);
       if (!resident && detail::text_field(status, "model_cache") == "miss") fill_in_background(plan, plan.devices[i]);
+      // Remembered (with the plan it was served with) for the daemon's next start.
+      detail::LocalStartPlan one = plan;
+      one.devices = {plan.devices[i]};
+      if (served) served->note(one);
     }
     devices.push_back(std::move(replies[i]));
   }
@@ -139,6 +145,17 @@ json PoolServer::Impl::answer_worker_killed(Request& r) {
                                                    "with it, other jobs' too (docs/serving.md)",
                                                    r.peer.pid, note.what));
   return detail::answer_to(detail::pool_message::worker_killed);
+}
+
+json PoolServer::Impl::answer_restore_ahead(Request& r) {
+  // A job's client that will use the pool says so as early as it can (its Fleet's construction): the
+  // devices' parked workers are restored while it still imports, reads and plans. Counted as use: a job
+  // that then does not come leaves the pool parked again after the usual idle time.
+  const detail::RestoreAheadRequest asked = detail::read_restore_ahead_request(r.message.body);
+  busy_until_ns = monotonic_ns();
+  restored_ahead = true;
+  pool->restore_ahead(asked.devices, asked.model.empty() ? asked.model : detail::absolute_in(asked.model, ""));
+  return detail::answer_to(detail::pool_message::restore_ahead, {{"devices", asked.devices.size()}});
 }
 
 // --- a client ----------------------------------------------------------------------------------------------

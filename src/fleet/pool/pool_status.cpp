@@ -56,6 +56,12 @@ void tell_apart(json& sessions) {
     }
   }
 }
+/// The models a worker dropped before it parked (made again when a job comes).
+json unloaded_models(const pool::Worker& w) {
+  json out = json::array();
+  for (const auto& m : w.unloaded) out.push_back(m.path);
+  return out;
+}
 }  // namespace
 
 std::string WorkerPool::status_json() const {
@@ -76,7 +82,7 @@ std::string WorkerPool::status_json() const {
         rows.push_back({json{{"device", m->device.to_string()}, {"role", pool::to_string(w->role)}, {"state", state},
                              {"phase", pool::to_string(w->phase)}, {"pid", m->pid}, {"error", m->error ? m->error->what() : ""},
                              {"visible_devices", m->visible_devices}, {"ready_ms", m->ready_ms}, {"restarts", w->restarts},
-                             {"sessions", json::array()}, {"parked", w->phase == pool::Phase::parked}},
+                             {"sessions", json::array()}, {"parked", w->phase == pool::Phase::parked}, {"unloaded", unloaded_models(*w)}},
                         m, w->phase});
       }
     }

@@ -1,19 +1,50 @@
 // Parked workers, carried out through the device's provider (worker_parking.hpp).
 #include "fleet/pool/worker_parking.hpp"
 
+#include <signal.h>
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "base/environment.hpp"
+
 #include "engine/providers/provider_registry.hpp"
 #include "ortfleet/base/settings.hpp"
 
 namespace ortfleet::detail {
 
-std::optional<std::string> WorkerParking::unavailable(const Device& device) { return provider_for(device).parking().unavailable(); }
+namespace {
+/// Tests only (ORTFLEET_TEST_PARK_CPU=1): a CPU worker "parks" stopped by SIGSTOP and is continued on
+/// restore, so that the pool's parking (which worker, when, what a claim meanwhile does, that nothing
+/// runs on a parked worker) is tested where no GPU is.
+bool cpu_parks_for_tests(const Device& device) {
+  return provider_for(device).memory() == nullptr && env_on(EnvVar::test_park_cpu).value_or(false);  // a device without memory of its own
+}
+
+void signal_worker(const WorkerProcess& worker, int signal, const char* doing) {
+  if (::kill(worker.pid(), signal) != 0) throw Error(fmt::format("cannot {} the worker pid {}: {}", doing, worker.pid(), std::strerror(errno)));
+}
+}  // namespace
+
+std::optional<std::string> WorkerParking::unavailable(const Device& device) {
+  if (cpu_parks_for_tests(device)) return std::nullopt;
+  return provider_for(device).parking().unavailable();
+}
 
 void WorkerParking::park(const WorkerProcess& worker, double lock_timeout_s) {
   if (auto no = unavailable(worker.device())) throw Error(*no);
+  if (cpu_parks_for_tests(worker.device())) return signal_worker(worker, SIGSTOP, "stop");
   provider_for(worker.device()).parking().park(worker.pid(), lock_timeout_s);
 }
 
-void WorkerParking::unpark(const WorkerProcess& worker) { provider_for(worker.device()).parking().unpark(worker.pid()); }
+void WorkerParking::unpark(const WorkerProcess& worker) {
+  if (cpu_parks_for_tests(worker.device())) return signal_worker(worker, SIGCONT, "continue");
+  provider_for(worker.device()).parking().unpark(worker.pid());
+}
+
+bool entry_holds_less(const Device& device) { return provider_for(device).memory() != nullptr || cpu_parks_for_tests(device); }
 
 ParkingStatus parking_status(const std::vector<Device>& devices, double park_after_s) {
   if (!(park_after_s > 0)) return {ParkingStatus::State::off, named(Setting::park_after, "0")};

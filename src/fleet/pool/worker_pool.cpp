@@ -191,7 +191,9 @@ void WorkerPool::start_succeeded(const std::shared_ptr<detail::WorkerProcess>& w
   std::unique_lock lock(s.mutex);
   const pool::WorkerId id = s.id_of(worker.get());
   const auto before = id != 0 && s.core.find(id) ? s.core.find(id)->role : pool::Role::shared;
-  s.carry_out(lock, s.core.start_done(id, Impl::model_key(model)));
+  const pool::ModelKey key = Impl::model_key(model);
+  if (const auto m = s.member(id)) m->unloaded_plans.erase(key);  // made again by this start
+  s.carry_out(lock, s.core.start_done(id, key));
   if (id != 0 && before != pool::Role::shared && s.core.find(id) && s.core.find(id)->role == pool::Role::shared) {
     spdlog::info("{}: the worker pid {} holds the proven models now (the shared worker)", worker->device().to_string(), worker->pid());
   }

@@ -701,6 +701,8 @@ Fleet::Fleet(std::string model_path, FleetOptions options) : impl_(std::make_uni
     s.status.push_back(st);
   }
   s.failures.resize(s.status.size());
+  // A start on a node daemon: its parked workers restore now, while this job goes on (issue 60).
+  if (!s.options.pool_socket.empty()) detail::restore_ahead_on_pool(s.options.pool_socket, s.options.devices, s.model, 2.0);
 }
 
 Fleet::~Fleet() { shutdown(); }

@@ -301,7 +301,8 @@ json WorkerSessions::status(bool with_plans) {
                   {"model", s->model_path},
                   {"holders", s->holders},
                   {"idle_s", static_cast<double>(now - s->last_used_ns) / 1e9},
-                  {"memory_bytes", s->result.memory_bytes}};
+                  {"memory_bytes", s->result.memory_bytes},
+                  {"model_cache", s->result.session ? s->result.session->model_cache_outcome() : std::string()}};  // made from the entry: "hit"
     if (s->result.session) {
       const SessionTier tier = s->result.session->tier();
       if (tier.stage != SessionTier::Stage::none) entry["tier"] = {{"stage", to_string(tier.stage)}, {"full_ms", tier.full_ms}, {"note", tier.note}};

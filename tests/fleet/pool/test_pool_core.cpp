@@ -373,6 +373,143 @@ TEST(PoolCore, ABrokenInvariantIsReported) {
   EXPECT_NE(said[0].find("never given"), std::string::npos) << said[0];
 }
 
+// --- a warm node (issue 60): no spare while parked, sessions unloaded before parking, restores ahead ---
+
+namespace {
+/// A one-device pool whose shared worker holds `a` (proven) and whose spare is up.
+PoolCore pool_with_a_and_its_spare() {
+  PoolCore core = ready_pool();
+  core.start_done(claim_through(core, model("a")).worker, model("a"));
+  std::vector<Action> actions;
+  core.maintain(actions);
+  for (WorkerId w : spawned(actions)) core.worker_up(w);
+  return core;
+}
+}  // namespace
+
+TEST(PoolCore, AParkedDeviceKeepsNoSpareAndMakesItAgainOnceUsed) {
+  PoolCore core = pool_with_a_and_its_spare();
+  const WorkerId shared = core.shared(0).id;
+  ASSERT_EQ(shape(core), "shared:ready spare:ready");
+  // The blank spare does not park beside its shared worker: it is stopped once that one has parked.
+  EXPECT_EQ(core.park_round(), std::vector<WorkerId>{shared});
+  ASSERT_TRUE(core.park_begin(shared));
+  const auto stops = core.parked(shared);
+  ASSERT_EQ(count(stops, Action::Kind::stop), 1u);
+  EXPECT_FALSE(stops.front().stop.by_signal) << "the spare was not parked: it stops by request";
+  EXPECT_EQ(shape(core), "shared:parked");
+  EXPECT_TRUE(core.spare_paused(0));
+  std::vector<Action> actions;
+  core.maintain(actions);
+  EXPECT_TRUE(spawned(actions).empty()) << "a spare was started for a parked device";
+  // A job's claim restores the shared worker, and the spare is made again beside it, once the restore is done.
+  const ClaimDecision job = claim_through(core, model("a"));
+  EXPECT_TRUE(job.restore);
+  core.maintain(actions);
+  EXPECT_TRUE(spawned(actions).empty()) << "a spare was started while the shared worker awaits its restore";
+  core.restored(shared);
+  core.maintain(actions);
+  EXPECT_EQ(spawned(actions).size(), 1u);
+  EXPECT_FALSE(core.spare_paused(0));
+}
+
+TEST(PoolCore, ASpareHoldingWhatAJobLeftIsKeptWhenTheDeviceParks) {
+  PoolCore core = pool_with_a_and_its_spare();
+  const ClaimDecision b = claim_through(core, model("b"));  // new: on the spare
+  core.start_done(b.worker, model("b"));
+  const WorkerId shared = core.shared(0).id;
+  const auto candidates = core.park_round();
+  EXPECT_EQ(candidates.size(), 2u) << "a spare that holds sessions parks too";
+  ASSERT_TRUE(core.park_begin(shared));
+  EXPECT_TRUE(core.parked(shared).empty());
+  EXPECT_FALSE(core.spare_paused(0));
+}
+
+// A restore ahead (a job's client said it will use the device) is a claim-like event: it holds every
+// parked worker of the device, so that one whose checkpoint runs is restored once it is done, and
+// nothing of the device parks until the next round.
+TEST(PoolCore, ARestoreAheadWinsOverAParkInProgressAndKeepsTheDeviceUpUntilTheNextRound) {
+  PoolCore core = make_core(2);
+  for (DeviceIndex d = 0; d < 2; ++d) core.worker_up(core.shared(d).id);
+  const WorkerId zero = core.shared(0).id;
+  const WorkerId one = core.shared(1).id;
+  const auto candidates = core.park_round();
+  ASSERT_EQ(candidates.size(), 2u);
+  ASSERT_TRUE(core.park_begin(zero));  // its checkpoint runs...
+  const RestoreAhead ahead = core.restore_ahead(0, std::nullopt);  // ... when the job's client says it comes
+  ASSERT_EQ(ahead.held, std::vector<WorkerId>{zero});
+  EXPECT_FALSE(ahead.remake_on);
+  EXPECT_TRUE(core.restore_needed(zero)) << "restored once the checkpoint is done";
+  EXPECT_TRUE(core.parked(zero).empty()) << "a held worker's device keeps its spare";
+  core.restored(zero);
+  core.release(zero);
+  EXPECT_EQ(shape(core, 0), "shared:ready");
+  EXPECT_FALSE(core.park_begin(zero)) << "a device restored ahead parked within the same round";
+  EXPECT_TRUE(core.park_begin(one)) << "another device parks as before";
+  EXPECT_TRUE(core.restored_ahead(0));
+  EXPECT_TRUE(core.park_candidates().empty());
+  // Its job did not come: the next round (the pool idle for its park time again) parks it.
+  EXPECT_EQ(core.park_round(), std::vector<WorkerId>{zero});
+  EXPECT_FALSE(core.restored_ahead(0));
+  EXPECT_TRUE(core.park_begin(zero));
+}
+
+TEST(PoolCore, ARestoreAheadOfAReadyDeviceHoldsNothingAndAJobsClaimAfterItRestoresNothing) {
+  PoolCore core = pool_with_a_and_its_spare();
+  const RestoreAhead ahead = core.restore_ahead(0, model("a"));
+  EXPECT_TRUE(ahead.held.empty());
+  const ClaimDecision job = claim_through(core, model("a"));
+  EXPECT_FALSE(job.restore);
+  EXPECT_EQ(job.worker, core.shared(0).id);
+}
+
+// Sessions too large to keep through the driver's checkpoint are dropped before it (their weights are
+// uploaded again from the cache entry faster than the driver restores them): the model is unloaded,
+// never resident, so no start is handed a session whose weights are gone; a restore ahead of its job,
+// or its next start, makes it again on that worker.
+TEST(PoolCore, AModelUnloadedBeforeParkingIsMadeAgainWhereItWas) {
+  PoolCore core = pool_with_a_and_its_spare();
+  const WorkerId shared = core.shared(0).id;
+  core.park_round();
+  ASSERT_TRUE(core.park_begin(shared));
+  core.unloaded_for_parking(shared, {model("a"), model("never-there")});
+  EXPECT_EQ(core.find(shared)->models.count(model("a")), 0u);
+  EXPECT_EQ(core.find(shared)->unloaded, std::set<ModelKey>{model("a")});
+  core.parked(shared);
+  // Restored ahead of a's job: the worker is held, restored, and a made again there.
+  const RestoreAhead ahead = core.restore_ahead(0, model("a"));
+  ASSERT_EQ(ahead.held, std::vector<WorkerId>{shared});
+  ASSERT_EQ(ahead.remake_on, shared);
+  core.restored(shared);
+  core.remade(shared, model("a"), true);
+  core.release(shared);
+  EXPECT_EQ(core.find(shared)->models.count(model("a")), 1u);
+  EXPECT_TRUE(core.find(shared)->unloaded.empty());
+  // Unloaded again and restored by the job's own claim: the claim goes where a was, and its start makes it.
+  core.park_round();
+  ASSERT_TRUE(core.park_begin(shared));
+  core.unloaded_for_parking(shared, {model("a")});
+  const ClaimDecision job = claim_through(core, model("a"));
+  EXPECT_EQ(job.worker, shared);
+  EXPECT_TRUE(job.restore);
+  core.restored(shared);
+  core.start_done(shared, model("a"));
+  EXPECT_EQ(core.find(shared)->models.count(model("a")), 1u);
+  EXPECT_TRUE(core.find(shared)->unloaded.empty());
+}
+
+TEST(PoolCore, AnUnloadedModelRewrittenInPlaceOrEvictedIsNotMadeAgain) {
+  PoolCore core = pool_with_a_and_its_spare();
+  const WorkerId shared = core.shared(0).id;
+  core.park_round();
+  ASSERT_TRUE(core.park_begin(shared));
+  core.unloaded_for_parking(shared, {model("a")});
+  ClaimFacts facts;
+  core.claim({0, model("a", "2")}, facts);  // the file changed: the old content is another model
+  EXPECT_TRUE(core.find(shared)->unloaded.empty());
+  EXPECT_FALSE(core.restore_ahead(0, model("a")).remake_on);
+}
+
 // --- random event sequences -----------------------------------------------------------------------------
 
 namespace {
@@ -386,10 +523,12 @@ class RandomPool {
   }
 
   void step() {
-    switch (pick(14)) {
+    switch (pick(16)) {
       case 0:
       case 1:
       case 2: new_claim(); break;
+      case 14: restore_ahead(); break;
+      case 15: progress_ahead(); break;
       case 3:
       case 4: progress_claim(); break;
       case 5: settle_spawn(); break;
@@ -409,12 +548,13 @@ class RandomPool {
   void come_to_rest() {
     for (int round = 0; round < 50; ++round) {
       while (!claims_.empty()) progress_claim(/*finish=*/true);
+      while (!aheads_.empty()) progress_ahead();
       while (!starting_.empty()) settle_spawn(/*up=*/true);
       while (!granted_.empty()) finish_start();
       while (!stopping_.empty()) finish_stop();
       for (DeviceIndex d = 0; d < core_.devices(); ++d) fold(d, /*jobs_hold=*/false);
       maintain();
-      if (claims_.empty() && starting_.empty() && granted_.empty() && stopping_.empty()) break;
+      if (claims_.empty() && aheads_.empty() && starting_.empty() && granted_.empty() && stopping_.empty()) break;
     }
     for (DeviceIndex d = 0; d < core_.devices(); ++d) {
       if (core_.shared(d).phase != Phase::ready) continue;
@@ -431,6 +571,11 @@ class RandomPool {
   };
   struct Granted {
     WorkerId worker;
+    ModelKey model;
+  };
+  /// A restore ahead in flight: its workers held, each to be restored (and made again on) and let go.
+  struct Ahead {
+    RestoreAhead decided;
     ModelKey model;
   };
 
@@ -546,17 +691,63 @@ class RandomPool {
     stopping_.erase(stopping_.begin() + static_cast<long>(i));
   }
 
-  /// An idle tick: folding in, then parking; claims may arrive between any two of its steps.
+  /// An idle tick: folding in, then parking; claims and restores ahead may arrive between any two of
+  /// its steps, and a worker parking may first unload some of its models.
   void idle_tick() {
     for (DeviceIndex d = 0; d < core_.devices(); ++d) fold(d, chance(30));
-    const auto candidates = core_.park_candidates();
+    const auto candidates = core_.park_round();
+    std::set<DeviceIndex> ahead;  // restored ahead during this round: nothing of them may park
     for (WorkerId w : candidates) {
       if (chance(30)) new_claim();  // a job arrives while the tick trims and asks
+      if (chance(15)) ahead.insert(restore_ahead());  // a job's client says it comes
       const Worker* before = core_.find(w);
       const bool claimed = before == nullptr || before->claims > 0;
       const bool parked = core_.park_begin(w);
       if (parked && claimed) throw std::logic_error("worker " + std::to_string(w) + " parked while claimed");
-      if (parked && chance(10)) core_.park_failed(w);
+      if (parked && ahead.count(core_.find(w)->device) != 0) throw std::logic_error("worker " + std::to_string(w) + " parked on a device restored ahead");
+      if (!parked) continue;
+      if (chance(40)) {
+        const auto& models = core_.find(w)->models;
+        std::vector<ModelKey> dropped;
+        for (const auto& m : models) {
+          if (chance(50)) dropped.push_back(m);
+        }
+        core_.unloaded_for_parking(w, dropped);
+      }
+      if (chance(15)) ahead.insert(restore_ahead());  // ... or while its checkpoint runs
+      if (chance(10)) core_.park_failed(w);
+      else carry_out(core_.parked(w));
+    }
+  }
+
+  /// A job's client says it will use a device (and a model): returns the device.
+  DeviceIndex restore_ahead() {
+    const DeviceIndex d = pick(core_.devices());
+    const ModelKey m = random_model();
+    RestoreAhead decided = core_.restore_ahead(d, chance(70) ? std::optional<ModelKey>(m) : std::nullopt);
+    for (WorkerId w : decided.held) {
+      const Worker* held = core_.find(w);
+      if (held == nullptr || held->claims <= 0 || held->phase == Phase::parked) throw std::logic_error("a restore ahead holds worker " + std::to_string(w) + " unclaimed");
+    }
+    for (const Worker* w : core_.workers_of(d)) {
+      if (w->phase == Phase::parked) throw std::logic_error("worker " + std::to_string(w->id) + " stays parked after a restore ahead of its device");
+    }
+    aheads_.push_back({std::move(decided), m});
+    return d;
+  }
+
+  /// One restore ahead goes on: its workers restored (as the executor restores: before anything else),
+  /// its model made again (or not), and let go.
+  void progress_ahead() {
+    if (aheads_.empty()) return;
+    const size_t i = pick(aheads_.size());
+    const Ahead a = aheads_[i];
+    aheads_.erase(aheads_.begin() + static_cast<long>(i));
+    for (WorkerId w : a.decided.held) {
+      if (core_.find(w) == nullptr) continue;  // died meanwhile
+      if (core_.restore_needed(w)) core_.restored(w);
+      if (a.decided.remake_on == w) core_.remade(w, a.model, chance(80));
+      core_.release(w);
     }
   }
 
@@ -585,7 +776,14 @@ class RandomPool {
 
   void maintain() {
     std::vector<Action> actions;
+    std::set<DeviceIndex> paused;
+    for (DeviceIndex d = 0; d < core_.devices(); ++d) {
+      if (core_.spare_paused(d)) paused.insert(d);
+    }
     core_.maintain(actions);
+    for (const auto& a : actions) {
+      if (a.kind == Action::Kind::spawn && paused.count(a.spawn.device) != 0) throw std::logic_error("a spare was started for a parked device");
+    }
     carry_out(actions);
   }
 
@@ -606,6 +804,7 @@ class RandomPool {
   std::map<std::string, std::string> contents_;
   std::vector<Pending> claims_;
   std::vector<Granted> granted_;
+  std::vector<Ahead> aheads_;
   std::vector<WorkerId> starting_;
   std::vector<WorkerId> stopping_;
 };

@@ -166,6 +166,10 @@ TEST(PoolServerWire, MalformedRequestsAreRefusedToTheirSenderAndTheServerGoesOn)
       {R"({"op":"open","plan":)" + plan_text + R"(,"timeout_s":-1})", "timeout_s must be"},
       {R"({"op":"open","plan":)" + plan_text + R"(,"timeout_s":1e300})", "timeout_s must be"},
       {R"({"op":"hand_over","pid":42,"device":"cpu:0","model":"m"})", "2 descriptors"},
+      {R"({"op":"restore_ahead"})", "it has no devices"},
+      {R"({"op":"restore_ahead","devices":[]})", "devices must be a list of devices"},
+      {R"({"op":"restore_ahead","devices":[5]})", "each device must be a string"},
+      {R"({"op":"restore_ahead","devices":["cpu:0"],"model":5})", "model must be a string"},
   };
   const auto fd = connect_raw(pool.socket());
   for (const auto& [bytes, said] : cases) {
