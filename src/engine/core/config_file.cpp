@@ -196,8 +196,10 @@ std::string RunConfig::to_json() const {
   json ranges = json::object();
   for (const auto& [input, r] : warmup.input_ranges) ranges[input] = {r.lo, r.hi};
   warmup_j["input_ranges"] = ranges;
-  const json j = {{"ortfleet_config", kConfigFormat}, {"name", name},       {"session", session_j}, {"cuda", cuda_j},
+  json j = {{"ortfleet_config", kConfigFormat}, {"name", name},       {"session", session_j}, {"cuda", cuda_j},
                   {"shapes", shapes_j},               {"warmup", warmup_j}, {"warm_pool", section_fields_json("warm_pool", *this)}};
+  // Written only where it stacks some: a config without written as before.
+  if (!providers.empty()) j["providers"] = providers;
   return j.dump(2) + "\n";
 }
 
@@ -293,6 +295,8 @@ RunConfig RunConfig::from_json(const std::string& text, const std::string& sourc
   });
   read_section(j, "warmup", source, config, [&](Section& w) { read_warmup_section(w, config.warmup); });
   read_section(j, "warm_pool", source, config);
+  // Each provider checks its own options when a device's stack is made (engine/providers).
+  top.read("providers", config.providers, "an object of execution provider names, each an object of strings");
   for (const char* section : {"session", "cuda", "shapes", "warmup", "warm_pool"}) top.allow(section);  // read above
   top.finish();
   return config;

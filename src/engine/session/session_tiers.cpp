@@ -52,21 +52,21 @@ bool Session::Impl::tiers_apply(const detail::CacheUse& cache, uint64_t weight_b
   if (quick_config() == spec.config) return false;  // the configured session is as quick as it gets
   if (asked == TieredStart::automatic) {
     // Measured only for a GPU's convolutions: cuDNN's search is where a quick session saves the most.
-    if (!spec.device.is_gpu()) return false;
+    if (!ep().offers(detail::Capability::kernel_search)) return false;
     const ModelFacts facts = inspect_model(spec.model_path);
     const auto count = [&facts](const char* op) { return facts.op_counts.count(op) ? facts.op_counts.at(op) : 0; };
     if (count("Conv") + count("ConvTranspose") < kTieredStartMinConvs) return false;
   }
   // Never two copies of the weights where the device does not hold them.
   constexpr uint64_t kRoom = uint64_t{512} << 20;
-  const bool fits = spec.device.is_gpu() ? detail::SharedWeights::fit_twice(spec.device, weight_bytes) : host_memory_available() > 2 * weight_bytes + kRoom;
+  const bool fits = ep().offers(detail::Capability::weight_sharing) ? detail::SharedWeights::fit_twice(spec.device, weight_bytes) : host_memory_available() > 2 * weight_bytes + kRoom;
   if (!fits) spdlog::debug("{}: no tiered start: the device does not hold {} MB of weights twice", lane, weight_bytes >> 20);
   return fits;
 }
 
 RunConfig Session::Impl::quick_config() const {
   RunConfig quick = spec.config;
-  if (spec.device.is_gpu()) {
+  if (spec.device.is_cuda()) {
     quick.cuda.conv_algo_search = ConvAlgoSearch::default_algo;  // no heuristics queried, no runtime-compiled plans
   } else if (quick.session.graph_optimization > GraphOptimization::basic) {
     quick.session.graph_optimization = GraphOptimization::basic;

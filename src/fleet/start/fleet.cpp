@@ -15,6 +15,7 @@
 #include "base/environment.hpp"
 #include "base/system_paths.hpp"
 #include "engine/cache/crash_records.hpp"
+#include "engine/providers/provider_registry.hpp"
 #include "fleet/worker/cache_fill.hpp"
 #include "fleet/local/local_start.hpp"
 #include "fleet/pool/pool_daemon.hpp"
@@ -658,13 +659,15 @@ Fleet::Fleet(std::string model_path, FleetOptions options) : impl_(std::make_uni
                                       std::pair{Setting::pool, &options.pool_socket}, std::pair{Setting::worker_executable, &options.worker_executable}}) {
     if (!path->empty()) checked_text(setting, *path);  // no path holds a NUL byte, which would cut it where it is opened
   }
-  if (options.config.cuda.cuda_graph && std::none_of(options.devices.begin(), options.devices.end(), [](const Device& d) { return d.is_gpu(); })) {
+  if (options.config.cuda.cuda_graph &&
+      std::none_of(options.devices.begin(), options.devices.end(), [](const Device& d) { return detail::device_has(d, detail::Capability::graph_capture); })) {
     spdlog::warn("{} is on, but the devices ({}) are CPUs: CUDA graphs need a GPU, so the sessions run without them",
                  named(Setting::cuda_graph), to_string(options.devices));
   }
   s.options = std::move(options);
   s.strategy = s.options.strategy == Strategy::automatic ? Strategy::fleet : s.options.strategy;
-  const auto gpus = std::count_if(s.options.devices.begin(), s.options.devices.end(), [](const Device& d) { return d.is_gpu(); });
+  const auto gpus = std::count_if(s.options.devices.begin(), s.options.devices.end(),
+                                  [](const Device& d) { return detail::device_has(d, detail::Capability::device_memory); });
   if (s.options.strategy == Strategy::automatic) s.auto_choice = s.choose_automatically(gpus);
   // Several GPUs in one process contend inside the CUDA driver and ONNX Runtime (module loading,
   // cuDNN/cuBLAS handle creation, allocation): the fleet gives each GPU its own process, unless this
