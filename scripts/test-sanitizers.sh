@@ -2,8 +2,8 @@
 # The tests of the fleet's threads and processes (tests/fleet and tests/process, one program of their own:
 # ortfleet_fleet_process_tests) under ThreadSanitizer, then AddressSanitizer + UBSan, as CI runs them
 # (.ci/run): the presets tsan-fleet-process and asan-fleet-process build that program, the worker it starts
-# and the library (Debug, -O1) in build/tsan and build/asan, and run its tests. Every report fails the run,
-# the worker processes' included: the test presets write each process's reports to
+# and the library in build/tsan-fleet-process and build/asan-fleet-process, and run its tests. Every report
+# fails the run, the worker processes' included: the test presets write each process's reports to
 # build/<preset>/sanitizer-reports/, which this script checks is empty afterwards.
 # Usage: scripts/test-sanitizers.sh [tsan|asan]...   (both, in that order, by default)
 set -euo pipefail
@@ -14,9 +14,9 @@ status=0
 for s in "${sanitizers[@]}"; do
   case "$s" in tsan|asan) ;; *) echo "test-sanitizers: unknown sanitizer '$s' (tsan or asan)" >&2; exit 2 ;; esac
   start=$(date +%s)
-  cmake --preset "$s" >/dev/null
+  cmake --preset "$s-fleet-process" >/dev/null
   cmake --build --preset "$s-fleet-process"
-  reports="build/$s/sanitizer-reports"
+  reports="build/$s-fleet-process/sanitizer-reports"
   rm -rf "$reports" && mkdir -p "$reports"
   ctest --preset "$s-fleet-process" -j "$(nproc)" || status=1
   if compgen -G "$reports/*" >/dev/null; then

@@ -652,6 +652,8 @@ Fleet::Fleet(std::string model_path, FleetOptions options) : impl_(std::make_uni
     s.devices_reason = std::move(all.reason);
   }
   check_cpu_devices_fit(options.devices);
+  // The providers the config stacks, and their options, refused before anything starts.
+  for (const auto& d : options.devices) detail::provider_stack(d, options.config);
   checked_number(Setting::start_timeout, options.start_timeout_s);  // as the command line's --timeout: above 0, at most a week
   checked_number(Setting::run_timeout, options.run_timeout_s);
   checked_number(Setting::warmup_runs, options.warmup_runs);

@@ -15,6 +15,7 @@
 #include "engine/cache/cache_use.hpp"
 #include "fleet/local/local_start.hpp"
 #include "ortfleet/engine/session.hpp"
+#include "ortfleet/fleet/fleet.hpp"
 #include "ortfleet/engine/timeline.hpp"
 #include "test_support.hpp"
 
@@ -155,6 +156,16 @@ TEST(ProviderRegistry, TheConfigNamesOnlyProvidersThisBuildHasThatStandInFrontOf
   own.providers["cuda"] = {};
   EXPECT_NE(test::error_of([&] { detail::provider_stack(Device::cuda(0), own); })
                 .find("names 'cuda', the provider of cuda devices themselves: it is always attached, last"),
+            std::string::npos);
+}
+
+// A fleet refuses a config stacking a provider this build lacks before anything starts (the command line:
+// cli.unknown_provider).
+TEST(ProviderRegistry, AFleetRefusesAStackedProviderThisBuildLacksBeforeAnythingStarts) {
+  FleetOptions o;
+  o.devices = {Device::cpu()};
+  o.config.providers["tensorrt"] = {};
+  EXPECT_NE(test::error_of([&] { Fleet fleet(test::mlp_model(), o); }).find("names 'tensorrt', and this build has no execution provider of that name"),
             std::string::npos);
 }
 
