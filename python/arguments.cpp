@@ -42,7 +42,7 @@ std::vector<Device> to_devices(const py::object& devices) {
   for (const auto& d : devices) out.push_back(to_device(d));
   const int gpus = gpu_count();
   for (const auto& d : out) {
-    if (d.is_gpu() && d.index >= gpus) parse_devices(std::to_string(d.index), gpus);  // the error naming the GPUs there are
+    if (d.is_cuda() && d.index >= gpus) parse_devices(std::to_string(d.index), gpus);  // the error naming the GPUs there are
   }
   return out;
 }

@@ -238,7 +238,7 @@ class PyFleet {
   /// written for GPUs (fleet.run(0, ...)) runs on the CPU as it is.
   Device fleet_device(const py::object& device) {
     const auto& devices = fleet().devices();
-    const bool has_gpu = std::any_of(devices.begin(), devices.end(), [](const Device& d) { return d.is_gpu(); });
+    const bool has_gpu = std::any_of(devices.begin(), devices.end(), [](const Device& d) { return d.is_cuda(); });  // an int names a CUDA ordinal
     if (has_gpu || !py::isinstance<py::int_>(device) || py::isinstance<py::bool_>(device)) return to_device(device);
     const long long i = device.cast<long long>();
     if (i < 0 || i >= static_cast<long long>(devices.size())) {

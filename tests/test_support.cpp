@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 #include <fcntl.h>
+#include <spdlog/sinks/dist_sink.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -107,6 +108,13 @@ const fs::path& scratch_dir() {
   static ScratchDir dir;
   return dir.path;
 }
+
+namespace {
+// Made before main, while this process has one thread: its setenv() calls must not meet a thread that
+// reads the environment (a pool's worker spawned in the background; ThreadSanitizer saw a test's first
+// model written, and the variables set, while the pool it had just made spawned its workers).
+[[maybe_unused]] const fs::path& scratch_made_at_start = scratch_dir();
+}  // namespace
 
 fs::path fresh_dir(const fs::path& relative) {
   const fs::path p = scratch_dir() / relative;
@@ -274,14 +282,25 @@ std::string error_of(const std::function<void()>& f) {
   return "(no error)";
 }
 
-CapturedLog::CapturedLog() : sink_(std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(64)) {
-  spdlog::default_logger()->sinks().push_back(sink_);
+namespace {
+/// What every CapturedLog captures through: one sink added to the default logger before main, while this
+/// process has one thread. A logger's own list of sinks must not change while other threads log through
+/// it (a pool's server, a fleet's workers' readers: ThreadSanitizer saw a test add a sink while a pool
+/// server logged); a dist_sink's list may, under its mutex.
+const std::shared_ptr<spdlog::sinks::dist_sink_mt>& capture_sink() {
+  static const auto sink = [] {
+    auto made = std::make_shared<spdlog::sinks::dist_sink_mt>();
+    spdlog::default_logger()->sinks().push_back(made);
+    return made;
+  }();
+  return sink;
 }
+[[maybe_unused]] const bool capture_sink_installed_at_start = static_cast<bool>(capture_sink());
+}  // namespace
 
-CapturedLog::~CapturedLog() {
-  auto& sinks = spdlog::default_logger()->sinks();
-  sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
-}
+CapturedLog::CapturedLog() : sink_(std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(64)) { capture_sink()->add_sink(sink_); }
+
+CapturedLog::~CapturedLog() { capture_sink()->remove_sink(sink_); }
 
 std::vector<std::string> CapturedLog::lines() const { return sink_->last_formatted(); }
 

@@ -24,6 +24,7 @@
 #include "ortfleet/base/units.hpp"
 #include "ortfleet/base/error.hpp"
 #include "diagnostics/statistics.hpp"
+#include "engine/providers/provider_registry.hpp"
 #include "ortfleet/engine/model_file.hpp"
 #include "ortfleet/engine/cuda_provider.hpp"
 #include "ortfleet/engine/runtime.hpp"
@@ -78,7 +79,7 @@ struct BenchPool {
 };
 
 std::string count_label(const std::vector<Device>& devices) {
-  const bool gpu = !devices.empty() && devices.front().is_gpu();
+  const bool gpu = !devices.empty() && detail::device_has(devices.front(), detail::Capability::device_memory);
   return fmt::format("{} {}{}", devices.size(), gpu ? "GPU" : "CPU session", devices.size() == 1 ? "" : "s");
 }
 
@@ -122,7 +123,7 @@ std::vector<Case> plan_cases(const BenchOptions& o, const std::string& ortfleet,
     if (o.budget_s > 0) c.start.timeout_s = std::min(c.start.timeout_s, o.budget_s / 4);
     c.start.command = {o.python, *anchor, o.model, "--devices", to_string(devices), "--mode", mode,
                        "--conv-algo", to_string(o.config.cuda.conv_algo_search)};
-    if (devices.front().is_gpu()) {
+    if (devices.front().is_cuda()) {
       if (auto ep = find_cuda_ep()) c.start.command.insert(c.start.command.end(), {"--cuda-ep", ep->path});
     }
     cases.push_back(std::move(c));
@@ -160,7 +161,7 @@ std::vector<Case> plan_cases(const BenchOptions& o, const std::string& ortfleet,
     ortfleet_case(Strategy::sequential, one, "plain (1 device)");
     ortfleet_case(Strategy::fleet, one, "fleet (1 device)");
   }
-  const auto gpus = std::count_if(all.begin(), all.end(), [](const Device& d) { return d.is_gpu(); });
+  const auto gpus = std::count_if(all.begin(), all.end(), [](const Device& d) { return detail::device_has(d, detail::Capability::device_memory); });
   if (gpus > 1) {
     // The fleet's workers as before narrowing: each cuInit sets up every GPU of the node.
     ortfleet_case(Strategy::fleet, all, "fleet, workers see every GPU");
@@ -356,7 +357,7 @@ void run_case(const BenchOptions& o, Case& c, BenchPool* pool, bool timed) {
   const detail::ColdStart result = detail::run_cold_start(c.start);
   detail::throw_if_stopped(o.stop);
   if (!result.ok()) {
-    const bool anchor_on_gpu = c.row.family == "onnxruntime-python" && o.devices.front().is_gpu();
+    const bool anchor_on_gpu = c.row.family == "onnxruntime-python" && o.devices.front().is_cuda();
     c.row.error = anchor_on_gpu ? detail::explain_anchor_failure(result.error, o.python) : result.error;
     return;
   }
@@ -548,7 +549,7 @@ BenchReport run_bench(const BenchOptions& options) {
 }
 
 std::optional<StartRecord> start_record_of(const BenchReport& report, const std::vector<Device>& devices, const std::vector<std::string>& gpus) {
-  const bool all_gpus = std::all_of(devices.begin(), devices.end(), [](const Device& d) { return d.is_gpu(); });
+  const bool all_gpus = std::all_of(devices.begin(), devices.end(), [](const Device& d) { return detail::device_has(d, detail::Capability::device_memory); });
   if (devices.empty() || !all_gpus) return std::nullopt;
   StartRecord record;
   record.gpus = gpus;

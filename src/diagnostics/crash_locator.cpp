@@ -272,7 +272,7 @@ class Locator {
     constexpr size_t kOtherOps = 12;
     constexpr double kSearchSeconds = 50;
     constexpr const char* kKey = kNodeAssignmentByName;  // cpu(name, name, ...)
-    if (!o_.device.is_gpu()) return;  // the CPU EP is what a work-around falls back to
+    if (o_.device.kind == Device::Kind::cpu) return;  // the CPU EP is what a work-around falls back to
     if (o_.config.session.config_entries.count(kKey)) {
       r.notes.push_back(std::string("no work-around tried: the config already sets ") + kKey);
       return;

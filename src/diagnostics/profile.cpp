@@ -53,10 +53,10 @@ namespace {
 /// More than one GPU: one start of a fleet on them, in a fresh process, and what the driver's start
 /// (cuInit and a context per worker) cost it.
 void profile_fleet(const ProfileOptions& o, const std::string& ortfleet, ProfileReport& report) {
-  if (!o.fleet || !o.device.is_gpu()) return;
+  if (!o.fleet || !o.device.is_cuda()) return;
   std::vector<Device> gpus;
   for (const auto& d : select_devices("all").devices) {
-    if (d.is_gpu()) gpus.push_back(d);
+    if (d.is_cuda()) gpus.push_back(d);
   }
   if (gpus.size() < 2) return;
   report.fleet_devices = to_string(gpus);
@@ -108,7 +108,7 @@ ProfileReport run_profile(const ProfileOptions& options) {
   request.stop = o.stop;
   // On a GPU, the child keeps and reports cuDNN's choices as a worker does: the first inference is split
   // into cuDNN's heuristics, engine configurations and plan building.
-  if (o.device.is_gpu()) request.environment = detail::cudnn_choices_environment(ortfleet);
+  if (o.device.is_cuda()) request.environment = detail::cudnn_choices_environment(ortfleet);
   say("profiling one cold start of " + o.model + " on " + o.device.to_string());
   const detail::ColdStart child = detail::run_cold_start(request);
   detail::throw_if_stopped(o.stop);

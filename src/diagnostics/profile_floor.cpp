@@ -105,7 +105,7 @@ void add_floor(ProfileReport& r, const MachineSpeeds& speeds) {
 MachineSpeeds measure_machine_speeds(const Device& device, const std::string& model, uint64_t weight_bytes) {
   MachineSpeeds speeds;
   try {
-    if (device.is_gpu()) {
+    if (device.is_cuda()) {
       auto& driver = detail::CudaDriver::instance();
       if (!driver.ok()) return speeds;
       speeds.cuda_init_ms = driver.init_ms();

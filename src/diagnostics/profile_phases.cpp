@@ -13,6 +13,7 @@
 #include "engine/shapes/shape_policy.hpp"
 #include "diagnostics/profile_advice.hpp"
 #include "diagnostics/statistics.hpp"
+#include "engine/providers/provider_registry.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/base/units.hpp"
 #include "ortfleet/diagnostics/profile.hpp"
@@ -303,7 +304,7 @@ ProfileReport build_profile(const StartReport& start, const std::vector<OrtLogLi
   r.model = start.model;
   if (start.devices.empty()) throw Error("the profiled start has no device");
   r.device = start.devices.front().device.to_string();
-  r.on_gpu = start.devices.front().device.is_gpu();
+  r.on_gpu = detail::device_has(start.devices.front().device, detail::Capability::device_memory);
   r.initializer_bytes = facts.initializer_bytes;
   r.dynamic_dims = facts.dynamic_dims;
   if (!r.dynamic_dims.empty()) {
@@ -333,7 +334,7 @@ ProfileReport build_profile(const StartReport& start, const std::vector<OrtLogLi
   add_session_phases(r, log, *create, facts, find(phase::weights_upload) != nullptr, start.spawn_ns);
   // In order of occurrence, each step right under the phase it splits (which starts with it).
   std::stable_sort(r.phases.begin(), r.phases.end(), [](const ProfilePhase& a, const ProfilePhase& b) { return a.start_ms < b.start_ms; });
-  add_node_costs(r, ort_profile, start.devices.front().device.is_gpu());
+  add_node_costs(r, ort_profile, r.on_gpu);
 
   std::string warm_detail;
   if (r.conv_nodes > 0) {

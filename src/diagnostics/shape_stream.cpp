@@ -19,6 +19,7 @@
 #include "diagnostics/statistics.hpp"
 #include "engine/shapes/buckets.hpp"
 #include "engine/files/npy_file.hpp"
+#include "engine/providers/provider_registry.hpp"
 #include "engine/core/shape_grammar.hpp"
 #include "engine/shapes/shape_policy.hpp"
 #include "engine/shapes/shapes.hpp"
@@ -161,7 +162,7 @@ class StreamBench {
   void prepare(const RunConfig& one) {
     Session probe(spec_for(one));
     make_inputs(probe.inputs());
-    if (device_.is_gpu()) {
+    if (detail::device_has(device_, detail::Capability::kernel_search)) {
       say(fmt::format("priming: {}, untimed", what_));
       for (const auto& call : calls_) probe.run(inputs_.at(to_string(call)));
     }
@@ -246,7 +247,7 @@ class StreamBench {
                                      "--conv-algo", to_string(o_.config.cuda.conv_algo_search), "--shape-stream", stream_file,
                                      "--intra-threads", std::to_string(tuned.session.intra_op_threads)};
     if (!tuned.session.thread_spinning) argv.push_back("--no-spinning");
-    if (device_.is_gpu()) {
+    if (device_.is_cuda()) {
       if (auto ep = find_cuda_ep()) argv.insert(argv.end(), {"--cuda-ep", ep->path});
     }
     const auto child = run_child(argv, {}, "{", 600 + 10.0 * static_cast<double>(calls_.size()));
@@ -256,7 +257,7 @@ class StreamBench {
       out.steady_ms = j.at("steady_p50_ms").get<double>();
       out.row.sessions = 1;
     } catch (const std::exception&) {
-      out.row.error = device_.is_gpu() ? explain_anchor_failure(child.describe(), o_.python) : child.describe();
+      out.row.error = device_.is_cuda() ? explain_anchor_failure(child.describe(), o_.python) : child.describe();
     }
     return out;
   }

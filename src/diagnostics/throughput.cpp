@@ -22,6 +22,7 @@
 #include "fleet/worker/worker_channel.hpp"
 #include "ortfleet/base/error.hpp"
 #include "diagnostics/statistics.hpp"
+#include "engine/providers/provider_registry.hpp"
 #include "ortfleet/engine/cuda_provider.hpp"
 #include "ortfleet/engine/device_selection.hpp"
 #include "ortfleet/engine/device_tensor.hpp"
@@ -247,7 +248,7 @@ ThroughputRow python_mix(const std::string& label, const ThroughputOptions& o, c
   std::vector<std::string> argv = {o.python, anchor, o.model, "--devices", device.to_string(), "--mode", "sequential",
                                    "--conv-algo", to_string(o.config.cuda.conv_algo_search), "--shape-mix", mix_text(o.shape_mix),
                                    "--order", o.random_order ? "random" : "cycle", "--seconds", fmt::format("{}", o.seconds)};
-  if (device.is_gpu()) {
+  if (device.is_cuda()) {
     if (auto ep = find_cuda_ep()) argv.insert(argv.end(), {"--cuda-ep", ep->path});
   }
   const auto child = detail::run_child(argv, {}, "{", 600 + 4 * o.seconds);
@@ -259,7 +260,7 @@ ThroughputRow python_mix(const std::string& label, const ThroughputOptions& o, c
     row.first_call_ms = j.at("first_call_ms").get<double>();
     row.sessions = 1;
   } catch (const std::exception&) {
-    row.error = device.is_gpu() ? detail::explain_anchor_failure(child.describe(), o.python) : child.describe();
+    row.error = device.is_cuda() ? detail::explain_anchor_failure(child.describe(), o.python) : child.describe();
   }
   return row;
 }
@@ -298,7 +299,8 @@ ThroughputReport run_shape_mix(const ThroughputOptions& o) {
   if (aware.shapes.max_sessions < static_cast<int>(batches.size())) aware.shapes.max_sessions = static_cast<int>(batches.size());
   report.rows.push_back(stream_mix(fmt::format("shape-aware, shape mix {}{}", mix, order), o, device, aware, o.shape_mix));
   const size_t aware_index = report.rows.size() - 1;
-  if (device.is_gpu()) {
+  const bool shares_weights = detail::device_has(device, detail::Capability::weight_sharing, o.config);
+  if (shares_weights) {
     say(fmt::format("shape-aware sessions with a copy of the weights each, shape mix {}, {:.0f} s", mix, o.seconds));
     RunConfig own_weights = aware;
     own_weights.shapes.share_weights = false;
@@ -338,8 +340,8 @@ ThroughputReport run_shape_mix(const ThroughputOptions& o) {
                          what, row.sessions, static_cast<double>(row.memory_bytes) / 1e6, static_cast<double>(one_row.memory_bytes) / 1e6,
                          extra / 1e6, weights > 0 ? 100.0 * extra / static_cast<double>(weights) : 0.0, static_cast<double>(weights) / 1e6);
     };
-    report.notes.push_back(memory_note(aware_row, device.is_gpu() ? " (weights shared)" : ""));
-    if (device.is_gpu()) report.notes.push_back(memory_note(report.rows[aware_index + 1], " (a copy of the weights each)"));
+    report.notes.push_back(memory_note(aware_row, shares_weights ? " (weights shared)" : ""));
+    if (shares_weights) report.notes.push_back(memory_note(report.rows[aware_index + 1], " (a copy of the weights each)"));
   }
   return report;
 }
@@ -408,7 +410,7 @@ struct ScalingCase {
 
 /// "2 GPUs", "1 CPU device".
 std::string device_count_text(int count, const Device& kind) {
-  return fmt::format("{} {}{}", count, kind.is_gpu() ? "GPU" : "CPU device", count == 1 ? "" : "s");
+  return fmt::format("{} {}{}", count, detail::device_has(kind, detail::Capability::device_memory) ? "GPU" : "CPU device", count == 1 ? "" : "s");
 }
 
 /// For each workload (batch, host or device inputs): one session on one device and its threads, then
@@ -424,7 +426,7 @@ ThroughputReport run_scaling(const ThroughputOptions& o) {
   report.machine = detail::machine_description(o.devices);
   const Device first = o.devices.front();
   const int n = static_cast<int>(o.devices.size());
-  const bool gpus = std::all_of(o.devices.begin(), o.devices.end(), [](const Device& d) { return d.is_gpu(); });
+  const bool gpus = std::all_of(o.devices.begin(), o.devices.end(), [](const Device& d) { return detail::device_has(d, detail::Capability::device_memory); });
   std::vector<ScalingCase> cases = {{1, 1, false}, {1, 1, true}};
   if (n > 1) cases.insert(cases.end(), {{1, n, false}, {n, n, false}, {n, n, true}});
 

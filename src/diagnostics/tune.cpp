@@ -19,6 +19,7 @@
 #include "diagnostics/round_budget.hpp"
 #include "process/child_process.hpp"
 #include "diagnostics/statistics.hpp"
+#include "engine/providers/provider_registry.hpp"
 #include "ortfleet/engine/model_file.hpp"
 #include "ortfleet/engine/runtime.hpp"
 #include "ortfleet/engine/session.hpp"
@@ -40,12 +41,12 @@ std::vector<TuneCandidate> default_sweep(const Device& device, const RunConfig& 
     out.push_back({name, c, {}});
   };
   add("as given", [](RunConfig&) {});
-  if (device.is_gpu()) {
+  if (device.is_cuda()) {
     add("conv=HEURISTIC", [](RunConfig& c) { c.cuda.conv_algo_search = ConvAlgoSearch::heuristic; });
     add("conv=DEFAULT", [](RunConfig& c) { c.cuda.conv_algo_search = ConvAlgoSearch::default_algo; });
   }
   add("model cache", [](RunConfig& c) { c.session.optimized_model_cache = true; });
-  if (device.is_gpu()) {
+  if (device.is_cuda()) {
     add("conv=HEURISTIC + model cache", [](RunConfig& c) {
       c.cuda.conv_algo_search = ConvAlgoSearch::heuristic;
       c.session.optimized_model_cache = true;
@@ -61,10 +62,10 @@ std::vector<TuneCandidate> default_sweep(const Device& device, const RunConfig& 
     c.session.thread_spinning = false;
   });
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  if (!device.is_gpu() && cores > 2) {
+  if (!detail::device_has(device, detail::Capability::device_memory) && cores > 2) {
     add(fmt::format("intra-op {} threads", cores / 2), [cores](RunConfig& c) { c.session.intra_op_threads = cores / 2; });
   }
-  if (device.is_gpu()) {
+  if (device.is_cuda()) {
     add("max workspace off", [](RunConfig& c) { c.cuda.conv_use_max_workspace = false; });
     add("arena same_as_requested", [](RunConfig& c) { c.cuda.arena_extend = ArenaExtendStrategy::same_as_requested; });
     add("tf32 off", [](RunConfig& c) { c.cuda.tf32 = false; });

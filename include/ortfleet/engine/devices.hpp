@@ -18,10 +18,14 @@ struct Device {
   static Device parse(std::string_view text);
   static Device cpu(int instance = 0) { return {Kind::cpu, instance}; }
   static Device cuda(int ordinal) { return {Kind::cuda, ordinal}; }
-  /// A CUDA GPU: what CUDA's own features ask (graphs, cuDNN's record, shared weights, bench's anchors).
-  /// What a device's provider has (memory of its own, parking) is asked of the provider instead
-  /// (engine/providers/provider_registry.hpp).
-  bool is_gpu() const { return kind == Kind::cuda; }
+  /// A CUDA device: what code that calls CUDA's own libraries asks (the driver, NVML, cuDNN's record, the
+  /// CUDA EP's library, a config's `cuda` section). What a device has (memory of its own, parking, CUDA
+  /// graphs, shared weights) is asked of its providers instead (detail::device_has, Capability), so that a
+  /// device of another provider gets what its provider offers and is never taken for a CPU.
+  bool is_cuda() const { return kind == Kind::cuda; }
+  /// The old name of is_cuda(), kept while src/fleet/pool's two calls (NVML's memory of a worker) move to
+  /// a question of the provider; use is_cuda() or a capability.
+  bool is_gpu() const { return is_cuda(); }
   std::string to_string() const;  ///< "cuda:1", "cpu" (instance 0) or "cpu:2"
   bool operator==(const Device&) const = default;
   auto operator<=>(const Device&) const = default;

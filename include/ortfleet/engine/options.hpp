@@ -205,6 +205,11 @@ struct RunConfig {
   std::string name;  ///< a label, e.g. "start-fast"
   SessionOptions session;
   CudaOptions cuda;
+  /// Execution providers stacked in front of each device's own, by name, each with its options (ONNX
+  /// Runtime's keys, checked by the provider itself): a provider named here is attached before the
+  /// device's own on every device of the kind it runs on (TensorRT in front of CUDA). Empty, as in this
+  /// build, which has no such provider: each device's own alone (src/engine/providers).
+  std::map<std::string, std::map<std::string, std::string>> providers;
   ShapeOptions shapes;
   WarmupOptions warmup;
   WarmPoolOptions warm_pool;

@@ -141,13 +141,13 @@ json member_list_of(const std::vector<Member>& members) {
 json device_list_of(const std::vector<std::pair<Device, std::string>>& classes, const RunConfig& config) {
   json device_list = json::array();
   for (const auto& [device, device_class] : classes) {
-    const detail::ExecutionProvider& provider = detail::provider_for(device);
+    const detail::DeviceProvider& provider = detail::provider_for(device);
     json provider_options = json::object();
     for (const auto& [k, v] : provider.provider_options(config)) provider_options[k] = v;
     device_list.push_back({{"device_class", device_class},
                            {"execution_provider", provider.ort_name()},
                            {"provider_options", provider_options},
-                           {"gpu_architecture", device.is_gpu() ? json(detail::gpu_architecture(device_class)) : json(nullptr)}});
+                           {"gpu_architecture", detail::device_has(device, detail::Capability::device_memory) ? json(detail::gpu_architecture(device_class)) : json(nullptr)}});
   }
   return device_list;
 }

@@ -51,10 +51,10 @@ constexpr const char* kStagingPrefix = ".import-";
 /// The device classes of this machine: its CPU's, and each GPU's.
 std::vector<std::string> local_device_classes() {
   std::vector<std::string> classes = {detail::device_class(Device::cpu())};
-  for (const auto* provider : detail::execution_providers()) {
+  for (const auto* provider : detail::device_providers()) {
     if (provider->memory() == nullptr) continue;  // the CPU's, already there
     for (int i = 0; i < provider->device_count(); ++i) {
-      const std::string c = detail::device_class(Device{provider->kind(), i});
+      const std::string c = detail::device_class(Device{provider->device_kind(), i});
       if (std::find(classes.begin(), classes.end(), c) == classes.end()) classes.push_back(c);
     }
   }

@@ -42,7 +42,7 @@ std::string cache_key_text(const std::string& model_content, const Device& devic
   const RuntimeInfo* rt = loaded_runtime();
   std::string key = model_content + "|ort=" + (rt ? rt->version : "?") + "|device=" + device_class(device) +
                     "|opt=" + to_string(config.session.graph_optimization);
-  key += provider_for(device).graph_key(config);
+  key += provider_stack(device, config).cache_mark(config);
   if (config.session.model_cache_format != ModelCacheFormat::onnx) key += "|format=" + to_string(config.session.model_cache_format);
   for (const auto& [k, v] : config.session.config_entries) key += "|" + k + "=" + v;
   return key;

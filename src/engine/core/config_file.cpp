@@ -198,8 +198,10 @@ std::string RunConfig::to_json() const {
   warmup_j["input_ranges"] = ranges;
   json warm_pool_j = section_fields_json("warm_pool", *this);
   warm_pool_j["preload"] = warm_pool.preload;
-  const json j = {{"ortfleet_config", kConfigFormat}, {"name", name},       {"session", session_j}, {"cuda", cuda_j},
-                  {"shapes", shapes_j},               {"warmup", warmup_j}, {"warm_pool", warm_pool_j}};
+  json j = {{"ortfleet_config", kConfigFormat}, {"name", name},       {"session", session_j}, {"cuda", cuda_j},
+            {"shapes", shapes_j},               {"warmup", warmup_j}, {"warm_pool", warm_pool_j}};
+  // Written only where it stacks some: a config without written as before.
+  if (!providers.empty()) j["providers"] = providers;
   return j.dump(2) + "\n";
 }
 
@@ -298,6 +300,8 @@ RunConfig RunConfig::from_json(const std::string& text, const std::string& sourc
     w.read("preload", config.warm_pool.preload, "a list of model paths");
     for (const auto& model : config.warm_pool.preload) w.check_text(Setting::warm_pool_preload, model);
   });
+  // Each provider checks its own options when a device's stack is made (engine/providers).
+  top.read("providers", config.providers, "an object of execution provider names, each an object of strings");
   for (const char* section : {"session", "cuda", "shapes", "warmup", "warm_pool"}) top.allow(section);  // read above
   top.finish();
   return config;

@@ -122,7 +122,7 @@ std::vector<Device> parse_devices(std::string_view spec, int gpu_count) {
 }
 
 void check_cpu_devices_fit(const std::vector<Device>& devices) {
-  const auto cpus = static_cast<int>(std::count_if(devices.begin(), devices.end(), [](const Device& d) { return !d.is_gpu(); }));
+  const auto cpus = static_cast<int>(std::count_if(devices.begin(), devices.end(), [](const Device& d) { return d.kind == Device::Kind::cpu; }));
   const int usable = detail::usable_cpus();
   if (cpus <= usable) return;
   throw Error(fmt::format("{} CPU sessions asked for, and this process may use {} CPU{}: at most {}, one per core", cpus, usable,

@@ -62,6 +62,7 @@ std::string RunConfig::summary() const {
   if (!cuda.tf32) parts.push_back("tf32=0");
   if (cuda.prefer_nhwc) parts.push_back("nhwc");
   for (const auto& [k, v] : cuda.extra) parts.push_back(k + "=" + v);
+  for (const auto& stacked : providers) parts.push_back("provider=" + stacked.first);
   if (session.graph_optimization != d.session.graph_optimization) parts.push_back("opt=" + to_string(session.graph_optimization));
   if (!session.memory_pattern) parts.push_back("mem_pattern=0");
   if (!session.cpu_arena) parts.push_back("cpu_arena=0");

@@ -75,7 +75,7 @@ const CudaDriverInfo& probe_cuda_driver() {
 }
 
 std::optional<std::string> narrowed_visible_devices(const Device& device) {
-  if (!device.is_gpu() || device.index < 0) return std::nullopt;
+  if (!device.is_cuda() || device.index < 0) return std::nullopt;
   const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
   if (visible == nullptr) return std::to_string(device.index);
   const std::vector<std::string> entries = visible_entries(visible);
@@ -87,9 +87,9 @@ namespace {
 std::atomic<int> narrowed_index{-1};
 }  // namespace
 
-void set_narrowed_device(const Device& device) { narrowed_index = device.is_gpu() ? device.index : -1; }
+void set_narrowed_device(const Device& device) { narrowed_index = device.is_cuda() ? device.index : -1; }
 
-int cuda_ordinal(const Device& device) { return device.is_gpu() && device.index == narrowed_index.load() ? 0 : device.index; }
+int cuda_ordinal(const Device& device) { return device.is_cuda() && device.index == narrowed_index.load() ? 0 : device.index; }
 
 int gpu_count() {
   int nodes = 0;

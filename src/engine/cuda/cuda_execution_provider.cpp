@@ -1,11 +1,14 @@
 #include "engine/cuda/cuda_execution_provider.hpp"
 
+#include <cstdlib>
+
 #include "engine/cuda/cuda_driver.hpp"
 #include "engine/cuda/cuda_environment.hpp"
 #include "engine/cuda/cuda_provider.hpp"
 #include "engine/cuda/cudnn_choices.hpp"
 #include "engine/cuda/process_checkpoint.hpp"
 #include "ortfleet/engine/cuda_devices.hpp"
+#include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/cuda_provider.hpp"
 
 namespace ortfleet::detail {
@@ -67,10 +70,33 @@ class CudaParking : public ProcessParking {
   void unpark(int pid) const override { ProcessCheckpoint::instance().unpark(pid); }
 };
 
-class CudaExecutionProvider : public ExecutionProvider {
+class CudaExecutionProvider : public DeviceProvider {
  public:
-  Device::Kind kind() const override { return Device::Kind::cuda; }
+  const char* name() const override { return "cuda"; }
   const char* ort_name() const override { return "CUDAExecutionProvider"; }
+  Device::Kind device_kind() const override { return Device::Kind::cuda; }
+  bool offers(Capability) const override { return true; }  // each of them (execution_provider.hpp)
+
+  void check_options(const std::map<std::string, std::string>& options) const override {
+    if (!options.empty()) {
+      throw Error("CUDA's execution provider takes its options from the config's `cuda` section, not from `providers.cuda`",
+                  "Move them there (`cuda.extra` for ONNX Runtime's keys without a field of their own)");
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> provider_options(const RunConfig& config) const override {
+    return config.cuda.provider_options();
+  }
+  std::string cache_mark(const RunConfig& config) const override { return "|nhwc=" + std::string(config.cuda.prefer_nhwc ? "1" : "0"); }
+
+  std::vector<std::string> apply_environment(const RunConfig& config) const override { return apply_cuda_environment(config); }
+  // Its EP library, cuInit and each GPU's context overlap the runtime's load in a fleet's start.
+  bool prepares_ahead() const override { return true; }
+  bool preload() const override { return preload_cuda_ep_library(); }
+  std::string prepare() const override { return prepare_cuda_provider().path; }
+  bool prepared() const override { return cuda_provider_prepared(); }
+  ProviderAttachment attach(Ort::SessionOptions& options, const Device& device, const RunConfig& config) const override {
+    return attach_cuda(options, cuda_ordinal(device), config.cuda);
+  }
 
   int device_count() const override { return gpu_count(); }
   std::string device_class(const Device& device) const override {
@@ -87,12 +113,19 @@ class CudaExecutionProvider : public ExecutionProvider {
     const auto [free_bytes, total_bytes] = CudaDriver::instance().memory_info(cuda_ordinal(device));
     return total_bytes - free_bytes;
   }
+  std::string arena_name(const Device& device) const override { return "gpu:" + std::to_string(cuda_ordinal(device)); }
 
   const DeviceMemory* memory() const override { return &memory_; }
   const DeviceMemorySharing* sharing() const override { return &ipc_; }
   const ProcessParking& parking() const override { return parking_; }
 
-  std::vector<std::string> apply_environment(const RunConfig& config) const override { return apply_cuda_environment(config); }
+  void tune_for_fleet(RunConfig& tuned) const override {
+    // One hardware queue per context, where neither the config nor the environment says otherwise:
+    // 1 made an H100's context 2x cheaper to create than the default 8 (options.hpp).
+    if (tuned.session.cuda_max_connections == 0 && std::getenv("CUDA_DEVICE_MAX_CONNECTIONS") == nullptr) {
+      tuned.session.cuda_max_connections = 1;
+    }
+  }
   WorkerEnvironment worker_environment(const Device& device, const std::string& executable, bool narrow) const override {
     // A GPU worker keeps cuDNN's choices across processes (engine/cuda/cudnn_choices.hpp).
     WorkerEnvironment out{cudnn_choices_environment(executable), false, ""};
@@ -106,21 +139,14 @@ class CudaExecutionProvider : public ExecutionProvider {
     return out;
   }
   void use_narrowed(const Device& device) const override { set_narrowed_device(device); }
-  std::string prepare() const override { return prepare_cuda_provider().path; }
-  bool prepared() const override { return cuda_provider_prepared(); }
+  void start_driver() const override { CudaDriver::instance(); }  // cuInit, once per process; its error waits for the first use
   bool device_open(const Device& device) const override { return CudaDriver::instance().holds_context(cuda_ordinal(device)); }
   std::shared_ptr<void> open_device(const Device& device) const override {
     // Creating the primary context here, outside ONNX Runtime, makes its cost visible and lets a fleet
     // create the contexts of several GPUs in parallel.
     return std::make_shared<CudaDriver::PrimaryContext>(cuda_ordinal(device));
   }
-  ProviderAttachment attach(Ort::SessionOptions& options, const Device& device, const RunConfig& config) const override {
-    return attach_cuda(options, cuda_ordinal(device), config.cuda);
-  }
-  std::string graph_key(const RunConfig& config) const override { return "|nhwc=" + std::string(config.cuda.prefer_nhwc ? "1" : "0"); }
-  std::vector<std::pair<std::string, std::string>> provider_options(const RunConfig& config) const override {
-    return config.cuda.provider_options();
-  }
+  void open_device_for_process(const Device& device) const override { CudaDriver::PrimaryContext(cuda_ordinal(device)).keep_for_process(); }
 
  private:
   CudaMemory memory_;
@@ -130,7 +156,7 @@ class CudaExecutionProvider : public ExecutionProvider {
 
 }  // namespace
 
-const ExecutionProvider& cuda_execution_provider() {
+const DeviceProvider& cuda_execution_provider() {
   static const CudaExecutionProvider provider;
   return provider;
 }

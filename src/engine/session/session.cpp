@@ -21,6 +21,7 @@ Session::Session(const SessionSpec& spec, Timeline* timeline) : impl_(std::make_
   impl_->spec = spec;
   impl_->timeline = timeline;
   impl_->lane = spec.device.to_string();
+  impl_->stack = detail::provider_stack(spec.device, spec.config);
   impl_->bucketed = std::make_unique<detail::BucketedCalls>(spec.device, spec.config.shapes.pad_values);
   install_crash_handler();
   // What the locating command needs to make the model run as this session does.

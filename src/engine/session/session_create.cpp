@@ -256,7 +256,7 @@ std::optional<detail::ModelView> Session::Impl::view_model() {
 }
 
 void Session::Impl::upload_model_weights(Ort::SessionOptions& so, uint64_t bytes) {
-  if (!spec.device.is_gpu() || !spec.config.shapes.share_weights || !detail::SharedWeights::fit_twice(spec.device, bytes)) return;
+  if (!ep().offers(detail::Capability::weight_sharing) || !spec.config.shapes.share_weights || !detail::SharedWeights::fit_twice(spec.device, bytes)) return;
   try {
     share_weights_of(so, spec.model_path);
   } catch (const std::exception& e) {
@@ -291,7 +291,7 @@ void Session::Impl::read_metadata(const Ort::Session& session) {
 }
 
 void Session::Impl::share_weights(Ort::SessionOptions& options, const std::string& optimised_model) {
-  if (!spec.device.is_gpu() || !spec.config.shapes.share_weights || max_sessions() == 1) return;
+  if (!ep().offers(detail::Capability::weight_sharing) || !spec.config.shapes.share_weights || max_sessions() == 1) return;
   share_weights_of(options, optimised_model);
 }
 

@@ -143,11 +143,12 @@ struct Session::Impl {
     return timeline->scope(name, lane);
   }
 
-  /// The execution provider of this session's device.
-  const detail::ExecutionProvider& ep() const { return detail::provider_for(spec.device); }
+  /// The execution providers this session's device attaches, as its config stacks them (made with the Session).
+  std::optional<detail::ProviderStack> stack;
+  const detail::ProviderStack& ep() const { return *stack; }
   /// ONNX Runtime's description of the device's own memory, for tensors bound in place.
   Ort::MemoryInfo ort_device_memory() const { return detail::device_memory(spec.device).ort_memory(spec.device); }
-  bool graph_mode() const { return spec.device.is_gpu() && spec.config.cuda.cuda_graph; }
+  bool graph_mode() const { return ep().offers(detail::Capability::graph_capture) && spec.config.cuda.cuda_graph; }
   int max_sessions() const { return std::max({1, spec.config.shapes.max_sessions, static_cast<int>(declared.size())}); }
   /// Runs `given` on `s`, timed: milliseconds.
   double timed_run(ShapeSession& s, const std::vector<Tensor>& given) {

@@ -21,7 +21,7 @@ std::vector<Tensor> Session::run(const std::vector<Tensor>& given, bool outputs_
   // A device without memory of its own (the CPU) has nowhere else to leave its outputs: host memory.
   outputs_on_device = outputs_on_device && s.ep().memory() != nullptr;
   std::optional<detail::CudaDriver::CurrentContextKeeper> keep;  // the caller's current device stays theirs
-  if (s.spec.device.is_gpu()) keep.emplace();
+  if (s.spec.device.is_cuda()) keep.emplace();
   for (const auto& t : given) s.check_device_of(t);
   const InputShapes shapes = shapes_of(given);
   try {
@@ -116,7 +116,7 @@ std::vector<Tensor> Session::Impl::run_plain(ShapeSession& shape_session, const 
   Ort::RunOptions own_options;
   Ort::RunOptions& run_options = with != nullptr ? *with : own_options;
   if (shrink_arena) {
-    const std::string arena = spec.device.is_gpu() ? "gpu:" + std::to_string(cuda_ordinal(spec.device)) : "cpu:0";
+    const std::string arena = ep().device_provider().arena_name(spec.device);
     run_options.AddConfigEntry("memory.enable_memory_arena_shrinkage", arena.c_str());
   }
   std::vector<Ort::Value> out_values;

@@ -87,11 +87,11 @@ std::shared_ptr<ShapeSession> Session::Impl::session_for(const InputShapes& shap
     // A declared shape always has a session of its own; so has every shape of a captured CUDA graph.
     if (policy != ShapePolicy::per_shape && !is_declared(signature) && !graph_mode()) {
       const auto& shared = sessions.front();
-      const bool own = policy == ShapePolicy::measured && spec.device.is_gpu() && static_cast<int>(sessions.size()) < max_sessions() &&
+      const bool own = policy == ShapePolicy::measured && ep().offers(detail::Capability::kernel_search) && static_cast<int>(sessions.size()) < max_sessions() &&
                        traffic.pays_for_session(signature, shared->last_signature != signature, costs);
       if (!own) {
         if (prices_switch != nullptr) {
-          *prices_switch = policy == ShapePolicy::measured && spec.device.is_gpu() && !costs && returning && max_sessions() > 1 &&
+          *prices_switch = policy == ShapePolicy::measured && ep().offers(detail::Capability::kernel_search) && !costs && returning && max_sessions() > 1 &&
                            !shared->last_signature.empty() && shared->last_signature != signature && !pricing.exchange(true);
         }
         return use(shared);

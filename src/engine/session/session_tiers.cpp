@@ -11,6 +11,7 @@
 #include "base/crash_report.hpp"
 #include "base/environment.hpp"
 #include "engine/cache/output_compare.hpp"
+#include "engine/providers/provider_registry.hpp"
 #include "engine/session/session_impl.hpp"
 #include "ortfleet/engine/model_file.hpp"
 
@@ -45,7 +46,7 @@ namespace {
 /// search (no heuristics queried, no runtime-compiled plans), on the CPU basic graph optimisation.
 RunConfig quick_config_of(const Device& device, const RunConfig& config) {
   RunConfig quick = config;
-  if (device.is_gpu()) {
+  if (device.is_cuda()) {
     quick.cuda.conv_algo_search = ConvAlgoSearch::default_algo;
   } else if (quick.session.graph_optimization > GraphOptimization::basic) {
     quick.session.graph_optimization = GraphOptimization::basic;
@@ -59,11 +60,11 @@ bool tiered_start_asked(const std::string& model, const Device& device, const Ru
   if (asked == TieredStart::off) return false;
   // Shapes made at start-up, a captured CUDA graph: the quick session would be one of several.
   const auto& shapes = config.shapes;
-  if ((device.is_gpu() && config.cuda.cuda_graph) || !shapes.declared.empty() || !shapes.batches.empty() || !shapes.buckets.empty()) return false;
+  if ((device.is_cuda() && config.cuda.cuda_graph) || !shapes.declared.empty() || !shapes.batches.empty() || !shapes.buckets.empty()) return false;
   if (quick_config_of(device, config) == config) return false;  // the configured session is as quick as it gets
   if (asked == TieredStart::on) return true;
   // auto: measured only for a GPU's convolutions, where cuDNN's search is what a quick session saves.
-  if (!device.is_gpu()) return false;
+  if (!detail::device_has(device, detail::Capability::kernel_search, config)) return false;
   try {
     const ModelFacts facts = inspect_model(model);
     const auto count = [&facts](const char* op) { return facts.op_counts.count(op) ? facts.op_counts.at(op) : 0; };
@@ -79,7 +80,7 @@ bool Session::Impl::tiers_apply(const detail::CacheUse& cache, uint64_t weight_b
   if (cache.hit() || cache.writing() || !spec.profile_prefix.empty() || !tiered_start_asked(spec.model_path, spec.device, spec.config)) return false;
   // Never two copies of the weights where the device does not hold them.
   constexpr uint64_t kRoom = uint64_t{512} << 20;
-  const bool fits = spec.device.is_gpu() ? detail::SharedWeights::fit_twice(spec.device, weight_bytes) : host_memory_available() > 2 * weight_bytes + kRoom;
+  const bool fits = ep().offers(detail::Capability::weight_sharing) ? detail::SharedWeights::fit_twice(spec.device, weight_bytes) : host_memory_available() > 2 * weight_bytes + kRoom;
   if (!fits) spdlog::debug("{}: no tiered start: the device does not hold {} MB of weights twice", lane, weight_bytes >> 20);
   return fits;
 }

@@ -118,7 +118,7 @@ std::optional<std::string> ShapeTraffic::advice_once(size_t cap, const std::opti
   return out;
 }
 
-bool new_shapes_cost(const Device& device) { return device.is_gpu(); }
+bool new_shapes_cost(const Device& device) { return device.is_cuda(); }
 
 std::string shape_advice(const Device& device) {
   if (!new_shapes_cost(device)) {

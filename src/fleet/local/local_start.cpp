@@ -5,9 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
-#include <future>
 #include <optional>
 #include <thread>
 
@@ -15,15 +13,11 @@
 #include "base/slurm.hpp"
 #include "engine/cache/cache_use.hpp"
 #include "engine/cache/model_digest.hpp"
-#include "engine/cuda/cuda_driver.hpp"
-#include "engine/cuda/cuda_environment.hpp"
 #include "engine/files/mapped_file.hpp"
 #include "engine/providers/provider_registry.hpp"
 #include "engine/runtime/ort_environment.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/cache.hpp"
-#include "ortfleet/engine/cuda_devices.hpp"
-#include "ortfleet/engine/cuda_provider.hpp"
 #include "ortfleet/engine/runtime.hpp"
 #include "ortfleet/engine/model_file.hpp"
 
@@ -122,7 +116,7 @@ RunConfig tuned_for_fleet(const RunConfig& config, const Device& device, int fle
   const RunConfig defaults;
   const int share = std::max(1, usable_cpus() / std::max(1, fleet_size));
   // A session on a device with memory of its own (a GPU) computes there; its host threads mostly wait.
-  const bool off_the_host = provider_for(device).memory() != nullptr;
+  const bool off_the_host = device_has(device, Capability::device_memory);
   if (config.session.intra_op_threads == defaults.session.intra_op_threads) {
     tuned.session.intra_op_threads = off_the_host ? std::min(4, share) : share;
   }
@@ -134,59 +128,91 @@ RunConfig tuned_for_fleet(const RunConfig& config, const Device& device, int fle
   // ORTFLEET_CACHE, XDG_CACHE_HOME or HOME, as for some services) a start that did not ask for it
   // runs without it rather than fail.
   if (!config.session.optimized_model_cache) tuned.session.optimized_model_cache = ModelCache::find_default_root().has_value();
-  if (device.is_gpu() && config.session.cuda_max_connections == 0 && std::getenv("CUDA_DEVICE_MAX_CONNECTIONS") == nullptr) {
-    tuned.session.cuda_max_connections = 1;
-  }
+  provider_for(device).tune_for_fleet(tuned);  // the device's own settings (CUDA: one hardware queue per context)
   return tuned;
 }
 
 namespace {
 
 /// Each device's config as the overlapped start tunes it (tuned_for_fleet): decided once per start, for
-/// the cache key's prefetch, the CUDA environment and each device's session.
+/// the cache key's prefetch, the providers' environment and each device's session.
 std::vector<RunConfig> tuned_configs(const LocalStartPlan& plan) {
   std::vector<RunConfig> tuned;
   for (const auto& d : plan.devices) tuned.push_back(tuned_for_fleet(plan.config, d, plan.fleet_size));
   return tuned;
 }
 
+/// What the overlapped start prepares beside the runtime's load (ExecutionProvider::prepares_ahead): each
+/// provider of the plan's stacks that does, once, and the devices whose own provider does (its driver
+/// started, each device opened for the process). CUDA: its EP library, cuInit and every GPU's context.
+struct AheadOfTheRuntime {
+  std::vector<const ExecutionProvider*> providers;  // in the order of the plan's devices and their stacks
+  std::vector<size_t> first_device;                 // for each of them, the plan's first device it serves
+  std::vector<const DeviceProvider*> drivers;
+  std::vector<size_t> devices;                      // the plan's devices to open, by index
+};
+
+AheadOfTheRuntime ahead_of_the_runtime(const LocalStartPlan& plan, const std::vector<RunConfig>& tuned) {
+  AheadOfTheRuntime ahead;
+  for (size_t i = 0; i < plan.devices.size(); ++i) {
+    const ProviderStack stack = provider_stack(plan.devices[i], tuned[i]);
+    for (const ExecutionProvider* p : stack.providers()) {
+      if (!p->prepares_ahead() || std::find(ahead.providers.begin(), ahead.providers.end(), p) != ahead.providers.end()) continue;
+      ahead.providers.push_back(p);
+      ahead.first_device.push_back(i);
+    }
+    const DeviceProvider& own = stack.device_provider();
+    if (!own.prepares_ahead()) continue;  // its first session prepares it (Session::Impl::create), in order
+    if (std::find(ahead.drivers.begin(), ahead.drivers.end(), &own) == ahead.drivers.end()) ahead.drivers.push_back(&own);
+    ahead.devices.push_back(i);
+  }
+  return ahead;
+}
+
 PreparedRuntime prepare_runtime_tuned(const LocalStartPlan& plan, const std::vector<RunConfig>& tuned, Timeline& timeline) {
   PreparedRuntime out;
   out.device_errors.resize(plan.devices.size());
-  // CUDA's start overlapped: its EP library, cuInit and each GPU's context beside the runtime's load.
-  // Another provider is prepared by its first session (Session::Impl::create), in order.
-  const bool any_gpu = std::any_of(plan.devices.begin(), plan.devices.end(), [](const Device& d) { return d.is_gpu(); });
-  std::thread load_ep_library;
-  std::thread init_cuda;
-  if (any_gpu) {
-    // Before cuInit, which the next threads start: the fleet's CUDA settings for this process.
-    const auto gpu = std::find_if(plan.devices.begin(), plan.devices.end(), [](const Device& d) { return d.is_gpu(); });
-    apply_cuda_environment(tuned[static_cast<size_t>(gpu - plan.devices.begin())]);
-    load_ep_library = std::thread([&] {
+  AheadOfTheRuntime ahead;
+  try {
+    ahead = ahead_of_the_runtime(plan, tuned);
+  } catch (const std::exception& e) {  // a provider the config stacks that this build lacks, or its options
+    out.error = Error::from(e);
+    return out;
+  }
+  std::thread load_libraries;
+  std::thread start_drivers;
+  if (!ahead.providers.empty()) {
+    // Before any driver starts (cuInit, on the next thread): what each provider reads once per process,
+    // as the config of the first device it serves asks.
+    for (size_t k = 0; k < ahead.providers.size(); ++k) ahead.providers[k]->apply_environment(tuned[ahead.first_device[k]]);
+    load_libraries = std::thread([&] {
       auto p = timeline.scope(phase::ep_library_load, kProcessLane);
-      if (!preload_cuda_ep_library()) p.arg("loaded", "false");
+      bool loaded = true;
+      for (const ExecutionProvider* provider : ahead.providers) loaded = provider->preload() && loaded;
+      if (!loaded) p.arg("loaded", "false");
     });
-    // cuInit, then every GPU's primary context in parallel (contexts of different GPUs do not wait
-    // for each other inside the driver).
-    init_cuda = std::thread([&] {
+  }
+  if (!ahead.drivers.empty()) {
+    // The drivers (cuInit), then every device opened in parallel (the contexts of different GPUs do not
+    // wait for each other inside the driver).
+    start_drivers = std::thread([&] {
       {
         auto p = timeline.scope(phase::cuda_init, kProcessLane);
-        CudaDriver::instance();
+        for (const DeviceProvider* driver : ahead.drivers) driver->start_driver();
       }
-      std::vector<std::thread> per_gpu;
-      for (size_t i = 0; i < plan.devices.size(); ++i) {
-        if (!plan.devices[i].is_gpu()) continue;
-        per_gpu.emplace_back([&, i] {
+      std::vector<std::thread> per_device;
+      for (const size_t i : ahead.devices) {
+        per_device.emplace_back([&, i] {
           try {
             auto p = timeline.scope(phase::cuda_context, plan.devices[i].to_string());
             // Made for this process: its sessions, later ones too (a worker's), find it made.
-            CudaDriver::PrimaryContext(cuda_ordinal(plan.devices[i])).keep_for_process();
+            provider_for(plan.devices[i]).open_device_for_process(plan.devices[i]);
           } catch (const std::exception& e) {
             out.device_errors[i] = Error::from(e);
           }
         });
       }
-      for (auto& t : per_gpu) t.join();
+      for (auto& t : per_device) t.join();
     });
   }
   try {
@@ -196,18 +222,18 @@ PreparedRuntime prepare_runtime_tuned(const LocalStartPlan& plan, const std::vec
   } catch (const std::exception& e) {
     out.error = Error::from(e);
   }
-  if (load_ep_library.joinable()) load_ep_library.join();
-  if (any_gpu && !out.error) {
+  if (load_libraries.joinable()) load_libraries.join();
+  if (!ahead.providers.empty() && !out.error) {
     try {
-      // Registration finds the library loaded; cuInit may still be running, in which case the EP's
-      // device query waits for it inside the driver.
+      // Registration finds the libraries loaded; a driver may still be starting, in which case the
+      // provider's device query waits for it inside the driver.
       auto p = timeline.scope(phase::ep_register, kProcessLane);
-      p.arg("path", prepare_cuda_provider().path);
+      p.arg("path", prepare_providers(ahead.providers));
     } catch (const std::exception& e) {
       out.error = Error::from(e);
     }
   }
-  if (init_cuda.joinable()) init_cuda.join();
+  if (start_drivers.joinable()) start_drivers.join();
   return out;
 }
 

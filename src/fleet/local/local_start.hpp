@@ -53,15 +53,19 @@ void note_tier(DeviceStatus& s, const SessionTier& tier);
 DeviceStatus ready_status(const LocalDeviceResult& result);
 
 /// What preparing the runtime for a plan's devices found: the first error that stops every device
-/// (ONNX Runtime or the CUDA EP would not load), and per device its context's error.
+/// (ONNX Runtime or a provider would not load, a provider the config stacks is not in this build), and
+/// per device the error of opening it (a GPU's context).
 struct PreparedRuntime {
   std::optional<Error> error;
   std::vector<std::optional<Error>> device_errors;  ///< one per plan device
 };
 
-/// Everything a session needs before its model, overlapped: ONNX Runtime and the CUDA EP loaded and
-/// registered, cuInit, and each GPU's primary context. What a warm worker has done before any model
-/// arrives; repeating it in the same process costs next to nothing. Never throws.
+/// Everything a session needs before its model, overlapped, through the providers' seam
+/// (engine/runtime/execution_provider.hpp): beside ONNX Runtime's load, each provider of the devices'
+/// stacks that prepares ahead loads its library (preload) and is registered after it (prepare), and each
+/// such device provider starts its driver and opens its devices for the process (CUDA: the EP library,
+/// cuInit, each GPU's primary context). What a warm worker has done before any model arrives; repeating
+/// it in the same process costs next to nothing. Never throws.
 PreparedRuntime prepare_runtime(const LocalStartPlan& plan, Timeline& timeline);
 
 /// Brings every device of the plan to ready. `results` gets one entry per device before any work
@@ -70,10 +74,11 @@ PreparedRuntime prepare_runtime(const LocalStartPlan& plan, Timeline& timeline);
 void start_locally(const LocalStartPlan& plan, Timeline& timeline, std::vector<LocalDeviceResult>& results,
                    const std::function<void(size_t)>& on_done);
 
-/// The options the overlapped start tunes when the user left them at their defaults: a GPU session
-/// gets a small intra-op pool without spinning (its CPU threads mostly wait for the GPU), and the
-/// fleet's CPU sessions share the cores instead of each claiming all of them; the optimised-model
-/// cache is on unless the config says otherwise.
+/// The options the overlapped start tunes when the user left them at their defaults: a session on a
+/// device with memory of its own (a GPU) gets a small intra-op pool without spinning (its CPU threads
+/// mostly wait for the device), and the fleet's CPU sessions share the cores instead of each claiming all
+/// of them; the optimised-model cache is on unless the config says otherwise; the device's own provider
+/// tunes its settings (DeviceProvider::tune_for_fleet).
 RunConfig tuned_for_fleet(const RunConfig& config, const Device& device, int fleet_size);
 
 }  // namespace ortfleet::detail

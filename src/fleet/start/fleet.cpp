@@ -15,6 +15,7 @@
 #include "base/environment.hpp"
 #include "base/system_paths.hpp"
 #include "engine/cache/crash_records.hpp"
+#include "engine/providers/provider_registry.hpp"
 #include "fleet/worker/cache_fill.hpp"
 #include "fleet/local/local_start.hpp"
 #include "fleet/pool/pool_daemon.hpp"
@@ -655,6 +656,8 @@ Fleet::Fleet(std::string model_path, FleetOptions options) : impl_(std::make_uni
     s.devices_reason = std::move(all.reason);
   }
   check_cpu_devices_fit(options.devices);
+  // The providers the config stacks, and their options, refused before anything starts.
+  for (const auto& d : options.devices) detail::provider_stack(d, options.config);
   checked_number(Setting::start_timeout, options.start_timeout_s);  // as the command line's --timeout: above 0, at most a week
   checked_number(Setting::run_timeout, options.run_timeout_s);
   checked_number(Setting::warmup_runs, options.warmup_runs);
@@ -662,13 +665,15 @@ Fleet::Fleet(std::string model_path, FleetOptions options) : impl_(std::make_uni
                                       std::pair{Setting::pool, &options.pool_socket}, std::pair{Setting::worker_executable, &options.worker_executable}}) {
     if (!path->empty()) checked_text(setting, *path);  // no path holds a NUL byte, which would cut it where it is opened
   }
-  if (options.config.cuda.cuda_graph && std::none_of(options.devices.begin(), options.devices.end(), [](const Device& d) { return d.is_gpu(); })) {
+  if (options.config.cuda.cuda_graph &&
+      std::none_of(options.devices.begin(), options.devices.end(), [](const Device& d) { return detail::device_has(d, detail::Capability::graph_capture); })) {
     spdlog::warn("{} is on, but the devices ({}) are CPUs: CUDA graphs need a GPU, so the sessions run without them",
                  named(Setting::cuda_graph), to_string(options.devices));
   }
   s.options = std::move(options);
   s.strategy = s.options.strategy == Strategy::automatic ? Strategy::fleet : s.options.strategy;
-  const auto gpus = std::count_if(s.options.devices.begin(), s.options.devices.end(), [](const Device& d) { return d.is_gpu(); });
+  const auto gpus = std::count_if(s.options.devices.begin(), s.options.devices.end(),
+                                  [](const Device& d) { return detail::device_has(d, detail::Capability::device_memory); });
   if (s.options.strategy == Strategy::automatic) s.auto_choice = s.choose_automatically(gpus);
   // Several GPUs in one process contend inside the CUDA driver and ONNX Runtime (module loading,
   // cuDNN/cuBLAS handle creation, allocation): the fleet gives each GPU its own process, unless this

@@ -200,7 +200,7 @@ json WorkerSessions::trim() {
     for (const auto& s : idle) shrunk += s->result.session->release_spare_memory() ? 1 : 0;
     done["arenas_shrunk"] = shrunk;
   }
-  if (asked("stack") && device_.is_gpu()) {  // CUDA's per-thread stack reserve (cuda_driver.hpp: set_stack_size)
+  if (asked("stack") && device_.is_cuda()) {  // CUDA's per-thread stack reserve (cuda_driver.hpp: set_stack_size)
     try {
       done["stack_bytes"] = CudaDriver::instance().set_stack_size(cuda_ordinal(device_), 0);
     } catch (const Error& e) {

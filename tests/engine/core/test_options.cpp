@@ -231,6 +231,20 @@ TEST(Options, TheConfigPageListsEveryKeyOfTheTableWithItsDefault) {
   EXPECT_EQ(listed, table);
 }
 
+// The providers a config stacks in front of a device's own, each with its options: read back as written,
+// and left out of a file that stacks none (which is then written as before the section existed).
+TEST(Options, TheProvidersAConfigStacksSurviveTheFile) {
+  EXPECT_FALSE(nlohmann::json::parse(RunConfig{}.to_json()).contains("providers"));
+  RunConfig c;
+  c.providers["tensorrt"] = {{"trt_fp16_enable", "1"}, {"trt_max_workspace_size", "2147483648"}};
+  c.providers["other"] = {};
+  EXPECT_EQ(RunConfig::from_json(c.to_json(), "x"), c);
+  EXPECT_NE(error_of(R"({"ortfleet_config": 1, "providers": {"tensorrt": {"trt_fp16_enable": 1}}})")
+                .find("'config.providers' must be an object of execution provider names, each an object of strings"),
+            std::string::npos);
+  EXPECT_EQ(c.summary(), "provider=other provider=tensorrt");
+}
+
 TEST(Options, LoadReportsAMissingFile) { EXPECT_THROW(RunConfig::load("/nonexistent/config.json"), Error); }
 
 TEST(Options, SummaryNamesOnlyWhatDiffersFromDefaults) {

@@ -757,6 +757,9 @@ TEST(PoolServer, AutoStartsOnALivePoolServerOnTheDefaultSocket) {
   ASSERT_TRUE(server.pool().wait(120));
   FleetOptions o;
   o.devices = {Device::cpu(0), Device::cpu(1)};
+  // No cache entry for the pool to make in the background: nothing spawns (and reads the environment)
+  // while the test changes ORTFLEET_AUTO_POOL below (ThreadSanitizer).
+  o.config.session.optimized_model_cache = false;
   {
     auto fleet = ready_fleet(model, o);
     EXPECT_EQ(fleet->strategy_reason().rfind("auto chose the warm worker pool on " + default_pool_socket(), 0), 0u)
@@ -769,6 +772,8 @@ TEST(PoolServer, AutoStartsOnALivePoolServerOnTheDefaultSocket) {
   opted_out.auto_pool = false;
   EXPECT_EQ(Fleet(model, opted_out).strategy_reason().find("pool"), std::string::npos);
   {
+    // No worker starting: nothing spawns (and reads the environment) while it is changed (ThreadSanitizer).
+    ASSERT_TRUE(server.pool().wait(120));
     const test::ScopedEnv off("ORTFLEET_AUTO_POOL", "0");
     EXPECT_EQ(Fleet(model, o).strategy_reason().find("pool"), std::string::npos);
   }
