@@ -1,6 +1,8 @@
 // Python arguments as ortfleet's options (arguments.hpp).
 #include "arguments.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -213,6 +215,7 @@ void WarmupInputsFile::apply(WarmupOptions& o, const py::object& inputs, const p
     py::tuple made = tempfile.attr("mkstemp")(py::arg("suffix") = ".npz", py::arg("prefix") = "ortfleet-warmup-");
     py::module_::import("os").attr("close")(made[0]);
     temporary_ = made[1].cast<std::string>();
+    written_by_ = ::getpid();
     py::dict arrays;
     auto numpy = py::module_::import("numpy");
     for (const auto& [name, value] : py::reinterpret_borrow<py::dict>(inputs)) {
@@ -236,7 +239,9 @@ void WarmupInputsFile::apply(WarmupOptions& o, const py::object& inputs, const p
 }
 
 WarmupInputsFile::~WarmupInputsFile() {
-  if (!temporary_.empty()) std::remove(temporary_.c_str());
+  // Only by the process that wrote it: a child forked from it drops its copy, and the parent's workers
+  // may still read the file.
+  if (!temporary_.empty() && ::getpid() == written_by_) std::remove(temporary_.c_str());
 }
 
 bool is_fleet_keyword(const SettingRow& row) {

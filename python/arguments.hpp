@@ -1,6 +1,8 @@
 #pragma once
 // Python arguments as ortfleet's options: devices, a config (a path or a dict), and Fleet's keywords, each
 // a row of the settings table (ortfleet/base/settings.hpp), its warm-up inputs among them.
+#include <sys/types.h>
+
 #include <string>
 #include <vector>
 
@@ -36,6 +38,7 @@ class WarmupInputsFile {
 
  private:
   std::string temporary_;
+  pid_t written_by_ = 0;
 };
 
 /// Whether the settings table's row is one of Fleet's keywords (model and devices are its positional

@@ -64,11 +64,24 @@ py::list PyPool::devices() {
 }
 
 void PyPool::close() {
+  if (::getpid() != made_in_) {
+    static_cast<void>(new std::shared_ptr<WorkerPool>(std::move(pool_)));  // the parent's: never stopped, never destroyed here
+    return;
+  }
   GilReleased release;
   pool_.reset();  // the workers stop once no fleet uses them either
 }
 
+PyPool::~PyPool() {
+  if (::getpid() != made_in_) close();
+}
+
 const std::shared_ptr<WorkerPool>& PyPool::shared() const {
+  if (::getpid() != made_in_) {
+    throw Error("this Pool was made in process " + std::to_string(made_in_) + ", and this process (" + std::to_string(::getpid()) +
+                    ") is a child forked from it: the pool's workers are the parent's",
+                "Make a new ortfleet.Pool in the child (or start children with multiprocessing's 'spawn' or 'forkserver' method)");
+  }
   if (!pool_) throw Error("this pool was closed", "Make a new ortfleet.Pool");
   return pool_;
 }

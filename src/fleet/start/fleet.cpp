@@ -1,5 +1,7 @@
 #include "ortfleet/fleet/fleet.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -87,6 +89,19 @@ const std::vector<Strategy>& all_strategies() {
 }
 
 struct Fleet::Impl {
+  /// The process that made the fleet. A child forked from it holds a copy of its memory but none of its
+  /// threads (a lock one of them held stays held), and its sessions and workers are the parent's: the
+  /// copy is refused, and at its end let go of without a word, never shut down (that would stop the
+  /// parent's workers, and join threads the child does not have: a forked child hung for two hours, or
+  /// aborted, as it exited; issue 58's audit).
+  const pid_t made_in = ::getpid();
+  bool forked_copy() const { return ::getpid() != made_in; }
+  void refuse_forked_copy() const {
+    if (!forked_copy()) return;
+    throw Error("this Fleet was made in process " + std::to_string(made_in) + ", and this process (" + std::to_string(::getpid()) +
+                    ") is a child forked from it: the fleet's sessions and workers are the parent's",
+                "Make a new Fleet in the child (or start children with multiprocessing's 'spawn' or 'forkserver' method)");
+  }
   std::string model;
   FleetOptions options;
   Strategy strategy = Strategy::fleet;
@@ -699,10 +714,17 @@ Fleet::Fleet(std::string model_path, FleetOptions options) : impl_(std::make_uni
   s.failures.resize(s.status.size());
 }
 
-Fleet::~Fleet() { shutdown(); }
+Fleet::~Fleet() {
+  if (impl_->forked_copy()) {
+    static_cast<void>(impl_.release());  // the parent's: its threads are not this process's to join
+    return;
+  }
+  shutdown();
+}
 
 void Fleet::start() {
   auto& s = *impl_;
+  s.refuse_forked_copy();
   {
     std::lock_guard lock(s.mutex);
     if (s.started) throw Error("this fleet was already started", "Make a new Fleet to start again");
@@ -734,6 +756,7 @@ bool Fleet::wait() { return wait(std::numeric_limits<double>::infinity()); }
 
 bool Fleet::wait(double timeout_s) {
   auto& s = *impl_;
+  s.refuse_forked_copy();
   if (std::isnan(timeout_s) || timeout_s < 0) throw Error("wait() needs a timeout of 0 seconds or more", "Leave it out to wait for every device");
   const int64_t deadline = detail::deadline_in(timeout_s, monotonic_ns());
   std::unique_lock lock(s.mutex);
@@ -743,12 +766,14 @@ bool Fleet::wait(double timeout_s) {
 }
 
 bool Fleet::ready(const Device& device) const {
+  impl_->refuse_forked_copy();
   std::lock_guard lock(impl_->mutex);
   impl_->note_gone_workers();
   return impl_->status[impl_->index_of(device)].state == DeviceState::ready;
 }
 
 std::vector<DeviceStatus> Fleet::status() const {
+  impl_->refuse_forked_copy();
   std::lock_guard lock(impl_->mutex);
   impl_->note_gone_workers();
   return impl_->status;
@@ -764,6 +789,7 @@ StrategyWhy Fleet::strategy_why() const { return impl_->options.strategy == Stra
 std::string Fleet::devices_reason() const { return impl_->devices_reason; }
 
 std::vector<TensorSpec> Fleet::inputs() const {
+  impl_->refuse_forked_copy();
   {
     std::lock_guard lock(impl_->mutex);
     if (!impl_->inputs.empty()) return impl_->inputs;
@@ -771,6 +797,7 @@ std::vector<TensorSpec> Fleet::inputs() const {
   return inspect_model(impl_->model).input_specs;  // before a session has read them
 }
 std::vector<TensorSpec> Fleet::outputs() const {
+  impl_->refuse_forked_copy();
   {
     std::lock_guard lock(impl_->mutex);
     if (!impl_->outputs.empty()) return impl_->outputs;
@@ -779,6 +806,7 @@ std::vector<TensorSpec> Fleet::outputs() const {
 }
 
 Fleet::Impl::Target Fleet::Impl::ready_target(const Device& device) {
+  refuse_forked_copy();
   std::unique_lock lock(mutex);
   const size_t i = index_of(device);
   if (!started) throw Error("run() on " + device.to_string() + " before start()", "Call start() first");
@@ -849,6 +877,7 @@ std::vector<std::string> Fleet::left_behind() const {
 
 std::vector<LeftBehind> Fleet::what_is_left() const {
   auto& s = *impl_;
+  if (s.forked_copy()) return {};  // what the parent left is the parent's to say
   std::unique_lock lock(s.mutex);
   // Every device done: what after_ready() decides is waited for, a pool's launch at most.
   if (s.started && s.all_done()) s.wait_until(lock, detail::deadline_in(s.options.start_timeout_s, monotonic_ns()), [&] { return s.after_ready_done; });
@@ -859,12 +888,14 @@ bool Fleet::making_cache_entry() const { return impl_->cache_fill && !impl_->cac
 
 std::optional<std::string> Fleet::wait_for_cache_fill(double timeout_s) {
   auto& s = *impl_;
+  s.refuse_forked_copy();
   if (s.coordinator.joinable()) s.coordinator.join();  // after_ready runs there
   if (!s.cache_fill) return std::nullopt;
   return s.cache_fill->wait(timeout_s);
 }
 
 TransferCounters Fleet::transfer_counters() const {
+  impl_->refuse_forked_copy();
   std::lock_guard lock(impl_->mutex);
   if (impl_->shut_down) return impl_->counters_at_shutdown;
   TransferCounters total;
@@ -876,6 +907,7 @@ TransferCounters Fleet::transfer_counters() const {
 
 void Fleet::shutdown() {
   auto& s = *impl_;
+  if (s.forked_copy()) return;  // the parent's workers and sessions: never stopped from a forked child
   s.cancel_start();
   if (s.coordinator.joinable()) s.coordinator.join();
   // What the fleet holds is taken out under the lock and let go after it: releasing sessions, handing
