@@ -185,6 +185,7 @@ int run_bench_command(const BenchFlags& f, const Globals& g) {
   o.runs = f.runs;
   o.warmup_rounds = f.warmup_rounds;
   o.budget_s = f.budget_s;
+  o.stop = g.stop;
   if (!g.quiet) o.notice = notice_to_stderr(progress);
   o.anchors = !f.no_anchors;
   o.pool_rows = !f.no_pool;
@@ -200,6 +201,7 @@ int run_bench_command(const BenchFlags& f, const Globals& g) {
     p.config = o.config;
     p.ort_library = g.ort_lib;
     p.shape_switch_seconds = 0;  // only the floor is wanted here
+    p.stop = g.stop;
     progress.update("profiling one cold start on " + p.device.to_string() + " for its floor");
     o.floor_ms = run_profile(p).floor_ms;
   }
@@ -269,6 +271,7 @@ void register_bench(CLI::App& app, Globals& globals, Action& action) {
   cmd->callback([cmd, &globals, &action, f] {
     check_bench_flags(*cmd, *f);
     f->budget_s = budget_for(*cmd, f->budget_s, "--runs");
+    globals.stoppable = !f->inference;  // the start-up rows stop in order on Ctrl-C; the inference rows end with the process
     action = [&globals, f] { return run_bench_command(*f, globals); };
   });
 }

@@ -110,6 +110,7 @@ int run_profile_command(const ProfileFlags& f, const Globals& g) {
   o.work_dir = f.keep_dir;
   o.shape_switch_seconds = f.shape_switch_seconds;
   o.fleet = !f.no_fleet;
+  o.stop = g.stop;
   ProgressLine progress(!g.quiet);
   o.progress = [&](const std::string& s) { progress.update(s); };
   const ProfileReport r = run_profile(o);
@@ -145,6 +146,7 @@ void register_profile(CLI::App& app, Globals& globals, Action& action) {
   f->config.add_to(cmd);
   cmd->callback([cmd, &globals, &action, f] {
     f->config.check(FlagChecks(*cmd));
+    globals.stoppable = true;
     action = [&globals, f] { return run_profile_command(*f, globals); };
   });
 }

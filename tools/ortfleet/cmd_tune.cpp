@@ -85,6 +85,7 @@ int run_tune_command(const TuneFlags& f, const Globals& g) {
   o.transformers_to_disable = f.transformers_to_disable;
   o.output_tolerance = f.output_tolerance;
   o.ort_library = g.ort_lib;
+  o.stop = g.stop;
   ProgressLine progress(!g.quiet);
   o.progress = [&](const std::string& s) { progress.update(s); };
   if (!g.quiet) {
@@ -151,6 +152,7 @@ void register_tune(CLI::App& app, Globals& globals, Action& action) {
     if (flags.given("--output-tolerance") && f->transformers_to_disable == 0) {
       FlagChecks::refuse("--output-tolerance does nothing with --disable-transformers 0: only disabled transformers' outputs are compared");
     }
+    globals.stoppable = true;
     action = [&globals, f] { return run_tune_command(*f, globals); };
   });
 }

@@ -3,6 +3,7 @@
 // help texts share. One file per command group (cmd_*.cpp) registers its commands.
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <stop_token>
 #include <string>
 
 #include "ortfleet/base/error.hpp"
@@ -23,6 +24,10 @@ struct Globals {
   int verbose = 0;
   bool quiet = false;
   std::string command_line;  ///< as typed, for the results and reports to say how they were made
+  /// Set by a command whose run takes a stop (bench's start-up rows, profile, tune): Ctrl-C then asks
+  /// it to stop in order (`stop`) rather than ending the process (stop_signals.hpp).
+  bool stoppable = false;
+  std::stop_token stop;
 };
 
 /// What a subcommand does once the command line is parsed; returns the exit code, one of these (every

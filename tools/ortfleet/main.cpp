@@ -3,12 +3,14 @@
 #include <spdlog/spdlog.h>
 
 #include <iostream>
+#include <optional>
 
 #include "command.hpp"
 #include "flag_checks.hpp"
 #include "help.hpp"
 #include "output.hpp"
 #include "setting_words.hpp"
+#include "stop_signals.hpp"
 #include "ortfleet/base/settings.hpp"
 #include "ortfleet/base/terminal_text.hpp"
 #include "ortfleet/engine/ort_log.hpp"
@@ -68,6 +70,9 @@ int main(int argc, char** argv) {
   // its count, at its end (serve, which has no end, the first of each as it comes).
   const bool daemon = app.got_subcommand("serve");
   if (!daemon) ortfleet::hold_ort_warnings();
+  // Before any thread starts, so that every thread has the signals blocked and only its waiter takes them.
+  std::optional<StopOnSignals> stop_on_signals;
+  if (globals.stoppable) globals.stop = stop_on_signals.emplace().token();
   return guarded([&] {
     struct SayWarnings {
       bool enabled;
