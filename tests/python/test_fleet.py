@@ -275,3 +275,21 @@ else:
     assert rc == 0, err
     assert "child 0" in out and "used the parent's" not in out, (out, err)
     assert "parent" in out, (out, err)
+
+
+def test_a_profile_dir_that_is_a_file_is_refused_when_the_fleet_is_made(models, tmp_path):
+    # As --profile-dir is: in words naming the keyword, before any work. It was a failed device after
+    # wait(), in the standard library's words ("filesystem error: cannot create directories: Not a
+    # directory [...]"; issue 58's audit).
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("mine\n")
+    with pytest.raises(ortfleet.Error, match=r"^profile_dir=.*notes.txt is not a folder"):
+        ortfleet.Fleet(models["mlp"], devices="cpu", pool=False, profile_dir=str(a_file))
+    with pytest.raises(ortfleet.Error, match=r"^profile_dir=.*notes.txt/sub cannot be made: Not a directory"):
+        ortfleet.Fleet(models["mlp"], devices="cpu", pool=False, profile_dir=str(a_file / "sub"))
+    assert a_file.read_text() == "mine\n"
+    made = tmp_path / "profiles" / "deeper"
+    with ortfleet.Fleet(models["mlp"], devices="cpu", pool=False, profile_dir=str(made)) as fleet:
+        assert made.is_dir()  # a missing one is made
+        fleet.start()
+        assert fleet.wait()

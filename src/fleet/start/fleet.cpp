@@ -4,8 +4,11 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <condition_variable>
 #include <future>
 #include <limits>
@@ -653,6 +656,27 @@ void take_preferred_pool(FleetOptions& o) {
 }
 }  // namespace
 
+namespace {
+/// The folder ONNX Runtime writes its profiles into, wherever the sessions are made (here, in workers
+/// or on a pool): a file in its place, or a folder that cannot be made or written, is refused before any
+/// work, the same way on every front end (Python's profile_dir said the standard library's "filesystem
+/// error: cannot create directories: Not a directory [...]" as a failed device). A missing one is made.
+void prepare_profile_dir(const std::string& dir) {
+  if (dir.empty()) return;
+  std::error_code ec;
+  const auto status = std::filesystem::status(dir, ec);
+  if (std::filesystem::exists(status) && !std::filesystem::is_directory(status)) {
+    throw Error(named(Setting::profile_dir, dir) + " is not a folder", "Give a folder for ONNX Runtime's profiles (it is made when missing)");
+  }
+  if (!std::filesystem::exists(status) && !std::filesystem::create_directories(dir, ec) && ec) {
+    throw Error(named(Setting::profile_dir, dir) + " cannot be made: " + ec.message(), "Give a folder you can write (it is made when missing)");
+  }
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    throw Error(named(Setting::profile_dir, dir) + " is not writable: " + std::strerror(errno), "Give a folder you can write");
+  }
+}
+}  // namespace
+
 Fleet::Fleet(std::string model_path, FleetOptions options) : impl_(std::make_unique<Impl>()) {
   auto& s = *impl_;
   s.model = std::move(model_path);
@@ -673,6 +697,7 @@ Fleet::Fleet(std::string model_path, FleetOptions options) : impl_(std::make_uni
                                       std::pair{Setting::pool, &options.pool_socket}, std::pair{Setting::worker_executable, &options.worker_executable}}) {
     if (!path->empty()) checked_text(setting, *path);  // no path holds a NUL byte, which would cut it where it is opened
   }
+  prepare_profile_dir(options.profile_dir);
   if (options.config.cuda.cuda_graph && std::none_of(options.devices.begin(), options.devices.end(), [](const Device& d) { return d.is_gpu(); })) {
     spdlog::warn("{} is on, but the devices ({}) are CPUs: CUDA graphs need a GPU, so the sessions run without them",
                  named(Setting::cuda_graph), to_string(options.devices));
