@@ -22,11 +22,20 @@
 
 namespace ortfleet::python {
 
+std::optional<long long> device_number(const py::handle& h) {
+  int overflow = 0;
+  const long long i = PyLong_AsLongLongAndOverflow(h.ptr(), &overflow);
+  if (overflow != 0) return std::nullopt;
+  return i;
+}
+
 Device to_device(const py::handle& h) {
   if (py::isinstance<py::int_>(h)) {
-    const int i = h.cast<int>();
-    if (i < 0) throw Error("device numbers are GPU ordinals from 0", "Use 0, 1, ... or \"cpu\"");
-    return Device::cuda(i);
+    const auto i = device_number(h);
+    if (!i || *i < 0 || *i > std::numeric_limits<int>::max()) {
+      throw Error("device " + py::repr(h).cast<std::string>() + " is no GPU ordinal: device numbers are GPU ordinals from 0", "Use 0, 1, ... or \"cpu\"");
+    }
+    return Device::cuda(static_cast<int>(*i));
   }
   if (py::isinstance<py::str>(h)) {
     // "1" is GPU 1; anything else is parsed as written, so that errors quote what the user gave.

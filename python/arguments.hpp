@@ -15,6 +15,9 @@
 namespace ortfleet::python {
 
 /// A GPU ordinal (0), "cuda:1", "1" or "cpu".
+/// A Python int as a number, or nothing where it does not fit (2**70: pybind11's own cast said "Unable to
+/// cast Python instance to C++ type", issue 58's audit).
+std::optional<long long> device_number(const py::handle& h);
 Device to_device(const py::handle& h);
 /// None (every GPU, else the CPU), a string as on the command line ("all", "0,1", "cpu*2"), or a list
 /// of what to_device takes.

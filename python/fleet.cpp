@@ -240,13 +240,13 @@ class PyFleet {
     const auto& devices = fleet().devices();
     const bool has_gpu = std::any_of(devices.begin(), devices.end(), [](const Device& d) { return d.is_gpu(); });
     if (has_gpu || !py::isinstance<py::int_>(device) || py::isinstance<py::bool_>(device)) return to_device(device);
-    const long long i = device.cast<long long>();
-    if (i < 0 || i >= static_cast<long long>(devices.size())) {
-      throw Error("device " + std::to_string(i) + " is not part of this fleet; it has: " + to_string(devices) +
+    const auto i = device_number(device);
+    if (!i || *i < 0 || *i >= static_cast<long long>(devices.size())) {
+      throw Error("device " + py::repr(device).cast<std::string>() + " is not part of this fleet; it has: " + to_string(devices) +
                       " (a fleet without GPUs numbers its devices from 0 to " + std::to_string(devices.size() - 1) + ")",
                   "Use one of them, or fleet.devices[0]");
     }
-    return devices[static_cast<size_t>(i)];
+    return devices[static_cast<size_t>(*i)];
   }
   /// Whether no device is pending or starting any more.
   bool settled() {
