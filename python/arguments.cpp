@@ -1,6 +1,8 @@
 // Python arguments as ortfleet's options (arguments.hpp).
 #include "arguments.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -20,11 +22,20 @@
 
 namespace ortfleet::python {
 
+std::optional<long long> device_number(const py::handle& h) {
+  int overflow = 0;
+  const long long i = PyLong_AsLongLongAndOverflow(h.ptr(), &overflow);
+  if (overflow != 0) return std::nullopt;
+  return i;
+}
+
 Device to_device(const py::handle& h) {
   if (py::isinstance<py::int_>(h)) {
-    const int i = h.cast<int>();
-    if (i < 0) throw Error("device numbers are GPU ordinals from 0", "Use 0, 1, ... or \"cpu\"");
-    return Device::cuda(i);
+    const auto i = device_number(h);
+    if (!i || *i < 0 || *i > std::numeric_limits<int>::max()) {
+      throw Error("device " + py::repr(h).cast<std::string>() + " is no GPU ordinal: device numbers are GPU ordinals from 0", "Use 0, 1, ... or \"cpu\"");
+    }
+    return Device::cuda(static_cast<int>(*i));
   }
   if (py::isinstance<py::str>(h)) {
     // "1" is GPU 1; anything else is parsed as written, so that errors quote what the user gave.
@@ -213,6 +224,7 @@ void WarmupInputsFile::apply(WarmupOptions& o, const py::object& inputs, const p
     py::tuple made = tempfile.attr("mkstemp")(py::arg("suffix") = ".npz", py::arg("prefix") = "ortfleet-warmup-");
     py::module_::import("os").attr("close")(made[0]);
     temporary_ = made[1].cast<std::string>();
+    written_by_ = ::getpid();
     py::dict arrays;
     auto numpy = py::module_::import("numpy");
     for (const auto& [name, value] : py::reinterpret_borrow<py::dict>(inputs)) {
@@ -236,7 +248,9 @@ void WarmupInputsFile::apply(WarmupOptions& o, const py::object& inputs, const p
 }
 
 WarmupInputsFile::~WarmupInputsFile() {
-  if (!temporary_.empty()) std::remove(temporary_.c_str());
+  // Only by the process that wrote it: a child forked from it drops its copy, and the parent's workers
+  // may still read the file.
+  if (!temporary_.empty() && ::getpid() == written_by_) std::remove(temporary_.c_str());
 }
 
 bool is_fleet_keyword(const SettingRow& row) {

@@ -1,6 +1,8 @@
 #pragma once
 // Python arguments as ortfleet's options: devices, a config (a path or a dict), and Fleet's keywords, each
 // a row of the settings table (ortfleet/base/settings.hpp), its warm-up inputs among them.
+#include <sys/types.h>
+
 #include <string>
 #include <vector>
 
@@ -13,6 +15,9 @@
 namespace ortfleet::python {
 
 /// A GPU ordinal (0), "cuda:1", "1" or "cpu".
+/// A Python int as a number, or nothing where it does not fit (2**70: pybind11's own cast said "Unable to
+/// cast Python instance to C++ type", issue 58's audit).
+std::optional<long long> device_number(const py::handle& h);
 Device to_device(const py::handle& h);
 /// None (every GPU, else the CPU), a string as on the command line ("all", "0,1", "cpu*2"), or a list
 /// of what to_device takes.
@@ -36,6 +41,7 @@ class WarmupInputsFile {
 
  private:
   std::string temporary_;
+  pid_t written_by_ = 0;
 };
 
 /// Whether the settings table's row is one of Fleet's keywords (model and devices are its positional

@@ -19,6 +19,9 @@ void bind_tensors(py::module_& m);
 void bind_fleet(py::module_& m);
 void bind_pool(py::module_& m);
 void bind_diagnostics(py::module_& m);
+/// At the interpreter's exit: every bench, profile and tune still running (on a daemon thread) is stopped
+/// in order, as Ctrl-C stops one, and waited for (bounded).
+void stop_running_diagnostics();
 void bind_synth(py::module_& m);
 
 }  // namespace ortfleet::python

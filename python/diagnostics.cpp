@@ -6,6 +6,7 @@
 #include <chrono>
 #include <functional>
 #include <future>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <stop_token>
@@ -31,7 +32,7 @@ template <typename Run>
 py::object json_report(Run run) {
   decltype(run()) report;
   {
-    py::gil_scoped_release release;
+    GilReleased release;
     report = run();
   }
   return parse_json(report.to_json());
@@ -108,18 +109,74 @@ using Say = std::function<void(const std::string&)>;
 /// (run_child), and what runs in this process (a shape-switch measurement) ends within seconds.
 constexpr double kStopWaitS = 40;
 
+/// The bench, profile and tune runs under way, so that the interpreter's exit stops them in order, as
+/// Ctrl-C does: one a daemon thread waits for would otherwise leave its child start, the worker and its
+/// folders running when the process exits (issue 58's audit).
+class RunningDiagnostics {
+ public:
+  /// A run's entry for as long as it lives.
+  class Entry {
+   public:
+    Entry(RunningDiagnostics& all, std::shared_ptr<std::stop_source> stop, std::shared_future<std::string> result) : all_(all) {
+      std::lock_guard lock(all_.mutex_);
+      id_ = all_.next_id_++;
+      all_.runs_.emplace(id_, Run{std::move(stop), std::move(result)});
+    }
+    ~Entry() {
+      std::lock_guard lock(all_.mutex_);
+      all_.runs_.erase(id_);
+    }
+    Entry(const Entry&) = delete;
+    Entry& operator=(const Entry&) = delete;
+
+   private:
+    RunningDiagnostics& all_;
+    size_t id_ = 0;
+  };
+  /// Asks every run to stop and waits for each, at most `wait_s` seconds in all (without the GIL).
+  void stop_all(double wait_s) {
+    std::vector<Run> runs;
+    {
+      std::lock_guard lock(mutex_);
+      for (const auto& [id, run] : runs_) runs.push_back(run);
+    }
+    if (runs.empty()) return;
+    for (auto& run : runs) run.stop->request_stop();
+    GilReleased release;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
+    for (auto& run : runs) run.result.wait_until(deadline);
+  }
+
+ private:
+  struct Run {
+    std::shared_ptr<std::stop_source> stop;
+    std::shared_future<std::string> result;
+  };
+  std::mutex mutex_;
+  size_t next_id_ = 0;
+  std::map<size_t, Run> runs_;
+};
+
+RunningDiagnostics& running_diagnostics() {
+  static auto* all = new RunningDiagnostics();  // never destroyed: a detached run may outlive static destruction
+  return *all;
+}
+
 /// What `run(stop, say)` reports, as the command's --json prints it, as Python objects. It runs on a
 /// thread of its own; this one waits without the GIL, passes its lines to `progress` and answers
 /// Ctrl-C: the run is asked to stop (`stop`), which ends its child start in order and takes down what
 /// it set up, and is waited for (a bounded wait) before the KeyboardInterrupt goes on, so that nothing
-/// it started is left running.
+/// it started is left running. A daemon thread that Python ends at its exit unwinds through here
+/// (pthread_exit): the run is then left to the exit's stop (stop_running_diagnostics), its thread
+/// detached, never destroyed joinable (std::terminate).
 template <typename Report>
 py::object interruptible_report(std::function<Report(std::stop_token, Say)> run, const py::object& progress) {
   ProgressOutput output(progress);
   auto stop = std::make_shared<std::stop_source>();
   auto said = std::make_shared<SaidLines>();
   auto done = std::make_shared<std::promise<std::string>>();
-  std::future<std::string> result = done->get_future();
+  std::shared_future<std::string> result = done->get_future().share();
+  const RunningDiagnostics::Entry entry(running_diagnostics(), stop, result);
   std::thread worker([run = std::move(run), stop, said, done] {
     try {
       done->set_value(run(stop->get_token(), [said](const std::string& line) { said->add(line); }).to_json());
@@ -127,6 +184,12 @@ py::object interruptible_report(std::function<Report(std::stop_token, Say)> run,
       done->set_exception(std::current_exception());
     }
   });
+  struct DetachedIfLeft {
+    std::thread& thread;
+    ~DetachedIfLeft() {
+      if (thread.joinable()) thread.detach();  // it owns what it uses
+    }
+  } detached_if_left{worker};
   const auto finished = [&](double slice_s) { return result.wait_for(std::chrono::duration<double>(slice_s)) == std::future_status::ready; };
   try {
     while (!wait_interruptibly(finished, 0.25)) output.show(said->take());
@@ -135,7 +198,7 @@ py::object interruptible_report(std::function<Report(std::stop_token, Say)> run,
     stop->request_stop();
     bool ended = false;
     {
-      py::gil_scoped_release release;
+      GilReleased release;
       ended = result.wait_for(std::chrono::duration<double>(kStopWaitS)) == std::future_status::ready;
     }
     if (ended) worker.join();
@@ -168,6 +231,8 @@ std::string python_or_this_one(const py::object& python) {
 }
 
 }  // namespace
+
+void stop_running_diagnostics() { running_diagnostics().stop_all(kStopWaitS); }
 
 void bind_diagnostics(py::module_& m) {
   m.def("load_runtime", [](const std::string& library) {

@@ -38,7 +38,7 @@ class PyRunFuture {
         [&](double slice_s) { return future_.wait_for(std::chrono::duration<double>(slice_s)) == std::future_status::ready; }, timeout);
     std::vector<Tensor> outputs;
     if (ready) {
-      py::gil_scoped_release release;
+      GilReleased release;
       outputs = future_.get();  // throws the run's error
     }
     if (!ready) {
@@ -76,7 +76,7 @@ class PyFleet {
     checked_text(Setting::model, model);
     const FleetOptions o = fleet_options(devices, keywords, warmup_file_);
     start_timeout_s_ = o.start_timeout_s;
-    py::gil_scoped_release release;
+    GilReleased release;
     check_config_against_model(o.config, model);  // raised here, not as a failed device after wait()
     fleet_ = std::make_unique<Fleet>(model, o);
   }
@@ -93,7 +93,7 @@ class PyFleet {
 
   PyFleet& start() {
     {
-      py::gil_scoped_release release;
+      GilReleased release;
       fleet().start();
     }
     started_at_ = std::chrono::steady_clock::now();
@@ -121,7 +121,7 @@ class PyFleet {
   py::list left_behind() {
     std::vector<LeftBehind> left;
     {
-      py::gil_scoped_release release;
+      GilReleased release;
       left = fleet().what_is_left();
     }
     said_left_behind_ = true;  // read, so seen: not said again at shutdown
@@ -159,14 +159,14 @@ class PyFleet {
       // The run is another process's work: a Ctrl-C need not wait for it (its outputs are dropped).
       std::future<std::vector<Tensor>> future;
       {
-        py::gil_scoped_release release;
+        GilReleased release;
         future = fleet().run_async(d, prepared.tensors, outputs_on_device);
       }
       wait_interruptibly([&](double slice_s) { return future.wait_for(std::chrono::duration<double>(slice_s)) == std::future_status::ready; });
-      py::gil_scoped_release release;
+      GilReleased release;
       outputs = future.get();
     } else {
-      py::gil_scoped_release release;
+      GilReleased release;
       outputs = fleet().run(d, prepared.tensors, outputs_on_device);
     }
     return outputs_dict(outputs);
@@ -177,7 +177,7 @@ class PyFleet {
     wait_while_starting(d);
     std::future<std::vector<Tensor>> future;
     {
-      py::gil_scoped_release release;
+      GilReleased release;
       future = fleet().run_async(d, prepared.tensors, outputs_on_device);
     }
     return std::make_unique<PyRunFuture>(std::move(future), std::move(prepared));
@@ -215,7 +215,7 @@ class PyFleet {
     if (!fleet_) return;
     std::vector<LeftBehind> left;
     {
-      py::gil_scoped_release release;
+      GilReleased release;
       fleet_->shutdown();
       if (!said_left_behind_) left = fleet_->what_is_left();
     }
@@ -240,13 +240,13 @@ class PyFleet {
     const auto& devices = fleet().devices();
     const bool has_gpu = std::any_of(devices.begin(), devices.end(), [](const Device& d) { return d.is_cuda(); });  // an int names a CUDA ordinal
     if (has_gpu || !py::isinstance<py::int_>(device) || py::isinstance<py::bool_>(device)) return to_device(device);
-    const long long i = device.cast<long long>();
-    if (i < 0 || i >= static_cast<long long>(devices.size())) {
-      throw Error("device " + std::to_string(i) + " is not part of this fleet; it has: " + to_string(devices) +
+    const auto i = device_number(device);
+    if (!i || *i < 0 || *i >= static_cast<long long>(devices.size())) {
+      throw Error("device " + py::repr(device).cast<std::string>() + " is not part of this fleet; it has: " + to_string(devices) +
                       " (a fleet without GPUs numbers its devices from 0 to " + std::to_string(devices.size() - 1) + ")",
                   "Use one of them, or fleet.devices[0]");
     }
-    return devices[static_cast<size_t>(i)];
+    return devices[static_cast<size_t>(*i)];
   }
   /// Whether no device is pending or starting any more.
   bool settled() {

@@ -41,9 +41,10 @@ PYBIND11_MODULE(_ortfleet, m) {
   ortfleet::python::bind_diagnostics(m);
   ortfleet::python::bind_synth(m);
 
-  // At exit, before the interpreter tears the module down: the prewarmed pool's workers stop, and the
-  // log records still queued are handed on.
+  // At exit, before the interpreter tears the module down: the diagnostics still running stop in order,
+  // the prewarmed pool's workers stop, and the log records still queued are handed on.
   py::module_::import("atexit").attr("register")(py::cpp_function([] {
+    ortfleet::python::stop_running_diagnostics();
     ortfleet::python::forget_prewarmed_pool();
     ortfleet::python::forward_log_records();
     if (PyErr_Occurred() != nullptr) throw py::error_already_set();

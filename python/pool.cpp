@@ -25,7 +25,7 @@ PyPool::PyPool(const py::object& devices, const std::string& ort_library, bool n
   o.narrow_workers = narrow_workers;
   o.max_resident_sessions = max_resident_sessions;
   o.start_timeout_s = checked_number(Setting::start_timeout, start_timeout);  // bounded as Fleet's and the command line's
-  py::gil_scoped_release release;
+  GilReleased release;
   pool_ = std::make_shared<WorkerPool>(o);
 }
 
@@ -46,14 +46,14 @@ bool PyPool::wait(const std::optional<double>& timeout) {
 py::object PyPool::status() {
   std::string text;
   {
-    py::gil_scoped_release release;
+    GilReleased release;
     text = pool().status_json();
   }
   return parse_json(text);
 }
 
 size_t PyPool::evict() {
-  py::gil_scoped_release release;
+  GilReleased release;
   return pool().evict();
 }
 
@@ -64,11 +64,24 @@ py::list PyPool::devices() {
 }
 
 void PyPool::close() {
-  py::gil_scoped_release release;
+  if (::getpid() != made_in_) {
+    static_cast<void>(new std::shared_ptr<WorkerPool>(std::move(pool_)));  // the parent's: never stopped, never destroyed here
+    return;
+  }
+  GilReleased release;
   pool_.reset();  // the workers stop once no fleet uses them either
 }
 
+PyPool::~PyPool() {
+  if (::getpid() != made_in_) close();
+}
+
 const std::shared_ptr<WorkerPool>& PyPool::shared() const {
+  if (::getpid() != made_in_) {
+    throw Error("this Pool was made in process " + std::to_string(made_in_) + ", and this process (" + std::to_string(::getpid()) +
+                    ") is a child forked from it: the pool's workers are the parent's",
+                "Make a new ortfleet.Pool in the child (or start children with multiprocessing's 'spawn' or 'forkserver' method)");
+  }
   if (!pool_) throw Error("this pool was closed", "Make a new ortfleet.Pool");
   return pool_;
 }
@@ -79,7 +92,7 @@ std::shared_ptr<PyPool>& prewarmed_pool() {
 }
 
 void forget_prewarmed_pool() {
-  py::gil_scoped_release release;
+  GilReleased release;
   prewarmed_pool().reset();
 }
 

@@ -1,5 +1,7 @@
 #pragma once
 // ortfleet.Pool, the warm worker pool, and the one ortfleet.prewarm() started.
+#include <unistd.h>
+
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,11 +21,18 @@ class PyPool {
   size_t evict();
   py::list devices();
   void close();
+  ~PyPool();
+  PyPool(const PyPool&) = delete;
+  PyPool& operator=(const PyPool&) = delete;
   const std::shared_ptr<WorkerPool>& shared() const;
 
  private:
   WorkerPool& pool() { return *shared(); }
   std::shared_ptr<WorkerPool> pool_;
+  /// The process that made it: a child forked from it has none of the pool's threads, and its workers are
+  /// the parent's, so the child's copy is refused and, at its end, let go of without stopping anything
+  /// (a forked child that exited aborted: std::system_error "No such process" joining its threads).
+  pid_t made_in_ = ::getpid();
 };
 
 /// The pool ortfleet.prewarm() started: later fleets whose devices it has start on it.

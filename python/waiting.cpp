@@ -15,7 +15,7 @@ bool wait_interruptibly(const std::function<bool(double)>& step, std::optional<d
     const double slice_s = timeout_s ? std::clamp(*timeout_s - elapsed_s(), 0.0, kSignalSliceS) : kSignalSliceS;
     bool done = false;
     {
-      py::gil_scoped_release release;
+      GilReleased release;
       done = step(slice_s);
     }
     forward_log_records();

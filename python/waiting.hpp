@@ -17,6 +17,23 @@ namespace ortfleet::python {
 /// How long a wait goes without looking at Python's signals.
 inline constexpr double kSignalSliceS = 0.05;
 
+/// The GIL released for a scope, as py::gil_scoped_release does, for every call of the module that does
+/// C++ work. Its destructor takes the GIL back and may end the thread: a daemon thread whose call comes
+/// back once Python has begun to exit is ended there by CPython (PyEval_RestoreThread calls
+/// pthread_exit), and that unwinding must pass the destructor. Through py::gil_scoped_release's, which is
+/// noexcept, it was std::terminate: a script that ended while a daemon thread ran or waited on a fleet
+/// aborted ("terminate called without an active exception", SIGABRT; issue 58's audit).
+class GilReleased {
+ public:
+  GilReleased() : state_(PyEval_SaveThread()) {}
+  ~GilReleased() noexcept(false) { PyEval_RestoreThread(state_); }
+  GilReleased(const GilReleased&) = delete;
+  GilReleased& operator=(const GilReleased&) = delete;
+
+ private:
+  PyThreadState* state_;
+};
+
 /// Calls `step(slice_s)` without the GIL until it returns true or `timeout_s` (nullopt: none) has passed;
 /// `step` waits at most `slice_s` seconds. True when `step` did; throws py::error_already_set when a
 /// signal handler raised (KeyboardInterrupt).

@@ -1,5 +1,7 @@
 #include "ortfleet/base/error.hpp"
 
+#include <new>
+
 #include "ortfleet/base/terminal_text.hpp"
 
 namespace ortfleet {
@@ -24,6 +26,10 @@ Error::Error(std::string what_failed, std::string hint, std::string where)
 
 Error Error::from(const std::exception& e) {
   if (const auto* error = dynamic_cast<const Error*>(&e)) return *error;
+  if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr) {  // its own text is "std::bad_alloc"
+    return Error("out of memory: an allocation of this process failed",
+                 "Give smaller shapes, batches or buckets (warm-up makes inputs of each), or free memory on this machine");
+  }
   return Error(e.what());
 }
 

@@ -109,6 +109,30 @@ Resolved resolve(const std::string& path) {
 
 std::string named(const std::string& flag, const std::string& path) { return flag.empty() ? path : flag + " " + path; }
 
+/// Refuses a write whose path goes through a symbolic link another user owns (not this process's user,
+/// nor root), at the path itself or at a folder on the way to it, in `path` and in what each link of the
+/// caller's names: its owner decides where the write lands, as the kernel's protected_symlinks rule has
+/// it for sticky folders, which a folder of theirs is not. Root asked to write into another user's folder
+/// otherwise overwrote the file of root's that a link there named (issue 58's audit).
+void refuse_links_of_others(const std::string& flag, const std::string& path, const fs::path& walked, int depth = 0) {
+  if (depth > 40) throw_write_error(path, ELOOP);
+  std::error_code ec;
+  const fs::path whole = walked.is_absolute() ? walked : fs::absolute(walked, ec);
+  fs::path prefix;
+  for (const auto& part : whole) {
+    prefix /= part;
+    struct stat st {};
+    if (::lstat(prefix.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) continue;
+    const fs::path target = fs::read_symlink(prefix, ec);
+    if (st.st_uid != ::geteuid() && st.st_uid != 0) {
+      throw Error(named(flag, path) + ": " + prefix.string() + " is a symbolic link of another user's (uid " + std::to_string(st.st_uid) + ") to " +
+                      target.string() + ", who decides where a write through it lands; ortfleet writes through no such link",
+                  "Give a path of your own, through links of yours or root's only");
+    }
+    if (!ec) refuse_links_of_others(flag, path, target.is_absolute() ? target : prefix.parent_path() / target, depth + 1);
+  }
+}
+
 }  // namespace
 
 std::string describe_file_at(const std::string& path) {
@@ -119,6 +143,7 @@ std::string describe_file_at(const std::string& path) {
 
 void check_output_path(const std::string& flag, const std::string& path, const ReplaceableCheck& replaceable) {
   if (path.empty()) throw Error((flag.empty() ? std::string("the output path") : flag) + " is empty", "Give the path of a file to write");
+  refuse_links_of_others(flag, path, path);
   const Resolved r = resolve(path);
   if (r.status) {
     const struct stat& st = *r.status;

@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <random>
+#include <vector>
 
 #include "base/unique_fd.hpp"
 #include "ortfleet/base/output_file.hpp"
@@ -251,10 +253,31 @@ void write_private_file(const fs::path& path, const std::string& text, bool dura
   if (::rename(partial.c_str(), path.c_str()) != 0) throw fail("publish");
 }
 
-PrivateDir PrivateDir::temporary(const std::string& prefix) {
+PrivateDir PrivateDir::temporary(const std::string& prefix, bool removed_if_stopped) {
   std::error_code ec;
   const fs::path parent = fs::temp_directory_path(ec);
   if (ec) throw Error("no folder for temporary files: " + ec.message(), "Set TMPDIR to a folder you can write");
+  if (removed_if_stopped) {
+    // Its name registered before it is made: a name nobody can guess (72 random bits), mkdir'd with mode
+    // 0700 (never an existing folder or a planted link: EEXIST, and another name).
+    std::random_device random;
+    static constexpr char kLetters[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      std::string name = (parent / (prefix + "-")).string();
+      for (int i = 0; i < 12; ++i) name += kLetters[random() % (sizeof kLetters - 1)];
+      auto registered = std::make_unique<RemoveOnTermination>(std::vector<std::string>{name});
+      if (::mkdir(name.c_str(), 0700) == 0) {
+        PrivateDir made(name, /*remove=*/true);
+        made.removed_if_stopped_ = std::move(registered);
+        return made;
+      }
+      if (errno != EEXIST) {
+        throw FolderNotWritable("cannot make a temporary folder in " + parent.string() + ": " + std::strerror(errno),
+                                "Set TMPDIR to a folder you can write");
+      }
+    }
+    throw FolderNotWritable("cannot make a temporary folder in " + parent.string() + ": every name tried exists", "Set TMPDIR to a folder you can write");
+  }
   std::string name = (parent / (prefix + "-XXXXXX")).string();
   // mkdtemp: a name nobody can guess, made with mode 0700 whatever the umask, and never an
   // existing folder or a symlink someone planted.
@@ -279,7 +302,8 @@ void PrivateDir::remove() {
   remove_ = false;
 }
 
-PrivateDir::PrivateDir(PrivateDir&& other) noexcept : path_(std::move(other.path_)), remove_(other.remove_) {
+PrivateDir::PrivateDir(PrivateDir&& other) noexcept
+    : path_(std::move(other.path_)), remove_(other.remove_), removed_if_stopped_(std::move(other.removed_if_stopped_)) {
   other.remove_ = false;
 }
 
@@ -288,6 +312,7 @@ PrivateDir& PrivateDir::operator=(PrivateDir&& other) noexcept {
     remove();
     path_ = std::move(other.path_);
     remove_ = other.remove_;
+    removed_if_stopped_ = std::move(other.removed_if_stopped_);
     other.remove_ = false;
   }
   return *this;

@@ -7,8 +7,10 @@
 #include <sys/types.h>
 
 #include <filesystem>
+#include <memory>
 #include <string>
 
+#include "base/termination_cleanup.hpp"
 #include "ortfleet/base/error.hpp"
 
 namespace ortfleet::detail {
@@ -65,7 +67,10 @@ void write_private_file(const std::filesystem::path& path, const std::string& te
 class PrivateDir {
  public:
   /// A fresh folder in $TMPDIR (else /tmp) named `prefix`-XXXXXX, mode 0700; removed by the destructor.
-  static PrivateDir temporary(const std::string& prefix);
+  /// Where `removed_if_stopped`, also by the termination handler of a process told to stop
+  /// (termination_cleanup.hpp), from before it exists: a stop between its making and a registration
+  /// after it left the folder behind (a fill's price folder, issue 58's audit).
+  static PrivateDir temporary(const std::string& prefix, bool removed_if_stopped = false);
   /// The folder the user named: made and checked by ensure_private_dir, and kept.
   static PrivateDir named(const std::filesystem::path& path, const std::string& hint);
 
@@ -84,6 +89,7 @@ class PrivateDir {
   void remove();
   std::filesystem::path path_;
   bool remove_ = false;
+  std::unique_ptr<RemoveOnTermination> removed_if_stopped_;
 };
 
 }  // namespace ortfleet::detail

@@ -13,6 +13,7 @@
 
 #include "base/environment.hpp"
 #include "base/file_reading.hpp"
+#include "base/json_errors.hpp"
 #include "base/system_paths.hpp"
 #include "diagnostics/machine.hpp"
 #include "ortfleet/base/clock.hpp"
@@ -121,7 +122,7 @@ ResultDocument parse_result(const std::string& text, const std::string& source) 
   try {
     j = json::parse(text);
   } catch (const json::exception& e) {
-    throw Error(source + " is not valid JSON (is it cut short?): " + e.what(), give);
+    throw Error(source + " is not valid JSON (is it cut short?): " + detail::json_error_text(e), give);
   }
   if (!j.is_object()) throw Error(source + " is not an ortfleet result: it is JSON, but not an object", give);
   for (const auto& k : kKinds) {

@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <new>
+#include <stdexcept>
+
 #include "ortfleet/base/error.hpp"
 
 namespace ortfleet {
@@ -18,5 +21,14 @@ TEST(Error, AtAttributesToADeviceKeepingTheRest) {
 }
 
 TEST(Error, WithoutHintOrPlaceIsJustTheMessage) { EXPECT_STREQ(Error("plain").what(), "plain"); }
+
+// A failed allocation (shapes=['input=99999999x64'] warmed up: 25 GB) was a device's error "std::bad_alloc"
+// (issue 58's audit): it says what it is, and what to do.
+TEST(Error, FromAFailedAllocationSaysOutOfMemory) {
+  const Error e = Error::from(std::bad_alloc());
+  EXPECT_EQ(e.what_failed(), "out of memory: an allocation of this process failed");
+  EXPECT_FALSE(e.hint().empty());
+  EXPECT_STREQ(Error::from(std::runtime_error("other")).what(), "other");
+}
 
 }  // namespace ortfleet

@@ -155,6 +155,36 @@ TEST(OutputFile, AReplacedFileKeepsItsModeAndOwner) {
   EXPECT_EQ(test::read_all(file), "new results");
 }
 
+// A link another user owns decides where a write through it lands: root asked to write into a folder
+// of theirs (--timeline /home/them/out.json) overwrote a file of root's the link named, or made one in a
+// folder of root's through a linked folder (issue 58's audit). Such a link, at the path or on the way
+// to it, is refused; one of the caller's own (or root's) is written through, as before.
+TEST(OutputFile, ALinkOfAnotherUserOnTheWayIsRefusedAndNothingIsWritten) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root, to give a link to another user";
+  const fs::path dir = fresh("others-link");
+  const fs::path mine = dir / "mine";
+  fs::create_directories(mine);
+  const fs::path victim = mine / "victim.conf";
+  { std::ofstream(victim) << "keep me"; }
+  const fs::path theirs = dir / "theirs";
+  fs::create_directories(theirs);
+  fs::create_symlink(victim, theirs / "out.json");
+  fs::create_symlink(mine, theirs / "folder");
+  ASSERT_EQ(::lchown((theirs / "out.json").c_str(), 65534, 65534), 0);
+  ASSERT_EQ(::lchown((theirs / "folder").c_str(), 65534, 65534), 0);
+  const std::string through_file = error_of([&] { write_output_file((theirs / "out.json").string(), "results"); });
+  EXPECT_NE(through_file.find("is a symbolic link of another user's (uid 65534)"), std::string::npos) << through_file;
+  const std::string through_folder = error_of([&] { write_output_file((theirs / "folder" / "new.json").string(), "results"); });
+  EXPECT_NE(through_folder.find((theirs / "folder").string() + " is a symbolic link of another user's (uid 65534)"), std::string::npos)
+      << through_folder;
+  EXPECT_EQ(test::read_all(victim), "keep me");
+  EXPECT_FALSE(fs::exists(mine / "new.json"));
+  // The caller's own link: written through.
+  fs::create_symlink(victim, dir / "my-link.json");
+  write_output_file((dir / "my-link.json").string(), "results");
+  EXPECT_EQ(test::read_all(victim), "results");
+}
+
 TEST(OutputFile, WhatIsNotCommittedLeavesNothingAndAnEmptyPathIsOneClearError) {
   const fs::path dir = fresh("uncommitted");
   {

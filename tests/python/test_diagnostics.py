@@ -162,3 +162,34 @@ except KeyboardInterrupt:
         time.sleep(0.2)
     assert not _processes_with(marker), "the bench left processes running"
     assert not [p.name for p in tmp.iterdir() if p.name.startswith("ortfleet")], "the bench left its folders"
+
+
+def test_a_script_that_exits_while_a_daemon_thread_runs_the_bench_stops_it_in_order(models, tmp_path, python_exe):
+    """The interpreter's exit stops a bench a daemon thread waits for, as Ctrl-C does. It aborted
+    ("terminate called without an active exception": its thread destroyed while joinable as Python ended
+    the daemon thread) and left the start under way, its worker and the bench's folders (issue 58's audit)."""
+    marker = f"ORTFLEET_TEST_MARK=exit-{os.getpid()}"
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    code = f"""
+import threading, ortfleet
+running = threading.Event()
+def said(line):
+    if line.startswith("round 1/"):
+        running.set()
+def bench():
+    ortfleet.bench({models["mlp"]!r}, devices="cpu", runs=50, warmup=0, anchors=False, progress=said)
+threading.Thread(target=bench, daemon=True).start()
+assert running.wait(120)
+print("leaving", flush=True)
+"""
+    env = dict(os.environ, TMPDIR=str(tmp))
+    env[marker.split("=")[0]] = marker.split("=")[1]
+    done = subprocess.run([python_exe, "-c", code], capture_output=True, text=True, env=env, timeout=180)
+    assert "leaving" in done.stdout, done.stderr
+    assert "terminate called" not in done.stderr and done.returncode == 0, done.stderr
+    deadline = time.monotonic() + 10
+    while _processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _processes_with(marker), "the bench left processes running"
+    assert not [p.name for p in tmp.iterdir() if p.name.startswith("ortfleet")], "the bench left its folders"

@@ -232,3 +232,64 @@ def test_run_async_raises_the_errors_of_run(models):
             fleet.run_async("cpu", {"input": np.zeros((1, 3), np.float32)}).result()
         with pytest.raises(ortfleet.Error, match="not part of this fleet"):
             fleet.run_async("cpu:5", {"input": np.zeros((1, 64), np.float32)})
+
+
+@pytest.mark.parametrize("holds", ["fleet", "threads", "pool", "prewarm", "fleet_on_pool"])
+def test_a_forked_child_exits_at_once_and_leaves_the_parents_fleet_and_pool_working(models, holds, run_script):
+    # A child forked from a process holding a fleet or a pool has copies of them but none of their threads,
+    # and their workers are the parent's: the child's copy refuses use, and the child's exit stops nothing.
+    # Such a child hung as it exited (two hours: a fleet's wait for its after-ready work) or aborted
+    # (std::system_error "No such process": a pool's threads joined), and could stop the parent's workers
+    # (issue 58's audit).
+    code = f"""
+import os, sys, numpy as np, ortfleet
+model, holds = {models["mlp"]!r}, {holds!r}
+x = {{"input": np.zeros((1, 64), np.float32)}}
+fleet = pool = None
+if holds in ("fleet", "threads"):
+    fleet = ortfleet.Fleet(model, devices="cpu", strategy="fleet" if holds == "fleet" else "threads", pool=False)
+else:
+    pool = ortfleet.Pool(devices="cpu") if holds != "prewarm" else ortfleet.prewarm(devices="cpu")
+    pool.wait()
+    if holds == "fleet_on_pool":
+        fleet = ortfleet.Fleet(model, devices="cpu", pool=pool)
+if fleet is not None:
+    fleet.start()
+    assert fleet.wait()
+child = os.fork()
+if child == 0:
+    try:
+        (fleet.run(0, x) if fleet is not None else pool.status())
+        print("the child used the parent's", holds, flush=True)
+    except ortfleet.Error as e:
+        assert "forked" in str(e), e
+    sys.exit(0)  # the interpreter's whole exit: atexit, the objects' ends
+_, status = os.waitpid(child, 0)
+print("child", status, flush=True)
+if fleet is not None:
+    print("parent", sorted(fleet.run(0, x)), flush=True)
+else:
+    print("parent", len(pool.status()["devices"]), flush=True)
+"""
+    rc, out, err = run_script(code, timeout=60)
+    assert rc == 0, err
+    assert "child 0" in out and "used the parent's" not in out, (out, err)
+    assert "parent" in out, (out, err)
+
+
+def test_a_profile_dir_that_is_a_file_is_refused_when_the_fleet_is_made(models, tmp_path):
+    # As --profile-dir is: in words naming the keyword, before any work. It was a failed device after
+    # wait(), in the standard library's words ("filesystem error: cannot create directories: Not a
+    # directory [...]"; issue 58's audit).
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("mine\n")
+    with pytest.raises(ortfleet.Error, match=r"^profile_dir=.*notes.txt is not a folder"):
+        ortfleet.Fleet(models["mlp"], devices="cpu", pool=False, profile_dir=str(a_file))
+    with pytest.raises(ortfleet.Error, match=r"^profile_dir=.*notes.txt/sub cannot be made: Not a directory"):
+        ortfleet.Fleet(models["mlp"], devices="cpu", pool=False, profile_dir=str(a_file / "sub"))
+    assert a_file.read_text() == "mine\n"
+    made = tmp_path / "profiles" / "deeper"
+    with ortfleet.Fleet(models["mlp"], devices="cpu", pool=False, profile_dir=str(made)) as fleet:
+        assert made.is_dir()  # a missing one is made
+        fleet.start()
+        assert fleet.wait()

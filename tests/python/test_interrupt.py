@@ -77,3 +77,26 @@ def test_ctrl_c_interrupts_the_call_at_once_and_leaves_nothing_running(models, c
     assert exited - sent < 5, f"the job took {exited - sent:.1f} s to end after SIGINT"
     assert not _alive(worker), f"the worker {worker} still runs"
 
+
+
+@pytest.mark.parametrize("strategy", ["fleet", "threads"])
+def test_a_script_that_ends_while_a_daemon_thread_runs_the_fleet_exits_cleanly(models, strategy, run_script):
+    # The daemon thread is inside fleet.run() (the GIL released) when the interpreter exits: CPython ends
+    # it as it takes the GIL back, and the process exits as any script does. It aborted: "terminate called
+    # without an active exception", SIGABRT (py::gil_scoped_release's noexcept destructor; issue 58's audit).
+    code = f"""
+import threading, time, numpy as np, ortfleet
+fleet = ortfleet.Fleet({models["mlp"]!r}, devices="cpu", strategy={strategy!r}, pool=False)
+fleet.start()
+assert fleet.wait()
+def work():
+    while True:
+        fleet.run(0, {{"input": np.zeros((1, 64), np.float32)}})
+threading.Thread(target=work, daemon=True).start()
+time.sleep(0.2)
+print("leaving", flush=True)
+"""
+    rc, out, err = run_script(code)
+    assert "leaving" in out
+    assert "terminate called" not in err
+    assert rc == 0, err

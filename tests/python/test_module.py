@@ -92,4 +92,12 @@ def test_a_device_not_in_the_fleet_is_refused_with_the_devices_it_has(models):
             fleet.run("cuda:0", x)
         with pytest.raises(ortfleet.Error, match=r"device 1 is not part of this fleet; it has: cpu \(a fleet without GPUs numbers"):
             fleet.run(1, x)
+        # A number past any C++ int is refused in the same words, not by pybind11's "Unable to cast Python
+        # instance to C++ type" (issue 58's audit).
+        with pytest.raises(ortfleet.Error, match=r"device 1180591620717411303424 is not part of this fleet"):
+            fleet.run(2**70, x)
         assert fleet.ready(0)
+    with pytest.raises(ortfleet.Error, match=r"device 1180591620717411303424 is no GPU ordinal"):
+        ortfleet.Fleet(models["mlp"], devices=[2**70])
+    with pytest.raises(ortfleet.Error, match=r"device -1 is no GPU ordinal"):
+        ortfleet.Fleet(models["mlp"], devices=[-1])

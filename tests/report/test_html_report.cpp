@@ -66,6 +66,7 @@ TEST(HtmlReport, RejectsWhatItCannotDrawNamingTheFile) {
             std::string::npos);
   EXPECT_NE(error_of("[1, 2]", "list.json").find("list.json is not an ortfleet result"), std::string::npos);
   EXPECT_NE(error_of("", "empty.json").find("empty.json is not valid JSON"), std::string::npos);
+  EXPECT_EQ(error_of("", "empty.json").find("json.exception"), std::string::npos) << error_of("", "empty.json");
   try {
     read_result_file((scratch_dir() / "no-such-result.json").string());
     FAIL() << "a missing file must not read";

@@ -230,24 +230,6 @@ void check_start_flags(const CLI::App& cmd, const StartFlags& f) {
   flags.excludes("--run-for", "--ready-line", "--ready-line ends the start at ready");
 }
 
-/// --profile-dir is a folder ONNX Runtime writes into, wherever the sessions are made (here, in
-/// workers or on a pool): a file in its place, or a folder that cannot be made, is refused before any
-/// work, the same way on every path. A missing folder is made here.
-void prepare_profile_dir(const std::string& dir) {
-  if (dir.empty()) return;
-  std::error_code ec;
-  const auto status = std::filesystem::status(dir, ec);
-  if (std::filesystem::exists(status) && !std::filesystem::is_directory(status)) {
-    throw Error("--profile-dir " + dir + " is not a folder", "Give a folder for ONNX Runtime's profiles (it is made when missing)");
-  }
-  if (!std::filesystem::exists(status) && !std::filesystem::create_directories(dir, ec) && ec) {
-    throw Error("--profile-dir " + dir + " cannot be made: " + ec.message(), "Give a folder you can write (it is made when missing)");
-  }
-  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
-    throw Error("--profile-dir " + dir + " is not writable: " + std::strerror(errno), "Give a folder you can write");
-  }
-}
-
 /// Waits for every device; on a terminal, says meanwhile how many are ready and how long it has been
 /// (a large model's start is otherwise silent for seconds).
 void wait_saying_progress(Fleet& fleet, const std::string& model, bool enabled) {
@@ -277,7 +259,6 @@ void wait_saying_progress(Fleet& fleet, const std::string& model, bool enabled) 
 int run_start(const StartFlags& f, const Globals& g) {
   refuse_overwriting_inputs({{"--timeline", f.timeline_file}, {"--trace", f.trace_file}, {"--html", f.html}, {"--ort-log", f.ort_log}}, f.target,
                             f.config);
-  prepare_profile_dir(f.profile_dir);
   const int64_t main_ns = monotonic_ns();
   FleetOptions options;
   options.strategy = parse_strategy(f.strategy);

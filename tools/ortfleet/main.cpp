@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <iostream>
+#include <optional>
 
 #include "command.hpp"
 #include "flag_checks.hpp"

@@ -154,6 +154,14 @@ void RunConfigFlags::add_field_flag(CLI::App* app, Setting s) {
   });
 }
 
+namespace {
+/// A flag given once per value (`--buckets x.2=480,640 --buckets x.3=640,960`): the word after its
+/// value is the next flag or the model, never a second value. CLI11 took every following word, so
+/// `start --buckets x.2=480,640 model.onnx` read the model as a bucket (and, finding no model, wrote the
+/// built-in ResNet-50 to the cache first).
+CLI::Option* one_value_each(CLI::Option* option) { return option->allow_extra_args(false); }
+}  // namespace
+
 void RunConfigFlags::add_list_flag(CLI::App* app, Setting s) {
   switch (s) {
     case Setting::model_cache:
@@ -171,7 +179,7 @@ void RunConfigFlags::add_list_flag(CLI::App* app, Setting s) {
       });
       return;
     case Setting::session_config:
-      flag(add_setting_option(app, s, session_config_), [this](RunConfig& c) {
+      flag(one_value_each(add_setting_option(app, s, session_config_)), [this](RunConfig& c) {
         for (const auto& entry : session_config_) {
           const auto eq = entry.find('=');
           if (eq == std::string::npos || eq == 0) throw Error("--session-config '" + entry + "' is not KEY=VALUE", "e.g. --session-config session.disable_prepacking=1");
@@ -184,7 +192,7 @@ void RunConfigFlags::add_list_flag(CLI::App* app, Setting s) {
       });
       return;
     case Setting::custom_ops:
-      flag(add_setting_option(app, s, custom_ops)->check(CLI::ExistingFile), [this](RunConfig& c) {
+      flag(one_value_each(add_setting_option(app, s, custom_ops))->check(CLI::ExistingFile), [this](RunConfig& c) {
         for (const auto& library : custom_ops) c.session.custom_op_libraries.push_back(std::filesystem::absolute(library).string());
       });
       return;
@@ -199,14 +207,14 @@ void RunConfigFlags::add_list_flag(CLI::App* app, Setting s) {
       });
       return;
     case Setting::buckets:
-      flag(app->add_option(setting_row(s).flag, buckets_, std::string(setting_row(s).help) + kShapesAndSizesDoc), [this](RunConfig& c) {
+      flag(one_value_each(app->add_option(setting_row(s).flag, buckets_, std::string(setting_row(s).help) + kShapesAndSizesDoc)), [this](RunConfig& c) {
         if (buckets_.empty()) return;
         c.shapes.buckets.clear();  // the flags replace the config's, as --shapes does
         for (const auto& b : buckets_) c.shapes.buckets.push_back(parse_buckets(b));
       });
       return;
     case Setting::pad_value:
-      flag(add_setting_option(app, s, pad_values_), [this](RunConfig& c) {
+      flag(one_value_each(add_setting_option(app, s, pad_values_)), [this](RunConfig& c) {
         for (const auto& v : pad_values_) {
           auto [input, value] = parse_pad_value(v);
           c.shapes.pad_values.insert_or_assign(input, value);
@@ -214,7 +222,7 @@ void RunConfigFlags::add_list_flag(CLI::App* app, Setting s) {
       });
       return;
     case Setting::input_range:
-      flag(add_setting_option(app, s, input_ranges_), [this](RunConfig& c) {
+      flag(one_value_each(add_setting_option(app, s, input_ranges_)), [this](RunConfig& c) {
         for (const auto& text : input_ranges_) {
           auto [input, range] = parse_input_range(text);
           c.warmup.input_ranges[input] = range;

@@ -16,6 +16,7 @@
 
 #include "ortfleet/engine/config_fields.hpp"
 #include "base/file_reading.hpp"
+#include "base/json_errors.hpp"
 #include "engine/core/option_values.hpp"
 #include "ortfleet/base/settings.hpp"
 #include "ortfleet/base/error.hpp"
@@ -274,7 +275,7 @@ RunConfig RunConfig::from_json(const std::string& text, const std::string& sourc
   try {
     j = json::parse(text);
   } catch (const json::exception& e) {
-    throw Error("invalid config " + source + ": not JSON (" + std::string(e.what()) + ")",
+    throw Error("invalid config " + source + ": not JSON (" + detail::json_error_text(e) + ")",
                 "Write a fresh one with 'ortfleet tune --write-config'");
   }
   RunConfig config;

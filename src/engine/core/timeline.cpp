@@ -8,6 +8,7 @@
 #include <set>
 
 #include "ortfleet/base/error.hpp"
+#include "base/json_errors.hpp"
 #include "ortfleet/base/settings.hpp"
 
 namespace ortfleet {
@@ -117,7 +118,7 @@ Timeline Timeline::from_json(const std::string& text) {
   try {
     j = json::parse(text);
   } catch (const json::exception& e) {  // parse_error, and out_of_range for a number too large (1e999)
-    throw bad(e.what());
+    throw bad(detail::json_error_text(e));
   }
   if (!j.is_object() || !j.contains("origin_ns") || !j.contains("events") || !j["events"].is_array() ||
       !j["origin_ns"].is_number_integer()) {
@@ -136,7 +137,7 @@ Timeline Timeline::from_json(const std::string& text) {
       if (ev.end_ns < ev.start_ns) throw bad("event '" + ev.name + "' ends before it starts");
       t.events_.push_back(std::move(ev));
     } catch (const json::exception& ex) {
-      throw bad(std::string("event: ") + ex.what());
+      throw bad("event: " + detail::json_error_text(ex));
     }
   }
   return t;

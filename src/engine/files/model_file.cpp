@@ -8,6 +8,7 @@
 #include <set>
 #include <functional>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -20,6 +21,7 @@
 #include <system_error>
 
 #include "base/file_reading.hpp"
+#include "ortfleet/base/output_file.hpp"  // describe_file
 #include "engine/files/mapped_file.hpp"
 #include "engine/files/model_file.hpp"
 #include "ortfleet/base/error.hpp"
@@ -147,6 +149,8 @@ void check_model_file(const std::string& path) {
     throw Error("model file " + path + " does not exist", kModelHint);
   }
   if (fs::is_directory(path, ec)) throw Error(path + " is a folder, not a model file", kModelHint);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) throw Error(path + " is " + describe_file(st) + ", not a model file", kModelHint);
   const uint64_t size = fs::file_size(path, ec);
   if (ec) throw Error("cannot read the size of " + path + ": " + ec.message(), kModelHint);
   if (size == 0) throw Error("model file " + path + " is empty", kModelHint);

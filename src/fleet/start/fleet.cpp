@@ -1,9 +1,14 @@
 #include "ortfleet/fleet/fleet.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <condition_variable>
 #include <future>
 #include <limits>
@@ -88,6 +93,19 @@ const std::vector<Strategy>& all_strategies() {
 }
 
 struct Fleet::Impl {
+  /// The process that made the fleet. A child forked from it holds a copy of its memory but none of its
+  /// threads (a lock one of them held stays held), and its sessions and workers are the parent's: the
+  /// copy is refused, and at its end let go of without a word, never shut down (that would stop the
+  /// parent's workers, and join threads the child does not have: a forked child hung for two hours, or
+  /// aborted, as it exited; issue 58's audit).
+  const pid_t made_in = ::getpid();
+  bool forked_copy() const { return ::getpid() != made_in; }
+  void refuse_forked_copy() const {
+    if (!forked_copy()) return;
+    throw Error("this Fleet was made in process " + std::to_string(made_in) + ", and this process (" + std::to_string(::getpid()) +
+                    ") is a child forked from it: the fleet's sessions and workers are the parent's",
+                "Make a new Fleet in the child (or start children with multiprocessing's 'spawn' or 'forkserver' method)");
+  }
   std::string model;
   FleetOptions options;
   Strategy strategy = Strategy::fleet;
@@ -643,6 +661,27 @@ void take_preferred_pool(FleetOptions& o) {
 }
 }  // namespace
 
+namespace {
+/// The folder ONNX Runtime writes its profiles into, wherever the sessions are made (here, in workers
+/// or on a pool): a file in its place, or a folder that cannot be made or written, is refused before any
+/// work, the same way on every front end (Python's profile_dir said the standard library's "filesystem
+/// error: cannot create directories: Not a directory [...]" as a failed device). A missing one is made.
+void prepare_profile_dir(const std::string& dir) {
+  if (dir.empty()) return;
+  std::error_code ec;
+  const auto status = std::filesystem::status(dir, ec);
+  if (std::filesystem::exists(status) && !std::filesystem::is_directory(status)) {
+    throw Error(named(Setting::profile_dir, dir) + " is not a folder", "Give a folder for ONNX Runtime's profiles (it is made when missing)");
+  }
+  if (!std::filesystem::exists(status) && !std::filesystem::create_directories(dir, ec) && ec) {
+    throw Error(named(Setting::profile_dir, dir) + " cannot be made: " + ec.message(), "Give a folder you can write (it is made when missing)");
+  }
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    throw Error(named(Setting::profile_dir, dir) + " is not writable: " + std::strerror(errno), "Give a folder you can write");
+  }
+}
+}  // namespace
+
 Fleet::Fleet(std::string model_path, FleetOptions options) : impl_(std::make_unique<Impl>()) {
   auto& s = *impl_;
   s.model = std::move(model_path);
@@ -710,10 +749,17 @@ Fleet::Fleet(std::string model_path, FleetOptions options) : impl_(std::make_uni
   if (!s.options.pool_socket.empty()) detail::restore_ahead_on_pool(s.options.pool_socket, s.options.devices, s.model, 2.0);
 }
 
-Fleet::~Fleet() { shutdown(); }
+Fleet::~Fleet() {
+  if (impl_->forked_copy()) {
+    static_cast<void>(impl_.release());  // the parent's: its threads are not this process's to join
+    return;
+  }
+  shutdown();
+}
 
 void Fleet::start() {
   auto& s = *impl_;
+  s.refuse_forked_copy();
   {
     std::lock_guard lock(s.mutex);
     if (s.started) throw Error("this fleet was already started", "Make a new Fleet to start again");
@@ -745,6 +791,7 @@ bool Fleet::wait() { return wait(std::numeric_limits<double>::infinity()); }
 
 bool Fleet::wait(double timeout_s) {
   auto& s = *impl_;
+  s.refuse_forked_copy();
   if (std::isnan(timeout_s) || timeout_s < 0) throw Error("wait() needs a timeout of 0 seconds or more", "Leave it out to wait for every device");
   const int64_t deadline = detail::deadline_in(timeout_s, monotonic_ns());
   std::unique_lock lock(s.mutex);
@@ -754,12 +801,14 @@ bool Fleet::wait(double timeout_s) {
 }
 
 bool Fleet::ready(const Device& device) const {
+  impl_->refuse_forked_copy();
   std::lock_guard lock(impl_->mutex);
   impl_->note_gone_workers();
   return impl_->status[impl_->index_of(device)].state == DeviceState::ready;
 }
 
 std::vector<DeviceStatus> Fleet::status() const {
+  impl_->refuse_forked_copy();
   std::lock_guard lock(impl_->mutex);
   impl_->note_gone_workers();
   // A session in this process says how its tiered start goes now (a worker's said it at ready).
@@ -779,6 +828,7 @@ StrategyWhy Fleet::strategy_why() const { return impl_->options.strategy == Stra
 std::string Fleet::devices_reason() const { return impl_->devices_reason; }
 
 std::vector<TensorSpec> Fleet::inputs() const {
+  impl_->refuse_forked_copy();
   {
     std::lock_guard lock(impl_->mutex);
     if (!impl_->inputs.empty()) return impl_->inputs;
@@ -786,6 +836,7 @@ std::vector<TensorSpec> Fleet::inputs() const {
   return inspect_model(impl_->model).input_specs;  // before a session has read them
 }
 std::vector<TensorSpec> Fleet::outputs() const {
+  impl_->refuse_forked_copy();
   {
     std::lock_guard lock(impl_->mutex);
     if (!impl_->outputs.empty()) return impl_->outputs;
@@ -794,6 +845,7 @@ std::vector<TensorSpec> Fleet::outputs() const {
 }
 
 Fleet::Impl::Target Fleet::Impl::ready_target(const Device& device) {
+  refuse_forked_copy();
   std::unique_lock lock(mutex);
   const size_t i = index_of(device);
   if (!started) throw Error("run() on " + device.to_string() + " before start()", "Call start() first");
@@ -864,6 +916,7 @@ std::vector<std::string> Fleet::left_behind() const {
 
 std::vector<LeftBehind> Fleet::what_is_left() const {
   auto& s = *impl_;
+  if (s.forked_copy()) return {};  // what the parent left is the parent's to say
   std::unique_lock lock(s.mutex);
   // Every device done: what after_ready() decides is waited for, a pool's launch at most.
   if (s.started && s.all_done()) s.wait_until(lock, detail::deadline_in(s.options.start_timeout_s, monotonic_ns()), [&] { return s.after_ready_done; });
@@ -874,12 +927,14 @@ bool Fleet::making_cache_entry() const { return impl_->cache_fill && !impl_->cac
 
 std::optional<std::string> Fleet::wait_for_cache_fill(double timeout_s) {
   auto& s = *impl_;
+  s.refuse_forked_copy();
   if (s.coordinator.joinable()) s.coordinator.join();  // after_ready runs there
   if (!s.cache_fill) return std::nullopt;
   return s.cache_fill->wait(timeout_s);
 }
 
 TransferCounters Fleet::transfer_counters() const {
+  impl_->refuse_forked_copy();
   std::lock_guard lock(impl_->mutex);
   if (impl_->shut_down) return impl_->counters_at_shutdown;
   TransferCounters total;
@@ -891,6 +946,7 @@ TransferCounters Fleet::transfer_counters() const {
 
 void Fleet::shutdown() {
   auto& s = *impl_;
+  if (s.forked_copy()) return;  // the parent's workers and sessions: never stopped from a forked child
   s.cancel_start();
   if (s.coordinator.joinable()) s.coordinator.join();
   // What the fleet holds is taken out under the lock and let go after it: releasing sessions, handing

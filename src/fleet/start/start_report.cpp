@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/environment.hpp"
+#include "base/json_errors.hpp"
 #include "ortfleet/base/error.hpp"
 #include "base/system_paths.hpp"
 #include "fleet/worker/wire.hpp"
@@ -72,7 +73,7 @@ StartReport StartReport::from_json(const std::string& text) {
   try {
     j = json::parse(text);
   } catch (const json::exception& e) {  // parse_error, and out_of_range for a number too large (1e999)
-    throw Error(std::string("malformed start report: ") + e.what(), "It should be one line from 'ortfleet start --ready-line'");
+    throw Error("malformed start report: " + detail::json_error_text(e), "It should be one line from 'ortfleet start --ready-line'");
   }
   try {
     if (j.value("ortfleet_start", 0) != 1) throw Error("not a start report (no \"ortfleet_start\": 1)");
@@ -91,7 +92,7 @@ StartReport StartReport::from_json(const std::string& text) {
     if (r.ready_ns < r.spawn_ns) throw Error("ready_ns lies before spawn_ns");
     return r;
   } catch (const json::exception& e) {
-    throw Error(std::string("malformed start report: ") + e.what(), "It should be one line from 'ortfleet start --ready-line'");
+    throw Error("malformed start report: " + detail::json_error_text(e), "It should be one line from 'ortfleet start --ready-line'");
   }
 }
 

@@ -37,7 +37,9 @@ std::optional<EntryGain> price_cache_entry(const LocalStartPlan& plan, const std
   from_entry.config.session.model_cache_fill = ModelCacheFill::off;
   // Against what a start without the entry does: a cache with no entry, so the model's view (its
   // weights left in its file), not ONNX Runtime's own read of the model.
-  const PrivateDir no_entries = PrivateDir::temporary("ortfleet-price");
+  // A worker stopped while it prices (its pool stops, its job ends) ends by the signal, past this
+  // scope's destructors: the handler removes the folder then.
+  const PrivateDir no_entries = PrivateDir::temporary("ortfleet-price", /*removed_if_stopped=*/true);
   from_model.cache_dir = no_entries.path().string();
   from_model.config.session.optimized_model_cache = true;
   from_model.config.session.model_cache_fill = ModelCacheFill::off;

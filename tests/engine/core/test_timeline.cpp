@@ -60,6 +60,7 @@ TEST(Timeline, MalformedJsonIsRejectedClearly) {
       ADD_FAILURE() << "accepted: " << bad;
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("malformed timeline JSON"), std::string::npos);
+      EXPECT_EQ(std::string(e.what()).find("json.exception"), std::string::npos) << e.what();
     }
   }
 }

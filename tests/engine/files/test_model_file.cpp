@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <fstream>
 #include <sstream>
@@ -43,6 +44,18 @@ TEST(ModelFile, SaysWhatIsWrongWithBadInput) {
   EXPECT_NE(model_file_error(write("json.onnx", R"({"model": 1})")).find("is not an ONNX model"), std::string::npos);
   EXPECT_NE(model_file_error(write("binary.onnx", std::string("\x08\x07\xff\xff\xff\xff", 6))).find("is not an ONNX model"), std::string::npos);
   EXPECT_EQ(model_file_error(""), "no model path given. Give the path of an .onnx model ('ortfleet synth' writes test models)");
+}
+
+// A named pipe or a device is said as what it is, not "cannot read the size of X: Operation not supported"
+// (issue 58's audit), and never opened (a pipe with no writer would wait).
+TEST(ModelFile, APipeOrADeviceIsNamedForWhatItIs) {
+  const fs::path fifo = test::scratch_dir() / "model-fifo.onnx";
+  fs::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(model_file_error(fifo.string()),
+            fifo.string() + " is a named pipe, not a model file. Give the path of an .onnx model ('ortfleet synth' writes test models)");
+  EXPECT_NE(model_file_error("/dev/null").find("/dev/null is a device, not a model file"), std::string::npos) << model_file_error("/dev/null");
+  fs::remove(fifo);
 }
 
 TEST(ModelFile, AFileFoundValidIsCheckedAgainOnceItChanges) {

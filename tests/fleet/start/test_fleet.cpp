@@ -2,6 +2,8 @@
 
 #include <limits>
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
@@ -379,6 +381,40 @@ TEST(Fleet, StatusAnswersWhileShutdownWaitsForAWorker) {
       << "status() returned only once shutdown had let go of the worker";
   EXPECT_THROW(fleet.run(Device::cpu(0), random_inputs(fleet.inputs(), 1)), Error) << "a run after shutdown began";
   shutting.get();
+}
+
+// A child forked from a process that holds a fleet has a copy of it but none of its threads, and its
+// workers are the parent's: the copy refuses every use and goes without stopping anything. The child
+// hung (two hours, what_is_left()'s wait) or aborted as it ended, and could stop the parent's workers
+// (issue 58's audit).
+TEST(Fleet, AForkedChildsCopyIsRefusedAndEndsWithoutTouchingTheParents) {
+  for (const Strategy strategy : {Strategy::processes, Strategy::threads}) {
+    Fleet fleet(test::mlp_model(), cpu_fleet(strategy, 1));
+    fleet.start();
+    ASSERT_TRUE(fleet.wait(120));
+    const auto inputs = random_inputs(fleet.inputs(), 1);
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      ::alarm(20);  // a child that hangs ends by SIGALRM, which the parent sees
+      int code = 0;
+      try {
+        fleet.run(Device::cpu(0), inputs);
+        code = 2;  // used the parent's session or worker
+      } catch (const Error& e) {
+        if (std::string(e.what()).find("forked") == std::string::npos) code = 3;
+      }
+      fleet.shutdown();
+      if (!fleet.what_is_left().empty()) code = 4;
+      fleet.~Fleet();  // as the child's exit would: it must return at once
+      ::_exit(code);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status)) << to_string(strategy) << ": the child ended by signal " << WTERMSIG(status);
+    EXPECT_EQ(WEXITSTATUS(status), 0) << to_string(strategy);
+    EXPECT_EQ(fleet.run(Device::cpu(0), inputs).size(), 1u) << to_string(strategy) << ": the parent's fleet after the child";
+  }
 }
 
 TEST(Fleet, InputsAndOutputsAreKnownBeforeStart) {

@@ -80,6 +80,34 @@ TEST(BackgroundFill, OneLetGoOfEarlyLeavesNoProcessAndNoFile) {
   }
 }
 
+// A fill stopped while it prices its entry (its pool stops, its job ends: SIGTERM) leaves no folder in
+// TMPDIR: bench's pools left an ortfleet-price-XXXXXX folder per round (issue 58's audit).
+TEST(BackgroundFill, OneStoppedWhilePricingLeavesNoFolderInTmpdir) {
+  const fs::path dir = test::fresh_dir("fill-stopped-pricing");
+  const fs::path tmp = dir / "tmp";
+  fs::create_directories(tmp);
+  const test::ScopedEnv own_tmp("TMPDIR", tmp.string());  // the worker's TMPDIR, where it prices
+  bool priced_when_stopped = false;
+  int pid = 0;
+  {
+    detail::BackgroundFill fill(cpu_plan(dir / "cache"), test::bin("ortfleet-worker"), true);
+    pid = fill.worker_pid();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (!fill.finished() && std::chrono::steady_clock::now() < deadline) {
+      if (!names_in(tmp).empty()) {  // its price folder: let go of it now
+        priced_when_stopped = true;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
+  ASSERT_TRUE(priced_when_stopped) << "the fill finished before its price folder was seen";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!process_gone(pid) && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_TRUE(process_gone(pid));
+  EXPECT_EQ(names_in(tmp), std::vector<std::string>{}) << "left in TMPDIR";
+}
+
 // A fill outlives the job that asked for it: the warm pool a job leaves makes the entry after the job
 // ended (issue 50: a Python job's warm-up arrays, a temporary .npz removed with its fleet, failed the
 // pool's fill). It works from copies of the plan's files, so the job's may go: its warm-up inputs, its
