@@ -704,6 +704,7 @@ Fleet::Fleet(std::string model_path, FleetOptions options) : impl_(std::make_uni
                                       std::pair{Setting::pool, &options.pool_socket}, std::pair{Setting::worker_executable, &options.worker_executable}}) {
     if (!path->empty()) checked_text(setting, *path);  // no path holds a NUL byte, which would cut it where it is opened
   }
+  prepare_profile_dir(options.profile_dir);
   if (options.config.cuda.cuda_graph &&
       std::none_of(options.devices.begin(), options.devices.end(), [](const Device& d) { return detail::device_has(d, detail::Capability::graph_capture); })) {
     spdlog::warn("{} is on, but the devices ({}) are CPUs: CUDA graphs need a GPU, so the sessions run without them",
