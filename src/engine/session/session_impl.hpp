@@ -5,6 +5,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <thread>
+#include <utility>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -111,6 +112,36 @@ struct Session::Impl {
   std::thread full_maker;
   std::atomic<bool> stopping{false};
   std::mutex full_run_mutex;              // guards full_run_options
+  /// Holds the job's calls while the full session's first run searches cuDNN's kernels (session_tiers.cpp).
+  class TierGate {
+   public:
+    /// A call under way: the gate cannot close until it ends.
+    class Pass {
+     public:
+      explicit Pass(TierGate* gate) : gate_(gate) {}
+      Pass(Pass&& other) noexcept : gate_(std::exchange(other.gate_, nullptr)) {}
+      Pass(const Pass&) = delete;
+      Pass& operator=(const Pass&) = delete;
+      Pass& operator=(Pass&&) = delete;
+      ~Pass();
+
+     private:
+      TierGate* gate_;
+    };
+    /// Waits while the gate is closed; a gate that was never closed (no tiered start) costs a lock.
+    Pass enter();
+    /// New calls wait; returns once the calls under way have ended.
+    void close();
+    void open();
+
+   private:
+    std::mutex m_;
+    std::condition_variable changed_;
+    int active_ = 0;
+    bool closed_ = false;
+  };
+  TierGate tier_gate;
+  std::atomic<bool> tier_settled{false};  // switched or refused: calls no longer pass the gate
   Ort::RunOptions full_run_options{nullptr};  // the full session's first run (made with it): terminated when the Session goes
   /// Whether this start is tiered: a first start (no entry) on a GPU of a model the setting names,
   /// nothing declared beyond one shape, the device holding `weight_bytes` twice.

@@ -1,6 +1,7 @@
 // Running a call: Session::run checks its inputs and picks the session (or pads it to a bucket), then
 // the run itself, plain (host or device tensors) or as a captured CUDA graph, and the priming run.
 #include <algorithm>
+#include <optional>
 
 #include <spdlog/spdlog.h>
 
@@ -34,6 +35,9 @@ std::vector<Tensor> Session::run(const std::vector<Tensor>& given, bool outputs_
     return s.bucketed->call(s.buckets, given, shapes, *bucket, outputs_on_device,
                             [this](const std::vector<Tensor>& padded, bool on_device) { return run(padded, on_device); });
   }
+  // A tiered start holds its calls while the full session searches its kernels (session_tiers.cpp).
+  std::optional<Impl::TierGate::Pass> pass;
+  if (s.tiered && !s.tier_settled) pass.emplace(s.tier_gate.enter());
   bool prices_switch = false;
   const auto session = s.session_for(shapes, &prices_switch);
   const CrashScope running(session->calls.load() == 0 ? s.crash_first_run : s.crash_run, s.crash_record);

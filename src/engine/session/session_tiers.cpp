@@ -78,6 +78,9 @@ bool Session::Impl::tiers_apply(const detail::CacheUse& cache, uint64_t weight_b
   // A cached start has its optimised graph, and on a GPU cuDNN's record of the model's choices: it is
   // quick already. A profile measures the one session it makes.
   if (cache.hit() || cache.writing() || !spec.profile_prefix.empty() || !tiered_start_asked(spec.model_path, spec.device, spec.config)) return false;
+  // auto tiers a first start, which only the model cache tells from any other: a start without the
+  // cache (--no-model-cache) is ONNX Runtime's own, the plain start ortfleet is measured against.
+  if (spec.config.session.tiered_start == TieredStart::automatic && !spec.config.session.optimized_model_cache.value_or(false)) return false;
   // Never two copies of the weights where the device does not hold them.
   constexpr uint64_t kRoom = uint64_t{512} << 20;
   const bool fits = ep().offers(detail::Capability::weight_sharing) ? detail::SharedWeights::fit_twice(spec.device, weight_bytes) : host_memory_available() > 2 * weight_bytes + kRoom;
@@ -121,6 +124,16 @@ void Session::Impl::make_full_session() {
     }
     std::vector<Tensor> got;
     {
+      // The job's calls wait while this run searches cuDNN's kernels: the search times kernels on the
+      // GPU, and beside the quick session's calls it took past 45 s where it takes 18 s alone (a
+      // 2,000-convolution zoo on an H100), the calls themselves running 4x slower than after the switch
+      // (docs/results/2026-12-06/1xH100-final). Held once, for what a start without tiers spends before
+      // its first output.
+      tier_gate.close();
+      struct Reopen {
+        TierGate& gate;
+        ~Reopen() { gate.open(); }
+      } reopen{tier_gate};
       const CrashScope first_run(crash_first_run, crash_record);
       got = run_plain(*full, given, /*outputs_on_device=*/false, /*shrink_arena=*/false, &full_run_options);
     }
@@ -152,6 +165,7 @@ void Session::Impl::make_full_session() {
     const int64_t now = monotonic_ns();
     timeline->add({phase::session_switch, lane, now, now, 0, {{"outcome", switched ? "switched" : "refused"}}});
   }
+  tier_settled = true;
   {
     std::lock_guard lock(mutex);
     tier.full_ms = full_ms;
@@ -173,6 +187,31 @@ void Session::Impl::make_full_session() {
     }
   }
   tier_changed.notify_all();
+}
+
+Session::Impl::TierGate::Pass::~Pass() {
+  if (gate_ == nullptr) return;
+  std::lock_guard lock(gate_->m_);
+  if (--gate_->active_ == 0) gate_->changed_.notify_all();
+}
+
+Session::Impl::TierGate::Pass Session::Impl::TierGate::enter() {
+  std::unique_lock lock(m_);
+  changed_.wait(lock, [this] { return !closed_; });
+  ++active_;
+  return Pass(this);
+}
+
+void Session::Impl::TierGate::close() {
+  std::unique_lock lock(m_);
+  closed_ = true;
+  changed_.wait(lock, [this] { return active_ == 0; });
+}
+
+void Session::Impl::TierGate::open() {
+  std::lock_guard lock(m_);
+  closed_ = false;
+  changed_.notify_all();
 }
 
 void Session::Impl::stop_full_session() {
