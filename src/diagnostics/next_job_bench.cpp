@@ -150,9 +150,6 @@ NextJobRows run_next_job_rows(const BenchOptions& o, const std::string& ortfleet
   }
   std::vector<BenchRow> rows = {row(kFirst, "", o.devices), row(kNext, "next job", o.devices), row(kDaemon, "node daemon", o.devices),
                                 row(kDaemonRestarted, "node daemon", o.devices)};
-  BenchRow& daemon_new = rows[2];
-  daemon_new.model_cache = "empty";
-  BenchRow& daemon_restarted = rows[3];  // its cache holds the entry the daemon made after the job before it
   constexpr size_t kParkedRow = 4;
   if (no_parking) {
     out.skipped.push_back(std::string(kParked) + ", " + kParkedNew + ": the pool's workers do not park here (" + *no_parking + ")");
@@ -160,6 +157,10 @@ NextJobRows run_next_job_rows(const BenchOptions& o, const std::string& ortfleet
     rows.push_back(row(kParked, "parked", o.devices));
     rows.push_back(row(kParkedNew, "parked", o.devices));
   }
+  // Taken once every row is in: a row added after would move them.
+  BenchRow& daemon_new = rows[2];
+  daemon_new.model_cache = "empty";
+  BenchRow& daemon_restarted = rows[3];  // its cache holds the entry the daemon made after the job before it
   const int total = o.warmup_rounds + rounds;
   for (int round = 0; round < total; ++round) {
     const bool timed = round >= o.warmup_rounds;
