@@ -127,7 +127,7 @@ struct OtherVariable {
   const char* name;
   const char* meaning;
 };
-inline constexpr std::array<OtherVariable, 13> kOtherVariables = {{
+inline constexpr std::array<OtherVariable, 14> kOtherVariables = {{
     {"ORTFLEET_GPU", "1: `scripts/bootstrap.sh` also fetches ONNX Runtime's CUDA provider"},
     {"ORTFLEET_ORT_VERSION", "another ONNX Runtime version for `scripts/fetch-onnxruntime.sh`"},
     {"ORTFLEET_BUILD_DIR", "the build tree `pip install .` packs (python/build_backend), else build/release"},
@@ -141,6 +141,7 @@ inline constexpr std::array<OtherVariable, 13> kOtherVariables = {{
     {"ORTFLEET_TEST_VALUE", "a value a test hands a child, to see it arrive"},
     {"ORTFLEET_TEST_MARK", "a mark a test puts on its children, to find them"},
     {"ORTFLEET_SHOW_EXAMPLE", "1: the Slurm tests print an example job's output"},
+    {"ORTFLEET_CPU_CORE", "a root of ONNX Runtime's CPU-only core, which the GPU machine's staging (shared/device) exports for crash checks"},
 }};
 
 /// The name of `v` ("ORTFLEET_CACHE").
