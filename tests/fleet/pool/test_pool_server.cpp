@@ -86,6 +86,14 @@ PoolOptions cpu_pool(int n, bool isolate) {
   return o;
 }
 
+/// The test MLP on the first CPU device, as a client's plan.
+detail::LocalStartPlan cpu_mlp_plan() {
+  detail::LocalStartPlan plan;
+  plan.model_path = test::mlp_model();
+  plan.devices = {Device::cpu(0)};
+  return plan;
+}
+
 /// A pool server on a private socket, served on a thread of this test.
 class Served {
  public:
@@ -379,9 +387,7 @@ TEST(PoolServerStart, AWorkerBusyPastTheDeadlineIsEndedAndTheNextStartIsServed) 
 // its own deadline, and its error names that.
 TEST(PoolServerStart, AStartOnAStoppedWorkerEndsAtItsOwnDeadline) {
   Served pool(cpu_pool(1, /*isolate=*/false));
-  detail::LocalStartPlan plan;
-  plan.model_path = test::mlp_model();
-  plan.devices = {Device::cpu(0)};
+  const detail::LocalStartPlan plan = cpu_mlp_plan();
   {
     const auto first = detail::open_on_pool_server(pool.socket(), plan, 60);  // the model resident, as a job leaves it
     ASSERT_TRUE(first.devices.at(0).ready) << first.devices.at(0).error->what();
@@ -582,10 +588,7 @@ TEST(PoolServerStart, AStartNamingAnotherRuntimeIsNotServedAndTheSameOneIs) {
 // there (docs/serving.md): the pool's log says so, not that the out-of-memory killer struck (issue 58).
 TEST(PoolServerStart, AWorkerAJobEndsForItsLateRunIsLoggedAsThat) {
   Served pool(cpu_pool(1, /*isolate=*/false));
-  detail::LocalStartPlan plan;
-  plan.model_path = test::mlp_model();
-  plan.devices = {Device::cpu(0)};
-  auto opened = detail::open_on_pool_server(pool.socket(), plan, 60);
+  auto opened = detail::open_on_pool_server(pool.socket(), cpu_mlp_plan(), 60);
   ASSERT_TRUE(opened.devices[0].ready) << opened.devices[0].error->what();
   const int worker = opened.devices[0].ready->status.pid;
   const test::CapturedLog logged;  // never a sink added to the logger the pool's server logs through (ThreadSanitizer)
@@ -609,10 +612,7 @@ TEST(PoolServerStart, AWorkerAJobEndsForItsLateRunIsLoggedAsThat) {
 // where the pool says why.
 TEST(PoolServerStart, AClientWhosePoolWorkerIsKilledHearsWhereThePoolSaysWhy) {
   Served pool(cpu_pool(1, /*isolate=*/false));
-  detail::LocalStartPlan plan;
-  plan.model_path = test::mlp_model();
-  plan.devices = {Device::cpu(0)};
-  auto opened = detail::open_on_pool_server(pool.socket(), plan, 60);
+  auto opened = detail::open_on_pool_server(pool.socket(), cpu_mlp_plan(), 60);
   ASSERT_TRUE(opened.devices[0].ready) << opened.devices[0].error->what();
   const int worker = opened.devices[0].ready->status.pid;
   ASSERT_EQ(::kill(worker, SIGKILL), 0);
