@@ -56,7 +56,7 @@ int run_serve(const ServeFlags& f, const Globals& g) {
   options.pool.narrow_workers = !f.no_narrow;
   options.pool.prime_libraries = !f.no_prime;
   options.pool.isolate_new_models = !f.no_isolation;
-  options.socket_path = f.socket;
+  options.socket_path = f.socket.empty() ? std::string() : pool_socket_named(f.socket);
   options.idle_exit_s = f.idle_exit_s;
   options.park_after_s = f.park_after_s;
   options.pool.unload_above_bytes = static_cast<uint64_t>(f.unload_above_gb * 1e9);
@@ -81,7 +81,7 @@ int run_serve(const ServeFlags& f, const Globals& g) {
   return 0;
 }
 
-std::string socket_or_default(const std::string& socket) { return socket.empty() ? default_pool_socket() : socket; }
+std::string socket_or_default(const std::string& socket) { return socket.empty() ? default_pool_socket() : pool_socket_named(socket); }
 
 /// Each model path by the fewest trailing parts that tell it from the others (its file name, unless two
 /// models share one): a table row of a session stays within a terminal's width, and the name stays whole.
@@ -221,11 +221,13 @@ void print_pool_status(const nlohmann::json& j) {
 
 }  // namespace
 
+std::string pool_socket_named(const std::string& given) { return given == "default" ? default_pool_socket() : given; }
+
 void register_serve(CLI::App& app, Globals& globals, Action& action) {
   auto* cmd = app.add_subcommand("serve", "Keep a warm worker pool for every job on this node (a daemon on a Unix socket)");
   auto f = std::make_shared<ServeFlags>();
   add_devices_option(cmd, f->devices, /*one_device=*/false, "Devices: all, 0,1, cuda:0-3, cpu, cpu*2 (default all)");
-  cmd->add_option("--socket", f->socket, std::string("The Unix socket to listen on (default ") + kDefaultSocketDoc + ")");
+  cmd->add_option("--socket", f->socket, std::string("The Unix socket to listen on ('default' or left out: ") + kDefaultSocketDoc + ")");
   add_setting_option(cmd, Setting::max_resident, f->max_resident);  // name, help and check: the settings table's
   cmd->add_flag("--no-narrow-workers", f->no_narrow, "Let every worker see every GPU (CUDA_VISIBLE_DEVICES as given)");
   cmd->add_flag("--no-prime", f->no_prime, "Do not load cuDNN and cuBLAS with throwaway sessions while the workers start");
@@ -260,7 +262,7 @@ void register_serve(CLI::App& app, Globals& globals, Action& action) {
   auto* pool = app.add_subcommand("pool", "Ask the pool server (ortfleet serve) what it holds, or have it let go");
   pool->require_subcommand(1);
   auto socket = std::make_shared<std::string>();
-  pool->add_option("--socket", *socket, std::string("The pool server's socket (default ") + kDefaultSocketDoc + ")");
+  pool->add_option("--socket", *socket, std::string("The pool server's socket ('default' or left out: ") + kDefaultSocketDoc + ")");
   auto* status = pool->add_subcommand("status", "Devices, workers, resident sessions and memory");
   auto* evict = pool->add_subcommand("evict", "Drop every resident session that no job holds");
   auto* stop = pool->add_subcommand("stop", "Stop the pool server and its workers (it waits until the socket is gone)");

@@ -268,7 +268,7 @@ int run_start(const StartFlags& f, const Globals& g) {
   options.start_timeout_s = f.timeout_s;
   options.narrow_workers = !f.no_narrow;
   options.one_process = f.one_process;
-  if (!f.pool.empty()) options.pool_socket = f.pool == "default" ? default_pool_socket() : f.pool;
+  if (!f.pool.empty()) options.pool_socket = pool_socket_named(f.pool);
   const std::string model = f.target.model_path(g.quiet || f.ready_line);
   // A bench's child start (--ready-line) was checked by the bench: its timed start reads no more.
   options.config = f.ready_line ? f.config.resolve() : f.config.resolve_for(model);

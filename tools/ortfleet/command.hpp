@@ -14,6 +14,10 @@ namespace ortfleet::cli {
 inline constexpr const char* kDefaultSocketDoc =
     "$XDG_RUNTIME_DIR/ortfleet/pool.sock, else /tmp/ortfleet-<uid>/pool.sock; under Slurm pool-job<SLURM_JOB_ID>.sock";
 
+/// The socket a pool flag names: "default" is default_pool_socket(), anything else a path (`start --pool`,
+/// `serve --socket` and `pool --socket` alike; cmd_serve.cpp).
+std::string pool_socket_named(const std::string& given);
+
 /// Ends the help of every flag that takes shapes or sizes as text: where their one grammar is shown.
 inline constexpr const char* kShapesAndSizesDoc = " (how to write shapes and sizes: docs/inference.md#writing-shapes-and-sizes)";
 

@@ -32,6 +32,9 @@ int main(int argc, char** argv) {
     else if (std::strcmp(argv[i], kPoolDetachedArgument) == 0) detached = true;
   }
   if (!pool_daemon.empty()) {
+    // Its log is the command line's: settings said as flags there too, in the records and in what it
+    // prints (the workers' errors, as `ortfleet serve` in the foreground says them).
+    ortfleet::cli::say_settings_as_flags();
     spdlog::set_default_logger(ortfleet::cli::logger_in_flags("ortfleet-pool"));
     spdlog::set_pattern("%Y-%m-%d %H:%M:%S %^%l%$: [pool %P] %v");
     return pool_daemon_main(pool_daemon, detached);

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <cerrno>
@@ -17,6 +18,7 @@
 #include "ortfleet/base/settings.hpp"
 #include "process/pidfd.hpp"
 #include "fleet/worker/wire.hpp"
+#include "fleet/pool/pool_daemon.hpp"
 #include "fleet/pool/pool_paths.hpp"
 #include "fleet/pool/pool_protocol.hpp"
 #include "fleet/pool/pool_runtime.hpp"
@@ -53,16 +55,24 @@ int try_connect(const std::string& path, UniqueFd& fd) {
 }
 /// How long a job waits for the pool to note that it ends one of its workers.
 constexpr double kNoteTimeoutS = 2;
+/// How long a job waits to tell whether the pool's worker that closed its channel has ended.
+constexpr double kEndedWaitS = 1;
 
-/// A pool worker's channel hooks for this client: a run that misses its deadline ends the worker (SIGKILL
+/// A pool worker's channel hooks for this client. A run that misses its deadline ends the worker (SIGKILL
 /// through a pidfd, which no later process with its pid can receive), as a fleet's own worker is ended;
 /// the pool starts another. The pool on `socket_path` is told first, so that its log says what ended the
-/// worker (and with it every session on it, other jobs' too). Nothing when the worker cannot be watched
-/// (then it is left as it is).
-WorkerChannel::Hooks ended_when_unresponsive(int pid, const std::string& socket_path) {
+/// worker (and with it every session on it, other jobs' too). A worker that closes the channel is said
+/// to be the pool's, with where the pool's messages are (`pool_log`: its words, "the pool's log PATH"):
+/// this client never sees them. Without a pidfd the worker cannot be watched, and is left as it is.
+WorkerChannel::Hooks pool_worker_hooks(int pid, const Device& device, const std::string& socket_path, const std::string& pool_log) {
   WorkerChannel::Hooks hooks;
+  std::shared_ptr<PidFd> watched;
   try {
-    auto watched = std::make_shared<PidFd>(pid);
+    watched = std::make_shared<PidFd>(pid);
+  } catch (const Error& e) {
+    spdlog::debug("the pool's worker {} cannot be watched: {}", pid, e.what());
+  }
+  if (watched) {
     hooks.kill = [watched, pid, socket_path] {
       try {
         MessageChannel pool(connect_to_pool(socket_path), server_at(socket_path));
@@ -72,9 +82,16 @@ WorkerChannel::Hooks ended_when_unresponsive(int pid, const std::string& socket_
       }
       watched->signal(SIGKILL);
     };
-  } catch (const Error& e) {
-    spdlog::debug("the pool's worker {} cannot be watched: {}", pid, e.what());
   }
+  hooks.gone = [watched, pid, device, pool_log](const std::string& doing) {
+    // Ended (killed, crashed), or it closed only this job's channel and runs on: never waited for long.
+    const bool ended = !watched || watched->exited(kEndedWaitS);
+    return Error(fmt::format("the pool's worker (pid {}) for {} {} during {}: {} says why", pid, device.to_string(),
+                             ended ? "ended" : "closed this job's connection (it still runs)", doing, pool_log),
+                 "Start again (the command, or a new Fleet): the pool starts another worker for " + device.to_string() +
+                     "; `ortfleet pool status` shows its workers",
+                 device.to_string());
+  };
   return hooks;
 }
 }  // namespace
@@ -189,6 +206,8 @@ OpenedOnPool open_on_pool_server(const std::string& socket_path, const LocalStar
   LocalStartPlan absolute = with_absolute_paths(plan, "");
   if (const auto runtime = named_runtime(plan.ort_library)) absolute.ort_library = absolute_in(*runtime, "");
   Message reply = ask_pool(*opened.connection, pool_message::open, {{"plan", plan_to_json(absolute)}, {"timeout_s", timeout_s}}, timeout_s + 60);
+  // Where the pool's messages go (its log, or its `ortfleet serve`'s output): a worker's end is explained there.
+  const std::string pool_log = text_field(reply.body, "log").empty() ? "the pool's log " + pool_log_path(socket_path) : text_field(reply.body, "log");
   size_t next_fd = 0;
   for (const auto& d : reply.body.at("devices")) {
     OpenedDevice device;
@@ -199,7 +218,7 @@ OpenedOnPool open_on_pool_server(const std::string& socket_path, const LocalStar
       if (next_fd >= reply.fds.size()) throw Error("the pool server sent fewer channels than devices", {}, which.to_string());
       device.ready = ready_from_json(d.at("ready"));
       device.channel = std::make_unique<WorkerChannel>(std::move(reply.fds[next_fd++]), which, device.ready->status.pid,
-                                                       ended_when_unresponsive(device.ready->status.pid, socket_path));
+                                                       pool_worker_hooks(device.ready->status.pid, which, socket_path, pool_log));
     }
     opened.devices.push_back(std::move(device));
   }

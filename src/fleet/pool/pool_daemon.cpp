@@ -33,6 +33,7 @@
 #include "fleet/worker/worker_channel.hpp"
 #include "ortfleet/base/clock.hpp"
 #include "ortfleet/base/error.hpp"
+#include "ortfleet/engine/runtime.hpp"
 #include "process/spawn.hpp"
 
 namespace ortfleet::detail {
@@ -53,7 +54,7 @@ std::string gigabytes(uint64_t bytes) { return fmt::format("{:.2f} GB", static_c
 
 /// One line per worker, and the device memory the pool holds while idle (GPU workers: contexts,
 /// primed libraries, spare workers) until they park.
-void announce(PoolServer& server, bool ready, double park_after_s) {
+void announce(PoolServer& server, bool ready, bool none_started, double park_after_s) {
   const json status = json::parse(server.pool().status_json());
   std::map<std::string, uint64_t> memory;
   for (const auto& d : status.at("devices")) {
@@ -62,6 +63,10 @@ void announce(PoolServer& server, bool ready, double park_after_s) {
   for (const auto& w : server.pool().status()) {
     std::cerr << fmt::format("  {}: {} (worker pid {}{}{})\n", w.device.to_string(), w.state, w.pid,
                              w.visible_devices.empty() ? "" : ", CUDA_VISIBLE_DEVICES=" + w.visible_devices, w.error.empty() ? "" : ": " + w.error);
+  }
+  if (none_started) {
+    std::cerr << "no worker started: the pool stops" << std::endl;
+    return;
   }
   std::string held;
   for (const auto& [device, bytes] : memory) {
@@ -74,6 +79,21 @@ void announce(PoolServer& server, bool ready, double park_after_s) {
   }
   std::cerr << " (SIGTERM, Ctrl-C or `ortfleet pool stop` stops it)" << std::endl;
 }
+
+/// Why no device of `pool` has a worker, once each has settled: its workers' reasons, one line (each
+/// reason once, however many devices share it); "" when a device's worker started or still starts.
+std::string no_worker_started(const WorkerPool& pool) {
+  std::vector<std::string> reasons;
+  for (const auto& w : pool.status()) {
+    if (w.state != "failed") return "";
+    const std::string reason = w.error.empty() ? w.device.to_string() + ": its worker failed" : w.error;
+    if (std::find(reasons.begin(), reasons.end(), reason) == reasons.end()) reasons.push_back(reason);
+  }
+  std::string text = "no worker of the warm pool started, so it serves nothing: ";
+  for (size_t i = 0; i < reasons.size(); ++i) text += (i == 0 ? "" : "; ") + reasons[i];
+  return text;
+}
+constexpr const char* kNoWorkerHint = "Fix what the workers say and serve again; `ortfleet doctor` checks the runtime and each device";
 
 /// The daemon works in "/": it never keeps a user's folder busy (a job's that left it, `serve --detach`'s
 /// shell's). What it was asked to do names files from the folder it started in: made absolute first, as
@@ -213,7 +233,12 @@ int serve_until_stopped(const LeftPool& left_in, bool quiet, int ready_fd) {
   // Before the job hears that the pool listens: the fill copies the plan's input files, which the job
   // may delete as soon as it has heard.
   if (left.make_entry) server.make_entry_in_background(*left.make_entry);
-  say_once(ready_fd, {{"listening", true}, {"idle_exit_s", left.serve.idle_exit_s}, {"park_after_s", left.serve.park_after_s}, {"parking", to_json(parking)}});
+  const json listening = {{"listening", true}, {"idle_exit_s", left.serve.idle_exit_s}, {"park_after_s", left.serve.park_after_s}, {"parking", to_json(parking)}};
+  // A job that leaves a pool must not wait for its workers; `serve --detach` hears once a device's worker
+  // serves, or that none started (its parent then fails with their reasons, rather than say the pool serves).
+  int settled_fd = -1;
+  if (left.serve.left_by_job) say_once(ready_fd, listening);
+  else settled_fd = ready_fd;
   if (!quiet) std::cerr << "starting workers for " << to_string(left.serve.pool.devices) << " ..." << std::endl;
   std::thread stopper([&server, stop_signals] {
     int signal = 0;
@@ -222,21 +247,28 @@ int serve_until_stopped(const LeftPool& left_in, bool quiet, int ready_fd) {
   });
   // Said once every worker is ready or failed; a pool stopped before (SIGTERM while a worker starts for
   // an hour) says nothing and is not held up.
+  // A pool none of whose workers started serves nothing: it stops, and says why (exit 1).
   std::atomic<bool> served{false};
-  std::thread announcer([&server, &served, quiet, park_after_s = parks ? left.serve.park_after_s : 0.0] {
+  std::string none_started;  // the announcer's until it is joined
+  std::thread announcer([&, quiet, park_after_s = parks ? left.serve.park_after_s : 0.0] {
     const int64_t deadline = deadline_in(server.pool().options().start_timeout_s, monotonic_ns());
     while (!served) {
-      if (server.pool().wait(0.25)) {
-        if (!quiet) announce(server, true, park_after_s);
-        return;
-      }
+      const bool ready = server.pool().wait(0.25);
       const auto workers = server.pool().status();
       const bool settled = std::none_of(workers.begin(), workers.end(), [](const PoolWorkerStatus& w) { return w.state == "starting"; });
-      if (settled || monotonic_ns() >= deadline) {
-        if (!quiet) announce(server, false, park_after_s);
+      if (ready || settled || monotonic_ns() >= deadline) {
+        none_started = no_worker_started(server.pool());
+        if (!quiet) announce(server, ready, !none_started.empty(), park_after_s);
+        if (none_started.empty()) {
+          say_once(settled_fd, listening);
+        } else {
+          say_once(settled_fd, {{"error", error_to_json(Error(none_started, kNoWorkerHint))}});
+          server.stop();
+        }
         return;
       }
     }
+    say_once(settled_fd, {{"error", error_to_json(Error("the warm pool was stopped before its workers started"))}});
   });
   if (!quiet) {
     if (left.serve.idle_exit_s > 0) std::cerr << fmt::format("it exits after {:g} s with nobody attached", left.serve.idle_exit_s) << std::endl;
@@ -249,6 +281,7 @@ int serve_until_stopped(const LeftPool& left_in, bool quiet, int ready_fd) {
   pthread_kill(stopper.native_handle(), SIGTERM);
   stopper.join();
   if (!quiet) std::cerr << "stopping the workers and removing " << server.socket_path() << std::endl;
+  if (!none_started.empty()) throw Error(none_started, kNoWorkerHint);
   return 0;
 }
 
@@ -298,11 +331,13 @@ LaunchedPool launch_pool_daemon(const LeftPool& left, const std::string& worker_
   int status = 0;
   while (::waitpid(started.pid, &status, 0) < 0 && errno == EINTR) {
   }
-  const std::string said = read_line_before(ready_reader.get(), kListenWaitS);
+  // A job hears once the pool listens; `serve --detach` once a worker serves (or none started).
+  const double wait_s = options.left_by_job ? kListenWaitS : options.pool.start_timeout_s + kListenWaitS;
+  const std::string said = read_line_before(ready_reader.get(), wait_s);
   json line = json::parse(said, nullptr, /*allow_exceptions=*/false);
   if (line.is_object() && line.contains("error")) throw error_from_json(line.at("error"), "the warm pool");
   if (!line.is_object() || !line.value("listening", false)) {
-    throw Error("the warm pool did not start: it said nothing within " + seconds_text(kListenWaitS) + " (its log: " +
+    throw Error("the warm pool did not start: it said nothing within " + seconds_text(wait_s) + " (its log: " +
                 pool_log_path(options.socket_path) + ")");
   }
   launched.idle_exit_s = line.value("idle_exit_s", 0.0);
@@ -349,6 +384,16 @@ int pool_daemon_main(const std::string& request_file, bool detached) {
   }
 }
 
+void check_served_runtime(const std::string& ort_library) {
+  // The runtime the workers will load (the first candidate load_runtime() would take), checked here with
+  // where it came from: a daemon hands it to its workers by path, which would then blame the setting.
+  for (const auto& candidate : runtime_candidates(ort_library)) {
+    if (!candidate.exists && !candidate.explicit_choice) continue;
+    check_runtime_candidate(candidate);
+    return;
+  }
+}
+
 std::string take_over_left_pool(const std::string& socket_path, bool quiet) {
   const PoolProbe found = probe_pool(socket_path, 5);
   if (found.kind != PoolProbe::Kind::ours || !found.left_by_job) return "";
@@ -378,6 +423,7 @@ std::string take_over_left_pool(const std::string& socket_path, bool quiet) {
 }  // namespace ortfleet::detail
 
 int ortfleet::serve_pool(const ServeOptions& options, bool quiet) {
+  detail::check_served_runtime(options.pool.ort_library);
   detail::LeftPool left{options, std::nullopt, false};
   if (left.serve.socket_path.empty()) left.serve.socket_path = default_pool_socket();
   if (const std::string replaced = detail::take_over_left_pool(left.serve.socket_path, quiet); !replaced.empty() && !quiet) {
@@ -387,6 +433,7 @@ int ortfleet::serve_pool(const ServeOptions& options, bool quiet) {
 }
 
 ortfleet::DetachedPool ortfleet::serve_pool_detached(const ServeOptions& options) {
+  detail::check_served_runtime(options.pool.ort_library);
   detail::LeftPool left{options, std::nullopt, false};
   if (left.serve.socket_path.empty()) left.serve.socket_path = default_pool_socket();
   left.serve.socket_path = std::filesystem::absolute(left.serve.socket_path).lexically_normal().string();

@@ -26,10 +26,17 @@ struct LeftPool {
 
 /// Serves `left.serve` until a stop signal (SIGTERM, SIGINT), `ortfleet pool stop`, or (idle_exit_s)
 /// until nobody used the pool for that long. Says what it does on stderr (unless `quiet`): the
-/// workers, their GPU memory once ready, parking, why it ends. `ready_fd` (>= 0): once it listens, or
-/// failed to, one line of JSON goes there ({"listening": true, idle_exit_s, park_after_s, parking} or
-/// {"error": ...}) and the descriptor is closed.
+/// workers, their GPU memory once ready, parking, why it ends. `ready_fd` (>= 0): once it listens (a
+/// pool a job left) or once a device's worker serves (`serve`), or it failed to, one line of JSON goes
+/// there ({"listening": true, idle_exit_s, park_after_s, parking} or {"error": ...}) and the descriptor
+/// is closed. Throws ortfleet::Error, once its workers have settled, when none started: a pool with no
+/// worker serves nothing, and stops.
 int serve_until_stopped(const LeftPool& left, bool quiet, int ready_fd = -1);
+
+/// Throws ortfleet::Error, saying where the library came from (the setting, ORTFLEET_ORT_LIB, ...), when
+/// the ONNX Runtime a served pool's workers would load (`ort_library`, else the search's first) is
+/// missing or no whole shared library: `ortfleet serve` fails at once rather than serve with no worker.
+void check_served_runtime(const std::string& ort_library);
 
 /// What launch_pool_daemon's pool said once it listened.
 struct LaunchedPool {

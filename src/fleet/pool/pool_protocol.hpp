@@ -7,7 +7,8 @@
 //   {"op":"evict"}                      -> {"event":"evicted", count}   every session nobody holds, every worker
 //   {"op":"stop", if_idle}              -> {"event":"stopping"}, and the server stops with its workers (if_idle:
 //                                          only while no job uses it; refused otherwise)
-//   {"op":"open", plan, timeout_s}      -> {"event":"opened", devices} + a channel per started device
+//   {"op":"open", plan, timeout_s}      -> {"event":"opened", devices, log} + a channel per started device (log:
+//                                          where the server's messages go, for a client to point at)
 //   {"op":"hand_over", pid, device, visible_devices, model} + 2 fds
 //                                       -> {"event":"taken", taken}   a job's own worker, sessions loaded,
 //                                          becomes the pool's (its control channel and crash pipe)

@@ -18,6 +18,7 @@
 
 #include "base/private_dir.hpp"
 #include "fleet/pool/pool_client.hpp"
+#include "fleet/pool/pool_daemon.hpp"
 #include "fleet/pool/pool_preload.hpp"
 #include "fleet/pool/pool_runtime.hpp"
 #include "fleet/pool/pool_start.hpp"
@@ -50,6 +51,19 @@ void check_pool_client(unsigned client_uid, unsigned server_uid, const std::stri
                           server_uid, client_uid),
               "Start your own pool: ortfleet serve --socket PATH (or let a start of yours leave one)");
 }
+
+namespace {
+/// Where a server on `socket_path` says what it does, for its clients to point at: a daemon's stderr is
+/// its log beside the socket (pool_daemon.cpp); anything else is the output of whoever runs it.
+std::string where_messages_go(const std::string& socket_path) {
+  const std::string log = detail::pool_log_path(socket_path);
+  struct stat err {}, file {};
+  if (::fstat(STDERR_FILENO, &err) == 0 && ::stat(log.c_str(), &file) == 0 && err.st_dev == file.st_dev && err.st_ino == file.st_ino) {
+    return "the pool's log " + log;
+  }
+  return fmt::format("the output of the pool server (pid {}, ortfleet serve)", ::getpid());
+}
+}  // namespace
 
 void PoolServer::Impl::remove_own_socket() const {
   struct stat st {};
@@ -313,6 +327,7 @@ PoolServer::PoolServer(ServeOptions options) : impl_(std::make_unique<Impl>()) {
     s.socket_ino = bound_stat.st_ino;
   }
   if (::pipe2(s.wake, O_CLOEXEC) != 0) throw Error(std::string("pipe failed: ") + std::strerror(errno));
+  s.messages_at = where_messages_go(s.options.socket_path);
   try {
     s.pool = std::make_unique<WorkerPool>(s.options.pool);
   } catch (...) {

@@ -32,6 +32,7 @@ struct PoolServer::Impl {
   ServeOptions options;
   std::unique_ptr<WorkerPool> pool;
   std::string runtime_content;  // what tells the workers' ONNX Runtime from another library (pool_runtime.hpp)
+  std::string messages_at;      // where this server's messages go, in words: "the pool's log PATH" (a daemon's), else its output
   detail::UniqueFd listener;
   int wake[2] = {-1, -1};  // stop() writes here to end serve()'s poll
   std::atomic<bool> stopping{false};

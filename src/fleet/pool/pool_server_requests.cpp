@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/json_errors.hpp"
 #include "fleet/pool/pool_protocol.hpp"
 #include "fleet/pool/pool_requests.hpp"
 #include "fleet/pool/pool_server_impl.hpp"
@@ -35,6 +36,8 @@ constexpr double kSilentClientS = 10;
 /// How long a refused client's request is waited for before its connection closes: read, it cannot
 /// make the kernel report the close to that client before the refusal.
 constexpr double kRefusedDrainS = 1;
+/// What a client whose request the server cannot read should do.
+constexpr const char* kProtocolHint = "Send the pool protocol's JSON requests (fleet/pool/pool_protocol.hpp)";
 
 /// Whether process `pid` runs as this process's user (a job may hand over only its own workers).
 bool runs_as_me(int pid) {
@@ -117,7 +120,7 @@ json PoolServer::Impl::answer_open(Request& r) {
     }
     devices.push_back(std::move(replies[i]));
   }
-  return detail::answer_to(detail::pool_message::open, {{"devices", devices}});
+  return detail::answer_to(detail::pool_message::open, {{"devices", devices}, {"log", messages_at}});
 }
 
 json PoolServer::Impl::answer_hand_over(Request& r) {
@@ -206,7 +209,7 @@ void PoolServer::Impl::serve_client(detail::UniqueFd fd) {
     }
     if (received.kind == detail::Received::Kind::malformed) {
       spdlog::warn("refused a malformed request from pid {}: {}", peer.pid, received.problem);
-      refuse(Error("malformed request: " + received.problem, "Send the pool protocol's JSON requests (fleet/pool/pool_protocol.hpp)"));
+      refuse(Error("malformed request: " + received.problem, kProtocolHint));
       continue;
     }
     if (received.kind != detail::Received::Kind::message) break;
@@ -227,6 +230,9 @@ void PoolServer::Impl::serve_client(detail::UniqueFd fd) {
       std::vector<int> fds;
       for (const auto& h : request.reply_fds) fds.push_back(h.get());
       channel.send(answer, fds);
+    } catch (const nlohmann::json::exception& e) {
+      // A field of the wrong type ({"brief":"yes"}): said without the JSON library's own prefix.
+      refuse(Error("malformed request '" + op + "': " + detail::json_error_text(e), kProtocolHint));
     } catch (const std::exception& e) {
       refuse(e);
     }

@@ -1,5 +1,6 @@
 #include "fleet/pool/pool_start.hpp"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "fleet/pool/pool_runtime.hpp"
@@ -13,6 +14,7 @@
 namespace ortfleet::detail {
 
 namespace {
+/// Attaching is quick: a worker silent this long is hung, whatever the start's own timeout.
 constexpr double kAttachTimeoutS = 60;
 }
 
@@ -30,8 +32,10 @@ PoolDeviceStart start_on_pool(WorkerPool& pool, LocalStartPlan plan, double time
     started.worker = pool.worker_for(device, plan.model_path, timeout_s);
     // A channel of the caller's own: its runs do not queue behind other clients', and closing it lets
     // go of the session. A start past its deadline ends the worker (the pool starts another): busy, it
-    // would hold every later start.
-    started.channel = std::make_unique<WorkerChannel>(started.worker->attach({}, kAttachTimeoutS), device, started.worker->pid(),
+    // would hold every later start. Attaching waits no longer than the start may take (a stopped worker
+    // held `--timeout 5` for 60 s, and the error then told the user to raise the timeout).
+    const double attach_timeout_s = std::min(kAttachTimeoutS, timeout_s);
+    started.channel = std::make_unique<WorkerChannel>(started.worker->attach({}, attach_timeout_s), device, started.worker->pid(),
                                                       started.worker->observer_hooks(/*end_when_unresponsive=*/true));
     started.ready = started.channel->call(message::start, {{"plan", plan_to_json(plan)}}, timeout_s).body;
   } catch (const std::exception& e) {

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "base/json_errors.hpp"
 #include "base/parallel_copy.hpp"
 #include "ortfleet/engine/tensor.hpp"
 
@@ -18,7 +19,7 @@ auto reading(const char* what, Read read) -> decltype(read()) {
   try {
     return read();
   } catch (const nlohmann::json::exception& e) {
-    throw Error(std::string("malformed ") + what + ": " + e.what(), "The worker and its parent come from different ortfleet builds?");
+    throw Error(std::string("malformed ") + what + ": " + json_error_text(e), "The worker and its parent come from different ortfleet builds?");
   }
 }
 

@@ -15,6 +15,7 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <thread>
 
 #include "base/crash_report.hpp"
@@ -41,6 +42,21 @@ constexpr double kControlTimeoutS = 60;
 constexpr double kReleaseTimeoutS = 10;
 // How a worker ended when this process could not wait for it (an adopted one, or one reaped elsewhere).
 constexpr int kUnknownStatus = -1;
+
+/// What a request was for, in the user's words ("a run", not the protocol's "ring"): what a worker that
+/// failed it was doing.
+std::string request_in_words(const std::string& op) {
+  static const std::map<std::string, std::string> words = {
+      {message::init.op, "its start-up"},       {message::start.op, "a start"},
+      {message::run.op, "a run"},               {message::ring.op, "a run"},  // the ring carries the runs: set up before the first
+      {message::release.op, "the release of a session"}, {message::attach.op, "a start on it (attaching a channel)"},
+      {message::evict.op, "an eviction"},      {message::status.op, "a status request"},
+      {message::stop.op, "its stop"},          {message::adopt.op, "its adoption by a pool"},
+      {message::trim.op, "a trim of its memory"},
+  };
+  const auto found = words.find(op);
+  return found != words.end() ? found->second : "request '" + op + "'";
+}
 
 std::string timeout_hint() {
   return "The worker was killed. If this is expected to take that long, raise the timeout (" + named(Setting::start_timeout) +
@@ -105,10 +121,15 @@ void WorkerChannel::close_ring() {
 bool WorkerChannel::alive() const { return reachable_.load(); }  // never waits on a request in flight
 
 void WorkerChannel::gone(const std::string& doing) {
-  const std::string how = hooks_.how_it_ended ? hooks_.how_it_ended() : "closed its connection";
-  const std::string what = "the worker process for " + device_.to_string() + " " + how + " while " + doing;
-  if (gone_.empty()) gone_ = what;
   reachable_ = false;
+  if (hooks_.gone) {  // a worker whose messages this process never sees (a pool's): the hook says where they are
+    const Error said = hooks_.gone(doing);
+    if (gone_.empty()) gone_ = said.what_failed();
+    throw said;
+  }
+  const std::string how = hooks_.how_it_ended ? hooks_.how_it_ended() : "closed its connection";
+  const std::string what = "the worker process for " + device_.to_string() + " " + how + " during " + doing;
+  if (gone_.empty()) gone_ = what;
   // A crash inside ONNX Runtime comes with its own line (what, where, and the command that finds the
   // node); anything else left its reason on the worker's stderr.
   const bool explained = how.find("inside ONNX Runtime") != std::string::npos;
@@ -149,7 +170,7 @@ Message WorkerChannel::expect(Received reply, const char* expected, const std::s
   if (reply.kind == Received::Kind::timed_out) unresponsive(timed_out, timeout_hint);
   if (reply.kind == Received::Kind::closed) gone(doing);
   if (reply.kind == Received::Kind::malformed) {
-    throw Error("the worker process (pid " + std::to_string(pid_) + ") sent a malformed message while " + doing + ": " + reply.problem,
+    throw Error("the worker process (pid " + std::to_string(pid_) + ") sent a malformed message during " + doing + ": " + reply.problem,
                 "The worker and its parent come from different ortfleet builds?", device_.to_string());
   }
   // ONNX Runtime's warnings in the worker, counted here with this process's: said once, not per worker.
@@ -171,14 +192,14 @@ Message WorkerChannel::call(const MessageKind& kind, json fields, double timeout
   try {
     channel_.send(request_of(kind, std::move(fields)), fds);
   } catch (const Error&) {
-    gone(running ? "running" : "handling '" + op + "'");  // the worker is gone: say how it ended
+    gone(request_in_words(op));  // the worker is gone: say how it ended
   }
-  const std::string doing = starting ? "starting" : running ? "running" : "handling '" + op + "'";
+  const std::string doing = request_in_words(op);
   const std::string timed_out =
       starting ? fmt::format("{} did not become ready within {}: its worker (pid {}) did not answer", device_.to_string(),
                              seconds_text(timeout_s), pid_)
       : running ? run_timed_out(timeout_s)
-                : fmt::format("the worker for {} (pid {}) did not answer '{}' within {}", device_.to_string(), pid_, op,
+                : fmt::format("the worker for {} (pid {}) did not answer {} within {}", device_.to_string(), pid_, doing,
                               seconds_text(timeout_s));
   return expect(channel_.receive(deadline_in(timeout_s, monotonic_ns())), kind.answer, doing, timed_out, timeout_hint());
 }
@@ -228,7 +249,7 @@ std::exception_ptr WorkerChannel::ring_failure(RequestRing::Wait why, double tim
   try {
     throw_if_gone();  // another run already found out
     if (why == RequestRing::Wait::timed_out) unresponsive(run_timed_out(timeout_s), timeout_hint());
-    gone("running");
+    gone(request_in_words(message::run.op));
   } catch (...) {
     return std::current_exception();
   }

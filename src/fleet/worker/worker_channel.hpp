@@ -67,6 +67,10 @@ class WorkerChannel {
   struct Hooks {
     std::function<std::string()> how_it_ended;  ///< after the worker closed the channel: "was killed by SIGKILL"
     std::function<void()> kill;                 ///< a worker that did not answer in time (none: leave it)
+    /// The error for a worker that closed this channel during `doing` ("a run"), where this process never
+    /// sees the worker's own messages (a pool's worker: they are in the pool's log). None: how_it_ended's
+    /// words, pointing at the messages above.
+    std::function<Error(const std::string& doing)> gone;
   };
   WorkerChannel(UniqueFd socket, Device device, int pid, Hooks hooks = {});
   ~WorkerChannel();  ///< ends the runs in flight on its ring

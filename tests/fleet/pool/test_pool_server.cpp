@@ -86,6 +86,14 @@ PoolOptions cpu_pool(int n, bool isolate) {
   return o;
 }
 
+/// The test MLP on the first CPU device, as a client's plan.
+detail::LocalStartPlan cpu_mlp_plan() {
+  detail::LocalStartPlan plan;
+  plan.model_path = test::mlp_model();
+  plan.devices = {Device::cpu(0)};
+  return plan;
+}
+
 /// A pool server on a private socket, served on a thread of this test.
 class Served {
  public:
@@ -169,11 +177,14 @@ TEST(PoolServerWire, MalformedRequestsAreRefusedToTheirSenderAndTheServerGoesOn)
       {R"({"op":"restore_ahead","devices":[]})", "devices must be a list of devices"},
       {R"({"op":"restore_ahead","devices":[5]})", "each device must be a string"},
       {R"({"op":"restore_ahead","devices":["cpu:0"],"model":5})", "model must be a string"},
+      {R"({"op":"status","brief":"yes"})", "malformed request 'status': type must be boolean, but is string"},
   };
   const auto fd = connect_raw(pool.socket());
   for (const auto& [bytes, said] : cases) {
     const std::string why = failure_of(ask_raw(fd.get(), bytes));
     EXPECT_NE(why.find(said), std::string::npos) << "sent " << bytes.substr(0, 60) << "; got: " << why;
+    // The JSON library's own prefix reaches nobody (the re-audit of issue 58, U4).
+    EXPECT_EQ(why.find("json.exception"), std::string::npos) << "sent " << bytes.substr(0, 60) << "; got: " << why;
   }
   // A hand-over of a process that is not a worker (this test's own, with descriptors that lead
   // nowhere) is refused, and nothing is signalled.
@@ -371,6 +382,27 @@ TEST(PoolServerStart, AWorkerBusyPastTheDeadlineIsEndedAndTheNextStartIsServed) 
   EXPECT_NE(next.devices[0].ready->status.pid, busy);
 }
 
+// A start on a pool whose shared worker is stopped (SIGSTOP) waited 60 s to attach to it, whatever its
+// own timeout, and then told the user to raise the timeout (the re-audit of issue 58, S2): it ends at
+// its own deadline, and its error names that.
+TEST(PoolServerStart, AStartOnAStoppedWorkerEndsAtItsOwnDeadline) {
+  Served pool(cpu_pool(1, /*isolate=*/false));
+  const detail::LocalStartPlan plan = cpu_mlp_plan();
+  {
+    const auto first = detail::open_on_pool_server(pool.socket(), plan, 60);  // the model resident, as a job leaves it
+    ASSERT_TRUE(first.devices.at(0).ready) << first.devices.at(0).error->what();
+  }
+  const int worker = pool.status().at("devices")[0].at("pid").get<int>();
+  test::stop_process(worker);
+  const auto late = detail::open_on_pool_server(pool.socket(), plan, /*timeout_s=*/3);
+  ::kill(worker, SIGCONT);  // it was ended meanwhile, or is now free to
+  ASSERT_EQ(late.devices.size(), 1u);
+  ASSERT_TRUE(late.devices[0].error) << "a stopped worker started a session";
+  const std::string why = late.devices[0].error->what();
+  EXPECT_NE(why.find("within 3 s"), std::string::npos) << why;
+  EXPECT_EQ(why.find("60 s"), std::string::npos) << why;
+}
+
 // The entry a client's start missed is made by the pool after the client may have gone (issue 50): from
 // copies of the plan's files, taken while the client waits for its open, not from the client's own.
 TEST(PoolServerStart, TheEntryAClientMissedIsMadeAfterItsFilesAreGone) {
@@ -556,10 +588,7 @@ TEST(PoolServerStart, AStartNamingAnotherRuntimeIsNotServedAndTheSameOneIs) {
 // there (docs/serving.md): the pool's log says so, not that the out-of-memory killer struck (issue 58).
 TEST(PoolServerStart, AWorkerAJobEndsForItsLateRunIsLoggedAsThat) {
   Served pool(cpu_pool(1, /*isolate=*/false));
-  detail::LocalStartPlan plan;
-  plan.model_path = test::mlp_model();
-  plan.devices = {Device::cpu(0)};
-  auto opened = detail::open_on_pool_server(pool.socket(), plan, 60);
+  auto opened = detail::open_on_pool_server(pool.socket(), cpu_mlp_plan(), 60);
   ASSERT_TRUE(opened.devices[0].ready) << opened.devices[0].error->what();
   const int worker = opened.devices[0].ready->status.pid;
   const test::CapturedLog logged;  // never a sink added to the logger the pool's server logs through (ThreadSanitizer)
@@ -575,6 +604,28 @@ TEST(PoolServerStart, AWorkerAJobEndsForItsLateRunIsLoggedAsThat) {
             std::string::npos)
       << log;
   EXPECT_EQ(log.find("out-of-memory"), std::string::npos) << log;
+}
+
+// A pool's worker killed during a client's run: the client heard "closed its connection while handling
+// 'ring' ... Its messages above say why" (the re-audit of issue 58, U1): nothing was above (they are in
+// the pool's output) and 'ring' is the protocol's word. It hears whose worker ended, during what, and
+// where the pool says why.
+TEST(PoolServerStart, AClientWhosePoolWorkerIsKilledHearsWhereThePoolSaysWhy) {
+  Served pool(cpu_pool(1, /*isolate=*/false));
+  auto opened = detail::open_on_pool_server(pool.socket(), cpu_mlp_plan(), 60);
+  ASSERT_TRUE(opened.devices[0].ready) << opened.devices[0].error->what();
+  const int worker = opened.devices[0].ready->status.pid;
+  ASSERT_EQ(::kill(worker, SIGKILL), 0);
+  const auto inputs = random_inputs(opened.devices[0].ready->inputs, 1);
+  const Error e = test::error_from([&] { opened.devices[0].channel->run(opened.devices[0].ready->session, inputs, 60); });
+  const std::string why = e.what();
+  EXPECT_NE(why.find("the pool's worker (pid " + std::to_string(worker) + ") for cpu ended during a run: the output of the pool server (pid " +
+                     std::to_string(::getpid()) + ", ortfleet serve) says why"),
+            std::string::npos)
+      << why;
+  EXPECT_EQ(why.find("'ring'"), std::string::npos) << why;
+  EXPECT_EQ(why.find("messages above"), std::string::npos) << why;
+  EXPECT_NE(e.hint().find("the pool starts another worker for cpu"), std::string::npos) << e.hint();
 }
 
 // The next job right after the first (issue 42), on the CPU: the first job's start leaves a pool and

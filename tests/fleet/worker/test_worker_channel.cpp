@@ -68,7 +68,7 @@ TEST_F(WorkerChannelTest, AnAnswerOfAnotherKindIsAFailureThatSaysTheWorkerDidNot
 TEST_F(WorkerChannelTest, AWorkerSilentPastTheDeadlineIsKilledAndEveryLaterRequestFails) {
   auto worker = worker_answers([](Message&, std::vector<int>&) { return std::nullopt; });
   const Error e = test::error_from([&] { channel_->call(message::status, nullptr, 0.3); });
-  EXPECT_EQ(e.what_failed(), "the worker for cpu:1 (pid 4242) did not answer 'status' within 0.3 s");
+  EXPECT_EQ(e.what_failed(), "the worker for cpu:1 (pid 4242) did not answer a status request within 0.3 s");
   EXPECT_NE(e.hint().find("raise the timeout"), std::string::npos) << e.hint();
   EXPECT_TRUE(killed_);
   EXPECT_FALSE(channel_->alive());
@@ -81,7 +81,7 @@ TEST_F(WorkerChannelTest, AWorkerSilentPastTheDeadlineIsKilledAndEveryLaterReque
 TEST_F(WorkerChannelTest, AWorkerThatGoesAwaySaysHowItEnded) {
   worker_.reset();
   const Error e = test::error_from([&] { channel_->call(message::status, nullptr, 10); });
-  EXPECT_NE(e.what_failed().find("the worker process for cpu:1 was killed by SIGKILL while handling 'status'"), std::string::npos)
+  EXPECT_NE(e.what_failed().find("the worker process for cpu:1 was killed by SIGKILL during a status request"), std::string::npos)
       << e.what();
   EXPECT_FALSE(channel_->alive());
   EXPECT_FALSE(killed_) << "a worker that is gone is not killed again";
@@ -94,7 +94,7 @@ TEST_F(WorkerChannelTest, AnAnswerThatIsNotJsonIsAnErrorNamingTheWorkersPid) {
     return ::send(worker_->fd(), junk, sizeof junk - 1, 0);
   });
   const Error e = test::error_from([&] { channel_->call(message::status, nullptr, 10); });
-  EXPECT_NE(e.what_failed().find("the worker process (pid 4242) sent a malformed message while handling 'status'"), std::string::npos)
+  EXPECT_NE(e.what_failed().find("the worker process (pid 4242) sent a malformed message during a status request"), std::string::npos)
       << e.what();
   worker.get();
 }
