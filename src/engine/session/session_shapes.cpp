@@ -216,8 +216,12 @@ void Session::Impl::check_padding_keeps_outputs(const InputShapes& base_shape, c
                   fmt::format("Padding keeps outputs only where no value depends on the padded positions: attention without a mask over them, "
                               "normalisation, pooling, a min or max (min-max scaling, x - max) or cumulative sums over the padded dim change "
                               "every value, a convolutional net's near the border. Remove the buckets for {} and "
-                              "declare the shapes you feed ({}) instead, or pad an input the model reads as padding ({})",
-                              dim, named(Setting::shapes), named(Setting::pad_value, "attention_mask=0")),
+                              "declare the shapes you feed ({}) instead, or pad an input the model reads as padding ({}){}",
+                              dim, named(Setting::shapes), named(Setting::pad_value, "attention_mask=0"),
+                              one_sided ? fmt::format(". Where the inputs you feed never lie in that half of their range, give the range they "
+                                                      "lie in ({}), and the check probes within it",
+                                                      named(Setting::input_range, "NAME=LO:HI"))
+                                        : std::string()),
                   lane);
     }
   }

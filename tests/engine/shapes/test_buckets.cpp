@@ -426,9 +426,20 @@ TEST(Buckets, AnOutputReadingThePaddedPositionsThroughAMinOrMaxIsRefusedWhatever
               std::string::npos)
         << why;
     EXPECT_NE(why.find("with every real-valued input below what it is padded with ('x' in [-1, -0.5], padded with 0)"), std::string::npos) << why;
+    EXPECT_NE(why.find("give the range they lie in ("), std::string::npos) << why;
     const auto refused = detail::padding_refusal(spec.model_path);
     ASSERT_TRUE(refused);
     EXPECT_NE(refused->find("x.1 = 16 padded to 32, with every real-valued input below"), std::string::npos) << *refused;
+    // Inputs declared never below 0 (the pad value) leave the max to the real positions: kept, and a
+    // call of such inputs gives the unpadded outputs.
+    spec.config.warmup.input_ranges["x"] = {0, 1};
+    Session bucketed(spec);
+    ASSERT_NO_THROW(bucketed.warm_up(1));
+    const Tensor x = spread({1, 20, 8}, 0, 1);
+    const Tensor got = bucketed.run({x})[0];
+    const Tensor want = plain.run({x})[0];
+    ASSERT_EQ(got.shape, want.shape);
+    for (int64_t i = 0; i < want.element_count(); ++i) ASSERT_NEAR(got.values<float>()[i], want.values<float>()[i], 1e-6f) << "value " << i;
   }
 }
 
