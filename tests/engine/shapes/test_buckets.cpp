@@ -369,7 +369,8 @@ TEST(Buckets, OneSidedProbesPutEachRealValuedInputWhollyAboveOrBelowItsPadValue)
   EXPECT_EQ(sides[0].ranges, (std::map<std::string, ValueRange>{{"x", {0.5, 1}}, {"h", {0.5, 1}}}));
   EXPECT_FALSE(sides[1].above);
   EXPECT_EQ(sides[1].ranges, (std::map<std::string, ValueRange>{{"x", {-1, -0.5}}, {"h", {-1, -0.5}}}));
-  EXPECT_EQ(sides[1].text({}), "every real-valued input below what it is padded with ('h' in [-1, -0.5], padded with 0; 'x' in [-1, -0.5], padded with 0)");
+  EXPECT_EQ(sides[1].text({}),
+            "every real-valued input below what it is padded with ('h' in [-1, -0.5], padded with 0; 'x' in [-1, -0.5], padded with 0)");
   // An image's range starts at its pad value: nothing lies below it, the upper half above it.
   sides = detail::one_sided_inputs({x}, {{"x", {0, 255}}}, {});
   ASSERT_EQ(sides.size(), 1u);
@@ -466,7 +467,8 @@ TEST(Buckets, PaddingThatNoMinOrMaxReadsKeepsItsBucketsOnInputsOfEitherSign) {
       const Tensor want = plain.run({x})[0];
       ASSERT_EQ(got.shape, want.shape);
       for (int64_t i = 0; i < want.element_count(); ++i) {
-        ASSERT_NEAR(got.values<float>()[i], want.values<float>()[i], 1e-5f) << spec->model_path << " inputs in [" << lo << ", " << hi << "] value " << i;
+        ASSERT_NEAR(got.values<float>()[i], want.values<float>()[i], 1e-5f)
+            << spec->model_path << " inputs in [" << lo << ", " << hi << "] value " << i;
       }
     }
   }
