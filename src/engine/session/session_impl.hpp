@@ -193,7 +193,8 @@ struct Session::Impl {
   /// Runs `given` (of `shape`) unpadded, outputs on the host: on the shape's own session when it has one.
   using RunShape = std::function<std::vector<Tensor>(const InputShapes& shape, const std::vector<Tensor>& given)>;
   /// For each padded dim, a call padded to a bucket and cropped back against the same call unpadded
-  /// (BucketPlan::padding_probes from `base_shape`): throws ortfleet::Error refusing the buckets,
+  /// (BucketPlan::padding_probes from `base_shape`), on the warm-up inputs and again with the
+  /// real-valued ones all above, then all below their pad value (one_sided_inputs): throws ortfleet::Error refusing the buckets,
   /// naming the outputs that differ beyond a tolerance and by how much.
   void check_padding_keeps_outputs(const InputShapes& base_shape, const RunShape& run_shape);
   /// What the shape costs depend on beyond the cache entry's key: the CUDA EP's options.

@@ -2,6 +2,7 @@
 // session made (or one evicted) on demand, the shared session's switches priced, the buckets learned.
 #include <algorithm>
 #include <limits>
+#include <optional>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -168,13 +169,13 @@ void Session::Impl::check_padding_keeps_outputs(const InputShapes& base_shape, c
   // leave it far below 1 (PaddleOCR's detector: probabilities near 0 that padding moved by as much as
   // they are, and by up to 1 on an image of text).
   const auto agreement = detail::Agreement::other_shape;
-  for (const auto& probe : buckets.padding_probes(base_shape)) {
-    const std::string& dim = buckets.dims()[probe.dim].name;
-    const auto given = warmup_source->make(probe.real, /*seed=*/2).tensors;
+  const auto& pad_values = spec.config.shapes.pad_values;
+  // The outputs that differ, cropped back from a call of `given` padded as `probe` says, against the
+  // same call unpadded: "'y' max |diff| 1.29 of 10.5", or "" where none does.
+  const auto padding_difference = [&](const detail::PaddingProbe& probe, const std::vector<Tensor>& given) {
     const std::vector<Tensor> want = run_shape(probe.real, given);
     std::vector<Tensor> padded_inputs;
     for (const auto& t : given) {
-      const auto& pad_values = spec.config.shapes.pad_values;
       const auto value = pad_values.find(t.name);
       padded_inputs.push_back(detail::padded(t, probe.bucket.at(t.name), value == pad_values.end() ? 0.0 : value->second, Device::cpu()));
     }
@@ -190,20 +191,39 @@ void Session::Impl::check_padding_keeps_outputs(const InputShapes& base_shape, c
       const std::string largest = detail::largest_difference(want[o], cropped);
       differ += fmt::format("{}'{}' {}", differ.empty() ? "" : ", ", outputs[o].name, largest.empty() ? why : largest);
     }
-    if (differ.empty()) continue;
-    const int64_t from = buckets.size_in(probe.dim, probe.real);
-    const int64_t to = buckets.size_in(probe.dim, probe.bucket);
-    detail::remember_padding_refusal(spec.model_path, fmt::format("{} = {} padded to {}: {}", dim, from, to, differ));
-    throw Error(detail::buckets_refused(dim) +
-                    fmt::format("padding changes the model's outputs: a call of {} = {} padded to {} and cropped back gives {} against the same "
-                                "call unpadded, beyond what two devices' runs may differ by (1% of the output's largest value)",
-                                dim, from, to, differ),
-                fmt::format("Padding keeps outputs only where no value depends on the padded positions: attention without a mask over them, "
-                            "normalisation, pooling or cumulative sums over the padded dim change every value, a convolutional net's near the "
-                            "border. Remove the buckets for {} and "
-                            "declare the shapes you feed ({}) instead, or pad an input the model reads as padding ({})",
-                            dim, named(Setting::shapes), named(Setting::pad_value, "attention_mask=0")),
-                lane);
+    return differ;
+  };
+  // Each padded dim is probed with the warm-up inputs, then with every real-valued input above its pad
+  // value and with every one below it: an output that reads the padded positions only through a min or
+  // a max passes the first (made-up inputs in [-1, 1] around a pad of 0), and not real inputs of one sign.
+  std::vector<std::optional<detail::OneSidedInputs>> variants{std::nullopt};
+  for (auto& side : detail::one_sided_inputs(inputs, warmup_source->ranges(), pad_values)) variants.emplace_back(std::move(side));
+  const std::map<std::string, ValueRange> own_ranges;  // the warm-up inputs' own
+  for (const auto& probe : buckets.padding_probes(base_shape)) {
+    for (const auto& one_sided : variants) {
+      const auto given = warmup_source->make(probe.real, /*seed=*/2, one_sided ? one_sided->ranges : own_ranges).tensors;
+      const std::string differ = padding_difference(probe, given);
+      if (differ.empty()) continue;
+      const std::string& dim = buckets.dims()[probe.dim].name;
+      const int64_t from = buckets.size_in(probe.dim, probe.real);
+      const int64_t to = buckets.size_in(probe.dim, probe.bucket);
+      const std::string inputs_text = one_sided ? ", with " + one_sided->text(pad_values) : std::string();
+      detail::remember_padding_refusal(spec.model_path, fmt::format("{} = {} padded to {}{}: {}", dim, from, to, inputs_text, differ));
+      throw Error(detail::buckets_refused(dim) +
+                      fmt::format("padding changes the model's outputs: a call of {} = {} padded to {} and cropped back gives {} against the same "
+                                  "call unpadded{}, beyond what two devices' runs may differ by (1% of the output's largest value)",
+                                  dim, from, to, differ, inputs_text),
+                  fmt::format("Padding keeps outputs only where no value depends on the padded positions: attention without a mask over them, "
+                              "normalisation, pooling, a min or max (min-max scaling, x - max) or cumulative sums over the padded dim change "
+                              "every value, a convolutional net's near the border. Remove the buckets for {} and "
+                              "declare the shapes you feed ({}) instead, or pad an input the model reads as padding ({}){}",
+                              dim, named(Setting::shapes), named(Setting::pad_value, "attention_mask=0"),
+                              one_sided ? fmt::format(". Where the inputs you feed never lie in that half of their range, give the range they "
+                                                      "lie in ({}), and the check probes within it",
+                                                      named(Setting::input_range, "NAME=LO:HI"))
+                                        : std::string()),
+                  lane);
+    }
   }
 }
 

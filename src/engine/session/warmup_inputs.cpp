@@ -116,7 +116,11 @@ InputShapes WarmupInputSource::default_shapes() const {
   return complete_shapes(inputs_, std::move(known), dynamic_dim_);
 }
 
-WarmupInputs WarmupInputSource::make(const InputShapes& shapes, uint64_t seed) const {
+WarmupInputs WarmupInputSource::make(const InputShapes& shapes, uint64_t seed) const { return make(shapes, seed, {}); }
+
+WarmupInputs WarmupInputSource::make(const InputShapes& shapes, uint64_t seed, const std::map<std::string, ValueRange>& ranges) const {
+  std::map<std::string, ValueRange> used = ranges_;
+  for (const auto& [name, range] : ranges) used[name] = range;
   WarmupInputs out;
   std::vector<TensorSpec> generated;
   for (const auto& spec : inputs_) {
@@ -134,15 +138,15 @@ WarmupInputs WarmupInputSource::make(const InputShapes& shapes, uint64_t seed) c
       }
       concrete.shape = dims->second;
     }
-    const auto range = ranges_.find(spec.name);
+    const auto range = used.find(spec.name);
     std::string line = fmt::format("'{}' {}", spec.name, shape_text(concrete.shape));
     if (!made_up_dims.empty()) line += " (dynamic dims " + made_up_dims + " chosen)";
-    line += ", " + range_text(spec, range == ranges_.end() ? nullptr : &range->second);
+    line += ", " + range_text(spec, range == used.end() ? nullptr : &range->second);
     if (from_file != file_.end()) line += " (the file's array has dims " + shape_text(from_file->second.shape) + ")";
     out.made_up.push_back(std::move(line));
     generated.push_back(std::move(concrete));
   }
-  auto made = random_inputs(generated, seed, dynamic_dim_, ranges_);
+  auto made = random_inputs(generated, seed, dynamic_dim_, used);
   // Back into the model's input order.
   std::vector<Tensor> ordered;
   for (const auto& spec : inputs_) {

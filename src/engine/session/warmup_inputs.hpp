@@ -34,6 +34,11 @@ class WarmupInputSource {
   InputShapes default_shapes() const;
   /// Inputs of `shapes`: the file's array where its dims match, generated otherwise.
   WarmupInputs make(const InputShapes& shapes, uint64_t seed) const;
+  /// make() with generated inputs drawn from `ranges` where it names them (the padding check's
+  /// one-sided probes), from the source's own ranges elsewhere.
+  WarmupInputs make(const InputShapes& shapes, uint64_t seed, const std::map<std::string, ValueRange>& ranges) const;
+  /// The ranges generated inputs take: the user's (input_ranges) over the model's metadata.
+  const std::map<std::string, ValueRange>& ranges() const { return ranges_; }
 
  private:
   std::vector<TensorSpec> inputs_;

@@ -234,6 +234,45 @@ void BucketPlan::learn(const std::vector<InputShapes>& bucket_shapes, const std:
   }
 }
 
+namespace {
+bool real_valued(ElementType type) {
+  return type == ElementType::float32 || type == ElementType::float64 || type == ElementType::float16 || type == ElementType::bfloat16;
+}
+double pad_value_of(const std::string& input, const std::map<std::string, double>& pad_values) {
+  const auto it = pad_values.find(input);
+  return it == pad_values.end() ? 0.0 : it->second;
+}
+}  // namespace
+
+std::string OneSidedInputs::text(const std::map<std::string, double>& pad_values) const {
+  std::string which;
+  for (const auto& [input, range] : ranges) {
+    which += fmt::format("{}'{}' in [{}, {}], padded with {}", which.empty() ? "" : "; ", input, range.lo, range.hi, pad_value_of(input, pad_values));
+  }
+  return fmt::format("every real-valued input {} what it is padded with ({})", above ? "above" : "below", which);
+}
+
+std::vector<OneSidedInputs> one_sided_inputs(const std::vector<TensorSpec>& inputs, const std::map<std::string, ValueRange>& ranges,
+                                             const std::map<std::string, double>& pad_values) {
+  OneSidedInputs above{true, {}};
+  OneSidedInputs below{false, {}};
+  for (const auto& input : inputs) {
+    if (!real_valued(input.type)) continue;
+    const auto given = ranges.find(input.name);
+    const ValueRange range = given == ranges.end() ? ValueRange{-1.0, 1.0} : given->second;  // fill_random's own
+    const double pad = pad_value_of(input.name, pad_values);
+    // The half of the range beyond the pad value, away from it: a min or max over real and padded
+    // positions then differs from one over the real ones by half the range at least.
+    if (range.lo <= pad && pad < range.hi) above.ranges[input.name] = {(pad + range.hi) / 2, range.hi};
+    if (range.lo < pad && pad <= range.hi) below.ranges[input.name] = {range.lo, (range.lo + pad) / 2};
+  }
+  std::vector<OneSidedInputs> out;
+  for (auto* side : {&above, &below}) {
+    if (!side->ranges.empty()) out.push_back(std::move(*side));
+  }
+  return out;
+}
+
 std::vector<PaddingProbe> BucketPlan::padding_probes(const InputShapes& base) const {
   std::vector<PaddingProbe> out;
   for (size_t b = 0; b < dims_.size(); ++b) {

@@ -6,6 +6,7 @@
 // padding would change its values.
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,6 +32,30 @@ struct PaddingProbe {
   InputShapes real;
   InputShapes bucket;
 };
+
+/// Generated inputs all on one side of the value they are padded with. Inputs on both sides of it
+/// (made-up ones in [-1, 1] padded with 0) hide an output that reads the padded positions only through
+/// a min or a max over them (min-max normalisation, x - max over a sequence): the pad value is never
+/// the min nor the max. Real inputs of one sign (an image in [0, 255], log-probabilities) then get
+/// other outputs; a probe with every real-valued input above its pad value, and one with every one
+/// below it, shows that dependence whatever the inputs' sign.
+struct OneSidedInputs {
+  bool above = true;
+  /// Per real-valued input with such a side: the half of its range beyond its pad value, away from it
+  /// ([0.5, 1] above 0 in [-1, 1]; [127.5, 255] above 0 in an image's [0, 255]).
+  std::map<std::string, ValueRange> ranges;
+  /// "every real-valued input above what it is padded with ('x' in [0.5, 1], padded with 0)"
+  std::string text(const std::map<std::string, double>& pad_values) const;
+};
+
+/// The one-sided probes for `inputs` whose generated values lie in `ranges` ([-1, 1] where none is
+/// given) and which are padded with `pad_values` (0 where none is given): "above" where some
+/// real-valued input's range reaches above its pad value from it or from below (lo <= pad < hi),
+/// "below" likewise; none where every range lies wholly on one side already (the plain probe is
+/// one-sided then) or no input is real-valued (token ids keep their own values: a shifted id would be
+/// out of the vocabulary).
+std::vector<OneSidedInputs> one_sided_inputs(const std::vector<TensorSpec>& inputs, const std::map<std::string, ValueRange>& ranges,
+                                             const std::map<std::string, double>& pad_values);
 
 /// How an output dim follows a padded dim: size = slope * padded dim's size + offset.
 struct FollowingDim {

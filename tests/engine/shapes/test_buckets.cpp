@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "engine/shapes/buckets.hpp"
 #include "engine/shapes/shape_policy.hpp"
@@ -15,6 +16,7 @@
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/session.hpp"
 #include "ortfleet/synth/synth.hpp"
+#include "synth/graph_builder.hpp"
 #include "test_support.hpp"
 
 namespace ortfleet {
@@ -40,6 +42,52 @@ Tensor tokens(const char* name, int64_t length, int64_t value_or_seed, bool cons
   Tensor t = Tensor::host_copy(name, ElementType::int64, {1, length}, nullptr);
   for (int64_t i = 0; i < length; ++i) t.values<int64_t>()[i] = constant ? value_or_seed : (i * 7 + value_or_seed) % 100;
   return t;
+}
+
+// Issue 58's re-audit (W1): models whose outputs read the padded positions only through a min or a
+// max over them, which made-up inputs in [-1, 1] padded with 0 never show (0 is neither).
+// (x - min) / (max - min + eps) over H and W of x [1, 3, height, width]: an image's min-max scaling.
+const std::string& min_max_scaling_model() {
+  static const std::string path = [] {
+    using onnx::Attribute;
+    synth::GraphBuilder g("minmax", 1);
+    g.input("x", onnx::DataType::float32, {1, 3, "height", "width"});
+    const std::vector<Attribute> over_image = {Attribute::Ints("axes", {2, 3}), Attribute::Int("keepdims", 1)};
+    const std::string lo = g.op("ReduceMin", {"x"}, over_image);
+    const std::string hi = g.op("ReduceMax", {"x"}, over_image);
+    const std::string y = g.op("Div", {g.op("Sub", {"x", lo}), g.op("Add", {g.op("Sub", {hi, lo}), g.scalar("eps", 1e-6f)})});
+    g.output(y, onnx::DataType::float32, {1, 3, "height", "width"});
+    return g.write((test::scratch_dir() / "minmax.onnx").string(), "minmax", synth::WriteOptions{}).path;
+  }();
+  return path;
+}
+
+// x - max over `axis` of x [1, sequence, 8] (a log-softmax's first step): over the sequence (1), or
+// over the fixed last dim (2), which no padding of the sequence reaches.
+std::string minus_max_model(int64_t axis) {
+  using onnx::Attribute;
+  synth::GraphBuilder g("minusmax", 1);
+  g.input("x", onnx::DataType::float32, {1, "sequence", 8});
+  const std::string y = g.op("Sub", {"x", g.op("ReduceMax", {"x"}, {Attribute::Ints("axes", {axis}), Attribute::Int("keepdims", 1)})});
+  g.output(y, onnx::DataType::float32, {1, "sequence", 8});
+  return g.write((test::scratch_dir() / ("minusmax-" + std::to_string(axis) + ".onnx")).string(), "minusmax", synth::WriteOptions{}).path;
+}
+
+// Values from lo to hi in a fixed order (no two neighbours alike).
+Tensor spread(const std::vector<int64_t>& shape, float lo, float hi) {
+  Tensor t = Tensor::host_copy("x", ElementType::float32, shape, nullptr);
+  for (int64_t i = 0; i < t.element_count(); ++i) t.values<float>()[i] = lo + (hi - lo) * static_cast<float>((i * 37) % 101) / 100.0f;
+  return t;
+}
+
+// The largest difference between a call of `x` and the same call padded to `bucket` (with `pad`) and
+// cropped back, on one unbucketed session: what buckets would do to it unchecked.
+float padding_moves(Session& plain, const Tensor& x, const std::vector<int64_t>& bucket, double pad) {
+  const Tensor want = plain.run({x})[0];
+  const Tensor got = detail::cropped(plain.run({detail::padded(x, bucket, pad, Device::cpu())})[0], want.shape, Device::cpu());
+  float largest = 0;
+  for (int64_t i = 0; i < want.element_count(); ++i) largest = std::max(largest, std::abs(want.values<float>()[i] - got.values<float>()[i]));
+  return largest;
 }
 
 }  // namespace
@@ -304,6 +352,126 @@ TEST(Buckets, EachPaddedDimIsCheckedFromItsSmallestSizePaddedToItsSecond) {
   spec.config.shapes.buckets = {parse_buckets("image.2=32,64"), parse_buckets("image.3=32,64")};
   Session s(spec);
   EXPECT_NO_THROW(s.warm_up(1));
+}
+
+// Issue 58's re-audit (W1): made-up inputs in [-1, 1] padded with 0 passed min-max scaling and x - max
+// over a sequence (0 is never the min nor the max), and an image in [10, 255] or log-probabilities then
+// came out other. Each padded dim is probed again with every real-valued input above its pad value and
+// with every one below it; token ids keep their values (a shifted id would leave the vocabulary).
+TEST(Buckets, OneSidedProbesPutEachRealValuedInputWhollyAboveOrBelowItsPadValue) {
+  const TensorSpec x{"x", ElementType::float32, {1, -1, 8}, {}};
+  const TensorSpec half{"h", ElementType::float16, {1, -1}, {}};
+  const TensorSpec ids{"input_ids", ElementType::int64, {1, -1}, {}};
+  // Made-up values ([-1, 1]) padded with 0: the half of the range beyond 0 on each side.
+  auto sides = detail::one_sided_inputs({x, half, ids}, {}, {});
+  ASSERT_EQ(sides.size(), 2u);
+  EXPECT_TRUE(sides[0].above);
+  EXPECT_EQ(sides[0].ranges, (std::map<std::string, ValueRange>{{"x", {0.5, 1}}, {"h", {0.5, 1}}}));
+  EXPECT_FALSE(sides[1].above);
+  EXPECT_EQ(sides[1].ranges, (std::map<std::string, ValueRange>{{"x", {-1, -0.5}}, {"h", {-1, -0.5}}}));
+  EXPECT_EQ(sides[1].text({}),
+            "every real-valued input below what it is padded with ('h' in [-1, -0.5], padded with 0; 'x' in [-1, -0.5], padded with 0)");
+  // An image's range starts at its pad value: nothing lies below it, the upper half above it.
+  sides = detail::one_sided_inputs({x}, {{"x", {0, 255}}}, {});
+  ASSERT_EQ(sides.size(), 1u);
+  EXPECT_TRUE(sides[0].above);
+  EXPECT_EQ(sides[0].ranges.at("x"), (ValueRange{127.5, 255}));
+  // A pad value inside the range splits it there.
+  sides = detail::one_sided_inputs({x}, {{"x", {0, 1}}}, {{"x", 0.5}});
+  ASSERT_EQ(sides.size(), 2u);
+  EXPECT_EQ(sides[0].ranges.at("x"), (ValueRange{0.75, 1}));
+  EXPECT_EQ(sides[1].ranges.at("x"), (ValueRange{0, 0.25}));
+  // Every value on one side of the pad value already (an image in [10, 255], a pad of -1e4): the
+  // plain probe is one-sided; integers are never shifted.
+  EXPECT_TRUE(detail::one_sided_inputs({x}, {{"x", {10, 255}}}, {}).empty());
+  EXPECT_TRUE(detail::one_sided_inputs({x}, {}, {{"x", -1e4}}).empty());
+  EXPECT_TRUE(detail::one_sided_inputs({ids}, {{"input_ids", {0, 30521}}}, {}).empty());
+}
+
+TEST(Buckets, AnOutputReadingThePaddedPositionsThroughAMinOrMaxIsRefusedWhateverTheInputsSign) {
+  {
+    // Min-max scaling over H and W: an image of 40 x 50 in [10, 255] padded to 64 x 64 with 0 takes
+    // its min from the padding; inputs in [-1, 1] hide it (0 is neither their min nor their max).
+    SessionSpec plain_spec;
+    plain_spec.model_path = min_max_scaling_model();
+    Session plain(plain_spec);
+    ASSERT_GT(padding_moves(plain, spread({1, 3, 40, 50}, 10, 255), {1, 3, 64, 64}, 0.0), 0.02f) << "padding must change an image's outputs";
+    ASSERT_LT(padding_moves(plain, spread({1, 3, 40, 50}, -1, 1), {1, 3, 64, 64}, 0.0), 1e-6f) << "and not those of inputs in [-1, 1]";
+    SessionSpec spec = plain_spec;
+    spec.config.shapes.buckets = {parse_buckets("x.2=32,64"), parse_buckets("x.3=32,64")};
+    std::string why = expect_error([&] { Session(spec).warm_up(1); });
+    EXPECT_NE(why.find("buckets for x.2 refused: padding changes the model's outputs: a call of x.2 = 32 padded to 64 and cropped back gives '"),
+              std::string::npos)
+        << why;
+    EXPECT_NE(why.find("against the same call unpadded, with every real-valued input above what it is padded with ('x' in [0.5, 1], padded with 0)"),
+              std::string::npos)
+        << why;
+    EXPECT_NE(why.find("a min or max"), std::string::npos) << why;
+    EXPECT_TRUE(refuses_buckets(why)) << why;
+    // The image's own range given: the probe takes its upper half.
+    spec.config.warmup.input_ranges["x"] = {0, 255};
+    why = expect_error([&] { Session(spec).warm_up(1); });
+    EXPECT_NE(why.find("with every real-valued input above what it is padded with ('x' in [127.5, 255], padded with 0)"), std::string::npos) << why;
+  }
+  {
+    // x - max over the sequence: log-probabilities (all below 0) of 20 steps padded to 32 take their
+    // max from the padding.
+    SessionSpec plain_spec;
+    plain_spec.model_path = minus_max_model(1);
+    Session plain(plain_spec);
+    ASSERT_GT(padding_moves(plain, spread({1, 20, 8}, -9, -0.1f), {1, 32, 8}, 0.0), 0.05f) << "padding must change log-probabilities' outputs";
+    SessionSpec spec = plain_spec;
+    spec.config.shapes.buckets = {parse_buckets("x.1=16,32,64")};
+    const std::string why = expect_error([&] { Session(spec).warm_up(1); });
+    EXPECT_NE(why.find("buckets for x.1 refused: padding changes the model's outputs: a call of x.1 = 16 padded to 32 and cropped back gives '"),
+              std::string::npos)
+        << why;
+    EXPECT_NE(why.find("with every real-valued input below what it is padded with ('x' in [-1, -0.5], padded with 0)"), std::string::npos) << why;
+    EXPECT_NE(why.find("give the range they lie in ("), std::string::npos) << why;
+    const auto refused = detail::padding_refusal(spec.model_path);
+    ASSERT_TRUE(refused);
+    EXPECT_NE(refused->find("x.1 = 16 padded to 32, with every real-valued input below"), std::string::npos) << *refused;
+    // Inputs declared never below 0 (the pad value) leave the max to the real positions: kept, and a
+    // call of such inputs gives the unpadded outputs.
+    spec.config.warmup.input_ranges["x"] = {0, 1};
+    Session bucketed(spec);
+    ASSERT_NO_THROW(bucketed.warm_up(1));
+    const Tensor x = spread({1, 20, 8}, 0, 1);
+    const Tensor got = bucketed.run({x})[0];
+    const Tensor want = plain.run({x})[0];
+    ASSERT_EQ(got.shape, want.shape);
+    for (int64_t i = 0; i < want.element_count(); ++i) ASSERT_NEAR(got.values<float>()[i], want.values<float>()[i], 1e-6f) << "value " << i;
+  }
+}
+
+// The one-sided probes refuse no padding that no min or max reads: x - max over a fixed dim, and
+// x - max over the sequence padded with a value below any input (what keeps its max), keep their
+// buckets and give the unpadded outputs on inputs of either sign.
+TEST(Buckets, PaddingThatNoMinOrMaxReadsKeepsItsBucketsOnInputsOfEitherSign) {
+  SessionSpec over_fixed;
+  over_fixed.model_path = minus_max_model(2);
+  over_fixed.config.shapes.buckets = {parse_buckets("x.1=16,32,64")};
+  SessionSpec padded_low;
+  padded_low.model_path = minus_max_model(1);
+  padded_low.config.shapes.buckets = {parse_buckets("x.1=16,32,64")};
+  padded_low.config.shapes.pad_values["x"] = -1e4;
+  for (const SessionSpec* spec : {&over_fixed, &padded_low}) {
+    Session bucketed(*spec);
+    ASSERT_NO_THROW(bucketed.warm_up(1)) << spec->model_path;
+    SessionSpec plain_spec;
+    plain_spec.model_path = spec->model_path;
+    Session plain(plain_spec);
+    for (const auto& [lo, hi] : {std::pair<float, float>{-9, -0.1f}, {10, 255}, {-1, 1}}) {
+      const Tensor x = spread({1, 20, 8}, lo, hi);
+      const Tensor got = bucketed.run({x})[0];
+      const Tensor want = plain.run({x})[0];
+      ASSERT_EQ(got.shape, want.shape);
+      for (int64_t i = 0; i < want.element_count(); ++i) {
+        ASSERT_NEAR(got.values<float>()[i], want.values<float>()[i], 1e-5f)
+            << spec->model_path << " inputs in [" << lo << ", " << hi << "] value " << i;
+      }
+    }
+  }
 }
 
 TEST(ShapePolicy, NoBucketsAreAdvisedForAModelWhosePaddingChangesItsOutputs) {
