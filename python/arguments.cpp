@@ -275,8 +275,8 @@ std::string python_type(const SettingRow& row) {
   return row.python_default == nullptr && type != "object" ? "Optional[" + type + "]" : type;
 }
 
-/// `value` of keyword `row` as a config field takes it: a bool, a number or a text.
-detail::FieldValue field_value(const SettingRow& row, const py::handle& value) {
+/// `value` of `keyword` (which takes what `rule` says) as a config field takes it: a bool, a number or a text.
+detail::FieldValue field_value(const char* keyword, const ValueRule& rule, const py::handle& value) {
   if (py::isinstance<py::bool_>(value) || std::string(py::str(py::type::of(value).attr("__name__"))) == "bool_") return value.cast<bool>();
   if (py::isinstance<py::str>(value)) return value.cast<std::string>();
   if (PyNumber_Check(value.ptr()) != 0) {
@@ -288,19 +288,24 @@ detail::FieldValue field_value(const SettingRow& row, const py::handle& value) {
     }
     return number;
   }
-  throw Error(std::string(row.keyword) + " takes " + allowed_values(row.values) + ", not " + py::repr(value).cast<std::string>());
+  throw Error(std::string(keyword) + " takes " + allowed_values(rule) + ", not " + py::repr(value).cast<std::string>());
+}
+
+/// `value` of `keyword` as a number, not yet checked against `rule`'s range: a bool or a text is refused.
+double unchecked_number(const char* keyword, const ValueRule& rule, const py::handle& value) {
+  const detail::FieldValue v = field_value(keyword, rule, value);
+  const auto* number = std::get_if<double>(&v);
+  if (number == nullptr) throw Error(std::string(keyword) + " takes " + allowed_values(rule) + ", not " + py::repr(value).cast<std::string>());
+  return *number;
 }
 
 /// A keyword of a number, checked by its row: what the command line's flag takes, the same way.
 double number_keyword(const SettingRow& row, const py::handle& value) {
-  const detail::FieldValue v = field_value(row, value);
-  const auto* number = std::get_if<double>(&v);
-  if (number == nullptr) throw Error(std::string(row.keyword) + " takes " + allowed_values(row.values) + ", not " + py::repr(value).cast<std::string>());
-  return checked_number(row.id, *number);
+  return checked_number(row.id, unchecked_number(row.keyword, row.values, value));
 }
 
 bool bool_keyword(const SettingRow& row, const py::handle& value) {
-  const detail::FieldValue v = field_value(row, value);
+  const detail::FieldValue v = field_value(row.keyword, row.values, value);
   if (!std::holds_alternative<bool>(v)) throw Error(std::string(row.keyword) + " takes True or False, not " + py::repr(value).cast<std::string>());
   return std::get<bool>(v);
 }
@@ -311,6 +316,14 @@ std::string text_keyword(const SettingRow& row, const py::handle& value) {
 }
 
 }  // namespace
+
+double number_argument(const char* keyword, const ValueRule& rule, const py::handle& value) {
+  const double number = unchecked_number(keyword, rule, value);
+  if (const std::string problem = number_problem(rule, number); !problem.empty()) {
+    throw Error(fmt::format("{}={} {}", keyword, number_words(number), problem));
+  }
+  return number;
+}
 
 FleetOptions fleet_options(const py::object& devices, const py::kwargs& keywords, WarmupInputsFile& warmup_file) {
   std::map<Setting, py::object> given;
@@ -356,7 +369,7 @@ FleetOptions fleet_options(const py::object& devices, const py::kwargs& keywords
       default: {
         const detail::ConfigField* field = detail::config_field(setting);
         if (field == nullptr) throw Error(std::string("Fleet() has no way to apply its keyword ") + row.keyword, "Report it: the settings table lists it");
-        detail::set_field(*field, o.config, field_value(row, value));
+        detail::set_field(*field, o.config, field_value(row.keyword, row.values, value));
       }
     }
   }

@@ -44,6 +44,11 @@ class WarmupInputsFile {
   pid_t written_by_ = 0;
 };
 
+/// `value` of the number argument `keyword` (runs=, budget=), checked by `rule` as the command line
+/// checks its flag: a bool, a text, NaN, infinity and a number out of range are refused in one line
+/// naming the keyword ("runs=0 is out of range: give a whole number from 1 to 1000").
+double number_argument(const char* keyword, const ValueRule& rule, const py::handle& value);
+
 /// Whether the settings table's row is one of Fleet's keywords (model and devices are its positional
 /// arguments): a keyword of a fleet's start or of the config.
 bool is_fleet_keyword(const SettingRow& row);

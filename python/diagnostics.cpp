@@ -24,7 +24,40 @@
 
 namespace ortfleet::python {
 
+/// A number argument (runs=, budget=) as the caller gave it, for number_argument to check against the
+/// rule the command line's flag takes (beside the options: BenchOptions::kRunsRule, ...): pybind11's own
+/// int and float take True as 1, and NaN, infinity or -1 as they are. Its type in the signature stays
+/// `int` (Whole) or `float`, which _calls.py reads.
+template <bool Whole>
+struct NumberGiven {
+  py::object value;
+};
+
+}  // namespace ortfleet::python
+
+namespace pybind11::detail {
+template <bool Whole>
+struct type_caster<ortfleet::python::NumberGiven<Whole>> {
+  PYBIND11_TYPE_CASTER(ortfleet::python::NumberGiven<Whole>, const_name<Whole>("int", "float"));
+  bool load(handle source, bool /*convert*/) {
+    value.value = reinterpret_borrow<object>(source);
+    return true;  // any object: number_argument says what it takes
+  }
+  static handle cast(const ortfleet::python::NumberGiven<Whole>& given, return_value_policy, handle) { return given.value.inc_ref(); }
+};
+}  // namespace pybind11::detail
+
+namespace ortfleet::python {
+
 namespace {
+
+using WholeGiven = NumberGiven<true>;
+using SecondsGiven = NumberGiven<false>;
+
+/// `given` of `keyword`, checked by `rule`, as an int option takes it.
+int whole_argument(const char* keyword, const ValueRule& rule, const WholeGiven& given) {
+  return static_cast<int>(number_argument(keyword, rule, given.value));
+}
 
 /// What `run()` reports, as the command's --json prints it, as Python objects; the GIL is released
 /// while it runs.
@@ -251,18 +284,18 @@ void bind_diagnostics(py::module_& m) {
     return json_report([&] { return run_doctor(o); });
   }, py::arg("ort_library") = "", "What `ortfleet doctor --json` reports, as a dict");
 
-  m.def("bench", [](const std::string& model, const py::object& devices, int runs, int warmup, bool anchors,
-                    const py::object& python, const py::object& config, double budget, const py::object& progress) {
+  m.def("bench", [](const std::string& model, const py::object& devices, const WholeGiven& runs, const WholeGiven& warmup, bool anchors,
+                    const py::object& python, const py::object& config, const SecondsGiven& budget, const py::object& progress) {
     BenchOptions o;
+    o.runs = whole_argument("runs", BenchOptions::kRunsRule, runs);
+    o.warmup_rounds = whole_argument("warmup", BenchOptions::kWarmupRoundsRule, warmup);
+    o.budget_s = number_argument("budget", kRoundsBudgetRule, budget.value);
     o.model = model;
     o.devices = to_devices(devices);
-    o.runs = runs;
-    o.warmup_rounds = warmup;
     o.anchors = anchors;
     o.python = python_or_this_one(python);
     o.config = to_config(config);
     check_config_against_model(o.config, o.model);  // before any child process: options.hpp
-    o.budget_s = budget;
     return interruptible_report(wired(o, run_bench), progress);
   }, py::arg("model"), py::arg("devices") = py::none(), py::arg("runs") = BenchOptions{}.runs, py::arg("warmup") = 1, py::arg("anchors") = true,
      py::arg("python") = py::none(), py::arg("config") = py::none(), py::arg("budget") = 0.0, py::arg("progress") = py::none(),
@@ -270,12 +303,12 @@ void bind_diagnostics(py::module_& m) {
      "`budget` caps the seconds it takes (0: none); `progress`: None (a status line on a terminal), True (every line on stderr), "
      "False, or a callable taking each line. Ctrl-C stops it, and what it started, before the KeyboardInterrupt goes on");
 
-  m.def("profile", [](const std::string& model, const py::object& device, int runs, const py::object& config, bool fleet,
+  m.def("profile", [](const std::string& model, const py::object& device, const WholeGiven& runs, const py::object& config, bool fleet,
                       const py::object& progress) {
     ProfileOptions o;
+    o.steady_runs = whole_argument("runs", ProfileOptions::kSteadyRunsRule, runs);
     o.model = model;
     o.device = device_or_default(device);
-    o.steady_runs = runs;
     o.config = to_config(config);
     check_config_against_model(o.config, o.model);  // before any child process: options.hpp
     o.fleet = fleet;
@@ -285,17 +318,17 @@ void bind_diagnostics(py::module_& m) {
      "What `ortfleet profile --json` reports, as a dict (`fleet`: on a machine of several GPUs, one start of a fleet on all of them "
      "for the driver's share); `progress` as for bench; Ctrl-C stops it");
 
-  m.def("tune", [](const std::string& model, const py::object& device, bool quick, int runs, const py::object& config, int rounds,
-                   double budget, const py::object& progress) {
+  m.def("tune", [](const std::string& model, const py::object& device, bool quick, const WholeGiven& runs, const py::object& config,
+                   const WholeGiven& rounds, const SecondsGiven& budget, const py::object& progress) {
     TuneOptions o;
+    o.steady_runs = whole_argument("runs", TuneOptions::kSteadyRunsRule, runs);
+    o.rounds = whole_argument("rounds", TuneOptions::kRoundsRule, rounds);
+    o.budget_s = number_argument("budget", kRoundsBudgetRule, budget.value);
     o.model = model;
     o.device = device_or_default(device);
     o.quick = quick;
-    o.steady_runs = runs;
     o.base = to_config(config);
     check_config_against_model(o.base, o.model);  // before any child process: options.hpp
-    o.rounds = rounds;
-    o.budget_s = budget;
     return interruptible_report(wired(o, run_tune), progress);
   }, py::arg("model"), py::arg("device") = py::none(), py::arg("quick") = true, py::arg("runs") = 30, py::arg("config") = py::none(),
      py::arg("rounds") = TuneOptions{}.rounds, py::arg("budget") = 0.0, py::arg("progress") = py::none(),

@@ -52,7 +52,9 @@ void check_model(DoctorReport& report, const DoctorOptions& o) {
   request.ortfleet_executable = ortfleet_executable(o.ortfleet_executable);
   request.ort_library = o.ort_library;
   request.timeout_s = o.timeout_s;
+  request.stop = o.stop;
   const ColdStart start = run_cold_start(request);
+  throw_if_stopped(o.stop);
   m.started = start.ok();
   m.crashed = start.crashed;
   m.error = start.error;

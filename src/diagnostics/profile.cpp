@@ -114,16 +114,8 @@ ProfileReport run_profile(const ProfileOptions& options) {
   detail::throw_if_stopped(o.stop);
   if (!child.ok()) throw Error("the profiled start failed: " + child.error, {}, o.device.to_string());
   const StartReport& start = *child.report;
-  auto read = [](const std::string& path) {
-    std::ifstream in(path);
-    if (!in) throw Error("cannot read " + path);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  };
   const std::string profile_path = start.devices.front().profile_path;
-  auto report = build_profile(start, read_ort_log(log_path),
-                              profile_path.empty() ? std::vector<OrtProfileEvent>{} : parse_ort_profile(read(profile_path), profile_path), facts);
+  auto report = build_profile(start, read_ort_log(log_path), profile_path.empty() ? std::vector<OrtProfileEvent>{} : read_ort_profile(profile_path), facts);
   report.config = o.config;
   say("measuring this machine's speeds for the floor");
   add_floor(report, measure_machine_speeds(o.device, o.model, facts.initializer_bytes));

@@ -1,17 +1,21 @@
 // ONNX Runtime's own outputs that profile reads: its profiler's trace events and the JSON lines of
 // its log (start --ort-log), parsed with the malformed part named.
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "base/json_errors.hpp"
+#include "engine/cache/full_disk.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/diagnostics/profile.hpp"
 
 namespace ortfleet {
 using nlohmann::json;
+namespace fs = std::filesystem;
 
 namespace {
 /// ONNX Runtime writes a node's name into its profile as it is: a control character in it (ESC, a
@@ -66,7 +70,7 @@ std::vector<OrtProfileEvent> parse_ort_profile(const std::string& text, const st
   try {
     j = json::parse(profile_json_readable(text));
   } catch (const json::exception& e) {  // parse errors, and numbers no double holds (1e999)
-    throw bad(std::string("not JSON (") + e.what() + ")");
+    throw bad("not JSON (" + detail::json_error_text(e) + ")");
   }
   if (!j.is_array()) throw bad("expected an array of trace events");
   std::vector<OrtProfileEvent> events;
@@ -106,19 +110,41 @@ std::vector<OrtLogLine> parse_ort_log(const std::string& text, const std::string
       const json j = json::parse(line);
       lines.push_back({j.at("t").get<int64_t>(), j.at("severity").get<int>(), j.at("message").get<std::string>()});
     } catch (const json::exception& e) {
-      throw Error("malformed ONNX Runtime log " + source + " line " + std::to_string(number) + ": " + e.what(),
+      throw Error("malformed ONNX Runtime log " + source + " line " + std::to_string(number) + ": " + detail::json_error_text(e),
                   "It should come from 'ortfleet start --ort-log'");
     }
   }
   return lines;
 }
 
+namespace {
+/// The text of the file ONNX Runtime wrote at `path` (its log, its profile), made into what `parse`
+/// makes of it. A file that cannot be read, or does not parse, on a full disk is said as the full disk
+/// (issue 58's re-audit: a full $TMPDIR was blamed on ONNX Runtime's log or profile): where, and what to do.
+template <typename Parse>
+auto read_written_file(const std::string& path, const std::string& what, Parse parse) {
+  const std::string folder = fs::path(path).parent_path().string();
+  try {
+    std::ifstream in(path);
+    if (!in) throw Error("cannot read " + what + " " + path, "The start that wrote it may have failed before writing it");
+    std::stringstream text;
+    text << in.rdbuf();
+    return parse(text.str());
+  } catch (const Error& e) {
+    const std::string full = detail::full_disk_text(folder);
+    if (full.empty()) throw;
+    throw Error(what + " " + path + " was not written whole: " + full,
+                "Free space on that disk, or set TMPDIR to a folder on a disk with room");
+  }
+}
+}  // namespace
+
 std::vector<OrtLogLine> read_ort_log(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error("cannot read ONNX Runtime's log " + path, "The start that wrote it may have failed before logging");
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_ort_log(text.str(), path);
+  return read_written_file(path, "ONNX Runtime's log", [&](const std::string& text) { return parse_ort_log(text, path); });
+}
+
+std::vector<OrtProfileEvent> read_ort_profile(const std::string& path) {
+  return read_written_file(path, "ONNX Runtime's profile", [&](const std::string& text) { return parse_ort_profile(text, path); });
 }
 
 }  // namespace ortfleet

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # ctrl_c.sh ORTFLEET MODEL: Ctrl-C (SIGINT to the command's process group, as a terminal sends it) stops
-# bench, profile and tune in order: the start under way and what the run set up (a bench's warm pools,
+# bench, profile, tune and `doctor MODEL` in order: the start under way and what the run set up (a bench's warm pools,
 # their workers, its folders in $TMPDIR) are taken down, nothing is left running or in $TMPDIR, and the
-# command ends by SIGINT, as a shell expects of Ctrl-C. Each died at once and left them (issue 58's audit).
+# command ends by SIGINT, as a shell expects of Ctrl-C. Each died at once and left them (issue 58's audit;
+# doctor's start left its config's folder, ortfleet-start-config-*, until its re-audit).
 set -uo pipefail
 cli=$1 model=$2
 dir=$(mktemp -d)
@@ -15,10 +16,11 @@ set -m  # each job in a process group of its own, SIGINT at its default: as a te
 
 # Each is interrupted once its run is under way: bench once its pools (next job, parked pool, node
 # daemon) may run, profile and tune inside their starts.
-# profile runs the segmenter, whose 9,999 timed runs keep its child busy for a while.
+# profile runs the segmenter, whose 9,999 timed runs keep its child busy for a while; doctor the
+# segmenter at 2048 x 2048, whose warm-up takes seconds.
 "$cli" -q synth segmenter "$dir/segmenter.onnx" >/dev/null || fail "synth segmenter failed"
 while IFS='|' read -r name command said; do
-  case $name in profile) run_model=$dir/segmenter.onnx;; *) run_model=$model;; esac
+  case $name in profile|doctor) run_model=$dir/segmenter.onnx;; *) run_model=$model;; esac
   tmp=$dir/tmp-$name
   mkdir -p "$tmp"
   TMPDIR=$tmp "$cli" $command "$run_model" >"$dir/$name.out" 2>"$dir/$name.err" &
@@ -37,5 +39,6 @@ done <<'CASES'
 bench|bench --devices cpu --runs 20 --no-anchors|rounds of
 profile|profile --device cpu --runs 9999|
 tune|tune --device cpu --quick --repeat 20|configurations
+doctor|doctor --device cpu --shapes image=1x3x2048x2048|
 CASES
-echo "ok: Ctrl-C stops bench, profile and tune in order, leaving nothing running and nothing in TMPDIR"
+echo "ok: Ctrl-C stops bench, profile, tune and doctor MODEL in order, leaving nothing running and nothing in TMPDIR"

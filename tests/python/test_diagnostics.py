@@ -56,8 +56,34 @@ def test_a_config_from_python_reaches_the_timed_child_starts(models, tmp_path):
     assert started and all("libno_such_ops.so" in r["error"] for r in started), [r["error"] for r in started]
     with pytest.raises(Exception, match="libno_such_ops.so"):
         ortfleet.profile(models["mlp"], device="cpu", runs=1, config=config)
-    tune = ortfleet.tune(models["mlp"], device="cpu", quick=True, runs=1, rounds=1, config=config)
+    tune = ortfleet.tune(models["mlp"], device="cpu", quick=True, runs=2, rounds=1, config=config)
     assert tune["results"] and all("libno_such_ops.so" in r["error"] for r in tune["results"]), [r["error"] for r in tune["results"]]
+
+
+# Each number takes what the command line's flag takes (the rules beside the options, BenchOptions::kRunsRule
+# ...), refused in one line naming the keyword before any child process: they were taken unchecked
+# (issue 58's re-audit, S1), and bench(runs=0) named the flag, --runs.
+@pytest.mark.parametrize("call, said", [
+    (lambda m: ortfleet.profile(m, device="cpu", runs=-1), "runs=-1 is out of range: give a whole number from 1 to 9999"),
+    (lambda m: ortfleet.profile(m, device="cpu", runs=0), "runs=0 is out of range: give a whole number from 1 to 9999"),
+    (lambda m: ortfleet.profile(m, device="cpu", runs=True), "runs takes a whole number from 1 to 9999, not True"),
+    (lambda m: ortfleet.bench(m, devices="cpu", runs=0), "runs=0 is out of range: give a whole number from 1 to 1000"),
+    (lambda m: ortfleet.bench(m, devices="cpu", warmup=-1), "warmup=-1 is out of range: give a whole number from 0 to 100"),
+    (lambda m: ortfleet.bench(m, devices="cpu", budget=float("nan")), "budget=nan is out of range: give a number of seconds from 0 to 604800"),
+    (lambda m: ortfleet.bench(m, devices="cpu", budget=float("inf")), "budget=inf is out of range"),
+    (lambda m: ortfleet.bench(m, devices="cpu", budget=-1), "budget=-1 is out of range"),
+    (lambda m: ortfleet.bench(m, devices="cpu", budget=False), "budget takes a number of seconds from 0 to 604800, not False"),
+    (lambda m: ortfleet.tune(m, device="cpu", budget=float("nan")), "budget=nan is out of range"),
+    (lambda m: ortfleet.tune(m, device="cpu", runs=-1), "runs=-1 is out of range: give a whole number from 2 to 100000"),
+    (lambda m: ortfleet.tune(m, device="cpu", runs=1), "runs=1 is out of range: give a whole number from 2 to 100000"),
+    (lambda m: ortfleet.tune(m, device="cpu", rounds=0), "rounds=0 is out of range: give a whole number from 1 to 100"),
+    (lambda m: ortfleet.tune(m, device="cpu", rounds=10**400), "rounds=inf is out of range"),
+])
+def test_numbers_out_of_range_are_refused_naming_the_keyword(models, call, said):
+    with pytest.raises(ortfleet.Error) as refused:
+        call(models["mlp"])
+    text = str(refused.value)
+    assert text.startswith(said) and "\n" not in text and "--" not in text, text
 
 
 def test_synth_nodes_writes_the_node_heavy_graph(tmp_path):
@@ -96,7 +122,7 @@ def test_progress_reaches_python_as_it_comes(models):
     ortfleet.profile(models["mlp"], device="cpu", runs=1, progress=lines.append)
     assert any(line.startswith("profiling one cold start of ") for line in lines), lines
     lines.clear()
-    ortfleet.tune(models["mlp"], device="cpu", quick=True, runs=1, rounds=1, progress=lines.append)
+    ortfleet.tune(models["mlp"], device="cpu", quick=True, runs=2, rounds=1, progress=lines.append)
     assert any("untimed start" in line for line in lines) and any(line.startswith("round 1/1:") for line in lines), lines
     with pytest.raises(TypeError, match="progress= takes None"):
         ortfleet.profile(models["mlp"], device="cpu", progress="loud")

@@ -226,12 +226,12 @@ void register_bench(CLI::App& app, Globals& globals, Action& action) {
   auto f = std::make_shared<BenchFlags>();
   f->target.add_to(cmd, /*one_device=*/false);
   cmd->add_option("--strategies", f->strategies, "Comma-separated: sequential,threads,processes,fleet");
-  in_range(cmd->add_option("-r,--runs", f->runs, "Timed rounds (each case once per round, fresh process each)"), {.lo = 1, .hi = 1000});
-  in_range(cmd->add_option("-w,--warmup", f->warmup_rounds,
-                           "Untimed rounds first: one start of ortfleet's (which makes the model cache's entry) and one of Python's each, "
-                           "for the page cache and imports"),
-           {.lo = 0, .hi = 100});
-  add_budget_option(cmd, f->budget_s, " and each Python anchor gets at most a quarter of it", "--runs");
+  checked_by_rule(cmd->add_option("-r,--runs", f->runs, "Timed rounds (each case once per round, fresh process each)"), BenchOptions::kRunsRule);
+  checked_by_rule(cmd->add_option("-w,--warmup", f->warmup_rounds,
+                                  "Untimed rounds first: one start of ortfleet's (which makes the model cache's entry) and one of Python's "
+                                  "each, for the page cache and imports"),
+                  BenchOptions::kWarmupRoundsRule);
+  add_budget_option(cmd, f->budget_s, kRoundsBudgetRule, " and each Python anchor gets at most a quarter of it", "--runs");
   cmd->add_flag("--no-anchors", f->no_anchors, "Skip the onnxruntime Python package runs");
   cmd->add_flag("--no-pool", f->no_pool, "Skip the rows on a warm worker pool (new session, and resident)");
   cmd->add_flag("--no-next-job", f->no_next_job,

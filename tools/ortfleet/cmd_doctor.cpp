@@ -6,6 +6,7 @@
 #include "command.hpp"
 #include "run_config_flags.hpp"
 #include "flag_checks.hpp"
+#include "interrupt.hpp"
 #include "output.hpp"
 #include "ortfleet/base/terminal_text.hpp"
 #include "ortfleet/base/error.hpp"
@@ -176,15 +177,19 @@ void register_doctor(CLI::App& app, Globals& globals, Action& action) {
       DoctorOptions options;
       options.ort_library = globals.ort_lib;
       options.register_cuda_ep = !f->no_register;
-      if (!f->target.model.empty()) {
-        options.model = f->target.model;
-        options.device = f->target.device();
-        options.config = f->run.resolve_for(options.model);
-      }
-      const DoctorReport report = run_doctor(options);
-      if (globals.json) std::cout << report.to_json() << std::endl;
-      else print_human(report);
-      return report.has_failures() ? 1 : 0;
+      const auto check = [&](std::stop_token stop) {
+        options.stop = std::move(stop);
+        const DoctorReport report = run_doctor(options);
+        if (globals.json) std::cout << report.to_json() << std::endl;
+        else print_human(report);
+        return report.has_failures() ? 1 : 0;
+      };
+      if (f->target.model.empty()) return check({});
+      // The model's start runs in a child process: Ctrl-C stops it in order, nothing of it left behind.
+      options.model = f->target.model;
+      options.device = f->target.device();
+      options.config = f->run.resolve_for(options.model);
+      return stoppable("doctor", check);
     };
   });
 }

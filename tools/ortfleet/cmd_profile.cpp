@@ -132,8 +132,7 @@ void register_profile(CLI::App& app, Globals& globals, Action& action) {
   auto* cmd = app.add_subcommand("profile", "Break one cold start into phases: what costs the most, and the fix");
   auto f = std::make_shared<ProfileFlags>();
   f->target.add_to(cmd, /*one_device=*/true);
-  // The profiled start warms up 1 + runs times, and a start takes --warmup up to 10000.
-  in_range(cmd->add_option("--runs", f->steady_runs, "Inferences after the first, for steady-state times"), {.lo = 1, .hi = 9999});
+  checked_by_rule(cmd->add_option("--runs", f->steady_runs, "Inferences after the first, for steady-state times"), ProfileOptions::kSteadyRunsRule);
   add_output_option(cmd, "--trace", f->trace, "Write a Chrome/Perfetto trace with ortfleet's and ONNX Runtime's events");
   add_output_option(cmd, "--keep", f->keep_dir, "Keep ONNX Runtime's profile and log in this folder", /*folder=*/true);
   add_html_option(cmd, f->html);

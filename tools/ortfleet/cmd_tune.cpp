@@ -125,12 +125,12 @@ void register_tune(CLI::App& app, Globals& globals, Action& action) {
   auto f = std::make_shared<TuneFlags>();
   f->target.add_to(cmd, /*one_device=*/true);
   cmd->add_flag("--quick", f->quick, "Only the options that matter most (conv search, model cache, graph level)");
-  in_range(cmd->add_option("--repeat", f->rounds,
-                           "Timed rounds, each a cold start of every configuration, interleaved: the spread that tells a gain from noise "
-                           "needs 2 or more"),
-           {.lo = 1, .hi = 100});
-  add_budget_option(cmd, f->budget_s, " (at least 2)", "--repeat");
-  in_range(cmd->add_option("--runs", f->steady_runs, "Inferences after the first, for p50/p99"), {.lo = 2, .hi = 100000});
+  checked_by_rule(cmd->add_option("--repeat", f->rounds,
+                                  "Timed rounds, each a cold start of every configuration, interleaved: the spread that tells a gain from "
+                                  "noise needs 2 or more"),
+                  TuneOptions::kRoundsRule);
+  add_budget_option(cmd, f->budget_s, kRoundsBudgetRule, " (at least 2)", "--repeat");
+  checked_by_rule(cmd->add_option("--runs", f->steady_runs, "Inferences after the first, for p50/p99"), TuneOptions::kSteadyRunsRule);
   in_range(cmd->add_option("--disable-transformers", f->transformers_to_disable,
                            "Try disabling each of the N graph transformers that cost the start most, and all N together (0: none)"),
            {.lo = 0, .hi = 20});

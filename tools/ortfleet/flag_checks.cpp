@@ -124,11 +124,11 @@ void add_case_timeout_option(CLI::App* app, double& seconds) {
            time_limit());
 }
 
-void add_budget_option(CLI::App* app, double& seconds, const std::string& what_else, const std::string& rounds_flag) {
-  in_range(app->add_option("--budget", seconds,
-                           "Seconds it may take: once the first round shows what a round costs, the rounds are cut to fit" + what_else +
-                               "; 0: no limit (with " + rounds_flag + " given and no --budget: none)"),
-           {.lo = 0, .hi = kMaxTimeoutS, .unit = "seconds", .whole = false});
+void add_budget_option(CLI::App* app, double& seconds, const ValueRule& rule, const std::string& what_else, const std::string& rounds_flag) {
+  checked_by_rule(app->add_option("--budget", seconds,
+                                  "Seconds it may take: once the first round shows what a round costs, the rounds are cut to fit" + what_else +
+                                      "; 0: no limit (with " + rounds_flag + " given and no --budget: none)"),
+                  rule);
 }
 
 double budget_for(const CLI::App& app, double seconds, const std::string& rounds_flag) {

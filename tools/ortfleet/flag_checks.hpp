@@ -66,8 +66,9 @@ class FlagChecks {
 /// anchor) that outlives it is killed and becomes a failed row with the reason.
 void add_case_timeout_option(CLI::App* app, double& seconds);
 /// --budget SECONDS, shared by bench and tune: once the first timed round shows what a round costs, the
-/// rounds are cut to fit; `what_else` says what else the budget bounds (", and each Python anchor ...").
-void add_budget_option(CLI::App* app, double& seconds, const std::string& what_else, const std::string& rounds_flag);
+/// rounds are cut to fit; `what_else` says what else the budget bounds (", and each Python anchor ...");
+/// `rule` is what it takes (the library's, beside the options: Python's budget= takes the same).
+void add_budget_option(CLI::App* app, double& seconds, const ValueRule& rule, const std::string& what_else, const std::string& rounds_flag);
 /// The budget a run gets: none (0) when `rounds_flag` was given and --budget was not (the rounds asked
 /// for are run), else `seconds`.
 double budget_for(const CLI::App& app, double seconds, const std::string& rounds_flag);

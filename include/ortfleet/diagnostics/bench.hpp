@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "ortfleet/base/settings.hpp"
 #include "ortfleet/diagnostics/driver_start.hpp"
 #include "ortfleet/engine/devices.hpp"
 #include "ortfleet/fleet/fleet.hpp"
@@ -21,7 +22,17 @@
 
 namespace ortfleet {
 
+/// What the seconds a bench or a tune may take (BenchOptions::budget_s, TuneOptions::budget_s) take:
+/// 0 (no limit) up to a week. The one check of --budget and of Python's budget=.
+inline constexpr ValueRule kRoundsBudgetRule{.kind = ValueKind::number, .lo = 0, .hi = kWeekS, .unit = "seconds"};
+
 struct BenchOptions {
+  /// What runs and warmup_rounds take: the one check of the command line's --runs and --warmup and of
+  /// Python's runs= and warmup= (each front end names its own word; ortfleet/base/settings.hpp's
+  /// number_problem says what is wrong).
+  static constexpr ValueRule kRunsRule{.kind = ValueKind::whole, .lo = 1, .hi = 1000};
+  static constexpr ValueRule kWarmupRoundsRule{.kind = ValueKind::whole, .lo = 0, .hi = 100};
+
   std::string model;
   std::vector<Device> devices;               ///< the full set (N devices)
   std::vector<Strategy> strategies = all_strategies();

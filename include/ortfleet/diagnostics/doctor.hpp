@@ -3,6 +3,7 @@
 // sessions start on its GPUs, each finding with a verdict and the fix; given a model, also whether
 // that model starts here (one cold start in a fresh process) and, when it crashes, the next step.
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <vector>
 
@@ -96,6 +97,9 @@ struct DoctorOptions {
   RunConfig config;               ///< how its session is made
   std::string ortfleet_executable;  ///< the `ortfleet` that runs the start ("" = the one beside this binary)
   double timeout_s = 600;         ///< the start's deadline
+  /// Ends the model's start when requested (Ctrl-C): its child is stopped in order, what it set up (its
+  /// config file's folder) is removed, and run_doctor throws "stopped on request".
+  std::stop_token stop;
 };
 
 DoctorReport run_doctor(const DoctorOptions& options = {});

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "ortfleet/base/settings.hpp"
 #include "ortfleet/diagnostics/driver_start.hpp"
 #include "ortfleet/engine/devices.hpp"
 #include "ortfleet/fleet/start_report.hpp"
@@ -43,8 +44,11 @@ struct OrtLogLine {
 };
 /// Parses the JSON lines of an --ort-log file. Throws ortfleet::Error naming the bad line.
 std::vector<OrtLogLine> parse_ort_log(const std::string& text, const std::string& source);
-/// Reads and parses an --ort-log file. Throws ortfleet::Error.
+/// Reads and parses an --ort-log file. Throws ortfleet::Error; one that cannot be read or parsed on a
+/// full disk is said as the full disk (where, and what to do), not as a malformed log.
 std::vector<OrtLogLine> read_ort_log(const std::string& path);
+/// Reads and parses ONNX Runtime's profile file, as read_ort_log reads its log.
+std::vector<OrtProfileEvent> read_ort_profile(const std::string& path);
 /// The time each graph transformer took in the log's messages from `from_ns` to `to_ns` (its steps
 /// summed), largest first: from "Applying graph transformer X on step N" to "GraphTransformer X modified".
 std::vector<std::pair<std::string, double>> transformer_times(const std::vector<OrtLogLine>& log, int64_t from_ns, int64_t to_ns);
@@ -159,6 +163,9 @@ void add_floor(ProfileReport& report, const MachineSpeeds& speeds);
 MachineSpeeds measure_machine_speeds(const Device& device, const std::string& model, uint64_t weight_bytes);
 
 struct ProfileOptions {
+  /// What steady_runs takes: the one check of --runs and of Python's runs=. The profiled start warms
+  /// up 1 + runs times, and a start takes a warm-up of up to 10000.
+  static constexpr ValueRule kSteadyRunsRule{.kind = ValueKind::whole, .lo = 1, .hi = 9999};
   std::string model;
   Device device = Device::cpu();
   RunConfig config;  ///< the profiled child start's (as a config file), and the shape-switch sessions'

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "ortfleet/diagnostics/bench.hpp"
 #include "ortfleet/engine/devices.hpp"
 #include "ortfleet/diagnostics/profile.hpp"
 #include "ortfleet/engine/options.hpp"
@@ -101,6 +102,10 @@ std::vector<TuneCandidate> transformer_candidates(const TuneCandidate& base, con
                                                   int count);
 
 struct TuneOptions {
+  /// What rounds and steady_runs take: the one check of --repeat and --runs and of Python's rounds= and
+  /// runs= (budget_s: kRoundsBudgetRule, bench.hpp). A p99 needs two runs at least.
+  static constexpr ValueRule kRoundsRule{.kind = ValueKind::whole, .lo = 1, .hi = 100};
+  static constexpr ValueRule kSteadyRunsRule{.kind = ValueKind::whole, .lo = 2, .hi = 100000};
   std::string model;
   Device device = Device::cpu();
   std::vector<TuneCandidate> candidates;  ///< empty: default_sweep(device, base, quick)

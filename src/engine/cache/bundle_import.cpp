@@ -21,6 +21,7 @@
 #include <set>
 #include <sstream>
 
+#include "base/json_errors.hpp"
 #include "base/environment.hpp"
 #include "base/file_reading.hpp"
 #include "base/private_dir.hpp"
@@ -165,7 +166,7 @@ BundleManifest check_manifest(const std::string& path, const std::string& text, 
   } catch (const Refused&) {
     throw;
   } catch (const std::exception& e) {
-    throw refused(path, std::string(detail::kBundleManifest) + " lacks what a bundle's manifest holds (" + e.what() + ")", kExportAgain);
+    throw refused(path, std::string(detail::kBundleManifest) + " lacks what a bundle's manifest holds (" + detail::json_error_text(e) + ")", kExportAgain);
   }
   // Every member belongs to a listed entry, and every entry has its graph and manifest.
   for (const auto& [name, size] : m.members) {

@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -18,6 +17,8 @@
 #include "base/private_dir.hpp"
 #include "base/unique_fd.hpp"
 #include "base/content_hash.hpp"
+#include "engine/cache/full_disk.hpp"
+#include "engine/runtime/ort_errors.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/engine/cache.hpp"
 #include "ortfleet/engine/model_file.hpp"
@@ -88,15 +89,12 @@ void warn_cache_not_written(const std::string& what, const std::string& why) {
 }  // namespace
 
 std::string write_failure(const std::string& folder, const std::string& why) {
-  struct statvfs fs_info {};
-  const bool measured = ::statvfs(folder.c_str(), &fs_info) == 0;
-  const uint64_t free_bytes = measured ? static_cast<uint64_t>(fs_info.f_bavail) * fs_info.f_frsize : 0;
-  const bool full = (measured && free_bytes < (uint64_t{1} << 20)) || why.find(std::strerror(ENOSPC)) != std::string::npos ||
-                    why.find("disk is full") != std::string::npos;
-  if (full) {
-    return fmt::format("the disk holding {} is full ({}; {} bytes free there): {}", folder, std::strerror(ENOSPC), measured ? free_bytes : 0, why);
-  }
-  return fmt::format("writing the entry into {} failed: {}", folder, why);
+  // What the call said, in one short line: ONNX Runtime's text comes with source locations, C++
+  // signatures, its status prefix and a newline (ort_errors.cpp); the raw text goes to the debug log.
+  spdlog::debug("writing the model cache entry into {} failed: {}", folder, why);
+  const std::string said = describe_ort_failure(why).cause;
+  if (const std::string full = full_disk_text(folder, why); !full.empty()) return full + ": " + said;
+  return fmt::format("writing the entry into {} failed: {}", folder, said);
 }
 
 EntryKey entry_key(const std::string& model, const Device& device, const RunConfig& config, const std::string& memo_dir) {

@@ -205,7 +205,8 @@ void record_entry_gain(const std::string& entry, const EntryGain& gain);
 std::optional<EntryGain> gain_of(const std::string& entry);
 /// Why an entry could not be written into `folder` (`why`: what the failing call said), in words: a
 /// full disk is said as such ("the disk holding FOLDER is full (No space left on device; N bytes free
-/// there): ..."), whatever words the call used (ONNX Runtime's differ from ours).
+/// there): ..."), whatever words the call used (ONNX Runtime's differ from ours: full_disk.hpp), and
+/// what the call said in one short line (ONNX Runtime's text shortened as its errors are: ort_errors.hpp).
 std::string write_failure(const std::string& folder, const std::string& why);
 
 /// A text field of the entry's manifest ("model": the model it was made from; "key"), "" when it has none.

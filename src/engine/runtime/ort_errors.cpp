@@ -297,8 +297,11 @@ OrtFailure describe_ort_failure(std::string_view raw) {
     if (failed != std::string_view::npos) text = text.substr(failed + 8);
   }
   OrtFailure failure;
-  failure.cause =
-      cut(broadcast_error(running_node_error(opset_error(node_error(one_line(without_cuda_call_site(without_source_locations(text))))))));
+  // A status prefix may also follow a source location ("graph.cc:5331 <signature> [ONNXRuntimeError] :
+  // 1 : FAIL : ...", a failure rethrown through another frame): dropped there too.
+  const std::string located = without_source_locations(text);
+  failure.cause = cut(broadcast_error(
+      running_node_error(opset_error(node_error(one_line(without_cuda_call_site(std::string(without_status_prefix(located)))))))));
   if (failure.cause.empty()) failure.cause = one_line(raw).substr(0, kMaxCause);
   for (const auto& known : kKnownFailures) {
     bool all = true;

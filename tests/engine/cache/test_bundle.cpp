@@ -142,6 +142,7 @@ void expect_refused(const fs::path& bundle, const fs::path& cache, const std::st
   EXPECT_EQ(e.what_failed().rfind("refused the bundle " + bundle.string() + ": ", 0), 0u) << e.what_failed();
   EXPECT_NE(e.what_failed().find(why), std::string::npos) << e.what_failed();
   EXPECT_EQ(e.what_failed().find('\n'), std::string::npos) << "not one line: " << e.what_failed();
+  EXPECT_EQ(e.what_failed().find("json.exception"), std::string::npos) << "the JSON library's name: " << e.what_failed();
   EXPECT_FALSE(e.hint().empty());
   EXPECT_EQ(snapshot(cache), before) << "the cache changed";
 }
@@ -400,6 +401,9 @@ TEST(CacheBundle, EveryRefusalLeavesTheCacheAsItWas) {
   expect_refused(forged("build.ortfleet", [](json& j, std::vector<Member>&) { j["ortfleet_version"] = "9.9.9"; }), cache, "made by ortfleet 9.9.9");
   expect_refused(forged("format.ortfleet", [](json& j, std::vector<Member>&) { j["cache_entry_format"] = 2; }), cache, "cache format 2");
   expect_refused(forged("bundle-format.ortfleet", [](json& j, std::vector<Member>&) { j["ortfleet_bundle"] = 7; }), cache, "format 7");
+  // A manifest of another shape: said in the JSON reader's words, without its C++ name (issue 58's re-audit, U4).
+  expect_refused(forged("array-manifest.ortfleet", [](json& j, std::vector<Member>&) { j = json::array({1}); }, false), cache,
+                 "lacks what a bundle's manifest holds (cannot use value() with array)");
   // Paths that escape the cache, links, folders, members nobody listed, twice the same member.
   const auto planted = [](const std::string& name) {
     return [name](json&, std::vector<Member>& m) { m.insert(m.begin(), Member{name, "x", '0', {}}); };

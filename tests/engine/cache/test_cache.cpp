@@ -25,6 +25,7 @@
 #include "base/unique_fd.hpp"
 #include "ortfleet/synth/synth.hpp"
 #include "engine/cache/cache_use.hpp"
+#include "engine/cache/full_disk.hpp"
 #include "base/content_hash.hpp"
 #include "engine/files/mapped_file.hpp"
 #include "engine/cache/model_digest.hpp"
@@ -579,6 +580,34 @@ TEST(CacheUse, AFullDiskIsSaidAsSuch) {
   EXPECT_NE(written.use->note().find("the disk holding " + folder + " is full (" + std::strerror(ENOSPC) + ";"), std::string::npos)
       << written.use->note();
   EXPECT_NE(detail::write_failure(folder, "a read-only file system").find("writing the entry into " + folder + " failed"), std::string::npos);
+}
+
+// On a full disk, ONNX Runtime's own text (a C++ signature, its status prefix, a newline) followed the
+// sentence saying so (issue 58's re-audit, U2): it is shortened as ONNX Runtime's errors are.
+TEST(CacheUse, AWriteFailureSaysOnlyTheShortCause) {
+  const std::string why =
+      "/onnxruntime_src/onnxruntime/core/graph/graph.cc:5331 onnx::GraphProto onnxruntime::Graph::ToGraphProtoWithExternalInitializers("
+      "const std::filesystem::__cxx11::path&) const [ONNXRuntimeError] : 1 : FAIL : graph.cc:5256 AddExternalInitializersToGraphProtoImpl "
+      "Failed to write external initializers to file: \"/c/m.onnx.data\"\n";
+  const std::string folder = testing::TempDir();
+  EXPECT_EQ(detail::write_failure(folder, why), "writing the entry into " + folder + " failed: Failed to write external initializers to file: \"/c/m.onnx.data\"");
+  const std::string ours = std::string("cannot flush x: ") + std::strerror(ENOSPC);
+  const std::string full = detail::write_failure(folder, ours);
+  EXPECT_EQ(full.rfind("the disk holding " + folder + " is full (", 0), 0u) << full;
+  EXPECT_TRUE(full.ends_with(" bytes free there): " + ours)) << full;
+}
+
+// The one check of a full disk (full_disk.hpp), which the cache's writes and the diagnostics' reading of
+// ONNX Runtime's files share: under 1 MiB free, or the failing call's words.
+TEST(FullDisk, IsToldByFreeSpaceOrByWhatTheCallSaid) {
+  const auto free = [](uint64_t bytes) { return [bytes](const std::string&) { return std::optional<uint64_t>(bytes); }; };
+  const auto unknown = [](const std::string&) { return std::optional<uint64_t>(); };
+  EXPECT_EQ(detail::full_disk_text("/d", "", free(4096)), std::string("the disk holding /d is full (") + std::strerror(ENOSPC) + "; 4096 bytes free there)");
+  EXPECT_EQ(detail::full_disk_text("/d", "", free(uint64_t{1} << 30)), "");
+  EXPECT_EQ(detail::full_disk_text("/d", "", unknown), "");
+  EXPECT_NE(detail::full_disk_text("/d", std::string("write: ") + std::strerror(ENOSPC), unknown), "");
+  EXPECT_NE(detail::full_disk_text("/d", "cannot write x: the disk is full", free(uint64_t{1} << 30)), "");
+  EXPECT_EQ(detail::full_disk_text("/d", "Permission denied", free(uint64_t{1} << 30)), "");
 }
 
 namespace {

@@ -49,6 +49,15 @@ constexpr const char* kAbsoluteExternal =
     "External data path validation failed for initializer: w. Error: tensorprotoutils.cc:426 "
     "ValidateExternalDataPathFromDir Absolute path not allowed for external data location";
 
+/// A write of an entry's external data on a full disk (ONNX Runtime 1.29, a 600 kB tmpfs, issue 58's
+/// re-audit): the status prefix follows the first frame's location and signature.
+constexpr const char* kFullDisk =
+    "/onnxruntime_src/onnxruntime/core/graph/graph.cc:5331 onnx::GraphProto "
+    "onnxruntime::Graph::ToGraphProtoWithExternalInitializers(const std::filesystem::__cxx11::path&, const "
+    "std::filesystem::__cxx11::path&, const onnxruntime::ModelSavingOptions&) const [ONNXRuntimeError] : 1 : FAIL : "
+    "graph.cc:5256 AddExternalInitializersToGraphProtoImpl Failed to write external initializers to file: "
+    "\"/cache/models/m-01ad.onnx.data\"\n";
+
 void expect_short(const OrtFailure& f) {
   EXPECT_LE(f.cause.size(), 310u) << f.cause;
   for (const char* noise : {"[ONNXRuntimeError]", ".cc:", ".h:", "onnxruntime::", "Load model from", "hostname=", "\n"}) {
@@ -113,6 +122,10 @@ TEST(OrtErrors, TheCauseIsShortAndTheKnownOnesHaveAHint) {
   EXPECT_EQ(external.cause, "External data path validation failed for initializer: w. Error: Absolute path not allowed for external data location");
   EXPECT_NE(external.hint.find("absolute path"), std::string::npos);
   EXPECT_EQ(external.hint.find("keep it next to"), std::string::npos);
+
+  const auto full = describe_ort_failure(kFullDisk);
+  expect_short(full);
+  EXPECT_EQ(full.cause, "Failed to write external initializers to file: \"/cache/models/m-01ad.onnx.data\"");
 
   // A node that failed while running, as ONNX Runtime 1.29's CPU EP says it of a 33 x 47 image.
   const auto run = describe_ort_failure(
