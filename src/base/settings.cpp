@@ -94,7 +94,7 @@ constexpr std::array<SettingRow, kSettingCount> kRows = {{
     {S::tiered_start, "session.tiered_start", Scope::config, "--tiered-start", "tiered_start", choice("auto, on, off"), "auto",
      "A model's first start gives its first outputs from a session made quickly (on a GPU cuDNN's cheapest convolution search, on "
      "the CPU basic graph optimisation) while the session as configured is made beside it, switched in once their outputs agree: "
-     "auto (on a GPU, graphs of 500 convolutions and more), on or off"},
+     "auto (a first start with the model cache on, on a GPU, graphs of 500 convolutions and more), on or off"},
     {S::model_cache_shared, "session.model_cache_shared", Scope::config, "--model-cache-shared", nullptr, absolute_path(), "",
      "A read-only layer of the model cache looked in before the local one (a cluster file system, an image layer; entries checked, "
      "never written; default $ORTFLEET_CACHE_SHARED)"},

@@ -119,13 +119,15 @@ std::string phase_detail(ProfileReport& r, const TimelineEvent& e) {
 /// shows), up to the first inference; and the gap from main() to the first of ortfleet's phases, which
 /// is the command's own set-up (its arguments, config and device list).
 void add_timeline_phases(ProfileReport& r, const std::vector<TimelineEvent>& events, const TimelineEvent& first_run, int64_t spawn, int64_t main_ns) {
+  // The start's own `setup` phase is that gap: shown once, as tool.setup.
+  const auto gap_or_edge = [](const TimelineEvent& e) { return e.name == phase::process_start || e.name == phase::ready || e.name == phase::setup; };
   int64_t first_ortfleet_ns = first_run.start_ns;
   for (const auto& e : events) {
-    if (e.name != phase::process_start && e.name != phase::ready) first_ortfleet_ns = std::min(first_ortfleet_ns, e.start_ns);
+    if (!gap_or_edge(e)) first_ortfleet_ns = std::min(first_ortfleet_ns, e.start_ns);
   }
   add_phase(r, spawn, "tool.setup", main_ns, first_ortfleet_ns);
   for (const auto& e : events) {
-    if (e.name == phase::ready || e.start_ns >= first_run.end_ns) continue;
+    if (e.name == phase::ready || e.name == phase::setup || e.start_ns >= first_run.end_ns) continue;
     if (e.name == phase::warmup && &e != &first_run) continue;  // the later inferences are the steady ones
     add_phase(r, spawn, e.name, e.start_ns, e.end_ns, phase_detail(r, e));
   }

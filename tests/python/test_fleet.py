@@ -197,9 +197,14 @@ def test_a_failing_device_is_named_once(models, strategy):
     assert "(on cpu)" not in message, message
 
 
-def test_a_device_that_fails_to_start_is_named_once(models):
-    # The workers fail to create their profile folder: a start failure reported from each worker.
-    with ortfleet.Fleet(models["mlp"], devices="cpu*2", strategy="processes", config=SLIM, profile_dir="/proc/no-such-folder") as fleet:
+def test_a_device_that_fails_to_start_is_named_once(models, tmp_path, monkeypatch):
+    # Each worker ends before it answers: a start failure reported for each device. (A profile folder
+    # that cannot be made, which this test used, is now refused before any worker starts.)
+    worker = tmp_path / "failing-worker"
+    worker.write_text("#!/bin/sh\necho 'this worker fails on purpose' >&2\nexit 3\n")
+    worker.chmod(0o755)
+    monkeypatch.setenv("ORTFLEET_WORKER", str(worker))
+    with ortfleet.Fleet(models["mlp"], devices="cpu*2", strategy="processes", config=SLIM) as fleet:
         assert not fleet.start().wait()
         for status in fleet.status():
             assert status["state"] == "failed"
