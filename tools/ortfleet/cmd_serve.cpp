@@ -169,6 +169,7 @@ void print_pool_status(const nlohmann::json& j) {
   // beyond its blank self while that session is its only one), else "-"; what tells sessions of one model
   // apart (differs_by: the settings their plans differ in) last, as free text. docs/serving.md explains each column.
   Table sessions({"device", "model", "holders", "idle", "own memory", "differs by", "preloaded"}, {false, false, true, true, true, false, false});
+  sessions.name_rows_by(2);  // a device holds sessions of several models
   bool unknown_memory = false;
   std::set<std::string> models;
   for (const auto& d : j.at("devices")) {

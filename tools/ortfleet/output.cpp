@@ -174,9 +174,8 @@ void Table::print(std::ostream& out, const std::string& when_empty) const {
   }
   size_t columns = headers_.size();
   std::vector<size_t> width = column_widths(headers_, rows_, columns);
-  // Too wide: a last column of free text goes under the table, so that each row keeps one line.
-  const bool notes_below = table_width(width) > kMaxWidth && columns > 1 && !right_[columns - 1];
-  if (notes_below) width = column_widths(headers_, rows_, --columns);
+  // Too wide: the last columns of free text go under the table, the last first, so that each row keeps one line.
+  while (table_width(width) > kMaxWidth && columns > 1 && !right_[columns - 1]) width = column_widths(headers_, rows_, --columns);
   auto line = [&](const std::vector<std::string>& cells) {
     std::string text;
     for (size_t i = 0; i < columns; ++i) {
@@ -192,14 +191,22 @@ void Table::print(std::ostream& out, const std::string& when_empty) const {
   for (size_t w : width) rule.emplace_back(w, '-');
   line(rule);
   for (const auto& r : rows_) line(r);
-  if (!notes_below) return;
-  const bool any = std::any_of(rows_.begin(), rows_.end(), [&](const auto& r) { return !r[columns].empty(); });
-  if (!any) return;
-  out << "\n" << headers_[columns] << ":\n";
-  for (const auto& r : rows_) {
-    if (r[columns].empty()) continue;
-    const std::string& first = r[0];
-    out << "  " << first.substr(std::min(first.size(), first.find_first_not_of(' '))) << ": " << r[columns] << "\n";
+  // Each row below is named by the cells that name it (name_rows_by), as in the table.
+  const auto row_name = [&](const std::vector<std::string>& r) {
+    std::string name;
+    for (size_t i = 0; i < std::min(naming_columns_, columns); ++i) {
+      const std::string& cell = r[i];
+      name += (i > 0 ? " " : "") + cell.substr(std::min(cell.size(), cell.find_first_not_of(' ')));
+    }
+    return name;
+  };
+  for (size_t column = columns; column < headers_.size(); ++column) {
+    const bool any = std::any_of(rows_.begin(), rows_.end(), [&](const auto& r) { return !r[column].empty(); });
+    if (!any) continue;
+    out << "\n" << headers_[column] << ":\n";
+    for (const auto& r : rows_) {
+      if (!r[column].empty()) out << "  " << row_name(r) << ": " << r[column] << "\n";
+    }
   }
 }
 

@@ -69,9 +69,9 @@ class ProgressLine {
 
 /// A text table with aligned columns, every row on one line: no row is wrapped and no cell is cut, so
 /// grep, awk and copy-paste see whole rows and whole names, in a terminal and in a pipe alike. A table
-/// wider than kMaxWidth whose last column is free text (left-aligned: an error, a detail, a note) moves
-/// that column under the table, one "first cell: text" line per row that has some, under the column's
-/// header; the rest keeps its columns. What still does not fit (a long path in a cell) stays on its
+/// wider than kMaxWidth whose last columns are free text (left-aligned: an error, a detail, a note) moves
+/// them under the table, the last first, one "first cell: text" line per row that has some, under the
+/// column's header; the rest keeps its columns. What still does not fit (a long path in a cell) stays on its
 /// line, wider.
 class Table {
  public:
@@ -81,8 +81,11 @@ class Table {
   /// The table; with no row, `when_empty` as one line ("no resident sessions"), or nothing.
   void print(std::ostream& out, const std::string& when_empty = "") const;
   bool empty() const { return rows_.empty(); }
+  /// How many leading cells name a row in the lines under the table (1: the first; 2: a device and its model).
+  void name_rows_by(size_t columns) { naming_columns_ = columns; }
 
  private:
+  size_t naming_columns_ = 1;
   std::vector<std::string> headers_;
   std::vector<bool> right_;
   std::vector<std::vector<std::string>> rows_;
