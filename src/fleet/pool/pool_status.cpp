@@ -70,6 +70,7 @@ std::string WorkerPool::status_json() const {
     json entry;
     Impl::MemberPtr member;
     pool::Phase phase = pool::Phase::starting;
+    std::shared_ptr<detail::WorkerProcess> process;  // as it was under the lock: a launch sets it under the lock
   };
   std::vector<Row> rows;
   {
@@ -83,7 +84,7 @@ std::string WorkerPool::status_json() const {
                              {"phase", pool::to_string(w->phase)}, {"pid", m->pid}, {"error", m->error ? m->error->what() : ""},
                              {"visible_devices", m->visible_devices}, {"ready_ms", m->ready_ms}, {"restarts", w->restarts},
                              {"sessions", json::array()}, {"parked", w->phase == pool::Phase::parked}, {"unloaded", unloaded_models(*w)}},
-                        m, w->phase});
+                        m, w->phase, m->process});
       }
     }
   }
@@ -92,7 +93,7 @@ std::string WorkerPool::status_json() const {
   const int64_t asked_ns = monotonic_ns();
   for (auto& row : rows) {
     const Impl::MemberPtr m = row.member;
-    if (!m->process || row.phase == pool::Phase::parked || row.phase == pool::Phase::starting || row.phase == pool::Phase::failed) continue;
+    if (!row.process || row.phase == pool::Phase::parked || row.phase == pool::Phase::starting || row.phase == pool::Phase::failed) continue;
     std::lock_guard lock(s.mutex);
     if (m->status_in_flight || s.core.is_stopping()) continue;
     m->status_in_flight = true;
@@ -121,10 +122,10 @@ std::string WorkerPool::status_json() const {
   uint64_t total_pss = 0;
   uint64_t total_gpu = 0;
   int workers = 0;
-  for (auto& [d, m, phase] : rows) {
-    if (m->process && m->process->alive()) {
+  for (auto& [d, m, phase, process] : rows) {
+    if (process && process->alive()) {
       ++workers;
-      const int pid = m->process->pid();
+      const int pid = process->pid();
       const bool parked = phase == pool::Phase::parked;
       const detail::ProcessMemory host = detail::process_memory(pid);
       d["host_pss_bytes"] = host.pss_bytes;
