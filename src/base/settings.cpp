@@ -299,7 +299,9 @@ std::string named(Setting s) { return std::string("`") + setting_name(s) + "`"; 
 std::string named(Setting s, const std::string& value) { return std::string("`") + setting_name(s) + "=" + value + "`"; }
 
 std::string render_settings(const std::string& text, const SettingWords& words) {
-  static const std::regex marker("`([a-z_.]+)(=([^`]*))?`");
+  // Never destroyed: a stream that renders settings (the command line's and the worker's stderr) may
+  // flush after static destructors ran, at exit (ThreadSanitizer saw the regex used after its free).
+  static const std::regex& marker = *new std::regex("`([a-z_.]+)(=([^`]*))?`");
   std::string out;
   auto from = text.cbegin();
   for (std::sregex_iterator it(text.begin(), text.end(), marker), end; it != end; ++it) {

@@ -552,6 +552,9 @@ TEST(PoolServerStart, AStartNamingAnotherRuntimeIsNotServedAndTheSameOneIs) {
   detail::LocalStartPlan plan;
   plan.model_path = test::mlp_model();
   plan.devices = {Device::cpu(0)};
+  // No cache entry made in the background: its worker would be spawned while this test sets
+  // ORTFLEET_ORT_LIB below (setenv against posix_spawn's read of the environment, ThreadSanitizer).
+  plan.config.session.optimized_model_cache = false;
   plan.ort_library = (dir / "libonnxruntime.so.copy").string();
   const auto same = detail::open_on_pool_server(pool.socket(), plan, 60);
   ASSERT_EQ(same.devices.size(), 1u);
