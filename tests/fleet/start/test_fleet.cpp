@@ -388,6 +388,11 @@ TEST(Fleet, StatusAnswersWhileShutdownWaitsForAWorker) {
 // hung (two hours, what_is_left()'s wait) or aborted as it ended, and could stop the parent's workers
 // (issue 58's audit).
 TEST(Fleet, AForkedChildsCopyIsRefusedAndEndsWithoutTouchingTheParents) {
+#if defined(__SANITIZE_THREAD__)
+  // ThreadSanitizer's exit check in the child counts the parent's threads, which a forked child never
+  // has, as leaked (exit code 66): this test runs in the other builds.
+  GTEST_SKIP() << "a child forked from a threaded process ends with ThreadSanitizer's thread-leak report";
+#endif
   for (const Strategy strategy : {Strategy::processes, Strategy::threads}) {
     Fleet fleet(test::mlp_model(), cpu_fleet(strategy, 1));
     fleet.start();
