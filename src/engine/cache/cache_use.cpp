@@ -122,13 +122,9 @@ std::string layout_key(const std::string& model, const std::string& layout, cons
 
 bool any_entry_of_layout(const std::string& dir, const std::string& layout_key, const std::string& model, bool older_ones_may_be) {
   const std::string absolute = fs::absolute(model).lexically_normal().string();
-  const std::string suffix = ".manifest.json";
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string name = e.path().filename().string();
-    if (name.size() <= suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) continue;
+  for (const auto& path : entry_manifests(dir)) {
     try {
-      std::ifstream in(e.path());
+      std::ifstream in(path);
       const json manifest = json::parse(in);
       const std::string recorded = manifest.value("layout_key", "");
       if (recorded == layout_key) return true;
@@ -139,6 +135,17 @@ bool any_entry_of_layout(const std::string& dir, const std::string& layout_key, 
     }
   }
   return false;
+}
+
+std::vector<fs::path> entry_manifests(const fs::path& dir) {
+  const std::string suffix = manifest_of("");
+  std::vector<fs::path> found;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) found.push_back(e.path());
+  }
+  return found;
 }
 
 std::optional<std::string> find_entry(const std::string& dir, const std::string& name) {

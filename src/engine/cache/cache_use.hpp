@@ -19,6 +19,8 @@
 #include <memory>
 #include <optional>
 #include <optional>
+#include <filesystem>
+#include <vector>
 #include <string>
 
 #include "base/termination_cleanup.hpp"
@@ -83,6 +85,8 @@ std::string layout_key(const std::string& model, const std::string& layout, cons
 /// whose manifest records it, or an entry of an older build (which records none) that names `model`, or
 /// with `older_ones_may_be`, any such entry (a layer no start can teach the layout: the shared one).
 bool any_entry_of_layout(const std::string& dir, const std::string& layout_key, const std::string& model, bool older_ones_may_be);
+/// Every entry's ENTRY.manifest.json in the cache folder `dir` (none where it cannot be read).
+std::vector<std::filesystem::path> entry_manifests(const std::filesystem::path& dir);
 
 std::optional<std::string> find_entry(const std::string& dir, const std::string& name);
 

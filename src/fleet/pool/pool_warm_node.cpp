@@ -8,6 +8,7 @@
 #include <fstream>
 #include <thread>
 
+#include "engine/cache/cache_use.hpp"
 #include "engine/cuda/nvml.hpp"
 #include "fleet/pool/pool_executor.hpp"
 #include "fleet/pool/pool_paths.hpp"
@@ -61,14 +62,10 @@ std::optional<uint64_t> entry_of_model(const detail::LocalStartPlan& plan, const
   }
   if (const auto shared = ModelCache::shared_root(plan.config)) folders.push_back(fs::path(*shared) / "models");
   const std::string kind = std::string("|device=") + (device.is_gpu() ? "cuda" : "cpu");
-  const std::string suffix = ".manifest.json";
   for (const auto& folder : folders) {
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(folder, ec)) {
-      const std::string name = e.path().filename().string();
-      if (name.size() <= suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) continue;
+    for (const auto& path : detail::entry_manifests(folder)) {
       try {
-        std::ifstream in(e.path());
+        std::ifstream in(path);
         const json manifest = json::parse(in);
         const std::string key = manifest.value("key", "");
         // Its key begins with the content it was made from (wherever that file was), then names the device's kind.
