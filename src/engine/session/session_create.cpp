@@ -154,7 +154,7 @@ void Session::Impl::create() {
   // A cached graph is final: the first session can already use the weights its siblings will share.
   if (cache->hit()) share_weights(so, cache->source());
   if (!cache->hit() && view && !view->model.empty()) weights_view = std::move(view->model);
-  tiered = tiers_apply(*cache, view ? view->bytes : inspect_model(model).initializer_bytes);
+  tiered = tiers_apply(*cache, view ? std::optional<uint64_t>(view->bytes) : std::nullopt);
   if (tiered) {
     const RunConfig quick = quick_config();
     so = make_options(/*first=*/true, &quick);

@@ -145,7 +145,8 @@ struct Session::Impl {
   Ort::RunOptions full_run_options{nullptr};  // the full session's first run (made with it): terminated when the Session goes
   /// Whether this start is tiered: a first start (no entry) on a GPU of a model the setting names,
   /// nothing declared beyond one shape, the device holding `weight_bytes` twice.
-  bool tiers_apply(const detail::CacheUse& cache, uint64_t weight_bytes) const;
+  /// `view_bytes`: the weights' size where the model's view knows it; else read from the model, only if asked.
+  bool tiers_apply(const detail::CacheUse& cache, std::optional<uint64_t> view_bytes) const;
   /// The config the quick session is made with: cuDNN's cheapest convolution search.
   RunConfig quick_config() const;
   /// After the quick session's warm-up: makes the full session on a thread of its own.

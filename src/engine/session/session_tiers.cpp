@@ -74,14 +74,16 @@ bool tiered_start_asked(const std::string& model, const Device& device, const Ru
   }
 }
 
-bool Session::Impl::tiers_apply(const detail::CacheUse& cache, uint64_t weight_bytes) const {
-  // A cached start has its optimised graph, and on a GPU cuDNN's record of the model's choices: it is
-  // quick already. A profile measures the one session it makes.
-  if (cache.hit() || cache.writing() || !spec.profile_prefix.empty() || !tiered_start_asked(spec.model_path, spec.device, spec.config)) return false;
+bool Session::Impl::tiers_apply(const detail::CacheUse& cache, std::optional<uint64_t> view_bytes) const {
   // auto tiers a first start, which only the model cache tells from any other: a start without the
   // cache (--no-model-cache) is ONNX Runtime's own, the plain start ortfleet is measured against.
   if (spec.config.session.tiered_start == TieredStart::automatic && !spec.config.session.optimized_model_cache.value_or(false)) return false;
-  // Never two copies of the weights where the device does not hold them.
+  // A cached start has its optimised graph, and on a GPU cuDNN's record of the model's choices: it is
+  // quick already. A profile measures the one session it makes.
+  if (cache.hit() || cache.writing() || !spec.profile_prefix.empty() || !tiered_start_asked(spec.model_path, spec.device, spec.config)) return false;
+  // Never two copies of the weights where the device does not hold them. (Read from the model only for
+  // a start that would be tiered: the plain start does not read it for this.)
+  const uint64_t weight_bytes = view_bytes ? *view_bytes : inspect_model(spec.model_path).initializer_bytes;
   constexpr uint64_t kRoom = uint64_t{512} << 20;
   const bool fits = ep().offers(detail::Capability::weight_sharing) ? detail::SharedWeights::fit_twice(spec.device, weight_bytes) : host_memory_available() > 2 * weight_bytes + kRoom;
   if (!fits) spdlog::debug("{}: no tiered start: the device does not hold {} MB of weights twice", lane, weight_bytes >> 20);
