@@ -21,14 +21,10 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace {
-/// How long a worker may take to answer the small requests the pool sends on its control channel
-/// (evict, its sessions) before it is taken as broken.
-constexpr double kRequestTimeoutS = 60;
-
 /// A channel of its own to `worker` for status requests: one that times out gives up the channel,
 /// never the worker (observer hooks).
 std::unique_ptr<detail::WorkerChannel> status_channel_to(detail::WorkerProcess& worker) {
-  return std::make_unique<detail::WorkerChannel>(worker.attach({}, kRequestTimeoutS), worker.device(), worker.pid(), worker.observer_hooks());
+  return std::make_unique<detail::WorkerChannel>(worker.attach({}, kWorkerRequestTimeoutS), worker.device(), worker.pid(), worker.observer_hooks());
 }
 
 /// The options as the pool decides them once, for every worker it starts and what they make later.
@@ -144,7 +140,7 @@ void WorkerPool::Impl::launch(pool::WorkerId id, pool::DeviceIndex index) {
         blank_gpu = mine != gpu.end() ? std::optional<uint64_t>(mine->second) : std::nullopt;
       } else {
         try {
-          worker->channel().call(detail::message::trim, nullptr, kRequestTimeoutS);
+          worker->channel().call(detail::message::trim, nullptr, kWorkerRequestTimeoutS);
           blank_host = detail::process_memory(worker->pid()).anonymous_pss_bytes;
         } catch (const Error& e) {
           spdlog::debug("{}: the new worker pid {} did not trim: {}", m->device.to_string(), worker->pid(), e.what());
@@ -245,7 +241,7 @@ json WorkerPool::Impl::ask_status(Member& m, bool with_plans, double timeout_s) 
 
 bool WorkerPool::Impl::holds_jobs_sessions(Member& m) {
   try {
-    const json status = ask_status(m, false, kRequestTimeoutS);
+    const json status = ask_status(m, false, kWorkerRequestTimeoutS);
     const json& sessions = status.at("sessions");
     return std::any_of(sessions.begin(), sessions.end(), [](const json& s) { return s.value("holders", 0) > 0; });
   } catch (const std::exception&) {
@@ -267,7 +263,7 @@ std::vector<pool::ModelKey> WorkerPool::Impl::move_sessions(Member& from, Member
   std::vector<pool::ModelKey> moved;
   json status;
   try {
-    status = ask_status(from, /*with_plans=*/true, kRequestTimeoutS);
+    status = ask_status(from, /*with_plans=*/true, kWorkerRequestTimeoutS);
   } catch (const std::exception& e) {
     spdlog::debug("{}: the worker pid {} did not list its sessions: {}", from.device.to_string(), from.pid, e.what());
     return moved;
@@ -286,8 +282,8 @@ std::vector<pool::ModelKey> WorkerPool::Impl::move_sessions(Member& from, Member
     }
   }
   try {
-    from.process->channel().call(detail::message::evict, nullptr, kRequestTimeoutS);
-    from_empty = ask_status(from, false, kRequestTimeoutS).value("sessions", json::array()).empty();
+    from.process->channel().call(detail::message::evict, nullptr, kWorkerRequestTimeoutS);
+    from_empty = ask_status(from, false, kWorkerRequestTimeoutS).value("sessions", json::array()).empty();
   } catch (const std::exception& e) {
     spdlog::debug("{}: the worker pid {} did not drop its sessions: {}", from.device.to_string(), from.pid, e.what());
   }
@@ -295,7 +291,7 @@ std::vector<pool::ModelKey> WorkerPool::Impl::move_sessions(Member& from, Member
 }
 
 void WorkerPool::Impl::make_resident(Member& to, detail::LocalStartPlan plan) {
-  detail::WorkerChannel channel(to.process->attach({}, kRequestTimeoutS), to.device, to.pid, to.process->observer_hooks());
+  detail::WorkerChannel channel(to.process->attach({}, kWorkerRequestTimeoutS), to.device, to.pid, to.process->observer_hooks());
   plan.ort_library = options.ort_library;
   channel.release(channel.start(plan, options.start_timeout_s).session);  // nobody holds it: resident until evicted
 }
@@ -309,7 +305,7 @@ void WorkerPool::Impl::drop_model(pool::WorkerId id, const std::string& path) {
   }
   try {
     restore_if_needed(m);  // a parked worker frees its sessions' memory in its own CUDA calls
-    const size_t dropped = m->process->channel().call(detail::message::evict, {{"model", path}}, kRequestTimeoutS).body.value("count", size_t{0});
+    const size_t dropped = m->process->channel().call(detail::message::evict, {{"model", path}}, kWorkerRequestTimeoutS).body.value("count", size_t{0});
     if (dropped > 0) spdlog::info("{}: {} changed: dropped {} session(s) of its old content (worker pid {})", m->device.to_string(), path, dropped, m->pid);
   } catch (const std::exception& e) {
     spdlog::debug("{}: the worker pid {} did not drop the old sessions of {}: {}", m->device.to_string(), m->pid, path, e.what());
@@ -387,7 +383,7 @@ ParkOutcome WorkerPool::Impl::park_idle_workers(double lock_timeout_s, const std
   for (const auto& m : parkable) {
     threads.emplace_back([m] {
       try {
-        const json done = m->process->channel().call(detail::message::trim, nullptr, kRequestTimeoutS).body;
+        const json done = m->process->channel().call(detail::message::trim, nullptr, kWorkerRequestTimeoutS).body;
         spdlog::debug("{}: the worker pid {} trimmed before parking: {}", m->device.to_string(), m->pid, done.dump());
       } catch (const std::exception& e) {
         spdlog::debug("{}: the worker pid {} did not trim before parking: {}", m->device.to_string(), m->pid, e.what());

@@ -26,6 +26,10 @@
 namespace ortfleet {
 namespace pool = detail::pool;
 
+/// How long a worker may take to answer the small requests the pool sends on its control channel
+/// (evict, its sessions, trim) before it is taken as broken.
+inline constexpr double kWorkerRequestTimeoutS = 60;
+
 struct WorkerPool::Impl {
   /// What the pool keeps of one worker process besides the core's decisions.
   struct Member {
@@ -109,9 +113,6 @@ struct WorkerPool::Impl {
   void make_resident(Member& to, detail::LocalStartPlan plan);
 
   // --- a warm node (pool_warm_node.cpp) ---
-  /// The bytes of the model cache entry a start of `plan` on `device` would load (its graph and
-  /// weights), in this user's cache or the shared layer; nothing where it has none (or uses no cache).
-  static std::optional<uint64_t> cache_entry_bytes(const detail::LocalStartPlan& plan, const Device& device);
   /// Right before `m` parks (its park lock held, the core's park_begin done): drops the sessions in
   /// `said` (its status with plans) nobody holds whose cache entry holds more than unload_above_bytes,
   /// and tells the core; returns `said` without them.

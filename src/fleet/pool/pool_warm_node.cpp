@@ -26,8 +26,6 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace {
-constexpr double kRequestTimeoutS = 60;
-
 /// The plans of `said`'s sessions (a worker's status with plans) nobody holds, read from `folder`.
 struct IdleSession {
   detail::LocalStartPlan plan;
@@ -101,7 +99,7 @@ json WorkerPool::Impl::unload_before_parking(Member& m, json said) {
   std::vector<pool::ModelKey> dropped;
   for (const auto& [key, plans] : dropping) {
     try {
-      m.process->channel().call(detail::message::evict, {{"model", key.path}}, kRequestTimeoutS);
+      m.process->channel().call(detail::message::evict, {{"model", key.path}}, kWorkerRequestTimeoutS);
       dropped.push_back(key);
     } catch (const std::exception& e) {
       spdlog::debug("{}: the worker pid {} did not drop {} before parking: {}", m.device.to_string(), m.pid, key.path, e.what());
@@ -110,7 +108,7 @@ json WorkerPool::Impl::unload_before_parking(Member& m, json said) {
   // What it holds now (a session a job attached to meanwhile stays, and so does its model).
   json now;
   try {
-    now = ask_status(m, /*with_plans=*/true, kRequestTimeoutS);
+    now = ask_status(m, /*with_plans=*/true, kWorkerRequestTimeoutS);
   } catch (const std::exception&) {
     now = said;
   }
@@ -208,7 +206,7 @@ size_t WorkerPool::remake_from_cache_entries() {
   size_t remade = 0;
   for (const auto& m : idle) {
     try {
-      for (const auto& session : idle_sessions(s.ask_status(*m, /*with_plans=*/true, kRequestTimeoutS), m->folder)) {
+      for (const auto& session : idle_sessions(s.ask_status(*m, /*with_plans=*/true, kWorkerRequestTimeoutS), m->folder)) {
         // Made from the model (its start missed the cache) while an entry of it is there now: a session
         // from the entry holds less (none of the optimisation's leftovers). Tried once per session.
         if (session.model_cache != "miss") continue;
@@ -218,7 +216,7 @@ size_t WorkerPool::remake_from_cache_entries() {
         }
         if (!entry_of_model(session.plan, m->device)) continue;
         const auto before = detail::process_memory(m->pid);
-        m->process->channel().call(detail::message::evict, {{"model", session.plan.model_path}}, kRequestTimeoutS);
+        m->process->channel().call(detail::message::evict, {{"model", session.plan.model_path}}, kWorkerRequestTimeoutS);
         s.make_resident(*m, session.plan);
         const auto after = detail::process_memory(m->pid);
         ++remade;

@@ -18,6 +18,7 @@
 #include "engine/cache/bundle.hpp"
 #include "engine/cache/model_digest.hpp"
 #include "fleet/worker/wire.hpp"
+#include "fleet/worker/worker_sessions.hpp"
 #include "ortfleet/base/error.hpp"
 #include "ortfleet/base/settings.hpp"
 #include "ortfleet/engine/cache.hpp"
@@ -37,14 +38,8 @@ constexpr size_t kMostBytes = size_t{16} << 20;
 
 double now_s() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
-/// Where model digests are remembered: the private model cache's folder, as the workers remember them.
-std::string digest_memo() {
-  try {
-    return ModelCache::find_default_root() ? ModelCache().dir() : std::string();
-  } catch (const std::exception&) {
-    return {};
-  }
-}
+/// Where model digests are remembered: where the workers remember them.
+std::string digest_memo() { return WorkerSessions::memo_dir(); }
 
 std::string key_of(const std::string& device, const json& plan) { return device + "|" + plan.dump(); }
 

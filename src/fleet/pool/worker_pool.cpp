@@ -233,7 +233,7 @@ size_t WorkerPool::evict() {
   for (const auto& m : up) {
     try {
       s.restore_if_needed(m);  // a parked worker frees its sessions' memory in its own CUDA calls
-      dropped += m->process->channel().call(detail::message::evict, nullptr, 60).body.value("count", size_t{0});
+      dropped += m->process->channel().call(detail::message::evict, nullptr, kWorkerRequestTimeoutS).body.value("count", size_t{0});
       const bool empty = s.ask_status(*m, false, 10).value("sessions", json::array()).empty();
       std::lock_guard lock(s.mutex);
       if (empty) s.core.emptied(m->id);
@@ -328,7 +328,7 @@ void WorkerPool::adopt(detail::AdoptedWorker adopted, const std::string& model, 
   m->visible_devices = worker->visible_devices();
   m->folder = detail::working_folder_of(worker->pid());  // where its job named its files from
   try {
-    m->status_channel = std::make_unique<detail::WorkerChannel>(worker->attach({}, 60), device, worker->pid(), worker->observer_hooks());
+    m->status_channel = std::make_unique<detail::WorkerChannel>(worker->attach({}, kWorkerRequestTimeoutS), device, worker->pid(), worker->observer_hooks());
   } catch (const Error& e) {
     spdlog::debug("{}: no status channel to the handed-over worker yet ({}): the first status makes one", device.to_string(), e.what());
   }

@@ -37,6 +37,8 @@ struct ResidentSession {
 /// Everything the worker's channels share: its device and its sessions.
 class WorkerSessions {
  public:
+  /// Where content digests are remembered: the model cache's folder when it is private.
+  static std::string memo_dir();
   /// `origin`: the folder the worker was started in, which the plans its clients send name their files
   /// from (the worker itself works in "/": it never pins a job's folder once the job is gone).
   WorkerSessions(Device device, int64_t main_ns, std::string origin = {})
@@ -100,8 +102,6 @@ class WorkerSessions {
   /// Whether a resident session has this layout_key().
   bool has_layout(const std::string& layout);
 
-  /// Where content digests are remembered: the model cache's folder when it is private.
-  static std::string memo_dir();
 
   /// The status says whether the session was resident.
   nlohmann::json ready_message(const ResidentSession& s, const DeviceStatus& status, const Timeline& timeline) const;
