@@ -137,6 +137,14 @@ bool any_entry_of_layout(const std::string& dir, const std::string& layout_key, 
   return false;
 }
 
+bool lookup_needs_content(const std::string& model, const std::string& layout_key, const std::string& cache_dir, const RunConfig& config) {
+  if (config.session.model_cache_fill == ModelCacheFill::inline_start) return true;
+  if (any_entry_of_layout(cache_dir, layout_key, model, /*older_ones_may_be=*/false)) return true;
+  // The shared layer cannot be taught an older entry's layout (it is never written): its older entries may be this model's.
+  const auto root = ModelCache::shared_root(config);
+  return root && any_entry_of_layout((fs::path(*root) / "models").string(), layout_key, model, /*older_ones_may_be=*/true);
+}
+
 std::vector<fs::path> entry_manifests(const fs::path& dir) {
   const std::string suffix = manifest_of("");
   std::vector<fs::path> found;
@@ -270,19 +278,20 @@ CacheUse::CacheUse(const std::string& cache_dir, const std::string& model, const
       local_unwritable = e;
     }
     const std::string memo_dir = local_unwritable ? std::string() : cache.dir();
-    layout_key_ = layout_key(model, layout.empty() ? model_layout(model) : layout, device, config);
+    // The caller's layout (the model's view), else read here; none where the file cannot be read so
+    // (ONNX Runtime says what is wrong with it): the lookup then reads the model, as before layouts.
+    try {
+      layout_key_ = layout_key(model, layout.empty() ? model_layout(model) : layout, device, config);
+    } catch (const Error& e) {
+      spdlog::debug("{}: no layout for the model cache's lookup ({})", model, e.what());
+    }
     // A start that does not write the entry need not read a weight to learn it has none: no entry in
     // either layer was made from a model of this layout. (Where the memo already knows the model's
     // content, its key costs nothing: look it up as usual.)
-    if (config.session.model_cache_fill != ModelCacheFill::inline_start && !remembered_content(model, memo_dir) &&
-        !any_entry_of_layout(cache.dir(), layout_key_, model, /*older_ones_may_be=*/false)) {
-      // The shared layer cannot be taught an older entry's layout (it is never written): its older entries may be this model's.
-      const auto root = ModelCache::shared_root(config);
-      if (!root || !any_entry_of_layout((fs::path(*root) / "models").string(), layout_key_, model, /*older_ones_may_be=*/true)) {
-        note_ = config.session.model_cache_fill == ModelCacheFill::off ? "no entry of this model, and this start writes none (model_cache_fill off)"
-                                                                       : "no entry of this model yet: it is made after ready, in the background";
-        return;
-      }
+    if (!layout_key_.empty() && !remembered_content(model, memo_dir) && !lookup_needs_content(model, layout_key_, cache.dir(), config)) {
+      note_ = config.session.model_cache_fill == ModelCacheFill::off ? "no entry of this model, and this start writes none (model_cache_fill off)"
+                                                                     : "no entry of this model yet: it is made after ready, in the background";
+      return;
     }
     EntryKey k = entry_key(model, device, config, memo_dir);
     content_ = std::move(k.content);
@@ -406,7 +415,7 @@ bool CacheUse::use_checked_entry(const std::string& which, Ort::SessionOptions& 
 CacheUse::~CacheUse() { abandon(); }
 
 bool CacheUse::record_layout_key() {
-  if (manifest_text_of(entry_, "layout_key") == layout_key_) return true;
+  if (layout_key_.empty() || manifest_text_of(entry_, "layout_key") == layout_key_) return true;
   // An entry of an older build records no layout: record this model's, so that the next start finds
   // the entry without reading the model. The manifest is written as its writer writes it (exclusive),
   // then read as a reader reads it; a writer that took the entry meanwhile made it anew.

@@ -85,6 +85,10 @@ std::string layout_key(const std::string& model, const std::string& layout, cons
 /// whose manifest records it, or an entry of an older build (which records none) that names `model`, or
 /// with `older_ones_may_be`, any such entry (a layer no start can teach the layout: the shared one).
 bool any_entry_of_layout(const std::string& dir, const std::string& layout_key, const std::string& model, bool older_ones_may_be);
+/// Whether looking `model` up must know its content (read every weight to hash it): the start writes its
+/// entry inline, or an entry of its layout (`layout_key`) is in the cache folder `cache_dir` or the shared
+/// layer. The session's lookup and the start's prefetch of the key decide by this one test.
+bool lookup_needs_content(const std::string& model, const std::string& layout_key, const std::string& cache_dir, const RunConfig& config);
 /// Every entry's ENTRY.manifest.json in the cache folder `dir` (none where it cannot be read).
 std::vector<std::filesystem::path> entry_manifests(const std::filesystem::path& dir);
 

@@ -67,11 +67,7 @@ void prefetch_cache_key(const LocalStartPlan& plan, const RunConfig& config, con
     resolve_model_cache_format(plan.model_path, config.session.model_cache_format);  // reads the graph once, remembered
     if (remembered_content(plan.model_path, cache.dir())) return;
     const std::string layout = layout_key(plan.model_path, model_layout(plan.model_path), device, config);
-    const auto shared = ModelCache::shared_root(config);
-    if (any_entry_of_layout(cache.dir(), layout, plan.model_path, false) ||
-        (shared && any_entry_of_layout((fs::path(*shared) / "models").string(), layout, plan.model_path, true))) {
-      model_content(plan.model_path, cache.dir());
-    }
+    if (lookup_needs_content(plan.model_path, layout, cache.dir(), config)) model_content(plan.model_path, cache.dir());
   } catch (const std::exception& e) {
     spdlog::debug("the model cache's key was not prepared ahead ({}); the session's lookup takes it", e.what());
   }
