@@ -90,8 +90,7 @@ Tensor BucketedCalls::gpu_buffer(const std::string& name, const std::string& pur
 }
 
 Tensor BucketedCalls::padded_input(const Tensor& t, const std::vector<int64_t>& shape, double& upload_ms) {
-  const auto value = pad_values_.find(t.name);
-  const double pad = value == pad_values_.end() ? 0.0 : value->second;
+  const double pad = pad_value_of(t.name, pad_values_);
   if (memory_ == nullptr) return padded(t, shape, pad, Device::cpu());
   Tensor into = gpu_buffer(t.name, shape_text(shape), t.type, shape, checked_bytes(shape, t.type, "input '" + t.name + "' padded"));
   if (t.on_gpu()) {

@@ -175,10 +175,7 @@ void Session::Impl::check_padding_keeps_outputs(const InputShapes& base_shape, c
   const auto padding_difference = [&](const detail::PaddingProbe& probe, const std::vector<Tensor>& given) {
     const std::vector<Tensor> want = run_shape(probe.real, given);
     std::vector<Tensor> padded_inputs;
-    for (const auto& t : given) {
-      const auto value = pad_values.find(t.name);
-      padded_inputs.push_back(detail::padded(t, probe.bucket.at(t.name), value == pad_values.end() ? 0.0 : value->second, Device::cpu()));
-    }
+    for (const auto& t : given) padded_inputs.push_back(detail::padded(t, probe.bucket.at(t.name), detail::pad_value_of(t.name, pad_values), Device::cpu()));
     std::vector<Tensor> got = run_shape(probe.bucket, padded_inputs);
     std::vector<std::vector<int64_t>> got_shapes;
     for (const auto& t : got) got_shapes.push_back(t.shape);

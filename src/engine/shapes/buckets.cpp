@@ -238,11 +238,12 @@ namespace {
 bool real_valued(ElementType type) {
   return type == ElementType::float32 || type == ElementType::float64 || type == ElementType::float16 || type == ElementType::bfloat16;
 }
+}  // namespace
+
 double pad_value_of(const std::string& input, const std::map<std::string, double>& pad_values) {
   const auto it = pad_values.find(input);
   return it == pad_values.end() ? 0.0 : it->second;
 }
-}  // namespace
 
 std::string OneSidedInputs::text(const std::map<std::string, double>& pad_values) const {
   std::string which;

@@ -33,6 +33,9 @@ struct PaddingProbe {
   InputShapes bucket;
 };
 
+/// The value `input` is padded with: its `shapes.pad_values` entry, else 0.
+double pad_value_of(const std::string& input, const std::map<std::string, double>& pad_values);
+
 /// Generated inputs all on one side of the value they are padded with. Inputs on both sides of it
 /// (made-up ones in [-1, 1] padded with 0) hide an output that reads the padded positions only through
 /// a min or a max over them (min-max normalisation, x - max over a sequence): the pad value is never
